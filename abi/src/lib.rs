@@ -1,0 +1,19 @@
+//! C ABI types of fi_xpu, shared by the core library, its provider plugins and
+//! the generated public headers.
+//!
+//! Nothing here has behaviour: these are `#[repr(C)]` layouts and constants.
+//! `libfabric` mirrors the few libfabric types the headers take from
+//! `<rdma/fabric.h>` (they are never emitted by cbindgen), `public` is what
+//! `rdma/fi_xpu.h` declares, and `provider` is the plugin ABI of
+//! `rdma/fi_xpu_provider.h`.
+#![allow(non_camel_case_types)]
+
+pub mod launcher;
+pub mod libfabric;
+pub mod provider;
+pub mod public;
+
+pub use launcher::*;
+pub use libfabric::*;
+pub use provider::*;
+pub use public::*;

@@ -1,0 +1,291 @@
+//! The provider plugin ABI (`rdma/fi_xpu_provider.h`).
+//!
+//! A plugin is a shared object `libfi_xpu-<name>.so` that exports
+//! `fi_xpu_prov_ini`, a function returning a pointer to a static
+//! `struct fi_xpu_provider`. The core checks the descriptor's version and size,
+//! calls `init` with its table of core services, and from then on calls the
+//! entry points with the provider's own opaque handles. The core validates
+//! every argument that came from the application before a provider sees it.
+use crate::libfabric::{fi_addr_t, fi_cq_err_entry, fi_hmem_iface};
+use crate::public::{
+    fi_xpu_av_attr, fi_xpu_cntr_attr, fi_xpu_cq_attr, fi_xpu_ctx_attr, fi_xpu_domain_attr,
+    fi_xpu_ep_attr, fid_xpu, fid_xpu_ctx,
+};
+use std::ffi::{c_char, c_int, c_void};
+
+/// Plugin ABI major version: a plugin built for another major is refused.
+pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
+/// Plugin ABI minor version: a plugin built for a newer minor is refused; an
+/// older one must be at least `FI_XPU_PROV_MIN_SIZE` bytes.
+pub const FI_XPU_PROV_ABI_MINOR: u32 = 0;
+/// Name of the symbol every plugin exports.
+pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
+
+/// Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
+pub const FI_XPU_LOG_WARN: c_int = 1;
+pub const FI_XPU_LOG_INFO: c_int = 2;
+pub const FI_XPU_LOG_DEBUG: c_int = 3;
+
+/// Everything a provider needs to know about a new XPU context.
+#[repr(C)]
+pub struct fi_xpu_prov_ctx_args {
+    pub iface: fi_hmem_iface,
+    pub device: u64,
+    /// The application's handle: pass it to the core's memory services.
+    pub core_ctx: *mut fid_xpu_ctx,
+}
+
+/// Arguments of a memory registration.
+#[repr(C)]
+pub struct fi_xpu_prov_mr_args {
+    pub buf: *const c_void,
+    pub len: usize,
+    /// `FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV`
+    pub access: u64,
+    pub offset: u64,
+    pub requested_key: u64,
+    pub flags: u64,
+    /// `FI_HMEM_SYSTEM` unless the registration names an XPU context.
+    pub iface: fi_hmem_iface,
+    pub device: u64,
+    /// The context the memory belongs to, or NULL for plain host memory.
+    pub core_ctx: *mut fid_xpu_ctx,
+}
+
+/// Services the core offers every provider. Memory services take the
+/// application's context handle and behave exactly as the public calls.
+#[repr(C)]
+pub struct fi_xpu_core {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub size: usize,
+    pub log: Option<unsafe extern "C" fn(level: c_int, prov: *const c_char, msg: *const c_char)>,
+    pub log_enabled: Option<unsafe extern "C" fn(level: c_int) -> c_int>,
+    pub mem_alloc: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_ctx,
+            size: u64,
+            alignment: u64,
+            flags: u64,
+            addr: *mut *mut c_void,
+            fd: *mut c_int,
+            offset: *mut u64,
+        ) -> c_int,
+    >,
+    pub mem_import: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_ctx,
+            host_addr: *mut c_void,
+            fd: c_int,
+            offset: u64,
+            size: u64,
+            flags: u64,
+            dev_addr: *mut *mut c_void,
+        ) -> c_int,
+    >,
+    pub mem_unimport:
+        Option<unsafe extern "C" fn(ctx: *mut fid_xpu_ctx, dev_addr: *mut c_void) -> c_int>,
+    pub mem_free: Option<unsafe extern "C" fn(ctx: *mut fid_xpu_ctx, addr: *mut c_void) -> c_int>,
+    /// A DMA-BUF fd (owned by the caller) and offset for `[addr, addr+size)`.
+    pub mem_export: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_ctx,
+            addr: *mut c_void,
+            size: u64,
+            fd: *mut c_int,
+            offset: *mut u64,
+        ) -> c_int,
+    >,
+}
+
+/// Opaque provider-side handle.
+pub type fi_xpu_prov_handle = *mut c_void;
+
+/// The descriptor `fi_xpu_prov_ini` returns. Fields up to and including
+/// `ep_close` are required (non-NULL) in ABI 1.0.
+#[repr(C)]
+pub struct fi_xpu_provider {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    /// `sizeof(struct fi_xpu_provider)` as the plugin was built.
+    pub size: usize,
+    pub name: *const c_char,
+    pub version: u32,
+    pub prov_id: u32,
+    /// `FI_XPU_CAP_*`
+    pub caps: u64,
+    /// Bit `1 << iface` for each `enum fi_hmem_iface` the provider serves.
+    pub ifaces: u64,
+    /// Size of an endpoint name (`fi_xpu_getname`).
+    pub addrlen: usize,
+
+    /// Called once after loading. A negative return skips the provider; it
+    /// should log why through `core->log` first.
+    pub init: Option<
+        unsafe extern "C" fn(core: *const fi_xpu_core, prov: *mut fi_xpu_prov_handle) -> c_int,
+    >,
+    pub fini: Option<unsafe extern "C" fn(prov: fi_xpu_prov_handle)>,
+
+    pub domain_open: Option<
+        unsafe extern "C" fn(
+            prov: fi_xpu_prov_handle,
+            attr: *const fi_xpu_domain_attr,
+            domain: *mut fi_xpu_prov_handle,
+        ) -> c_int,
+    >,
+    pub domain_close: Option<unsafe extern "C" fn(domain: fi_xpu_prov_handle) -> c_int>,
+
+    pub ctx_open: Option<
+        unsafe extern "C" fn(
+            domain: fi_xpu_prov_handle,
+            args: *const fi_xpu_prov_ctx_args,
+            ctx: *mut fi_xpu_prov_handle,
+        ) -> c_int,
+    >,
+    pub ctx_query:
+        Option<unsafe extern "C" fn(ctx: fi_xpu_prov_handle, attr: *mut fi_xpu_ctx_attr) -> c_int>,
+    pub ctx_close: Option<unsafe extern "C" fn(ctx: fi_xpu_prov_handle) -> c_int>,
+
+    pub av_open: Option<
+        unsafe extern "C" fn(
+            domain: fi_xpu_prov_handle,
+            attr: *const fi_xpu_av_attr,
+            av: *mut fi_xpu_prov_handle,
+        ) -> c_int,
+    >,
+    /// Inserts one address of `addrlen` bytes.
+    pub av_insert: Option<
+        unsafe extern "C" fn(
+            av: fi_xpu_prov_handle,
+            addr: *const c_void,
+            fi_addr: *mut fi_addr_t,
+            flags: u64,
+        ) -> c_int,
+    >,
+    pub av_remove: Option<
+        unsafe extern "C" fn(av: fi_xpu_prov_handle, fi_addr: fi_addr_t, flags: u64) -> c_int,
+    >,
+    /// The raw address a kernel uses for `fi_addr` on the context `ctx`.
+    pub av_lookup: Option<
+        unsafe extern "C" fn(
+            av: fi_xpu_prov_handle,
+            fi_addr: fi_addr_t,
+            ctx: fi_xpu_prov_handle,
+            buf: *mut c_void,
+            len: *mut usize,
+            flags: u64,
+        ) -> c_int,
+    >,
+    pub av_close: Option<unsafe extern "C" fn(av: fi_xpu_prov_handle) -> c_int>,
+
+    /// `ctx` may be NULL (plain host memory).
+    pub mr_reg: Option<
+        unsafe extern "C" fn(
+            domain: fi_xpu_prov_handle,
+            ctx: fi_xpu_prov_handle,
+            args: *const fi_xpu_prov_mr_args,
+            mr: *mut fi_xpu_prov_handle,
+        ) -> c_int,
+    >,
+    pub mr_key: Option<unsafe extern "C" fn(mr: fi_xpu_prov_handle, key: *mut u64) -> c_int>,
+    /// The raw descriptor a kernel passes as `desc` for this registration.
+    pub mr_desc: Option<
+        unsafe extern "C" fn(
+            mr: fi_xpu_prov_handle,
+            ctx: fi_xpu_prov_handle,
+            buf: *mut c_void,
+            len: *mut usize,
+            flags: u64,
+        ) -> c_int,
+    >,
+    pub mr_close: Option<unsafe extern "C" fn(mr: fi_xpu_prov_handle) -> c_int>,
+
+    /// `ctx` is NULL for a host CQ.
+    pub cq_open: Option<
+        unsafe extern "C" fn(
+            domain: fi_xpu_prov_handle,
+            ctx: fi_xpu_prov_handle,
+            attr: *const fi_xpu_cq_attr,
+            cq: *mut fi_xpu_prov_handle,
+        ) -> c_int,
+    >,
+    pub cq_export: Option<
+        unsafe extern "C" fn(cq: fi_xpu_prov_handle, flags: u64, out: *mut fid_xpu) -> c_int,
+    >,
+    /// Host CQs only: up to `count` entries in the CQ's format; `src_addr` may be NULL.
+    pub cq_host_read: Option<
+        unsafe extern "C" fn(
+            cq: fi_xpu_prov_handle,
+            buf: *mut c_void,
+            count: usize,
+            src_addr: *mut fi_addr_t,
+        ) -> isize,
+    >,
+    pub cq_host_readerr: Option<
+        unsafe extern "C" fn(
+            cq: fi_xpu_prov_handle,
+            buf: *mut fi_cq_err_entry,
+            flags: u64,
+        ) -> isize,
+    >,
+    pub cq_close: Option<unsafe extern "C" fn(cq: fi_xpu_prov_handle) -> c_int>,
+
+    /// `ctx` is NULL for a host counter.
+    pub cntr_open: Option<
+        unsafe extern "C" fn(
+            domain: fi_xpu_prov_handle,
+            ctx: fi_xpu_prov_handle,
+            attr: *const fi_xpu_cntr_attr,
+            cntr: *mut fi_xpu_prov_handle,
+        ) -> c_int,
+    >,
+    pub cntr_export: Option<
+        unsafe extern "C" fn(cntr: fi_xpu_prov_handle, flags: u64, out: *mut fid_xpu) -> c_int,
+    >,
+    /// Host counters only: reads the success and error counts.
+    pub cntr_host_read: Option<
+        unsafe extern "C" fn(cntr: fi_xpu_prov_handle, value: *mut u64, err: *mut u64) -> c_int,
+    >,
+    /// Host counters only: `FI_XPU_CNTR_ADD` / `FI_XPU_CNTR_SET` on the value
+    /// or, with `FI_XPU_CNTR_ERR`, on the error count.
+    pub cntr_host_update:
+        Option<unsafe extern "C" fn(cntr: fi_xpu_prov_handle, how: u32, value: u64) -> c_int>,
+    pub cntr_close: Option<unsafe extern "C" fn(cntr: fi_xpu_prov_handle) -> c_int>,
+
+    pub ep_open: Option<
+        unsafe extern "C" fn(
+            domain: fi_xpu_prov_handle,
+            ctx: fi_xpu_prov_handle,
+            attr: *const fi_xpu_ep_attr,
+            ep: *mut fi_xpu_prov_handle,
+        ) -> c_int,
+    >,
+    /// Binds an AV, CQ or counter (`fclass` says which) with libfabric's bind flags.
+    pub ep_bind: Option<
+        unsafe extern "C" fn(
+            ep: fi_xpu_prov_handle,
+            fclass: usize,
+            obj: fi_xpu_prov_handle,
+            flags: u64,
+        ) -> c_int,
+    >,
+    pub ep_enable: Option<unsafe extern "C" fn(ep: fi_xpu_prov_handle) -> c_int>,
+    pub ep_getname: Option<
+        unsafe extern "C" fn(ep: fi_xpu_prov_handle, addr: *mut c_void, len: *mut usize) -> c_int,
+    >,
+    pub ep_export: Option<
+        unsafe extern "C" fn(ep: fi_xpu_prov_handle, flags: u64, out: *mut fid_xpu) -> c_int,
+    >,
+    pub ep_close: Option<unsafe extern "C" fn(ep: fi_xpu_prov_handle) -> c_int>,
+}
+
+/// Smallest descriptor the core accepts: through `ep_close`.
+pub const FI_XPU_PROV_MIN_SIZE: usize = std::mem::size_of::<fi_xpu_provider>();
+
+/// `cntr_host_update` selectors.
+pub const FI_XPU_CNTR_ADD: u32 = 0;
+pub const FI_XPU_CNTR_SET: u32 = 1;
+pub const FI_XPU_CNTR_ERR: u32 = 2;
+
+/// The one symbol a plugin exports.
+pub type fi_xpu_prov_ini_fn = unsafe extern "C" fn() -> *const fi_xpu_provider;

@@ -1,0 +1,257 @@
+//! Types and constants declared by `rdma/fi_xpu.h`. Names and layouts that
+//! upstream libfabric's `fi_xpu.h` defines are kept; extensions are marked.
+use crate::libfabric::{fi_hmem_iface, fid};
+use std::ffi::{c_char, c_int, c_void};
+
+pub const FI_XPU_MAJOR_VERSION: u32 = 0;
+pub const FI_XPU_MINOR_VERSION: u32 = 1;
+pub const FI_XPU_PATCH_VERSION: u32 = 0;
+/// `FI_XPU_VERSION(FI_XPU_MAJOR_VERSION, FI_XPU_MINOR_VERSION)`, what a caller
+/// passes to `fi_xpu_getinfo`.
+pub const FI_XPU_API_VERSION: u32 = (FI_XPU_MAJOR_VERSION << 16) | FI_XPU_MINOR_VERSION;
+
+/// Cooperative scopes: every thread of the scope calls the operation with the
+/// same arguments.
+pub const FI_XPU_WORK_ITEM: c_int = 0;
+pub const FI_XPU_SUBGROUP: c_int = 1;
+pub const FI_XPU_WORK_GROUP: c_int = 2;
+pub const FI_XPU_DEVICE: c_int = 3;
+
+/// `fi_xpu_alloc` flag: the allocation must be exportable as a DMA-BUF fd.
+pub const FI_XPU_ALLOC_DMABUF: u64 = 1 << 0;
+/// `fi_xpu_alloc` flag (extension): host RAM that the device can also access.
+pub const FI_XPU_ALLOC_HOST: u64 = 1 << 1;
+/// `fi_xpu_import` flag: the host address is PCIe BAR / MMIO space.
+pub const FI_XPU_IMPORT_IOMEMORY: u64 = 1 << 0;
+/// `fi_xpu_import` flag: the result must be usable from kernels.
+pub const FI_XPU_IMPORT_DEVICEMAP: u64 = 1 << 1;
+/// `fi_xpu_import` flag (extension): the resource is the DMA-BUF `fd` at
+/// `offset`; `host_addr` may be NULL.
+pub const FI_XPU_IMPORT_DMABUF: u64 = 1 << 2;
+
+/// Context capabilities returned by `fi_xpu_ctx_query`.
+pub const FI_XPU_CAP_EP: u64 = 1 << 0;
+pub const FI_XPU_CAP_CQ: u64 = 1 << 1;
+pub const FI_XPU_CAP_CNTR: u64 = 1 << 2;
+pub const FI_XPU_CAP_WR: u64 = 1 << 3;
+
+/// Provider identifiers for device-side dispatch (`fid_xpu.prov_id`).
+/// 1 is upstream's EFA; 2 and 3 are the in-tree providers; ids from
+/// `FI_XPU_PROV_USER_BASE` up are free for out-of-tree providers.
+pub const FI_XPU_PROV_EFA: u32 = 1;
+pub const FI_XPU_PROV_SHM: u32 = 2;
+pub const FI_XPU_PROV_OFI: u32 = 3;
+pub const FI_XPU_PROV_USER_BASE: u32 = 128;
+
+/// `fid.fclass` of an XPU context (`FI_CLASS_*` has no value for it in
+/// libfabric 1.x; this one cannot collide with theirs).
+pub const FI_XPU_CLASS_CTX: usize = 0x5843_5800;
+
+/// Memory callbacks an application may supply in `fi_xpu_attr.ops`.
+/// `size` is `sizeof` the struct the caller was built with: fields past it are
+/// taken as absent. `import` takes the DMA-BUF `fd`/`offset` pair (extension);
+/// `export` (extension, optional) turns an address range the device owns into
+/// a DMA-BUF fd, so memory not allocated through `alloc` can still be shared.
+#[repr(C)]
+pub struct fi_xpu_ops {
+    pub size: usize,
+    pub alloc: Option<
+        unsafe extern "C" fn(
+            device: u64,
+            size: u64,
+            alignment: u64,
+            flags: u64,
+            addr: *mut *mut c_void,
+            fd: *mut c_int,
+            offset: *mut u64,
+        ) -> c_int,
+    >,
+    pub import: Option<
+        unsafe extern "C" fn(
+            device: u64,
+            host_addr: *mut c_void,
+            fd: c_int,
+            offset: u64,
+            size: u64,
+            flags: u64,
+            dev_addr: *mut *mut c_void,
+        ) -> c_int,
+    >,
+    pub unimport: Option<unsafe extern "C" fn(device: u64, dev_addr: *mut c_void) -> c_int>,
+    pub free: Option<unsafe extern "C" fn(device: u64, addr: *mut c_void)>,
+    pub export: Option<
+        unsafe extern "C" fn(
+            device: u64,
+            addr: *mut c_void,
+            size: u64,
+            fd: *mut c_int,
+            offset: *mut u64,
+        ) -> c_int,
+    >,
+}
+
+/// Input to `fi_xpu_ctx`: which device, and optionally how to reach its memory.
+#[repr(C)]
+pub struct fi_xpu_attr {
+    pub iface: fi_hmem_iface,
+    pub device: u64,
+    pub ops: *mut fi_xpu_ops,
+}
+
+/// Output of `fi_xpu_ctx_query`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct fi_xpu_ctx_attr {
+    pub caps: u64,
+    pub av_addr_size: usize,
+    pub mr_desc_size: usize,
+    pub max_tx_wr_desc_size: usize,
+    pub max_rx_wr_desc_size: usize,
+}
+
+/// Base of every handle a kernel receives. `prov_ctx` is the provider's
+/// device-visible state for the object.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fid_xpu {
+    pub fclass: u32,
+    pub prov_id: u32,
+    pub prov_ctx: u64,
+}
+
+/// Device handle of an endpoint.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct fid_xpu_ep {
+    pub fid: fid_xpu,
+}
+
+/// Device handle of a completion queue.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct fid_xpu_cq {
+    pub fid: fid_xpu,
+}
+
+/// Device handle of a counter.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct fid_xpu_cntr {
+    pub fid: fid_xpu,
+}
+
+/// Host object: a provider instance. Only the fid is public.
+#[repr(C)]
+pub struct fid_xpu_domain {
+    pub fid: fid,
+}
+
+/// Host object: one device (iface + ordinal + memory operations).
+#[repr(C)]
+pub struct fid_xpu_ctx {
+    pub fid: fid,
+}
+
+/// Host object: address vector.
+#[repr(C)]
+pub struct fid_xpu_av {
+    pub fid: fid,
+}
+
+/// Host object: memory registration.
+#[repr(C)]
+pub struct fid_xpu_mr {
+    pub fid: fid,
+}
+
+/// Host object: endpoint (the kernel's handle is `struct fid_xpu_ep`).
+#[repr(C)]
+pub struct fid_xpu_host_ep {
+    pub fid: fid,
+}
+
+/// Host object: completion queue (the kernel's handle is `struct fid_xpu_cq`).
+#[repr(C)]
+pub struct fid_xpu_host_cq {
+    pub fid: fid,
+}
+
+/// Host object: counter (the kernel's handle is `struct fid_xpu_cntr`).
+#[repr(C)]
+pub struct fid_xpu_host_cntr {
+    pub fid: fid,
+}
+
+/// One usable provider, as listed by `fi_xpu_getinfo`.
+#[repr(C)]
+pub struct fi_xpu_info {
+    pub next: *mut fi_xpu_info,
+    pub prov_name: *mut c_char,
+    pub prov_version: u32,
+    pub prov_id: u32,
+    /// `FI_XPU_CAP_*`
+    pub caps: u64,
+    /// Bit `1 << iface` for every `enum fi_hmem_iface` the provider serves.
+    pub ifaces: u64,
+    /// Size of the address `fi_xpu_getname` returns.
+    pub addrlen: usize,
+    /// Core-private; do not touch.
+    pub handle: *mut c_void,
+}
+
+/// Optional input to `fi_xpu_domain` (NULL: defaults). `size` versions it.
+#[repr(C)]
+pub struct fi_xpu_domain_attr {
+    pub size: usize,
+    /// Provider-specific choice of transport, e.g. the libfabric provider the
+    /// ofi provider runs over ("tcp"); NULL for the provider's default.
+    pub fabric_prov: *const c_char,
+    /// Number of progress threads, for providers that have any; 0: default.
+    pub progress_threads: u32,
+    pub reserved: u32,
+    pub flags: u64,
+}
+
+/// Optional input to `fi_xpu_av_open`.
+#[repr(C)]
+pub struct fi_xpu_av_attr {
+    /// Expected number of entries (a hint); 0: provider default.
+    pub count: usize,
+    pub flags: u64,
+}
+
+/// Input to `fi_xpu_cq_open`.
+#[repr(C)]
+pub struct fi_xpu_cq_attr {
+    /// Number of entries.
+    pub size: usize,
+    pub flags: u64,
+    /// `enum fi_cq_format`; `FI_CQ_FORMAT_UNSPEC` means `FI_CQ_FORMAT_CONTEXT`.
+    pub format: c_int,
+    /// Milliseconds a blocking device read (`fi_xpu_cq_sread`) waits at most;
+    /// negative: no limit.
+    pub timeout: c_int,
+    /// Set: an XPU CQ readable by kernels. NULL: a host CQ.
+    pub xpu_ctx: *mut fid_xpu_ctx,
+}
+
+/// Input to `fi_xpu_cntr_open`.
+#[repr(C)]
+pub struct fi_xpu_cntr_attr {
+    pub flags: u64,
+    /// Set: an XPU counter readable by kernels. NULL: a host counter.
+    pub xpu_ctx: *mut fid_xpu_ctx,
+}
+
+/// Input to `fi_xpu_endpoint`.
+#[repr(C)]
+pub struct fi_xpu_ep_attr {
+    /// Capabilities wanted (`FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC`); 0: all.
+    pub caps: u64,
+    /// Transmit and receive queue depths; 0: provider default.
+    pub tx_size: usize,
+    pub rx_size: usize,
+    pub flags: u64,
+    /// The device that posts on this endpoint (required).
+    pub xpu_ctx: *mut fid_xpu_ctx,
+}

@@ -1,0 +1,129 @@
+//! Discovery, versions and error strings.
+use super::{guard, non_null, put, read_opt};
+use crate::error::{strerror, Error};
+use crate::provider::providers;
+use fi_xpu_abi::*;
+use std::ffi::{c_char, c_int, CStr, CString};
+
+/// Library version as `FI_XPU_VERSION(major, minor)`.
+#[no_mangle]
+pub extern "C" fn fi_xpu_version() -> u32 {
+    FI_XPU_API_VERSION
+}
+
+/// Text for an error number (either sign). The string is static.
+#[no_mangle]
+pub extern "C" fn fi_xpu_strerror(errnum: c_int) -> *const c_char {
+    // Static NUL-terminated copies of the texts, built once.
+    static TEXTS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<&'static str, CString>>,
+    > = std::sync::OnceLock::new();
+    let text = strerror(errnum);
+    let mut map = TEXTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    map.entry(text)
+        .or_insert_with(|| CString::new(text).unwrap())
+        .as_ptr()
+}
+
+fn matches(hints: Option<&fi_xpu_info>, p: &crate::provider::Provider) -> bool {
+    let Some(h) = hints else { return true };
+    let d = p.desc();
+    if !h.prov_name.is_null() {
+        // SAFETY: a non-NULL hint name is a NUL-terminated string (API contract).
+        let want = unsafe { CStr::from_ptr(h.prov_name) };
+        if want.to_bytes() != p.name.as_bytes() {
+            return false;
+        }
+    }
+    (d.caps & h.caps) == h.caps
+        && (d.ifaces & h.ifaces) == h.ifaces
+        && (h.prov_id == 0 || h.prov_id == d.prov_id)
+}
+
+/// Lists the usable providers matching `hints` (NULL: all).
+///
+/// # Safety
+/// `hints` is NULL or a valid `fi_xpu_info`; `info` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_getinfo(
+    version: u32,
+    hints: *const fi_xpu_info,
+    flags: u64,
+    info: *mut *mut fi_xpu_info,
+) -> c_int {
+    guard(|| {
+        non_null(info)?;
+        if version >> 16 != FI_XPU_MAJOR_VERSION || (version & 0xffff) > FI_XPU_MINOR_VERSION {
+            crate::warn!(
+                "fi_xpu_getinfo: version {}.{} is not served by this library ({FI_XPU_MAJOR_VERSION}.{FI_XPU_MINOR_VERSION})",
+                version >> 16,
+                version & 0xffff
+            );
+            return Err(Error(errno::FI_ENOSYS));
+        }
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let hints = read_opt(hints);
+        let mut head: *mut fi_xpu_info = std::ptr::null_mut();
+        for (i, p) in providers().loaded.iter().enumerate().rev() {
+            if !matches(hints, p) {
+                continue;
+            }
+            let d = p.desc();
+            let node = Box::new(fi_xpu_info {
+                next: head,
+                prov_name: CString::new(p.name.clone()).unwrap().into_raw(),
+                prov_version: d.version,
+                prov_id: d.prov_id,
+                caps: d.caps,
+                ifaces: d.ifaces,
+                addrlen: d.addrlen,
+                handle: (i + 1) as *mut std::ffi::c_void,
+            });
+            head = Box::into_raw(node);
+        }
+        if head.is_null() {
+            return Err(Error::NODATA);
+        }
+        put(info, head);
+        Ok(0)
+    })
+}
+
+/// Frees a list from `fi_xpu_getinfo`.
+///
+/// # Safety
+/// `info` is NULL or a list returned by `fi_xpu_getinfo`, freed once.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_freeinfo(info: *mut fi_xpu_info) {
+    let _ = guard(|| {
+        let mut cur = info;
+        while !cur.is_null() {
+            // SAFETY: every node was made by Box::into_raw in fi_xpu_getinfo.
+            let node = unsafe { Box::from_raw(cur) };
+            if !node.prov_name.is_null() {
+                // SAFETY: made by CString::into_raw in fi_xpu_getinfo.
+                drop(unsafe { CString::from_raw(node.prov_name) });
+            }
+            cur = node.next;
+        }
+        Ok(0)
+    });
+}
+
+/// The provider an info entry names (the index kept in `handle`).
+pub(super) fn provider_of(
+    info: *const fi_xpu_info,
+) -> crate::Result<std::sync::Arc<crate::provider::Provider>> {
+    let info = read_opt(info).ok_or(Error::INVAL)?;
+    let idx = (info.handle as usize).checked_sub(1).ok_or(Error::INVAL)?;
+    let p = providers().loaded.get(idx).ok_or(Error::INVAL)?;
+    if p.desc().prov_id != info.prov_id {
+        return Err(Error::INVAL);
+    }
+    Ok(p.clone())
+}

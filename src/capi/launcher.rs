@@ -1,0 +1,1 @@
+//! Host XPU launcher entry points (see `crate::launcher`).

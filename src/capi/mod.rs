@@ -1,0 +1,114 @@
+//! The `extern "C"` surface: argument checks, conversions, and calls into safe
+//! Rust. Every function runs inside `guard`, so no panic crosses into C.
+mod info;
+mod launcher;
+pub(crate) mod memory;
+pub(crate) use memory as memory_services;
+mod objects;
+
+use crate::error::{Error, Result};
+use fi_xpu_abi::errno::FI_ENOSYS;
+use fi_xpu_abi::*;
+use std::ffi::{c_char, c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs `f`, turning an error into its negative code and a panic into
+/// `-FI_EOTHER` (with a log line).
+pub fn guard(f: impl FnOnce() -> Result<c_int>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => e.code(),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            crate::warn!("internal error caught at the C boundary: {what}");
+            Error::OTHER.code()
+        }
+    }
+}
+
+/// `guard` for functions returning `ssize_t`.
+pub fn guard_ssize(f: impl FnOnce() -> Result<isize>) -> isize {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => e.code() as isize,
+        Err(_) => {
+            crate::warn!("internal error caught at the C boundary");
+            Error::OTHER.code() as isize
+        }
+    }
+}
+
+/// Writes `v` through an out-pointer that was checked non-NULL.
+fn put<T>(out: *mut T, v: T) {
+    // SAFETY: callers pass out-pointers from the application that were
+    // checked non-NULL; the API requires them to be valid for writing.
+    unsafe { out.write(v) }
+}
+
+fn non_null<T>(p: *const T) -> Result<()> {
+    if p.is_null() {
+        Err(Error::INVAL)
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads an input struct the application passed, if it is not NULL.
+fn read_opt<'a, T>(p: *const T) -> Option<&'a T> {
+    // SAFETY: the API requires non-NULL attribute pointers to point to a
+    // valid struct of that type for the duration of the call.
+    unsafe { p.as_ref() }
+}
+
+unsafe extern "C" fn fid_close(fid: *mut fid) -> c_int {
+    guard(|| crate::object::close(fid as *const c_void).map(|_| 0))
+}
+
+unsafe extern "C" fn fid_bind(fid: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
+    // SAFETY: forwarding the application's handles unchanged; they are looked up before use.
+    unsafe { objects::fi_xpu_ep_bind(fid as *mut fid_xpu_host_ep, bfid, flags) }
+}
+
+unsafe extern "C" fn fid_control(_fid: *mut fid, _command: c_int, _arg: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+
+unsafe extern "C" fn fid_ops_open(
+    _fid: *mut fid,
+    _name: *const c_char,
+    _flags: u64,
+    _ops: *mut *mut c_void,
+    _context: *mut c_void,
+) -> c_int {
+    -FI_ENOSYS
+}
+
+unsafe extern "C" fn fid_tostr(_fid: *const fid, _buf: *mut c_char, _len: usize) -> c_int {
+    -FI_ENOSYS
+}
+
+unsafe extern "C" fn fid_ops_set(
+    _fid: *mut fid,
+    _name: *const c_char,
+    _flags: u64,
+    _ops: *mut c_void,
+    _context: *mut c_void,
+) -> c_int {
+    -FI_ENOSYS
+}
+
+/// The `fi_ops` every fi_xpu object's fid points to, so that libfabric's
+/// `fi_close(&obj->fid)` works.
+pub static FID_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(fid_close),
+    bind: Some(fid_bind),
+    control: Some(fid_control),
+    ops_open: Some(fid_ops_open),
+    tostr: Some(fid_tostr),
+    ops_set: Some(fid_ops_set),
+};

@@ -1,0 +1,831 @@
+//! Host objects: domain, XPU context, AV, MR, CQ, counter, endpoint, export
+//! and close.
+use super::info::provider_of;
+use super::{guard, guard_ssize, non_null, put, read_opt};
+use crate::error::{Error, Result};
+use crate::memory::{Memory, UserOps};
+use crate::object::{self, acquire, lookup, lookup_any, register, release, Kind, New, Object};
+use crate::prov_call;
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::flags::*;
+use fi_xpu_abi::*;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Opens a provider handle, registers it, and gives back the uses in `holds`
+/// if the provider refuses.
+fn open_child(
+    kind: Kind,
+    holds: Vec<Arc<Object>>,
+    prov: Arc<crate::provider::Provider>,
+    memory: Option<Memory>,
+    xpu: bool,
+    context: *mut c_void,
+    open: impl FnOnce() -> (c_int, *mut c_void),
+) -> Result<*mut fid> {
+    let refs: Vec<&Arc<Object>> = holds.iter().collect();
+    acquire(&refs)?;
+    let (ret, handle) = open();
+    if let Err(e) = Error::check(ret) {
+        release(&holds);
+        return Err(e);
+    }
+    Ok(register(New {
+        kind,
+        prov,
+        handle,
+        holds,
+        memory,
+        xpu,
+        context,
+    }))
+}
+
+/// Opens a domain on the provider `info` names.
+///
+/// # Safety
+/// `info` comes from `fi_xpu_getinfo`; `attr` is NULL or valid; `domain` is a
+/// valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_domain(
+    info: *const fi_xpu_info,
+    attr: *const fi_xpu_domain_attr,
+    domain: *mut *mut fid_xpu_domain,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        non_null(domain)?;
+        let prov = provider_of(info)?;
+        let defaults = fi_xpu_domain_attr {
+            size: std::mem::size_of::<fi_xpu_domain_attr>(),
+            fabric_prov: std::ptr::null(),
+            progress_threads: 0,
+            reserved: 0,
+            flags: 0,
+        };
+        let attr = match read_opt(attr) {
+            None => &defaults,
+            Some(a) if a.size != std::mem::size_of::<fi_xpu_domain_attr>() => {
+                return Err(Error::INVAL)
+            }
+            Some(a) if a.flags != 0 => return Err(Error::BADFLAGS),
+            Some(a) => a,
+        };
+        let mut h = std::ptr::null_mut();
+        let p = prov.clone();
+        let fid = open_child(Kind::Domain, vec![], prov, None, false, context, || {
+            (prov_call!(p, domain_open(p.handle(), attr, &mut h)), h)
+        })?;
+        put(domain, fid as *mut fid_xpu_domain);
+        Ok(0)
+    })
+}
+
+/// Creates the XPU context of one device.
+///
+/// # Safety
+/// `attr` points to a valid `fi_xpu_attr` whose `ops`, if set, points to a
+/// struct of at least its `size` bytes; `ctx` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_ctx(
+    domain: *mut fid_xpu_domain,
+    attr: *const fi_xpu_attr,
+    ctx: *mut *mut fid_xpu_ctx,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        non_null(ctx)?;
+        let dom = lookup(domain as *const c_void, Kind::Domain)?;
+        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        let ops = if attr.ops.is_null() {
+            None
+        } else {
+            // SAFETY: the caller guarantees `ops` points to a struct of `size` bytes.
+            Some(unsafe { UserOps::from_raw(attr.ops, attr.device) }?)
+        };
+        if attr.iface < 0 || attr.iface >= 64 {
+            return Err(Error::INVAL);
+        }
+        if dom.prov.desc().ifaces & (1u64 << attr.iface) == 0 {
+            dom.prov.log(
+                FI_XPU_LOG_WARN,
+                &format!(
+                    "does not serve iface {}",
+                    crate::memory::iface_name(attr.iface)
+                ),
+            );
+            return Err(Error::OPNOTSUPP);
+        }
+        let memory = Memory::new(attr.iface, attr.device, ops)?;
+        // The provider gets the application's handle before it exists as a
+        // registered object, so it is registered first and its provider handle
+        // filled in by a second registration step.
+        let prov = dom.prov.clone();
+        let shell =
+            object::register_pending(Kind::Ctx, prov.clone(), vec![dom.clone()], memory, context)?;
+        let args = fi_xpu_prov_ctx_args {
+            iface: attr.iface,
+            device: attr.device,
+            core_ctx: shell as *mut fid_xpu_ctx,
+        };
+        let mut h = std::ptr::null_mut();
+        let ret = prov_call!(prov, ctx_open(dom.handle(), &args, &mut h));
+        object::finish_pending(shell, Error::check(ret).map(|_| h))?;
+        put(ctx, shell as *mut fid_xpu_ctx);
+        Ok(0)
+    })
+}
+
+/// Capabilities and raw sizes of a context.
+///
+/// # Safety
+/// `attr` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_ctx_query(
+    ctx: *mut fid_xpu_ctx,
+    attr: *mut fi_xpu_ctx_attr,
+) -> c_int {
+    guard(|| {
+        non_null(attr)?;
+        let c = lookup(ctx as *const c_void, Kind::Ctx)?;
+        let mut out = fi_xpu_ctx_attr::default();
+        Error::check(prov_call!(c.prov, ctx_query(c.handle(), &mut out)))?;
+        put(attr, out);
+        Ok(0)
+    })
+}
+
+/// Opens an address vector.
+///
+/// # Safety
+/// `attr` is NULL or valid; `av` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_av_open(
+    domain: *mut fid_xpu_domain,
+    attr: *const fi_xpu_av_attr,
+    av: *mut *mut fid_xpu_av,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        non_null(av)?;
+        let dom = lookup(domain as *const c_void, Kind::Domain)?;
+        let defaults = fi_xpu_av_attr { count: 0, flags: 0 };
+        let attr = read_opt(attr).unwrap_or(&defaults);
+        if attr.flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let mut h = std::ptr::null_mut();
+        let p = dom.prov.clone();
+        let fid = open_child(
+            Kind::Av,
+            vec![dom.clone()],
+            p.clone(),
+            None,
+            false,
+            context,
+            || (prov_call!(p, av_open(dom.handle(), attr, &mut h)), h),
+        )?;
+        put(av, fid as *mut fid_xpu_av);
+        Ok(0)
+    })
+}
+
+/// Inserts `count` addresses (each `fi_xpu_info.addrlen` bytes, packed).
+/// Returns the number inserted; failed entries get `FI_ADDR_UNSPEC`.
+///
+/// # Safety
+/// `addr` holds `count` addresses; `fi_addr` is NULL or holds `count` entries.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_av_insert(
+    av: *mut fid_xpu_av,
+    addr: *const c_void,
+    count: usize,
+    fi_addr: *mut fi_addr_t,
+    flags: u64,
+    _context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        let a = lookup(av as *const c_void, Kind::Av)?;
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if count == 0 {
+            return Ok(0);
+        }
+        non_null(addr)?;
+        let addrlen = a.prov.desc().addrlen;
+        if count > c_int::MAX as usize || count.checked_mul(addrlen).is_none() {
+            return Err(Error(FI_EOVERFLOW));
+        }
+        let mut inserted = 0;
+        let mut first_err = None;
+        for i in 0..count {
+            let one = (addr as usize + i * addrlen) as *const c_void;
+            let mut out: fi_addr_t = FI_ADDR_UNSPEC;
+            match Error::check(prov_call!(a.prov, av_insert(a.handle(), one, &mut out, 0))) {
+                Ok(()) => inserted += 1,
+                Err(e) => {
+                    out = FI_ADDR_UNSPEC;
+                    first_err.get_or_insert(e);
+                }
+            }
+            if !fi_addr.is_null() {
+                put(fi_addr.wrapping_add(i), out);
+            }
+        }
+        match (inserted, first_err) {
+            (0, Some(e)) => Err(e),
+            (n, _) => Ok(n),
+        }
+    })
+}
+
+/// Removes `count` addresses.
+///
+/// # Safety
+/// `fi_addr` holds `count` entries.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_av_remove(
+    av: *mut fid_xpu_av,
+    fi_addr: *const fi_addr_t,
+    count: usize,
+    flags: u64,
+) -> c_int {
+    guard(|| {
+        let a = lookup(av as *const c_void, Kind::Av)?;
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if count == 0 {
+            return Ok(0);
+        }
+        non_null(fi_addr)?;
+        for i in 0..count {
+            // SAFETY: the caller guarantees `count` readable entries.
+            let addr = unsafe { *fi_addr.add(i) };
+            Error::check(prov_call!(a.prov, av_remove(a.handle(), addr, 0)))?;
+        }
+        Ok(0)
+    })
+}
+
+/// Checks a `(buf, len)` pair for a size query and returns `*len`.
+fn size_query(buf: *mut c_void, len: *mut usize) -> Result<usize> {
+    non_null(len)?;
+    // SAFETY: checked non-NULL; the API requires it valid.
+    let n = unsafe { *len };
+    if buf.is_null() && n != 0 {
+        return Err(Error::INVAL);
+    }
+    Ok(n)
+}
+
+/// The raw address a kernel on `ctx` uses to reach `fi_addr`.
+///
+/// # Safety
+/// `buf` holds `*len` bytes; `len` is valid.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_av_lookup(
+    av: *mut fid_xpu_av,
+    fi_addr: fi_addr_t,
+    buf: *mut c_void,
+    len: *mut usize,
+    flags: u64,
+    ctx: *mut fid_xpu_ctx,
+) -> c_int {
+    guard(|| {
+        let a = lookup(av as *const c_void, Kind::Av)?;
+        let c = lookup(ctx as *const c_void, Kind::Ctx)?;
+        if !a.same_domain(&c) {
+            return Err(Error::INVAL);
+        }
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        size_query(buf, len)?;
+        Error::check(prov_call!(
+            a.prov,
+            av_lookup(a.handle(), fi_addr, c.handle(), buf, len, 0)
+        ))?;
+        Ok(0)
+    })
+}
+
+const MR_ACCESS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+
+/// Registers `[buf, buf + len)` for access by peers. `ctx` names the device
+/// the memory belongs to, or is NULL for host memory.
+///
+/// # Safety
+/// `mr` is a valid out-pointer; the memory stays valid while registered.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_mr_reg(
+    domain: *mut fid_xpu_domain,
+    ctx: *mut fid_xpu_ctx,
+    buf: *const c_void,
+    len: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut fid_xpu_mr,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        non_null(mr)?;
+        let dom = lookup(domain as *const c_void, Kind::Domain)?;
+        let c = attr_ctx(&dom, ctx)?;
+        non_null(buf)?;
+        if len == 0 || access == 0 {
+            return Err(Error::INVAL);
+        }
+        if access & !MR_ACCESS != 0 || flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if (buf as usize).checked_add(len).is_none() {
+            return Err(Error(FI_EOVERFLOW));
+        }
+        let (iface, device, core_ctx) = match &c {
+            Some(c) => (
+                c.memory_iface(),
+                c.memory_device(),
+                c.shell() as *mut fid_xpu_ctx,
+            ),
+            None => (FI_HMEM_SYSTEM, 0, std::ptr::null_mut()),
+        };
+        let args = fi_xpu_prov_mr_args {
+            buf,
+            len,
+            access,
+            offset,
+            requested_key,
+            flags,
+            iface,
+            device,
+            core_ctx,
+        };
+        let mut holds = vec![dom.clone()];
+        holds.extend(c.clone());
+        let ctx_h = c.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
+        let mut h = std::ptr::null_mut();
+        let p = dom.prov.clone();
+        let fid = open_child(Kind::Mr, holds, p.clone(), None, false, context, || {
+            (prov_call!(p, mr_reg(dom.handle(), ctx_h, &args, &mut h)), h)
+        })?;
+        put(mr, fid as *mut fid_xpu_mr);
+        Ok(0)
+    })
+}
+
+/// The remote key of a registration.
+///
+/// # Safety
+/// `key` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_mr_key(mr: *mut fid_xpu_mr, key: *mut u64) -> c_int {
+    guard(|| {
+        non_null(key)?;
+        let m = lookup(mr as *const c_void, Kind::Mr)?;
+        let mut k = 0u64;
+        Error::check(prov_call!(m.prov, mr_key(m.handle(), &mut k)))?;
+        put(key, k);
+        Ok(0)
+    })
+}
+
+/// The raw descriptor a kernel on `ctx` passes as `desc` for this memory.
+///
+/// # Safety
+/// `buf` holds `*len` bytes; `len` is valid.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_mr_desc(
+    mr: *mut fid_xpu_mr,
+    buf: *mut c_void,
+    len: *mut usize,
+    flags: u64,
+    ctx: *mut fid_xpu_ctx,
+) -> c_int {
+    guard(|| {
+        let m = lookup(mr as *const c_void, Kind::Mr)?;
+        let c = lookup(ctx as *const c_void, Kind::Ctx)?;
+        if !m.same_domain(&c) {
+            return Err(Error::INVAL);
+        }
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        size_query(buf, len)?;
+        Error::check(prov_call!(
+            m.prov,
+            mr_desc(m.handle(), c.handle(), buf, len, 0)
+        ))?;
+        Ok(0)
+    })
+}
+
+/// The context named by an attribute, which must be in `dom`.
+fn attr_ctx(dom: &Arc<Object>, ctx: *mut fid_xpu_ctx) -> Result<Option<Arc<Object>>> {
+    if ctx.is_null() {
+        return Ok(None);
+    }
+    let c = lookup(ctx as *const c_void, Kind::Ctx)?;
+    if !c.domain().is_some_and(|d| Arc::ptr_eq(&d, dom)) {
+        return Err(Error::INVAL);
+    }
+    Ok(Some(c))
+}
+
+/// Opens a completion queue: an XPU CQ when `attr->xpu_ctx` is set, a host CQ
+/// otherwise.
+///
+/// # Safety
+/// `attr` is valid; `cq` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_cq_open(
+    domain: *mut fid_xpu_domain,
+    attr: *const fi_xpu_cq_attr,
+    cq: *mut *mut fid_xpu_host_cq,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        non_null(cq)?;
+        let dom = lookup(domain as *const c_void, Kind::Domain)?;
+        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        if attr.flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if !(FI_CQ_FORMAT_UNSPEC..=FI_CQ_FORMAT_TAGGED).contains(&attr.format) {
+            return Err(Error::INVAL);
+        }
+        if attr.size > u32::MAX as usize {
+            return Err(Error(FI_EOVERFLOW));
+        }
+        let c = attr_ctx(&dom, attr.xpu_ctx)?;
+        let mut holds = vec![dom.clone()];
+        holds.extend(c.clone());
+        let ctx_h = c.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
+        let mut h = std::ptr::null_mut();
+        let p = dom.prov.clone();
+        let fid = open_child(
+            Kind::Cq,
+            holds,
+            p.clone(),
+            None,
+            c.is_some(),
+            context,
+            || (prov_call!(p, cq_open(dom.handle(), ctx_h, attr, &mut h)), h),
+        )?;
+        put(cq, fid as *mut fid_xpu_host_cq);
+        Ok(0)
+    })
+}
+
+fn host_cq(cq: *mut fid_xpu_host_cq) -> Result<Arc<Object>> {
+    let q = lookup(cq as *const c_void, Kind::Cq)?;
+    if q.xpu {
+        return Err(Error::OPNOTSUPP);
+    }
+    Ok(q)
+}
+
+/// Reads up to `count` entries of a host CQ (format of the CQ). Returns the
+/// number read, `-FI_EAGAIN` when empty, `-FI_EAVAIL` when an error entry is
+/// pending, `-FI_EOPNOTSUPP` on an XPU CQ.
+///
+/// # Safety
+/// `buf` has room for `count` entries of the CQ's format.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_cq_host_read(
+    cq: *mut fid_xpu_host_cq,
+    buf: *mut c_void,
+    count: usize,
+) -> isize {
+    // SAFETY: same contract, no source addresses wanted.
+    unsafe { fi_xpu_cq_host_readfrom(cq, buf, count, std::ptr::null_mut()) }
+}
+
+/// As `fi_xpu_cq_host_read`, also giving each entry's source address.
+///
+/// # Safety
+/// `buf` has room for `count` entries; `src_addr` is NULL or has `count` slots.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_cq_host_readfrom(
+    cq: *mut fid_xpu_host_cq,
+    buf: *mut c_void,
+    count: usize,
+    src_addr: *mut fi_addr_t,
+) -> isize {
+    guard_ssize(|| {
+        let q = host_cq(cq)?;
+        if count == 0 {
+            return Ok(0);
+        }
+        non_null(buf)?;
+        Ok(prov_call!(
+            q.prov,
+            cq_host_read(q.handle(), buf, count, src_addr)
+        ))
+    })
+}
+
+/// Reads one error entry of a host CQ.
+///
+/// # Safety
+/// `buf` is a valid `fi_cq_err_entry`.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_cq_host_readerr(
+    cq: *mut fid_xpu_host_cq,
+    buf: *mut fi_cq_err_entry,
+    flags: u64,
+) -> isize {
+    guard_ssize(|| {
+        let q = host_cq(cq)?;
+        non_null(buf)?;
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        Ok(prov_call!(q.prov, cq_host_readerr(q.handle(), buf, 0)))
+    })
+}
+
+/// Opens a counter: an XPU counter when `attr->xpu_ctx` is set, a host one
+/// otherwise.
+///
+/// # Safety
+/// `attr` is valid; `cntr` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_cntr_open(
+    domain: *mut fid_xpu_domain,
+    attr: *const fi_xpu_cntr_attr,
+    cntr: *mut *mut fid_xpu_host_cntr,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        non_null(cntr)?;
+        let dom = lookup(domain as *const c_void, Kind::Domain)?;
+        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        if attr.flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let c = attr_ctx(&dom, attr.xpu_ctx)?;
+        let mut holds = vec![dom.clone()];
+        holds.extend(c.clone());
+        let ctx_h = c.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
+        let mut h = std::ptr::null_mut();
+        let p = dom.prov.clone();
+        let fid = open_child(
+            Kind::Cntr,
+            holds,
+            p.clone(),
+            None,
+            c.is_some(),
+            context,
+            || {
+                (
+                    prov_call!(p, cntr_open(dom.handle(), ctx_h, attr, &mut h)),
+                    h,
+                )
+            },
+        )?;
+        put(cntr, fid as *mut fid_xpu_host_cntr);
+        Ok(0)
+    })
+}
+
+fn host_cntr(cntr: *mut fid_xpu_host_cntr) -> Result<Arc<Object>> {
+    let c = lookup(cntr as *const c_void, Kind::Cntr)?;
+    if c.xpu {
+        return Err(Error::OPNOTSUPP);
+    }
+    Ok(c)
+}
+
+fn cntr_read(cntr: *mut fid_xpu_host_cntr, out: *mut u64, err: bool) -> c_int {
+    guard(|| {
+        non_null(out)?;
+        let c = host_cntr(cntr)?;
+        let (mut v, mut e) = (0u64, 0u64);
+        Error::check(prov_call!(
+            c.prov,
+            cntr_host_read(c.handle(), &mut v, &mut e)
+        ))?;
+        put(out, if err { e } else { v });
+        Ok(0)
+    })
+}
+
+fn cntr_update(cntr: *mut fid_xpu_host_cntr, how: u32, value: u64) -> c_int {
+    guard(|| {
+        let c = host_cntr(cntr)?;
+        Error::check(prov_call!(c.prov, cntr_host_update(c.handle(), how, value)))?;
+        Ok(0)
+    })
+}
+
+/// Reads a host counter's value.
+///
+/// # Safety
+/// `value` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_cntr_host_read(
+    cntr: *mut fid_xpu_host_cntr,
+    value: *mut u64,
+) -> c_int {
+    cntr_read(cntr, value, false)
+}
+
+/// Reads a host counter's error count.
+///
+/// # Safety
+/// `value` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_cntr_host_readerr(
+    cntr: *mut fid_xpu_host_cntr,
+    value: *mut u64,
+) -> c_int {
+    cntr_read(cntr, value, true)
+}
+
+/// Adds to a host counter.
+#[no_mangle]
+pub extern "C" fn fi_xpu_cntr_host_add(cntr: *mut fid_xpu_host_cntr, value: u64) -> c_int {
+    cntr_update(cntr, FI_XPU_CNTR_ADD, value)
+}
+
+/// Sets a host counter.
+#[no_mangle]
+pub extern "C" fn fi_xpu_cntr_host_set(cntr: *mut fid_xpu_host_cntr, value: u64) -> c_int {
+    cntr_update(cntr, FI_XPU_CNTR_SET, value)
+}
+
+/// Adds to a host counter's error count.
+#[no_mangle]
+pub extern "C" fn fi_xpu_cntr_host_adderr(cntr: *mut fid_xpu_host_cntr, value: u64) -> c_int {
+    cntr_update(cntr, FI_XPU_CNTR_ADD | FI_XPU_CNTR_ERR, value)
+}
+
+/// Sets a host counter's error count.
+#[no_mangle]
+pub extern "C" fn fi_xpu_cntr_host_seterr(cntr: *mut fid_xpu_host_cntr, value: u64) -> c_int {
+    cntr_update(cntr, FI_XPU_CNTR_SET | FI_XPU_CNTR_ERR, value)
+}
+
+const EP_CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+
+/// Opens an endpoint for the device `attr->xpu_ctx`.
+///
+/// # Safety
+/// `attr` is valid; `ep` is a valid out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_endpoint(
+    domain: *mut fid_xpu_domain,
+    attr: *const fi_xpu_ep_attr,
+    ep: *mut *mut fid_xpu_host_ep,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        non_null(ep)?;
+        let dom = lookup(domain as *const c_void, Kind::Domain)?;
+        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        if attr.flags != 0 || attr.caps & !EP_CAPS != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let c = attr_ctx(&dom, attr.xpu_ctx)?.ok_or(Error::INVAL)?;
+        let mut h = std::ptr::null_mut();
+        let p = dom.prov.clone();
+        let fid = open_child(
+            Kind::Ep,
+            vec![dom.clone(), c.clone()],
+            p.clone(),
+            None,
+            true,
+            context,
+            || {
+                (
+                    prov_call!(p, ep_open(dom.handle(), c.handle(), attr, &mut h)),
+                    h,
+                )
+            },
+        )?;
+        put(ep, fid as *mut fid_xpu_host_ep);
+        Ok(0)
+    })
+}
+
+const CQ_BIND: u64 = FI_TRANSMIT | FI_RECV;
+const CNTR_BIND: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+/// Binds an AV, CQ or counter to an endpoint (also reached through
+/// libfabric's `fi_ep_bind`, i.e. the fid's `bind`).
+///
+/// # Safety
+/// Handles are looked up before use; any pointer value is accepted.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_ep_bind(
+    ep: *mut fid_xpu_host_ep,
+    bfid: *mut fid,
+    flags: u64,
+) -> c_int {
+    guard(|| {
+        let e = lookup(ep as *const c_void, Kind::Ep)?;
+        let b = lookup_any(bfid as *const c_void)?;
+        if !e.same_domain(&b) {
+            return Err(Error::INVAL);
+        }
+        if e.flag.load(Ordering::Acquire) {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        match b.kind {
+            Kind::Av if flags != 0 => return Err(Error::BADFLAGS),
+            Kind::Av if !object::holds(&e, Kind::Av).is_empty() => return Err(Error::INVAL),
+            Kind::Cq if flags & !CQ_BIND != 0 || flags == 0 => return Err(Error::BADFLAGS),
+            Kind::Cntr if flags & !CNTR_BIND != 0 || flags == 0 => return Err(Error::BADFLAGS),
+            Kind::Av | Kind::Cq | Kind::Cntr => {}
+            _ => return Err(Error::INVAL),
+        }
+        if let (Some(bc), Some(ec)) = (b.ctx(), e.ctx()) {
+            if !Arc::ptr_eq(&bc, &ec) {
+                return Err(Error::INVAL);
+            }
+        }
+        acquire(&[&b])?;
+        if let Err(err) = Error::check(prov_call!(
+            e.prov,
+            ep_bind(e.handle(), b.kind.fclass(), b.handle(), flags)
+        )) {
+            release(&[b]);
+            return Err(err);
+        }
+        object::add_hold(&e, b);
+        Ok(0)
+    })
+}
+
+/// Enables an endpoint once its AV and CQs are bound.
+#[no_mangle]
+pub extern "C" fn fi_xpu_enable(ep: *mut fid_xpu_host_ep) -> c_int {
+    guard(|| {
+        let e = lookup(ep as *const c_void, Kind::Ep)?;
+        if e.flag.load(Ordering::Acquire) {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        Error::check(prov_call!(e.prov, ep_enable(e.handle())))?;
+        e.flag.store(true, Ordering::Release);
+        Ok(0)
+    })
+}
+
+/// The endpoint's address, to be inserted into peers' AVs.
+///
+/// # Safety
+/// `addr` holds `*addrlen` bytes; `addrlen` is valid.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_getname(
+    ep: *mut fid_xpu_host_ep,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> c_int {
+    guard(|| {
+        let e = lookup(ep as *const c_void, Kind::Ep)?;
+        size_query(addr, addrlen)?;
+        Error::check(prov_call!(e.prov, ep_getname(e.handle(), addr, addrlen)))?;
+        Ok(0)
+    })
+}
+
+/// Fills the device handle of an endpoint, XPU CQ or XPU counter.
+///
+/// # Safety
+/// `out` is a valid `struct fid_xpu` (or larger typed wrapper).
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_export(obj: *mut fid, flags: u64, out: *mut fid_xpu) -> c_int {
+    guard(|| {
+        non_null(out)?;
+        let o = lookup_any(obj as *const c_void)?;
+        if flags != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        let mut handle = fid_xpu::default();
+        let ret = match o.kind {
+            Kind::Ep if !o.flag.load(Ordering::Acquire) => return Err(Error(FI_EOPBADSTATE)),
+            Kind::Ep => prov_call!(o.prov, ep_export(o.handle(), 0, &mut handle)),
+            Kind::Cq | Kind::Cntr if !o.xpu => return Err(Error::OPNOTSUPP),
+            Kind::Cq => prov_call!(o.prov, cq_export(o.handle(), 0, &mut handle)),
+            Kind::Cntr => prov_call!(o.prov, cntr_export(o.handle(), 0, &mut handle)),
+            _ => return Err(Error::INVAL),
+        };
+        Error::check(ret)?;
+        if o.kind != Kind::Ep {
+            o.flag.store(true, Ordering::Release);
+        }
+        put(out, handle);
+        Ok(0)
+    })
+}
+
+/// Closes any fi_xpu object (as `fi_close(fid)` does).
+#[no_mangle]
+pub extern "C" fn fi_xpu_close(obj: *mut fid) -> c_int {
+    guard(|| object::close(obj as *const c_void).map(|_| 0))
+}

@@ -1,0 +1,330 @@
+//! Memory operations of an XPU context (`fi_xpu_alloc`, `fi_xpu_import`,
+//! `fi_xpu_unimport`, `fi_xpu_free`): argument checks and bookkeeping shared
+//! by every backend, and the choice of backend for a context.
+//!
+//! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`), `user` (the
+//! application's `struct fi_xpu_ops`). Vendor runtimes are not wired yet and
+//! report `FI_ENOSYS`.
+mod system;
+mod user;
+
+use crate::error::{Error, Result};
+use crate::warn;
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::*;
+use std::collections::HashMap;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::sync::Mutex;
+
+pub use user::UserOps;
+
+/// What an allocation returns.
+#[derive(Debug)]
+pub struct Allocation {
+    pub addr: usize,
+    /// Set when the allocation was asked to be exportable.
+    pub fd: Option<OwnedFd>,
+    pub offset: u64,
+}
+
+/// An import request, checked.
+pub struct Import<'a> {
+    pub host_addr: usize,
+    pub fd: Option<BorrowedFd<'a>>,
+    pub offset: u64,
+    pub size: u64,
+    pub flags: u64,
+}
+
+/// One way of reaching a device's memory.
+pub trait Backend: Send + Sync {
+    fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation>;
+    fn free(&self, addr: usize) -> Result<()>;
+    fn import(&self, req: &Import) -> Result<usize>;
+    fn unimport(&self, dev_addr: usize) -> Result<()>;
+    /// A DMA-BUF (memfd for system memory) for `[addr, addr + size)`.
+    fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)>;
+}
+
+pub const ALLOC_FLAGS: u64 = FI_XPU_ALLOC_DMABUF | FI_XPU_ALLOC_HOST;
+pub const IMPORT_FLAGS: u64 =
+    FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP | FI_XPU_IMPORT_DMABUF;
+/// Largest alignment an allocation may ask for.
+pub const MAX_ALIGNMENT: u64 = 1 << 30;
+
+/// The memory of one XPU context: a backend plus the record of what the
+/// application holds, so that bad frees and unimports are refused.
+pub struct Memory {
+    pub iface: fi_hmem_iface,
+    pub device: u64,
+    backend: Box<dyn Backend>,
+    allocs: Mutex<HashMap<usize, u64>>,
+    imports: Mutex<HashMap<usize, usize>>,
+}
+
+impl Memory {
+    /// Chooses the backend for `iface`: the application's callbacks when
+    /// given, otherwise the built-in one.
+    pub fn new(iface: fi_hmem_iface, device: u64, ops: Option<UserOps>) -> Result<Memory> {
+        if !(FI_HMEM_SYSTEM..=FI_HMEM_SYNAPSEAI).contains(&iface) {
+            warn!("fi_xpu_ctx: unknown iface {iface}");
+            return Err(Error::INVAL);
+        }
+        let backend: Box<dyn Backend> = match (ops, iface) {
+            (Some(ops), _) => Box::new(ops),
+            (None, FI_HMEM_SYSTEM) => Box::new(system::System::default()),
+            (None, _) => {
+                warn!(
+                    "fi_xpu_ctx: no built-in memory backend for iface {} (device {device}) yet; supply struct fi_xpu_ops",
+                    iface_name(iface)
+                );
+                return Err(Error::NOSYS);
+            }
+        };
+        Ok(Memory {
+            iface,
+            device,
+            backend,
+            allocs: Mutex::default(),
+            imports: Mutex::default(),
+        })
+    }
+
+    pub fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
+        if flags & !ALLOC_FLAGS != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if size == 0 {
+            return Err(Error::INVAL);
+        }
+        if alignment != 0 && (!alignment.is_power_of_two() || alignment > MAX_ALIGNMENT) {
+            return Err(Error::INVAL);
+        }
+        if size > isize::MAX as u64 / 2 {
+            return Err(Error(FI_EOVERFLOW));
+        }
+        let a = self.backend.alloc(size, alignment, flags)?;
+        if flags & FI_XPU_ALLOC_DMABUF != 0 && a.fd.is_none() {
+            let _ = self.backend.free(a.addr);
+            warn!("fi_xpu_alloc: the memory backend returned no fd for FI_XPU_ALLOC_DMABUF");
+            return Err(Error::OPNOTSUPP);
+        }
+        if alignment != 0 && a.addr as u64 % alignment != 0 {
+            let _ = self.backend.free(a.addr);
+            warn!("fi_xpu_alloc: the memory backend ignored the requested alignment {alignment}");
+            return Err(Error(FI_EFAULT));
+        }
+        self.allocs.lock().unwrap().insert(a.addr, size);
+        Ok(a)
+    }
+
+    pub fn free(&self, addr: usize) -> Result<()> {
+        if self.allocs.lock().unwrap().remove(&addr).is_none() {
+            return Err(Error::INVAL);
+        }
+        self.backend.free(addr)
+    }
+
+    /// `fd` is -1 unless `FI_XPU_IMPORT_DMABUF` is set.
+    pub fn import(
+        &self,
+        host_addr: usize,
+        fd: RawFd,
+        offset: u64,
+        size: u64,
+        flags: u64,
+    ) -> Result<usize> {
+        if flags & !IMPORT_FLAGS != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        if size == 0 {
+            return Err(Error::INVAL);
+        }
+        if offset
+            .checked_add(size)
+            .is_none_or(|end| end > isize::MAX as u64)
+            || (host_addr as u64).checked_add(size).is_none()
+        {
+            return Err(Error(FI_EOVERFLOW));
+        }
+        let fd = if flags & FI_XPU_IMPORT_DMABUF != 0 {
+            if fd < 0 || !fd_is_open(fd) {
+                return Err(Error(FI_EBADF));
+            }
+            // SAFETY: fd was checked to be open; the borrow ends with this call.
+            Some(unsafe { BorrowedFd::borrow_raw(fd) })
+        } else {
+            if fd != -1 {
+                return Err(Error::INVAL);
+            }
+            if host_addr == 0 || offset != 0 {
+                return Err(Error::INVAL);
+            }
+            None
+        };
+        let dev = self.backend.import(&Import {
+            host_addr,
+            fd,
+            offset,
+            size,
+            flags,
+        })?;
+        *self.imports.lock().unwrap().entry(dev).or_insert(0) += 1;
+        Ok(dev)
+    }
+
+    pub fn unimport(&self, dev_addr: usize) -> Result<()> {
+        {
+            let mut imports = self.imports.lock().unwrap();
+            let Some(count) = imports.get_mut(&dev_addr) else {
+                return Err(Error::INVAL);
+            };
+            *count -= 1;
+            if *count == 0 {
+                imports.remove(&dev_addr);
+            }
+        }
+        self.backend.unimport(dev_addr)
+    }
+
+    pub fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
+        if size == 0 {
+            return Err(Error::INVAL);
+        }
+        self.backend.export(addr, size)
+    }
+
+    /// Releases what the application left behind when its context closes.
+    pub fn release_all(&self) {
+        let allocs: Vec<usize> = self
+            .allocs
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(a, _)| a)
+            .collect();
+        let imports: Vec<(usize, usize)> = self.imports.lock().unwrap().drain().collect();
+        if !allocs.is_empty() || !imports.is_empty() {
+            warn!(
+                "XPU context closed with {} allocation(s) and {} import(s) still live; releasing them",
+                allocs.len(),
+                imports.len()
+            );
+        }
+        for a in allocs {
+            let _ = self.backend.free(a);
+        }
+        for (dev, count) in imports {
+            for _ in 0..count {
+                let _ = self.backend.unimport(dev);
+            }
+        }
+    }
+
+    pub fn live_counts(&self) -> (usize, usize) {
+        (
+            self.allocs.lock().unwrap().len(),
+            self.imports.lock().unwrap().len(),
+        )
+    }
+}
+
+fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only queries the descriptor table.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+pub fn iface_name(iface: fi_hmem_iface) -> &'static str {
+    match iface {
+        FI_HMEM_SYSTEM => "system",
+        FI_HMEM_CUDA => "cuda",
+        FI_HMEM_ROCR => "rocr",
+        FI_HMEM_ZE => "ze",
+        FI_HMEM_NEURON => "neuron",
+        FI_HMEM_SYNAPSEAI => "synapseai",
+        _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn system() -> Memory {
+        Memory::new(FI_HMEM_SYSTEM, 0, None).unwrap()
+    }
+
+    #[test]
+    fn alloc_checks() {
+        let m = system();
+        assert_eq!(m.alloc(0, 0, 0).unwrap_err(), Error::INVAL);
+        assert_eq!(m.alloc(64, 3, 0).unwrap_err(), Error::INVAL);
+        assert_eq!(m.alloc(64, 0, 1 << 40).unwrap_err(), Error::BADFLAGS);
+        assert_eq!(m.alloc(u64::MAX, 0, 0).unwrap_err(), Error(FI_EOVERFLOW));
+        let a = m.alloc(100, 1 << 16, FI_XPU_ALLOC_DMABUF).unwrap();
+        assert_eq!(a.addr % (1 << 16), 0);
+        assert!(a.fd.is_some());
+        assert_eq!(m.free(a.addr + 1).unwrap_err(), Error::INVAL);
+        m.free(a.addr).unwrap();
+        assert_eq!(m.free(a.addr).unwrap_err(), Error::INVAL);
+    }
+
+    #[test]
+    fn import_checks() {
+        let m = system();
+        let mut host = [0u8; 64];
+        let h = host.as_mut_ptr() as usize;
+        assert_eq!(
+            m.import(h, 0, 0, 64, 0).unwrap_err(),
+            Error::INVAL,
+            "fd without the flag"
+        );
+        assert_eq!(
+            m.import(0, -1, 0, 64, FI_XPU_IMPORT_DMABUF).unwrap_err(),
+            Error(FI_EBADF)
+        );
+        assert_eq!(
+            m.import(0, 1000, 0, 64, FI_XPU_IMPORT_DMABUF).unwrap_err(),
+            Error(FI_EBADF)
+        );
+        assert_eq!(m.import(h, -1, 0, 0, 0).unwrap_err(), Error::INVAL);
+        assert_eq!(m.import(h, -1, 0, 64, 1 << 9).unwrap_err(), Error::BADFLAGS);
+        let d = m.import(h, -1, 0, 64, FI_XPU_IMPORT_DEVICEMAP).unwrap();
+        assert_eq!(d, h, "system memory is its own device mapping");
+        m.unimport(d).unwrap();
+        assert_eq!(m.unimport(d).unwrap_err(), Error::INVAL);
+    }
+
+    #[test]
+    fn dmabuf_round_trip() {
+        let m = system();
+        let a = m.alloc(8192, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        let fd = a.fd.unwrap();
+        use std::os::fd::AsRawFd;
+        let d = m
+            .import(0, fd.as_raw_fd(), 4096, 4096, FI_XPU_IMPORT_DMABUF)
+            .unwrap();
+        // SAFETY: both are live mappings of the same memfd, 8 KiB and 4 KiB long.
+        unsafe {
+            *((a.addr + 4096 + 8) as *mut u64) = 0xfeed;
+            assert_eq!(*((d + 8) as *const u64), 0xfeed);
+        }
+        assert_eq!(
+            m.import(0, fd.as_raw_fd(), 4096, 8192, FI_XPU_IMPORT_DMABUF)
+                .unwrap_err(),
+            Error::INVAL,
+            "range past the end of the buffer"
+        );
+        let (efd, off) = m.export(a.addr + 4096, 16).unwrap();
+        assert_eq!(off, 4096);
+        drop(efd);
+        m.unimport(d).unwrap();
+        m.free(a.addr).unwrap();
+    }
+
+    #[test]
+    fn vendor_without_ops() {
+        assert_eq!(Memory::new(FI_HMEM_CUDA, 0, None).err(), Some(Error::NOSYS));
+        assert_eq!(Memory::new(42, 0, None).err(), Some(Error::INVAL));
+    }
+}

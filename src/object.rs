@@ -1,0 +1,323 @@
+//! Host objects and the registry of live ones.
+//!
+//! Every object the application holds is a small C-visible shell (a
+//! libfabric `struct fid`) plus a Rust `Object` in the registry, keyed by the
+//! shell's address. Handles are looked up in the registry before anything
+//! else happens, so NULL, unknown, wrong-class and closed handles are refused
+//! without touching memory. Shells are never freed: a closed handle stays an
+//! unknown key, and no new object can take its address.
+use crate::error::{Error, Result};
+use crate::memory::Memory;
+use crate::prov_call;
+use crate::provider::Provider;
+use fi_xpu_abi::class::*;
+use fi_xpu_abi::*;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Domain,
+    Ctx,
+    Av,
+    Mr,
+    Cq,
+    Cntr,
+    Ep,
+}
+
+impl Kind {
+    pub fn fclass(self) -> usize {
+        match self {
+            Kind::Domain => FI_CLASS_DOMAIN,
+            Kind::Ctx => FI_XPU_CLASS_CTX,
+            Kind::Av => FI_CLASS_AV,
+            Kind::Mr => FI_CLASS_MR,
+            Kind::Cq => FI_CLASS_CQ,
+            Kind::Cntr => FI_CLASS_CNTR,
+            Kind::Ep => FI_CLASS_EP,
+        }
+    }
+}
+
+/// A live host object.
+pub struct Object {
+    pub kind: Kind,
+    pub prov: Arc<Provider>,
+    /// The provider's handle for this object.
+    handle: AtomicUsize,
+    /// Address of the C-visible shell.
+    shell: usize,
+    /// Objects this one holds a use on (its domain, its context, and for an
+    /// endpoint whatever is bound to it).
+    holds: Mutex<Vec<Arc<Object>>>,
+    /// Children and bindings that hold a use on this object.
+    users: AtomicUsize,
+    closing: AtomicBool,
+    /// XPU contexts: their memory.
+    pub memory: Option<Memory>,
+    /// CQs and counters: opened with an XPU context.
+    pub xpu: bool,
+    /// Endpoints: enabled. CQs and counters: exported.
+    pub flag: AtomicBool,
+}
+
+impl Object {
+    pub fn handle(&self) -> *mut c_void {
+        self.handle.load(Ordering::Acquire) as *mut c_void
+    }
+
+    pub fn shell(&self) -> *mut fid {
+        self.shell as *mut fid
+    }
+
+    /// The XPU context this object belongs to, if any.
+    pub fn ctx(&self) -> Option<Arc<Object>> {
+        if self.kind == Kind::Ctx {
+            return None;
+        }
+        self.holds
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|o| o.kind == Kind::Ctx)
+            .cloned()
+    }
+
+    pub fn domain(&self) -> Option<Arc<Object>> {
+        self.holds
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|o| o.kind == Kind::Domain)
+            .cloned()
+    }
+
+    pub fn memory_iface(&self) -> fi_hmem_iface {
+        self.memory.as_ref().map_or(FI_HMEM_SYSTEM, |m| m.iface)
+    }
+
+    pub fn memory_device(&self) -> u64 {
+        self.memory.as_ref().map_or(0, |m| m.device)
+    }
+
+    pub fn same_domain(&self, other: &Object) -> bool {
+        match (self.domain(), other.domain()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a, &b),
+            _ => false,
+        }
+    }
+}
+
+type Registry = HashMap<usize, Arc<Object>>;
+
+fn registry() -> MutexGuard<'static, Registry> {
+    static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The live object behind `ptr`, if it is one of `kind`.
+pub fn lookup(ptr: *const c_void, kind: Kind) -> Result<Arc<Object>> {
+    let obj = lookup_any(ptr)?;
+    if obj.kind != kind {
+        return Err(Error::INVAL);
+    }
+    Ok(obj)
+}
+
+/// The live object behind `ptr`, of any kind.
+pub fn lookup_any(ptr: *const c_void) -> Result<Arc<Object>> {
+    if ptr.is_null() {
+        return Err(Error::INVAL);
+    }
+    let obj = registry()
+        .get(&(ptr as usize))
+        .cloned()
+        .ok_or(Error::INVAL)?;
+    if obj.closing.load(Ordering::Acquire) {
+        return Err(Error::INVAL);
+    }
+    Ok(obj)
+}
+
+/// Like `lookup`, but also finds an object that is being closed: providers
+/// release their resources through the core while their object closes.
+pub fn lookup_for_provider(ptr: *const c_void, kind: Kind) -> Result<Arc<Object>> {
+    let obj = registry()
+        .get(&(ptr as usize))
+        .cloned()
+        .ok_or(Error::INVAL)?;
+    if obj.kind != kind {
+        return Err(Error::INVAL);
+    }
+    Ok(obj)
+}
+
+/// Takes a use on each of `objs` (refused if one is closing). The uses are
+/// given back by `release` or, once the holder is registered, when it closes.
+pub fn acquire(objs: &[&Arc<Object>]) -> Result<()> {
+    let _reg = registry();
+    if objs.iter().any(|o| o.closing.load(Ordering::Acquire)) {
+        return Err(Error::INVAL);
+    }
+    for o in objs {
+        o.users.fetch_add(1, Ordering::AcqRel);
+    }
+    Ok(())
+}
+
+pub fn release(objs: &[Arc<Object>]) {
+    for o in objs {
+        o.users.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a new object is made of.
+pub struct New {
+    pub kind: Kind,
+    pub prov: Arc<Provider>,
+    pub handle: *mut c_void,
+    /// Uses already taken with `acquire`.
+    pub holds: Vec<Arc<Object>>,
+    pub memory: Option<Memory>,
+    pub xpu: bool,
+    pub context: *mut c_void,
+}
+
+/// Registers a new object and returns its C handle.
+pub fn register(new: New) -> *mut fid {
+    insert(new, false)
+}
+
+/// Registers an object whose provider handle is not known yet (an XPU
+/// context: the provider receives the application's handle while it opens).
+/// Until `finish_pending` it is visible to providers only. The uses in `holds`
+/// are taken here.
+pub fn register_pending(
+    kind: Kind,
+    prov: Arc<Provider>,
+    holds: Vec<Arc<Object>>,
+    memory: Memory,
+    context: *mut c_void,
+) -> Result<*mut fid> {
+    acquire(&holds.iter().collect::<Vec<_>>())?;
+    Ok(insert(
+        New {
+            kind,
+            prov,
+            handle: std::ptr::null_mut(),
+            holds,
+            memory: Some(memory),
+            xpu: false,
+            context,
+        },
+        true,
+    ))
+}
+
+/// Completes `register_pending`: publishes the object, or withdraws it.
+pub fn finish_pending(shell: *mut fid, handle: Result<*mut c_void>) -> Result<()> {
+    let obj = registry()
+        .get(&(shell as usize))
+        .cloned()
+        .ok_or(Error::INVAL)?;
+    match handle {
+        Ok(h) => {
+            obj.handle.store(h as usize, Ordering::Release);
+            obj.closing.store(false, Ordering::Release);
+            Ok(())
+        }
+        Err(e) => {
+            registry().remove(&(shell as usize));
+            let held = std::mem::take(&mut *obj.holds.lock().unwrap());
+            release(&held);
+            Err(e)
+        }
+    }
+}
+
+fn insert(new: New, pending: bool) -> *mut fid {
+    let shell = Box::into_raw(Box::new(fid {
+        fclass: new.kind.fclass(),
+        context: new.context,
+        ops: &crate::capi::FID_OPS as *const fi_ops as *mut fi_ops,
+    }));
+    let obj = Arc::new(Object {
+        kind: new.kind,
+        prov: new.prov,
+        handle: AtomicUsize::new(new.handle as usize),
+        shell: shell as usize,
+        holds: Mutex::new(new.holds),
+        users: AtomicUsize::new(0),
+        closing: AtomicBool::new(pending),
+        memory: new.memory,
+        xpu: new.xpu,
+        flag: AtomicBool::new(false),
+    });
+    registry().insert(shell as usize, obj);
+    shell
+}
+
+/// An endpoint keeps a use on what is bound to it until it closes.
+pub fn add_hold(holder: &Object, held: Arc<Object>) {
+    holder.holds.lock().unwrap().push(held);
+}
+
+pub fn holds(holder: &Object, kind: Kind) -> Vec<Arc<Object>> {
+    holder
+        .holds
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|o| o.kind == kind)
+        .cloned()
+        .collect()
+}
+
+/// Closes the object behind `ptr`: refused with `FI_EBUSY` while others use it.
+pub fn close(ptr: *const c_void) -> Result<()> {
+    let obj = {
+        let reg = registry();
+        if ptr.is_null() {
+            return Err(Error::INVAL);
+        }
+        let obj = reg.get(&(ptr as usize)).cloned().ok_or(Error::INVAL)?;
+        if obj.users.load(Ordering::Acquire) != 0 {
+            return Err(Error::BUSY);
+        }
+        if obj.closing.swap(true, Ordering::AcqRel) {
+            return Err(Error::INVAL);
+        }
+        obj
+    };
+    // The registry lock is not held here: providers call back into the core
+    // (memory services look the context up) while they close.
+    let h = obj.handle();
+    let ret = match obj.kind {
+        Kind::Domain => prov_call!(obj.prov, domain_close(h)),
+        Kind::Ctx => prov_call!(obj.prov, ctx_close(h)),
+        Kind::Av => prov_call!(obj.prov, av_close(h)),
+        Kind::Mr => prov_call!(obj.prov, mr_close(h)),
+        Kind::Cq => prov_call!(obj.prov, cq_close(h)),
+        Kind::Cntr => prov_call!(obj.prov, cntr_close(h)),
+        Kind::Ep => prov_call!(obj.prov, ep_close(h)),
+    };
+    if let Err(e) = Error::check(ret) {
+        obj.closing.store(false, Ordering::Release);
+        return Err(e);
+    }
+    if let Some(mem) = &obj.memory {
+        mem.release_all();
+    }
+    registry().remove(&(ptr as usize));
+    let held = std::mem::take(&mut *obj.holds.lock().unwrap());
+    release(&held);
+    Ok(())
+}
+
+/// Number of live objects (for leak checks in tests).
+pub fn live_objects() -> usize {
+    registry().len()
+}

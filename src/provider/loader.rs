@@ -1,0 +1,449 @@
+//! Finds, opens and checks provider plugins (`libfi_xpu-<name>.so`).
+//!
+//! Search order: `FI_XPU_PROVIDER_PATH` (colon-separated), the directory
+//! compiled in at install time, then the directory of the loaded fi_xpu library
+//! itself. Every refusal is logged with its reason and recorded for
+//! `fi_xpu_info`; none aborts the process. Plugins are never unloaded.
+use super::env;
+use super::services::CORE_SERVICES;
+use crate::error::strerror;
+use crate::{info, warn};
+use fi_xpu_abi::*;
+use std::ffi::{c_void, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// A loaded, checked and initialised provider.
+pub struct Provider {
+    pub name: String,
+    pub path: PathBuf,
+    desc: &'static fi_xpu_provider,
+    handle: usize,
+}
+
+// SAFETY: the descriptor is immutable static data of a plugin that is never
+// unloaded, and plugins must accept calls from any thread (plugin ABI rule).
+unsafe impl Send for Provider {}
+// SAFETY: as above; the core never mutates the descriptor.
+unsafe impl Sync for Provider {}
+
+impl Provider {
+    pub fn desc(&self) -> &fi_xpu_provider {
+        self.desc
+    }
+
+    /// The provider's own handle from `init`.
+    pub fn handle(&self) -> *mut c_void {
+        self.handle as *mut c_void
+    }
+
+    pub fn log(&self, level: i32, msg: &str) {
+        crate::log::write(level, &self.name, msg);
+    }
+}
+
+/// A plugin that was found but not used, and why.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+#[derive(Default)]
+pub struct Providers {
+    pub loaded: Vec<Arc<Provider>>,
+    pub skipped: Vec<Skipped>,
+    pub searched: Vec<PathBuf>,
+}
+
+/// The providers of this process, loaded on first use.
+pub fn providers() -> &'static Providers {
+    static PROVIDERS: OnceLock<Providers> = OnceLock::new();
+    PROVIDERS.get_or_init(load_all)
+}
+
+fn search_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(path) = env::var("FI_XPU_PROVIDER_PATH") {
+        dirs.extend(path.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
+    }
+    let builtin = env!("FI_XPU_BUILTIN_PROVIDER_DIR");
+    if !builtin.is_empty() {
+        dirs.push(PathBuf::from(builtin));
+    }
+    if let Some(dir) = own_directory() {
+        dirs.push(dir);
+    }
+    let mut seen = Vec::new();
+    dirs.retain(|d| {
+        let key = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
+        if seen.contains(&key) {
+            false
+        } else {
+            seen.push(key);
+            true
+        }
+    });
+    dirs
+}
+
+/// Directory of the object (shared library or executable) this code is in.
+fn own_directory() -> Option<PathBuf> {
+    let mut info: libc::Dl_info = unsafe_zeroed_dl_info();
+    let addr = own_directory as *const c_void;
+    // SAFETY: dladdr only reads the loader's tables; `info` is a valid out-parameter.
+    let found = unsafe { libc::dladdr(addr, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated path owned by the dynamic loader.
+    let fname = unsafe { CStr::from_ptr(info.dli_fname) };
+    let path = Path::new(std::ffi::OsStr::from_bytes(fname.to_bytes()));
+    let path = std::fs::canonicalize(path).ok()?;
+    path.parent().map(Path::to_path_buf)
+}
+
+fn unsafe_zeroed_dl_info() -> libc::Dl_info {
+    libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    }
+}
+
+/// The `FI_XPU_PROVIDER` filter: `a,b` keeps only those, `^a,b` drops them.
+struct Filter {
+    names: Vec<String>,
+    exclude: bool,
+}
+
+impl Filter {
+    fn from_env() -> Option<Filter> {
+        Self::parse(&env::var("FI_XPU_PROVIDER")?)
+    }
+
+    fn parse(spec: &str) -> Option<Filter> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return None;
+        }
+        let (exclude, list) = match spec.strip_prefix('^') {
+            Some(rest) => (true, rest),
+            None => (false, spec),
+        };
+        let names = list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        Some(Filter { names, exclude })
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name) != self.exclude
+    }
+}
+
+/// `libfi_xpu-<name>.so` → `<name>`, for names of `[a-z0-9_]`.
+fn plugin_name(file: &str) -> Option<&str> {
+    let name = file.strip_prefix("libfi_xpu-")?.strip_suffix(".so")?;
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    ok.then_some(name)
+}
+
+/// Refuses paths that another user could have written.
+fn check_permissions(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot stat: {e}"))?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if meta.uid() != 0 && meta.uid() != euid {
+        return Err(format!(
+            "owned by uid {}, neither root nor the current user",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "writable by other users (mode {:o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+fn load_all() -> Providers {
+    let filter = Filter::from_env();
+    let mut out = Providers {
+        searched: search_dirs(),
+        ..Default::default()
+    };
+    for dir in out.searched.clone() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        if let Err(reason) = check_permissions(&dir) {
+            let reason = format!("directory refused: {reason}");
+            warn!("{}: {reason}", dir.display());
+            out.skipped.push(Skipped {
+                path: dir.clone(),
+                reason,
+            });
+            continue;
+        }
+        let mut files: Vec<(String, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let file = e.file_name().to_str()?.to_string();
+                plugin_name(&file)?;
+                Some((file, e.path()))
+            })
+            .collect();
+        files.sort();
+        for (file, path) in files {
+            let name = plugin_name(&file).expect("filtered above").to_string();
+            if let Some(f) = &filter {
+                if !f.allows(&name) {
+                    info!("{}: excluded by FI_XPU_PROVIDER", path.display());
+                    continue;
+                }
+            }
+            match load_one(&path, &name, &out.loaded) {
+                Ok(p) => {
+                    info!("loaded provider {} from {}", p.name, path.display());
+                    out.loaded.push(Arc::new(p));
+                }
+                Err(reason) => {
+                    warn!("{}: plugin refused: {reason}", path.display());
+                    out.skipped.push(Skipped { path, reason });
+                }
+            }
+        }
+    }
+    out
+}
+
+struct Library(*mut c_void);
+
+impl Library {
+    fn open(path: &Path) -> Result<Library, String> {
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| "path has a NUL byte".to_string())?;
+        // SAFETY: dlopen with a valid path; the plugin's constructors run here,
+        // which is the trust the permission checks above establish.
+        let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(format!("dlopen failed: {}", dlerror()));
+        }
+        Ok(Library(handle))
+    }
+
+    fn symbol(&self, name: &str) -> Option<*mut c_void> {
+        let cname = CString::new(name).ok()?;
+        // SAFETY: self.0 is a live handle from dlopen.
+        let sym = unsafe { libc::dlsym(self.0, cname.as_ptr()) };
+        (!sym.is_null()).then_some(sym)
+    }
+
+    /// Keeps the plugin mapped for the rest of the process.
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen and nothing from it is kept.
+        unsafe { libc::dlclose(self.0) };
+    }
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated message.
+    let msg = unsafe { libc::dlerror() };
+    if msg.is_null() {
+        return "unknown error".into();
+    }
+    // SAFETY: see above.
+    unsafe { CStr::from_ptr(msg) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Provider, String> {
+    check_permissions(path)?;
+    let lib = Library::open(path)?;
+    let sym = lib
+        .symbol(FI_XPU_PROV_INI_SYMBOL)
+        .ok_or_else(|| format!("missing symbol {FI_XPU_PROV_INI_SYMBOL}"))?;
+    // SAFETY: the plugin ABI defines fi_xpu_prov_ini with this signature.
+    let ini: fi_xpu_prov_ini_fn =
+        unsafe { std::mem::transmute::<*mut c_void, fi_xpu_prov_ini_fn>(sym) };
+    // SAFETY: calling the plugin's entry point, as the ABI requires.
+    let desc_ptr = unsafe { ini() };
+    if desc_ptr.is_null() {
+        return Err(format!("{FI_XPU_PROV_INI_SYMBOL} returned NULL"));
+    }
+    // SAFETY: the header (versions and size) is read first; the rest only
+    // once `size` says the plugin's struct is large enough.
+    let (major, minor, size) = unsafe {
+        (
+            (*desc_ptr).abi_major,
+            (*desc_ptr).abi_minor,
+            (*desc_ptr).size,
+        )
+    };
+    // SAFETY: checked above that the descriptor covers the whole struct; the
+    // plugin is kept loaded forever, so 'static holds.
+    let desc: &'static fi_xpu_provider = {
+        check_header(major, minor, size)?;
+        unsafe { &*desc_ptr }
+    };
+    let name = check_descriptor(desc)?;
+    if name != file_name {
+        return Err(format!(
+            "descriptor names provider '{name}' but the file is for '{file_name}'"
+        ));
+    }
+    if let Some(other) = loaded.iter().find(|p| p.name == name) {
+        return Err(format!(
+            "duplicate provider name '{name}' (already loaded from {})",
+            other.path.display()
+        ));
+    }
+    if let Some(other) = loaded.iter().find(|p| p.desc.prov_id == desc.prov_id) {
+        return Err(format!(
+            "duplicate prov_id {} (already used by '{}')",
+            desc.prov_id, other.name
+        ));
+    }
+    let init = desc.init.expect("checked");
+    let mut handle: *mut c_void = std::ptr::null_mut();
+    // SAFETY: init receives the core's static service table and an out-pointer.
+    let ret = unsafe { init(&CORE_SERVICES, &mut handle) };
+    if ret != 0 {
+        return Err(format!("initialisation failed: {} ({ret})", strerror(ret)));
+    }
+    lib.keep();
+    Ok(Provider {
+        name,
+        path: path.to_path_buf(),
+        desc,
+        handle: handle as usize,
+    })
+}
+
+fn check_header(major: u32, minor: u32, size: usize) -> Result<(), String> {
+    if major != FI_XPU_PROV_ABI_MAJOR {
+        return Err(format!(
+            "plugin ABI {major}.{minor} is not major version {FI_XPU_PROV_ABI_MAJOR}"
+        ));
+    }
+    if minor > FI_XPU_PROV_ABI_MINOR {
+        return Err(format!(
+            "plugin ABI {major}.{minor} is newer than this library's {FI_XPU_PROV_ABI_MAJOR}.{FI_XPU_PROV_ABI_MINOR}"
+        ));
+    }
+    if size < FI_XPU_PROV_MIN_SIZE {
+        return Err(format!(
+            "short descriptor: {size} bytes, at least {FI_XPU_PROV_MIN_SIZE} needed"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a descriptor's fields; returns the provider's name.
+pub fn check_descriptor(d: &fi_xpu_provider) -> Result<String, String> {
+    if d.name.is_null() {
+        return Err("descriptor has no name".into());
+    }
+    // SAFETY: a non-NULL name must be a NUL-terminated string (plugin ABI).
+    let name = unsafe { CStr::from_ptr(d.name) }
+        .to_str()
+        .map_err(|_| "name is not UTF-8".to_string())?;
+    if d.prov_id == 0 {
+        return Err("prov_id 0 is reserved".into());
+    }
+    let missing = [
+        ("init", d.init.is_none()),
+        ("fini", d.fini.is_none()),
+        ("domain_open", d.domain_open.is_none()),
+        ("domain_close", d.domain_close.is_none()),
+        ("ctx_open", d.ctx_open.is_none()),
+        ("ctx_query", d.ctx_query.is_none()),
+        ("ctx_close", d.ctx_close.is_none()),
+        ("av_open", d.av_open.is_none()),
+        ("av_insert", d.av_insert.is_none()),
+        ("av_remove", d.av_remove.is_none()),
+        ("av_lookup", d.av_lookup.is_none()),
+        ("av_close", d.av_close.is_none()),
+        ("mr_reg", d.mr_reg.is_none()),
+        ("mr_key", d.mr_key.is_none()),
+        ("mr_desc", d.mr_desc.is_none()),
+        ("mr_close", d.mr_close.is_none()),
+        ("cq_open", d.cq_open.is_none()),
+        ("cq_export", d.cq_export.is_none()),
+        ("cq_host_read", d.cq_host_read.is_none()),
+        ("cq_host_readerr", d.cq_host_readerr.is_none()),
+        ("cq_close", d.cq_close.is_none()),
+        ("cntr_open", d.cntr_open.is_none()),
+        ("cntr_export", d.cntr_export.is_none()),
+        ("cntr_host_read", d.cntr_host_read.is_none()),
+        ("cntr_host_update", d.cntr_host_update.is_none()),
+        ("cntr_close", d.cntr_close.is_none()),
+        ("ep_open", d.ep_open.is_none()),
+        ("ep_bind", d.ep_bind.is_none()),
+        ("ep_enable", d.ep_enable.is_none()),
+        ("ep_getname", d.ep_getname.is_none()),
+        ("ep_export", d.ep_export.is_none()),
+        ("ep_close", d.ep_close.is_none()),
+    ];
+    if let Some((entry, _)) = missing.iter().find(|(_, m)| *m) {
+        return Err(format!("missing entry point {entry}"));
+    }
+    Ok(name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_file_names() {
+        assert_eq!(plugin_name("libfi_xpu-shm.so"), Some("shm"));
+        assert_eq!(plugin_name("libfi_xpu-ofi_2.so"), Some("ofi_2"));
+        assert_eq!(plugin_name("libfi_xpu.so"), None);
+        assert_eq!(plugin_name("libfi_xpu-.so"), None);
+        assert_eq!(plugin_name("libfi_xpu-Shm.so"), None);
+        assert_eq!(plugin_name("libfi_xpu-shm.so.1"), None);
+        assert_eq!(plugin_name("libfi_xpu-a/b.so"), None);
+    }
+
+    #[test]
+    fn filters() {
+        let f = Filter::parse("shm,ofi").unwrap();
+        assert!(f.allows("shm") && f.allows("ofi") && !f.allows("test"));
+        let f = Filter::parse("^ofi").unwrap();
+        assert!(f.allows("shm") && !f.allows("ofi"));
+        assert!(Filter::parse("  ").is_none());
+    }
+
+    #[test]
+    fn header_checks() {
+        assert!(check_header(1, 0, FI_XPU_PROV_MIN_SIZE).is_ok());
+        assert!(check_header(2, 0, FI_XPU_PROV_MIN_SIZE)
+            .unwrap_err()
+            .contains("major"));
+        assert!(check_header(1, 1, FI_XPU_PROV_MIN_SIZE)
+            .unwrap_err()
+            .contains("newer"));
+        assert!(check_header(1, 0, 16)
+            .unwrap_err()
+            .contains("short descriptor"));
+    }
+}

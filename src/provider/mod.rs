@@ -1,0 +1,20 @@
+//! Provider plugins: where they are searched, how each is checked, and the
+//! handle the rest of the core uses to call one.
+pub mod env;
+mod loader;
+mod services;
+
+pub use loader::{check_descriptor, providers, Provider, Providers, Skipped};
+
+/// Calls a provider entry point that the loader has checked is present.
+/// Expands to the call's return value.
+#[macro_export]
+macro_rules! prov_call {
+    ($prov:expr, $entry:ident ( $($arg:expr),* $(,)? )) => {{
+        let f = $prov.desc().$entry.expect(concat!("loader checked ", stringify!($entry)));
+        // SAFETY: the loader checked that this entry point is set; the
+        // arguments are handles this provider returned and buffers the core
+        // validated, as the plugin ABI requires.
+        unsafe { f($($arg),*) }
+    }};
+}
