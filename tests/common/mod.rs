@@ -1,0 +1,118 @@
+//! Shared helpers of the integration tests: building the library, staging
+//! provider plugins, compiling and running C programs that use the public
+//! headers exactly as a user would.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>` of this build.
+pub fn lib_dir() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is target/tmp; the profile directory sits beside it.
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let target = tmp.parent().unwrap().to_path_buf();
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    target.join(profile)
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Builds libfi_xpu.so and every in-tree provider once per test binary, and
+/// stages each provider as `libfi_xpu-<name>.so` beside libfi_xpu.so (the
+/// loader's last search directory).
+pub fn build() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.current_dir(root()).args(["build", "--workspace", "--lib"]);
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("cargo build");
+        assert!(st.success(), "cargo build --workspace failed");
+        let dir = lib_dir();
+        stage_providers(&dir);
+        dir
+    })
+}
+
+/// Copies `libfi_xpu_<name>.so` (cargo's name) to `libfi_xpu-<name>.so`.
+pub fn stage_providers(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if let Some(name) = file.strip_prefix("libfi_xpu_").and_then(|f| f.strip_suffix(".so")) {
+            let to = dir.join(format!("libfi_xpu-{name}.so"));
+            std::fs::copy(entry.path(), &to).unwrap();
+        }
+    }
+}
+
+/// Compiles C sources into `out` with warnings as errors, against the
+/// in-tree headers and libfi_xpu.so. `extra` adds flags (sanitizers, -D...).
+pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
+    let lib = build();
+    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.args(["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .args(extra)
+        .args(sources)
+        .arg("-o")
+        .arg(out)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lfi_xpu", "-lpthread"]);
+    let o = cmd.output().expect("run cc");
+    assert!(
+        o.status.success(),
+        "cc failed: {:?}\n{}",
+        cmd,
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Runs a command; panics with its output unless it exits 0.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let o = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if !o.status.success() {
+        panic!(
+            "{cmd:?} failed with {}\n--- stdout\n{}\n--- stderr\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    o
+}
+
+/// Whether a tool is on PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success())
+}
+
+/// Whether the C compiler can link with AddressSanitizer here.
+pub fn asan_works() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        let dir = scratch("asan-probe");
+        let src = dir.join("p.c");
+        std::fs::write(&src, "int main(void){return 0;}\n").unwrap();
+        Command::new("cc")
+            .args(["-fsanitize=address"])
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join("p"))
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
