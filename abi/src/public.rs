@@ -50,7 +50,7 @@ pub const FI_XPU_CLASS_CTX: usize = 0x5843_5800;
 /// Memory callbacks an application may supply in `fi_xpu_attr.ops`.
 /// `size` is `sizeof` the struct the caller was built with: fields past it are
 /// taken as absent. `import` takes the DMA-BUF `fd`/`offset` pair (extension);
-/// `export` (extension, optional) turns an address range the device owns into
+/// `export_dmabuf` (extension, optional) turns an address range the device owns into
 /// a DMA-BUF fd, so memory not allocated through `alloc` can still be shared.
 #[repr(C)]
 pub struct fi_xpu_ops {
@@ -79,7 +79,7 @@ pub struct fi_xpu_ops {
     >,
     pub unimport: Option<unsafe extern "C" fn(device: u64, dev_addr: *mut c_void) -> c_int>,
     pub free: Option<unsafe extern "C" fn(device: u64, addr: *mut c_void)>,
-    pub export: Option<
+    pub export_dmabuf: Option<
         unsafe extern "C" fn(
             device: u64,
             addr: *mut c_void,

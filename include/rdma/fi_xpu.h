@@ -395,7 +395,7 @@ struct fid_xpu_domain {
  * Memory callbacks an application may supply in `fi_xpu_attr.ops`.
  * `size` is `sizeof` the struct the caller was built with: fields past it are
  * taken as absent. `import` takes the DMA-BUF `fd`/`offset` pair (extension);
- * `export` (extension, optional) turns an address range the device owns into
+ * `export_dmabuf` (extension, optional) turns an address range the device owns into
  * a DMA-BUF fd, so memory not allocated through `alloc` can still be shared.
  */
 struct fi_xpu_ops {
@@ -416,7 +416,7 @@ struct fi_xpu_ops {
                 void **dev_addr);
   int (*unimport)(uint64_t device, void *dev_addr);
   void (*free)(uint64_t device, void *addr);
-  int (*export_)(uint64_t device, void *addr, uint64_t size, int *fd, uint64_t *offset);
+  int (*export_dmabuf)(uint64_t device, void *addr, uint64_t size, int *fd, uint64_t *offset);
 };
 
 /**

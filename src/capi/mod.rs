@@ -1,6 +1,6 @@
 //! The `extern "C"` surface: argument checks, conversions, and calls into safe
 //! Rust. Every function runs inside `guard`, so no panic crosses into C.
-mod info;
+pub mod info;
 mod launcher;
 pub(crate) mod memory;
 pub(crate) use memory as memory_services;

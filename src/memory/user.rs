@@ -18,7 +18,7 @@ pub struct UserOps {
 }
 
 /// Size of the first version of `struct fi_xpu_ops` (through `free`).
-pub const OPS_V1_SIZE: usize = std::mem::offset_of!(fi_xpu_ops, export);
+pub const OPS_V1_SIZE: usize = std::mem::offset_of!(fi_xpu_ops, export_dmabuf);
 
 impl UserOps {
     /// Reads the callbacks from a struct of `ops.size` bytes.
@@ -44,7 +44,7 @@ impl UserOps {
             return Err(Error::INVAL);
         };
         let export = if size >= std::mem::size_of::<fi_xpu_ops>() {
-            o.export
+            o.export_dmabuf
         } else {
             None
         };

@@ -1,1 +1,536 @@
-fn main() {}
+//! Build orchestration for fi_xpu: `cargo xtask <command>`.
+//!
+//! Cargo builds the Rust parts; this adds what cargo does not know about:
+//! plugin file names the loader looks for, the C demo, man pages, and a
+//! `make install`-style layout with a pkg-config file.
+mod man;
+
+use std::env;
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [options]
+
+commands:
+  build [--release]          build the workspace and stage provider plugins
+  headers                    regenerate include/rdma/fi_xpu.h and fi_xpu_provider.h
+  man [--out DIR]            render man/*.md to roff (default DIR: target/man)
+  install --prefix P [--destdir D] [--release]
+                             install library, plugins, headers, man pages,
+                             pkg-config file and fi_xpu_info under P
+  demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
+  test                       everything CI checks: fmt, clippy, build, tests
+  ci-deps                    install the system packages CI needs (.ci/run --deps-only)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let Some((cmd, rest)) = args.split_first() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match cmd.as_str() {
+        "build" => {
+            Opts::parse(rest, &["--release"], &[]).and_then(|o| build(o.release()).map(drop))
+        }
+        "headers" => Opts::parse(rest, &[], &[]).and_then(|_| headers()),
+        "man" => Opts::parse(rest, &[], &["--out"]).and_then(|o| {
+            let out = o
+                .value("--out")
+                .map_or_else(|| target_dir().join("man"), abs);
+            let pages = render_man(&out)?;
+            println!(
+                "rendered {} man page(s) into {}",
+                pages.len(),
+                out.display()
+            );
+            Ok(())
+        }),
+        "install" => {
+            Opts::parse(rest, &["--release"], &["--prefix", "--destdir"]).and_then(install)
+        }
+        "demo" => demo(rest),
+        "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
+        "ci-deps" => Opts::parse(rest, &[], &[]).and_then(|_| {
+            run(Command::new("bash")
+                .arg(root().join(".ci/run"))
+                .arg("--deps-only"))
+        }),
+        "help" | "-h" | "--help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command `{other}`\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {cmd}: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parsed `--flag` and `--option VALUE` arguments.
+struct Opts {
+    flags: Vec<String>,
+    values: Vec<(String, String)>,
+}
+
+impl Opts {
+    fn parse(args: &[String], flags: &[&str], options: &[&str]) -> Result<Opts> {
+        let mut o = Opts {
+            flags: Vec::new(),
+            values: Vec::new(),
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            if flags.contains(&a.as_str()) {
+                o.flags.push(a.clone());
+            } else if let Some((k, v)) = a.split_once('=').filter(|(k, _)| options.contains(k)) {
+                o.values.push((k.into(), v.into()));
+            } else if options.contains(&a.as_str()) {
+                let v = it.next().ok_or(format!("{a} needs a value"))?;
+                o.values.push((a.clone(), v.clone()));
+            } else {
+                return Err(format!("unexpected argument `{a}`\n{USAGE}"));
+            }
+        }
+        Ok(o)
+    }
+
+    fn release(&self) -> bool {
+        self.flags.iter().any(|f| f == "--release")
+    }
+
+    fn value(&self, key: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), abs)
+}
+
+fn abs(p: impl AsRef<Path>) -> PathBuf {
+    let p = p.as_ref();
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        env::current_dir().expect("current directory").join(p)
+    }
+}
+
+fn profile(release: bool) -> &'static str {
+    if release {
+        "release"
+    } else {
+        "debug"
+    }
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn run(cmd: &mut Command) -> Result {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({status})"))
+    }
+}
+
+/// Copies cargo's `libfi_xpu_<name>.so` to `libfi_xpu-<name>.so`, the name
+/// the plugin loader accepts, in the same directory.
+fn stage_providers(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut staged = Vec::new();
+    for (name, path) in provider_artifacts(dir)? {
+        let to = dir.join(format!("libfi_xpu-{name}.so"));
+        fs::copy(&path, &to)
+            .map_err(|e| format!("copy {} -> {}: {e}", path.display(), to.display()))?;
+        staged.push(to);
+    }
+    Ok(staged)
+}
+
+/// `(name, path)` of every provider cdylib cargo left in `dir`.
+fn provider_artifacts(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if let Some(name) = file
+            .strip_prefix("libfi_xpu_")
+            .and_then(|f| f.strip_suffix(".so"))
+        {
+            out.push((name.to_string(), entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `cargo build --workspace` plus plugin staging; returns `target/<profile>`.
+fn build(release: bool) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.args(["build", "--workspace"]);
+    if release {
+        cmd.arg("--release");
+    }
+    run(&mut cmd)?;
+    let dir = target_dir().join(profile(release));
+    let staged = stage_providers(&dir)?;
+    let names: Vec<String> = staged
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    println!(
+        "built {}; staged provider(s): {}",
+        dir.display(),
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(" ")
+        }
+    );
+    Ok(dir)
+}
+
+fn headers() -> Result {
+    run(cargo()
+        .env("FI_XPU_UPDATE_HEADERS", "1")
+        .args(["test", "--test", "headers"]))
+}
+
+/// Renders every `man/*.md` below `out`; returns the files written.
+fn render_man(out: &Path) -> Result<Vec<PathBuf>> {
+    let dir = root().join("man");
+    let mut sources: Vec<PathBuf> = fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension() == Some(OsStr::new("md")))
+        .collect();
+    sources.sort();
+    let mut written = Vec::new();
+    for src in sources {
+        let file = src.file_name().unwrap().to_string_lossy().into_owned();
+        let page = man::Page::from_file_name(&file)
+            .ok_or(format!("{}: not named <name>.<section>.md", src.display()))?;
+        let md = fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+        let to = out.join(page.install_path());
+        write_file(
+            &to,
+            man::render(&page, env!("CARGO_PKG_VERSION"), &md).as_bytes(),
+            0o644,
+        )?;
+        written.push(to);
+    }
+    Ok(written)
+}
+
+fn mkdir(dir: &Path) -> Result {
+    fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    // The plugin loader refuses directories other users can write; never
+    // inherit a permissive umask into an install tree.
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("chmod {}: {e}", dir.display()))
+}
+
+fn write_file(to: &Path, bytes: &[u8], mode: u32) -> Result {
+    mkdir(to.parent().unwrap())?;
+    // Replace rather than overwrite: an installed library may be mapped by a
+    // running process.
+    let _ = fs::remove_file(to);
+    fs::write(to, bytes).map_err(|e| format!("write {}: {e}", to.display()))?;
+    fs::set_permissions(to, fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("chmod {}: {e}", to.display()))
+}
+
+fn install_file(from: &Path, to: &Path, mode: u32) -> Result {
+    let bytes = fs::read(from).map_err(|e| format!("read {}: {e}", from.display()))?;
+    write_file(to, &bytes, mode)
+}
+
+fn symlink(target: &str, link: &Path) -> Result {
+    let _ = fs::remove_file(link);
+    std::os::unix::fs::symlink(target, link)
+        .map_err(|e| format!("symlink {} -> {target}: {e}", link.display()))
+}
+
+/// The `.pc` file for an install under `prefix`.
+fn pkg_config(template: &str, prefix: &Path, libdir: &Path, includedir: &Path) -> Result<String> {
+    let text = template
+        .replace("@prefix@", &prefix.to_string_lossy())
+        .replace("@libdir@", &libdir.to_string_lossy())
+        .replace("@includedir@", &includedir.to_string_lossy())
+        .replace("@version@", env!("CARGO_PKG_VERSION"));
+    if let Some(pos) = text.find('@') {
+        let rest: String = text[pos..].chars().take(20).collect();
+        return Err(format!("fi_xpu.pc.in: unknown substitution near `{rest}`"));
+    }
+    Ok(text)
+}
+
+fn install(o: Opts) -> Result {
+    let prefix = abs(o.value("--prefix").ok_or("--prefix is required")?);
+    let destdir = o.value("--destdir").map(abs);
+    let release = o.release();
+    let libdir = prefix.join("lib");
+    let includedir = prefix.join("include");
+    let provdir = libdir.join("fi_xpu");
+    // Staged installs (packaging) write below DESTDIR but the library must
+    // look for plugins where they will finally live.
+    let dest = |p: &Path| match &destdir {
+        Some(d) => d.join(p.strip_prefix("/").unwrap_or(p)),
+        None => p.to_path_buf(),
+    };
+
+    // A separate target directory: the compiled-in provider directory is an
+    // input of the core's build, and a different value there must not
+    // invalidate the everyday build in target/.
+    let install_target = target_dir().join("install");
+    let mut cmd = cargo();
+    cmd.args(["build", "--workspace", "--exclude", "xtask", "--target-dir"])
+        .arg(&install_target)
+        .env("FI_XPU_INSTALL_PROVIDER_DIR", &provdir);
+    if release {
+        cmd.arg("--release");
+    }
+    run(&mut cmd)?;
+    let built = install_target.join(profile(release));
+
+    let version = env!("CARGO_PKG_VERSION");
+    let major = version.split('.').next().unwrap();
+    let real = format!("libfi_xpu.so.{version}");
+    let soname = format!("libfi_xpu.so.{major}");
+    let lib = dest(&libdir);
+    install_file(&built.join("libfi_xpu.so"), &lib.join(&real), 0o755)?;
+    symlink(&real, &lib.join(&soname))?;
+    symlink(&soname, &lib.join("libfi_xpu.so"))?;
+    install_file(&built.join("libfi_xpu.a"), &lib.join("libfi_xpu.a"), 0o644)?;
+
+    let mut plugins = Vec::new();
+    for (name, path) in provider_artifacts(&built)? {
+        let file = format!("libfi_xpu-{name}.so");
+        install_file(&path, &dest(&provdir).join(&file), 0o755)?;
+        plugins.push(file);
+    }
+
+    let headers = root().join("include/rdma");
+    let mut count = 0;
+    for entry in fs::read_dir(&headers).map_err(|e| format!("{}: {e}", headers.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension() == Some(OsStr::new("h")) {
+            install_file(
+                &path,
+                &dest(&includedir)
+                    .join("rdma")
+                    .join(path.file_name().unwrap()),
+                0o644,
+            )?;
+            count += 1;
+        }
+    }
+
+    let pages = render_man(&dest(&prefix.join("share/man")))?;
+
+    let template = root().join("pkgconfig/fi_xpu.pc.in");
+    let template =
+        fs::read_to_string(&template).map_err(|e| format!("{}: {e}", template.display()))?;
+    let pc = pkg_config(&template, &prefix, &libdir, &includedir)?;
+    write_file(&lib.join("pkgconfig/fi_xpu.pc"), pc.as_bytes(), 0o644)?;
+
+    install_file(
+        &built.join("fi_xpu_info"),
+        &dest(&prefix.join("bin/fi_xpu_info")),
+        0o755,
+    )?;
+
+    println!(
+        "installed into {}{}: lib/{real} (+ {soname}, libfi_xpu.so, libfi_xpu.a), \
+         lib/fi_xpu/{{{}}}, {count} header(s), {} man page(s), lib/pkgconfig/fi_xpu.pc, bin/fi_xpu_info",
+        destdir.as_ref().map_or(String::new(), |d| format!("{} + ", d.display())),
+        prefix.display(),
+        plugins.join(","),
+        pages.len()
+    );
+    Ok(())
+}
+
+fn demo(args: &[String]) -> Result {
+    let (opts, extra) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (args, &[][..]),
+    };
+    let release = Opts::parse(opts, &["--release"], &[])?.release();
+    let src = root().join("examples/hello.c");
+    if !src.exists() {
+        return Err(format!(
+            "{} does not exist yet: the demo program arrives with the shm provider",
+            src.display()
+        ));
+    }
+    let lib = build(release)?;
+    let exe = lib.join("examples-c/hello");
+    mkdir(exe.parent().unwrap())?;
+    let cc = env::var_os("CC").unwrap_or_else(|| "cc".into());
+    run(Command::new(cc)
+        .args([
+            "-std=c11",
+            "-O2",
+            "-g",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_GNU_SOURCE",
+        ])
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lfi_xpu", "-lpthread"]))?;
+    println!("running {}", exe.display());
+    run(Command::new(&exe).args(extra))
+}
+
+fn test() -> Result {
+    let start = Instant::now();
+    let steps: [(&str, &[&str]); 4] = [
+        ("fmt", &["fmt", "--all", "--", "--check"]),
+        (
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        ("build", &[]),
+        ("test", &["test", "--workspace"]),
+    ];
+    for (i, (name, args)) in steps.iter().enumerate() {
+        println!("==> xtask test: step {}/{}: {name}", i + 1, steps.len());
+        let r = if args.is_empty() {
+            build(false).map(drop)
+        } else {
+            run(cargo().args(*args))
+        };
+        if let Err(e) = r {
+            println!(
+                "xtask test: FAILED at step {name} ({}/{}) after {}s",
+                i + 1,
+                steps.len(),
+                start.elapsed().as_secs()
+            );
+            return Err(e);
+        }
+    }
+    println!(
+        "xtask test: all {} steps passed (fmt, clippy, build, test) in {}s",
+        steps.len(),
+        start.elapsed().as_secs()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let args: Vec<String> = ["--prefix", "/p", "--release", "--destdir=/d"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let o = Opts::parse(&args, &["--release"], &["--prefix", "--destdir"]).unwrap();
+        assert!(o.release());
+        assert_eq!(o.value("--prefix"), Some("/p"));
+        assert_eq!(o.value("--destdir"), Some("/d"));
+        assert!(Opts::parse(&args[..1], &[], &["--prefix"]).is_err());
+        assert!(Opts::parse(&args[2..3], &[], &[]).is_err());
+    }
+
+    #[test]
+    fn pc_substitution() {
+        let t = "prefix=@prefix@\nlibdir=@libdir@\nincludedir=@includedir@\nVersion: @version@\n";
+        let pc = pkg_config(
+            t,
+            Path::new("/opt/x"),
+            Path::new("/opt/x/lib"),
+            Path::new("/opt/x/include"),
+        )
+        .unwrap();
+        assert_eq!(
+            pc,
+            format!(
+                "prefix=/opt/x\nlibdir=/opt/x/lib\nincludedir=/opt/x/include\nVersion: {}\n",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        assert!(pkg_config("x=@bindir@", Path::new("/"), Path::new("/"), Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn shipped_template_is_complete() {
+        let t = fs::read_to_string(root().join("pkgconfig/fi_xpu.pc.in")).unwrap();
+        let pc = pkg_config(
+            &t,
+            Path::new("/usr"),
+            Path::new("/usr/lib"),
+            Path::new("/usr/include"),
+        )
+        .unwrap();
+        assert!(pc.contains("\nLibs: -L${libdir} -lfi_xpu\n"), "{pc}");
+        assert!(pc.contains("\nCflags: -I${includedir}\n"), "{pc}");
+    }
+
+    #[test]
+    fn staging_renames_plugins_only() {
+        let dir = env::temp_dir().join(format!("xtask-stage-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        for f in [
+            "libfi_xpu.so",
+            "libfi_xpu_shm.so",
+            "libfi_xpu_abi.rlib",
+            "libfi_xpu_shm.d",
+        ] {
+            fs::write(dir.join(f), f).unwrap();
+        }
+        let staged = stage_providers(&dir).unwrap();
+        assert_eq!(staged, [dir.join("libfi_xpu-shm.so")]);
+        assert_eq!(fs::read_to_string(&staged[0]).unwrap(), "libfi_xpu_shm.so");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
