@@ -231,6 +231,7 @@ pub fn finish_pending(shell: *mut fid, handle: Result<*mut c_void>) -> Result<()
         }
         Err(e) => {
             registry().remove(&(shell as usize));
+            retire(shell as usize);
             let held = std::mem::take(&mut *obj.holds.lock().unwrap());
             release(&held);
             Err(e)
@@ -312,9 +313,17 @@ pub fn close(ptr: *const c_void) -> Result<()> {
         mem.release_all();
     }
     registry().remove(&(ptr as usize));
+    retire(ptr as usize);
     let held = std::mem::take(&mut *obj.holds.lock().unwrap());
     release(&held);
     Ok(())
+}
+
+/// Keeps a closed object's shell for the rest of the process (see the module
+/// comment), in a list so that it stays reachable rather than leaked.
+fn retire(shell: usize) {
+    static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(shell);
 }
 
 /// Number of live objects (for leak checks in tests).

@@ -275,8 +275,21 @@ fn dlerror() -> String {
         .into_owned()
 }
 
+fn duplicate_name(name: &str, loaded: &[Arc<Provider>]) -> Result<(), String> {
+    match loaded.iter().find(|p| p.name == name) {
+        Some(other) => Err(format!(
+            "duplicate provider name '{name}' (already loaded from {})",
+            other.path.display()
+        )),
+        None => Ok(()),
+    }
+}
+
 fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Provider, String> {
     check_permissions(path)?;
+    // The descriptor must carry the file's name, so a later file of a loaded
+    // name is refused without running any of its code.
+    duplicate_name(file_name, loaded)?;
     let lib = Library::open(path)?;
     let sym = lib
         .symbol(FI_XPU_PROV_INI_SYMBOL)
@@ -308,12 +321,6 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
     if name != file_name {
         return Err(format!(
             "descriptor names provider '{name}' but the file is for '{file_name}'"
-        ));
-    }
-    if let Some(other) = loaded.iter().find(|p| p.name == name) {
-        return Err(format!(
-            "duplicate provider name '{name}' (already loaded from {})",
-            other.path.display()
         ));
     }
     if let Some(other) = loaded.iter().find(|p| p.desc.prov_id == desc.prov_id) {

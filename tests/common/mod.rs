@@ -46,8 +46,13 @@ pub fn build() -> &'static Path {
     })
 }
 
-/// Copies `libfi_xpu_<name>.so` (cargo's name) to `libfi_xpu-<name>.so`.
+/// Copies `libfi_xpu_<name>.so` (cargo's name) to `libfi_xpu-<name>.so`, and
+/// links the soname `libfi_xpu.so.0` to the built library so that programs
+/// linked against it run from the build tree.
 pub fn stage_providers(dir: &Path) {
+    let soname = dir.join("libfi_xpu.so.0");
+    let _ = std::fs::remove_file(&soname);
+    std::os::unix::fs::symlink("libfi_xpu.so", &soname).unwrap();
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let file = entry.file_name().to_string_lossy().into_owned();
@@ -115,4 +120,20 @@ pub fn asan_works() -> bool {
             .status()
             .is_ok_and(|s| s.success())
     })
+}
+
+/// Compiles the C test provider (tests/plugins/test_provider.c) into
+/// `dir/file_name` with the given `-D` defines; returns the plugin's path.
+pub fn test_provider(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
+    let out = dir.join(file_name);
+    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.args(["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-D_GNU_SOURCE"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .args(defines)
+        .arg(root().join("tests/plugins/test_provider.c"))
+        .arg("-o")
+        .arg(&out);
+    let o = cmd.output().expect("run cc");
+    assert!(o.status.success(), "cc failed: {cmd:?}\n{}", String::from_utf8_lossy(&o.stderr));
+    out
 }

@@ -19,6 +19,7 @@
  *   TP_INIT_FAIL         init logs and fails with -FI_ENODEV
  *   TP_MARK="path"       a constructor appends the name to that file, so a
  *                        test can tell whether the loader opened the file
+ *   TP_MARK_ID           ... followed by the prov_id
  */
 #include <rdma/fi_xpu_provider.h>
 
@@ -61,7 +62,11 @@ __attribute__((constructor)) static void tp_mark(void)
 {
 	FILE *f = fopen(TP_MARK, "a");
 	if (f) {
+#ifdef TP_MARK_ID
+		fprintf(f, "%s %u\n", TP_NAME, (unsigned)TP_PROV_ID);
+#else
 		fputs(TP_NAME "\n", f);
+#endif
 		fclose(f);
 	}
 }

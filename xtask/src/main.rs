@@ -242,6 +242,7 @@ fn render_man(out: &Path) -> Result<Vec<PathBuf>> {
         let page = man::Page::from_file_name(&file)
             .ok_or(format!("{}: not named <name>.<section>.md", src.display()))?;
         let md = fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+        man::check(&page, &md).map_err(|e| format!("{}: {e}", src.display()))?;
         let to = out.join(page.install_path());
         write_file(
             &to,

@@ -504,6 +504,47 @@ pub fn called_names(text: &str, prefix: &str) -> Vec<String> {
     out
 }
 
+/// The structural rules every page keeps: it opens with a NAME section in
+/// `name[, name...] - description` form (what whatis(1) indexes), and a
+/// section 3 page names in NAME exactly the functions its SYNOPSIS declares.
+/// Returns the names NAME lists.
+pub fn check(page: &Page, md: &str) -> Result<Vec<String>, String> {
+    let secs = sections(md);
+    let first = secs.first().ok_or("the page is empty")?;
+    if first.title != "NAME" {
+        return Err(format!(
+            "the page must start with `# NAME`, not `{}`",
+            if first.title.is_empty() {
+                first.body.lines().next().unwrap_or("")
+            } else {
+                &first.title
+            }
+        ));
+    }
+    let (names, _) =
+        name_entries(&first.body).ok_or("NAME must read `name[, name...] - description`")?;
+    if page.section.starts_with('3') {
+        let synopsis = secs
+            .iter()
+            .find(|s| s.title == "SYNOPSIS")
+            .ok_or("a section 3 page needs a SYNOPSIS")?;
+        let declared = called_names(&synopsis.body, "fi_xpu_");
+        for f in &declared {
+            if !names.contains(f) {
+                return Err(format!("SYNOPSIS declares {f}() but NAME does not list it"));
+            }
+        }
+        for n in &names {
+            if !declared.contains(n) {
+                return Err(format!(
+                    "NAME lists {n} but SYNOPSIS does not declare {n}()"
+                ));
+            }
+        }
+    }
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,6 +697,30 @@ mod tests {
         assert!(s[0].body.contains("# comment"));
         assert_eq!(s[1].title, "SYNOPSIS");
         assert_eq!(sections("\nintro\n# A\n")[0].title, "");
+    }
+
+    #[test]
+    fn structure_checks() {
+        let p = page();
+        let good = "# NAME\nfi_xpu_alloc, fi_xpu_free - memory\n# SYNOPSIS\n```c\nint fi_xpu_alloc(void);\nint fi_xpu_free(void *p);\n```\n";
+        assert_eq!(check(&p, good).unwrap(), ["fi_xpu_alloc", "fi_xpu_free"]);
+        let missing = good.replace("fi_xpu_alloc, ", "");
+        assert!(check(&p, &missing)
+            .unwrap_err()
+            .contains("fi_xpu_alloc() but NAME"));
+        let extra = good.replace("int fi_xpu_free(void *p);\n", "");
+        assert!(check(&p, &extra)
+            .unwrap_err()
+            .contains("NAME lists fi_xpu_free"));
+        assert!(check(&p, "intro\n# NAME\nx - y\n")
+            .unwrap_err()
+            .contains("start with"));
+        assert!(check(&p, "# NAME\nx: y\n# SYNOPSIS\n").is_err());
+        let seven = Page::from_file_name("fi_xpu.7.md").unwrap();
+        assert_eq!(
+            check(&seven, "# NAME\nfi_xpu - overview\n").unwrap(),
+            ["fi_xpu"]
+        );
     }
 
     #[test]

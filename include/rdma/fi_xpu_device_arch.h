@@ -1,0 +1,801 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * fi_xpu device architecture layer: the only header that knows which
+ * compiler and which target it is being compiled for. Everything above it
+ * (the dispatch in fi_xpu_device.h, the cooperative helpers in
+ * fi_xpu_device_coop.h, every provider's device header) is written against
+ * the functions below and never tests a compiler macro itself.
+ *
+ * Targets, detected with the compilers' own macros so no SDK header is needed:
+ *   FI_XPU_ARCH_NVPTX   NVIDIA device pass (nvcc, clang CUDA): __CUDA_ARCH__,
+ *                       sm_70 or newer (scoped ld/st/atom need it)
+ *   FI_XPU_ARCH_AMDGCN  AMD device pass (hipcc, clang HIP): __HIP_DEVICE_COMPILE__
+ *   FI_XPU_ARCH_SPIRV   SYCL device pass: __SYCL_DEVICE_ONLY__
+ *   FI_XPU_ARCH_HOST    anything else: plain C/C++ on CPU threads, the "host
+ *                       XPU" (iface FI_HMEM_SYSTEM); work-item ids, barriers
+ *                       and broadcasts come from the host launcher in
+ *                       libfi_xpu (fi_xpu_host_launch), and a thread outside
+ *                       any launch is a single work item (group of one).
+ * Exactly one of them is defined to 1. FI_XPU_ARCH_NAME is its name as a
+ * string.
+ *
+ * Qualifiers
+ *   FI_XPU_FUNC          "static inline" plus the device qualifier of the
+ *                        target (__attribute__((device)) under CUDA/HIP).
+ *                        Every device-side function is declared with it.
+ *   FI_XPU_FORCE_INLINE  FI_XPU_FUNC that the compiler must inline.
+ *
+ * Memory orders (values are the compilers' __ATOMIC_* numbers)
+ *   FI_XPU_ARCH_RELAXED, FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_RELEASE,
+ *   FI_XPU_ARCH_ACQ_REL, FI_XPU_ARCH_SEQ_CST
+ *   Loads take RELAXED, ACQUIRE or SEQ_CST; stores RELAXED, RELEASE or
+ *   SEQ_CST; read-modify-writes and fences any of them (a RELAXED fence does
+ *   nothing). Any other value is treated as SEQ_CST.
+ *
+ * Memory scopes
+ *   FI_XPU_ARCH_MS_DEVICE  coherent among all work items of this device
+ *                          (CUDA .gpu, HIP "agent", SPIR-V Device).
+ *   FI_XPU_ARCH_MS_SYSTEM  coherent with the host CPU and other devices:
+ *                          use it for host-visible memory (proxy rings,
+ *                          FI_XPU_ALLOC_HOST, peers' memory mapped over PCIe)
+ *                          (CUDA .sys, HIP "" / system, SPIR-V CrossDevice).
+ *   Any other value is treated as SYSTEM (the stronger one).
+ *
+ * Atomics (naturally aligned; T is u32 or u64)
+ *   T    fi_xpu_arch_load_T(const T *p, int order, int mscope)
+ *   void fi_xpu_arch_store_T(T *p, T v, int order, int mscope)
+ *   T    fi_xpu_arch_exchange_T(T *p, T v, int order, int mscope)   -> old
+ *   T    fi_xpu_arch_fetch_add_T(T *p, T v, int order, int mscope)  -> old
+ *   T    fi_xpu_arch_fetch_or_T(T *p, T v, int order, int mscope)   -> old
+ *   T    fi_xpu_arch_fetch_and_T(T *p, T v, int order, int mscope)  -> old
+ *   T    fi_xpu_arch_cas_T(T *p, T expected, T desired, int order,
+ *                          int mscope)  -> old value; it succeeded iff
+ *                                          old == expected (strong CAS)
+ *   void fi_xpu_arch_fence(int order, int mscope)
+ *
+ * Work-item geometry (all ids linear, counted from 0)
+ *   uint32_t fi_xpu_arch_lane_id(void)        lane in the subgroup
+ *   uint32_t fi_xpu_arch_subgroup_size(void)  the hardware subgroup width,
+ *            queried, never assumed: 32 on NVIDIA, the wavefront size (64 or
+ *            32) on AMD, the SPIR-V SubgroupMaxSize, the launcher's
+ *            configured size on the host (1 outside a launch)
+ *   uint32_t fi_xpu_arch_subgroup_id(void)    subgroup in the work group
+ *   uint32_t fi_xpu_arch_local_id(void)       work item in the work group
+ *   uint32_t fi_xpu_arch_group_size(void)     work items per work group
+ *   uint32_t fi_xpu_arch_group_id(void)       work group in the launch
+ *   uint32_t fi_xpu_arch_num_groups(void)     work groups in the launch
+ *
+ * Scopes (FI_XPU_WORK_ITEM, FI_XPU_SUBGROUP, FI_XPU_WORK_GROUP, FI_XPU_DEVICE)
+ *   int      fi_xpu_arch_scope_check(int scope)
+ *            0 when this target can run cooperative code at `scope`,
+ *            -FI_EINVAL for a value that is not a scope, -FI_EOPNOTSUPP for
+ *            FI_XPU_DEVICE on GPU targets (a grid-wide barrier needs a
+ *            cooperative launch the header cannot know about). The host
+ *            launcher supports every scope.
+ *   uint32_t fi_xpu_arch_scope_rank(int scope)   rank of the caller in its
+ *            scope instance (0 = the leader)
+ *   uint32_t fi_xpu_arch_scope_size(int scope)   work items in the caller's
+ *            scope instance; a trailing partial subgroup counts only the
+ *            lanes it really has. Both return 0 / 1 for an unchecked scope.
+ *   int      fi_xpu_arch_barrier(int scope)  every work item of the scope
+ *            instance waits for the others; memory written before the
+ *            barrier is visible to the scope after it (work-group memory
+ *            ordering, i.e. acq_rel at the scope). Returns
+ *            fi_xpu_arch_scope_check(scope) and does nothing when non-zero.
+ *   int      fi_xpu_arch_broadcast_u64(int scope, uint64_t *value)
+ *            every work item of the scope instance calls it; afterwards
+ *            *value holds the leader's (rank 0's) value everywhere.
+ *            Same return codes as fi_xpu_arch_barrier.
+ *
+ * Waiting
+ *   void     fi_xpu_arch_pause(void)     back-off hint inside spin loops (on
+ *            the host it yields the CPU: host work items may outnumber cores)
+ *   uint64_t fi_xpu_arch_clock_ns(void)  monotonic time in nanoseconds for
+ *            timeouts (NVIDIA %globaltimer, AMD 100 MHz realtime counter,
+ *            SPIR-V shader clock read as 1 GHz, host CLOCK_MONOTONIC)
+ *
+ * Every work item of a scope must call a cooperative function (barrier,
+ * broadcast, and everything in fi_xpu_device_coop.h) the same number of
+ * times with the same scope, as with __syncthreads().
+ */
+#ifndef FI_XPU_DEVICE_ARCH_H
+#define FI_XPU_DEVICE_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fi_xpu.h>
+
+/* ---- target detection ------------------------------------------------- */
+
+#if defined(__CUDA_ARCH__)
+#define FI_XPU_ARCH_NVPTX 1
+#define FI_XPU_ARCH_NAME "nvptx"
+#if __CUDA_ARCH__ < 700
+#error "fi_xpu device code needs sm_70 or newer (scoped atomics)"
+#endif
+#elif defined(__HIP_DEVICE_COMPILE__) || (defined(__HIP__) && defined(__AMDGCN__))
+#define FI_XPU_ARCH_AMDGCN 1
+#define FI_XPU_ARCH_NAME "amdgcn"
+#elif defined(__SYCL_DEVICE_ONLY__)
+#define FI_XPU_ARCH_SPIRV 1
+#define FI_XPU_ARCH_NAME "spirv"
+#else
+#define FI_XPU_ARCH_HOST 1
+#define FI_XPU_ARCH_NAME "host"
+#endif
+
+/* CUDA and HIP translation units are compiled twice (host and device); the
+ * functions exist only for the device pass, and in plain C/C++ for the CPU. */
+#if defined(__CUDACC__) || defined(__CUDA__) || defined(__HIP__) || defined(__HIPCC__)
+#define FI_XPU_ARCH_QUALIFIER __attribute__((device))
+#else
+#define FI_XPU_ARCH_QUALIFIER
+#endif
+
+#define FI_XPU_FUNC static inline FI_XPU_ARCH_QUALIFIER
+#if defined(__GNUC__) || defined(__clang__) || defined(__CUDACC__)
+#define FI_XPU_FORCE_INLINE static inline __attribute__((always_inline)) FI_XPU_ARCH_QUALIFIER
+#else
+#define FI_XPU_FORCE_INLINE FI_XPU_FUNC
+#endif
+
+#define FI_XPU_ARCH_RELAXED 0
+#define FI_XPU_ARCH_ACQUIRE 2
+#define FI_XPU_ARCH_RELEASE 3
+#define FI_XPU_ARCH_ACQ_REL 4
+#define FI_XPU_ARCH_SEQ_CST 5
+
+#define FI_XPU_ARCH_MS_DEVICE 0
+#define FI_XPU_ARCH_MS_SYSTEM 1
+
+/* The orders and scopes are almost always constants at the call site; the
+ * switches below fold away once the functions are inlined, and keep each
+ * primitive's order/scope a constant, which some builtins require. */
+#define FI_XPU_ARCH__ORDERS(ORDER, ...)                                       \
+	switch (ORDER) {                                                      \
+	case FI_XPU_ARCH_RELAXED: FI_XPU_ARCH__CASE(relaxed, __VA_ARGS__)     \
+	case FI_XPU_ARCH_ACQUIRE: FI_XPU_ARCH__CASE(acquire, __VA_ARGS__)     \
+	case FI_XPU_ARCH_RELEASE: FI_XPU_ARCH__CASE(release, __VA_ARGS__)     \
+	case FI_XPU_ARCH_ACQ_REL: FI_XPU_ARCH__CASE(acq_rel, __VA_ARGS__)     \
+	default: FI_XPU_ARCH__CASE(seq_cst, __VA_ARGS__)                      \
+	}
+
+/* ======================================================================= */
+#if defined(FI_XPU_ARCH_NVPTX)
+/*
+ * PTX inline assembly, understood by nvcc and clang alike and independent of
+ * the PTX ISA version clang assumes without a CUDA installation. Scoped
+ * semantics (.relaxed/.acquire/.release/.acq_rel with .gpu/.sys) are
+ * sm_70's memory model; seq_cst is fence.sc followed by the acquire/release
+ * form, as the PTX memory model prescribes.
+ */
+#define FI_XPU_ARCH__PTX_LD(SEM, SC, BITS, C)                                         \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch__ld_##SEM##_##SC##_u##BITS(    \
+		const uint##BITS##_t *p)                                              \
+	{                                                                             \
+		uint##BITS##_t v;                                                     \
+		asm volatile("ld." #SEM "." #SC ".b" #BITS " %0, [%1];"               \
+			     : "=" C(v) : "l"(p) : "memory");                         \
+		return v;                                                             \
+	}
+#define FI_XPU_ARCH__PTX_ST(SEM, SC, BITS, C)                                         \
+	FI_XPU_FORCE_INLINE void fi_xpu_arch__st_##SEM##_##SC##_u##BITS(              \
+		uint##BITS##_t *p, uint##BITS##_t v)                                  \
+	{                                                                             \
+		asm volatile("st." #SEM "." #SC ".b" #BITS " [%0], %1;"               \
+			     :: "l"(p), C(v) : "memory");                             \
+	}
+#define FI_XPU_ARCH__PTX_RMW(OP, PTXOP, SEM, SC, BITS, C)                             \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch__##OP##_##SEM##_##SC##_u##BITS( \
+		uint##BITS##_t *p, uint##BITS##_t v)                                  \
+	{                                                                             \
+		uint##BITS##_t old;                                                   \
+		asm volatile("atom." #SEM "." #SC "." PTXOP " %0, [%1], %2;"          \
+			     : "=" C(old) : "l"(p), C(v) : "memory");                 \
+		return old;                                                           \
+	}
+#define FI_XPU_ARCH__PTX_CAS(SEM, SC, BITS, C)                                        \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch__cas_##SEM##_##SC##_u##BITS(   \
+		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d)                \
+	{                                                                             \
+		uint##BITS##_t old;                                                   \
+		asm volatile("atom." #SEM "." #SC ".cas.b" #BITS " %0, [%1], %2, %3;" \
+			     : "=" C(old) : "l"(p), C(e), C(d) : "memory");           \
+		return old;                                                           \
+	}
+#define FI_XPU_ARCH__PTX_SCOPES(M, ...) M(__VA_ARGS__, gpu) M(__VA_ARGS__, sys)
+#define FI_XPU_ARCH__PTX_LD2(SEM, SC) FI_XPU_ARCH__PTX_LD(SEM, SC, 32, "r") FI_XPU_ARCH__PTX_LD(SEM, SC, 64, "l")
+#define FI_XPU_ARCH__PTX_ST2(SEM, SC) FI_XPU_ARCH__PTX_ST(SEM, SC, 32, "r") FI_XPU_ARCH__PTX_ST(SEM, SC, 64, "l")
+#define FI_XPU_ARCH__PTX_RMW2(SEM, SC)                                               \
+	FI_XPU_ARCH__PTX_RMW(xchg, "exch.b32", SEM, SC, 32, "r")                     \
+	FI_XPU_ARCH__PTX_RMW(xchg, "exch.b64", SEM, SC, 64, "l")                     \
+	FI_XPU_ARCH__PTX_RMW(add, "add.u32", SEM, SC, 32, "r")                       \
+	FI_XPU_ARCH__PTX_RMW(add, "add.u64", SEM, SC, 64, "l")                       \
+	FI_XPU_ARCH__PTX_RMW(or, "or.b32", SEM, SC, 32, "r")                         \
+	FI_XPU_ARCH__PTX_RMW(or, "or.b64", SEM, SC, 64, "l")                         \
+	FI_XPU_ARCH__PTX_RMW(and, "and.b32", SEM, SC, 32, "r")                       \
+	FI_XPU_ARCH__PTX_RMW(and, "and.b64", SEM, SC, 64, "l")                       \
+	FI_XPU_ARCH__PTX_CAS(SEM, SC, 32, "r")                                       \
+	FI_XPU_ARCH__PTX_CAS(SEM, SC, 64, "l")
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_LD2, relaxed)
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_LD2, acquire)
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_ST2, relaxed)
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_ST2, release)
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, relaxed)
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, acquire)
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, release)
+FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, acq_rel)
+
+FI_XPU_FORCE_INLINE void fi_xpu_arch__fence_sc(int mscope)
+{
+	if (mscope == FI_XPU_ARCH_MS_DEVICE)
+		asm volatile("fence.sc.gpu;" ::: "memory");
+	else
+		asm volatile("fence.sc.sys;" ::: "memory");
+}
+
+FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
+{
+	if (order == FI_XPU_ARCH_RELAXED)
+		return;
+	if (order == FI_XPU_ARCH_ACQUIRE || order == FI_XPU_ARCH_RELEASE ||
+	    order == FI_XPU_ARCH_ACQ_REL) {
+		if (mscope == FI_XPU_ARCH_MS_DEVICE)
+			asm volatile("fence.acq_rel.gpu;" ::: "memory");
+		else
+			asm volatile("fence.acq_rel.sys;" ::: "memory");
+		return;
+	}
+	fi_xpu_arch__fence_sc(mscope);
+}
+
+#define FI_XPU_ARCH__SC(NAME, SEM, BITS, ...)                                 \
+	(mscope == FI_XPU_ARCH_MS_DEVICE ?                                    \
+		 fi_xpu_arch__##NAME##_##SEM##_gpu_u##BITS(__VA_ARGS__) :     \
+		 fi_xpu_arch__##NAME##_##SEM##_sys_u##BITS(__VA_ARGS__))
+
+#define FI_XPU_ARCH__DEF(BITS)                                                         \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_load_u##BITS(                   \
+		const uint##BITS##_t *p, int order, int mscope)                        \
+	{                                                                              \
+		if (order == FI_XPU_ARCH_RELAXED)                                      \
+			return FI_XPU_ARCH__SC(ld, relaxed, BITS, p);                  \
+		if (order != FI_XPU_ARCH_ACQUIRE)                                      \
+			fi_xpu_arch__fence_sc(mscope);                                 \
+		return FI_XPU_ARCH__SC(ld, acquire, BITS, p);                          \
+	}                                                                              \
+	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_u##BITS(                            \
+		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)            \
+	{                                                                              \
+		if (order == FI_XPU_ARCH_RELAXED) {                                    \
+			FI_XPU_ARCH__SC(st, relaxed, BITS, p, v);                      \
+			return;                                                        \
+		}                                                                      \
+		if (order != FI_XPU_ARCH_RELEASE)                                      \
+			fi_xpu_arch__fence_sc(mscope);                                 \
+		FI_XPU_ARCH__SC(st, release, BITS, p, v);                              \
+	}                                                                              \
+	FI_XPU_ARCH__RMW_DEF(exchange, xchg, BITS)                                     \
+	FI_XPU_ARCH__RMW_DEF(fetch_add, add, BITS)                                     \
+	FI_XPU_ARCH__RMW_DEF(fetch_or, or, BITS)                                       \
+	FI_XPU_ARCH__RMW_DEF(fetch_and, and, BITS)                                     \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_cas_u##BITS(                    \
+		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d, int order,      \
+		int mscope)                                                            \
+	{                                                                              \
+		switch (order) {                                                       \
+		case FI_XPU_ARCH_RELAXED: return FI_XPU_ARCH__SC(cas, relaxed, BITS, p, e, d); \
+		case FI_XPU_ARCH_ACQUIRE: return FI_XPU_ARCH__SC(cas, acquire, BITS, p, e, d); \
+		case FI_XPU_ARCH_RELEASE: return FI_XPU_ARCH__SC(cas, release, BITS, p, e, d); \
+		case FI_XPU_ARCH_ACQ_REL: return FI_XPU_ARCH__SC(cas, acq_rel, BITS, p, e, d); \
+		default:                                                               \
+			fi_xpu_arch__fence_sc(mscope);                                 \
+			return FI_XPU_ARCH__SC(cas, acq_rel, BITS, p, e, d);           \
+		}                                                                      \
+	}
+#define FI_XPU_ARCH__RMW_DEF(NAME, OP, BITS)                                           \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_##NAME##_u##BITS(               \
+		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)            \
+	{                                                                              \
+		switch (order) {                                                       \
+		case FI_XPU_ARCH_RELAXED: return FI_XPU_ARCH__SC(OP, relaxed, BITS, p, v); \
+		case FI_XPU_ARCH_ACQUIRE: return FI_XPU_ARCH__SC(OP, acquire, BITS, p, v); \
+		case FI_XPU_ARCH_RELEASE: return FI_XPU_ARCH__SC(OP, release, BITS, p, v); \
+		case FI_XPU_ARCH_ACQ_REL: return FI_XPU_ARCH__SC(OP, acq_rel, BITS, p, v); \
+		default:                                                               \
+			fi_xpu_arch__fence_sc(mscope);                                 \
+			return FI_XPU_ARCH__SC(OP, acq_rel, BITS, p, v);               \
+		}                                                                      \
+	}
+FI_XPU_ARCH__DEF(32)
+FI_XPU_ARCH__DEF(64)
+
+#define FI_XPU_ARCH__SREG(NAME, REG)                                          \
+	FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__##NAME(void)                \
+	{                                                                     \
+		uint32_t v;                                                   \
+		asm("mov.u32 %0, %%" REG ";" : "=r"(v));                      \
+		return v;                                                     \
+	}
+FI_XPU_ARCH__SREG(laneid, "laneid")
+FI_XPU_ARCH__SREG(tid_x, "tid.x")
+FI_XPU_ARCH__SREG(tid_y, "tid.y")
+FI_XPU_ARCH__SREG(tid_z, "tid.z")
+FI_XPU_ARCH__SREG(ntid_x, "ntid.x")
+FI_XPU_ARCH__SREG(ntid_y, "ntid.y")
+FI_XPU_ARCH__SREG(ntid_z, "ntid.z")
+FI_XPU_ARCH__SREG(ctaid_x, "ctaid.x")
+FI_XPU_ARCH__SREG(ctaid_y, "ctaid.y")
+FI_XPU_ARCH__SREG(ctaid_z, "ctaid.z")
+FI_XPU_ARCH__SREG(nctaid_x, "nctaid.x")
+FI_XPU_ARCH__SREG(nctaid_y, "nctaid.y")
+FI_XPU_ARCH__SREG(nctaid_z, "nctaid.z")
+
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void) { return fi_xpu_arch__laneid(); }
+/* WARP_SZ is a PTX constant; 32 on every NVIDIA architecture so far. */
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void)
+{
+	uint32_t v;
+	asm("mov.u32 %0, WARP_SZ;" : "=r"(v));
+	return v;
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void)
+{
+	return fi_xpu_arch__tid_x() +
+	       fi_xpu_arch__ntid_x() * (fi_xpu_arch__tid_y() + fi_xpu_arch__ntid_y() * fi_xpu_arch__tid_z());
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void)
+{
+	return fi_xpu_arch__ntid_x() * fi_xpu_arch__ntid_y() * fi_xpu_arch__ntid_z();
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void)
+{
+	return fi_xpu_arch__ctaid_x() +
+	       fi_xpu_arch__nctaid_x() * (fi_xpu_arch__ctaid_y() + fi_xpu_arch__nctaid_y() * fi_xpu_arch__ctaid_z());
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void)
+{
+	return fi_xpu_arch__nctaid_x() * fi_xpu_arch__nctaid_y() * fi_xpu_arch__nctaid_z();
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void)
+{
+	return fi_xpu_arch_local_id() / fi_xpu_arch_subgroup_size();
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
+{
+	asm volatile("bar.sync 0;" ::: "memory");
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void);
+FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
+{
+	asm volatile("bar.warp.sync %0;" :: "r"(fi_xpu_arch__subgroup_mask()) : "memory");
+}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
+{
+	uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32), m = fi_xpu_arch__subgroup_mask();
+	asm volatile("shfl.sync.idx.b32 %0, %0, 0, 0x1f, %1;" : "+r"(lo) : "r"(m));
+	asm volatile("shfl.sync.idx.b32 %0, %0, 0, 0x1f, %1;" : "+r"(hi) : "r"(m));
+	return ((uint64_t)hi << 32) | lo;
+}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+{
+	static __attribute__((shared)) uint64_t fi_xpu_arch__slot;
+	if (rank == 0)
+		fi_xpu_arch__slot = v;
+	fi_xpu_arch__group_sync();
+	v = fi_xpu_arch__slot;
+	fi_xpu_arch__group_sync();
+	return v;
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
+{
+	asm volatile("nanosleep.u32 64;" ::: "memory");
+}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+
+/* ======================================================================= */
+#elif defined(FI_XPU_ARCH_AMDGCN)
+/*
+ * clang's HIP atomic builtins carry the memory scope: "agent" is the whole
+ * GPU, "" (system) reaches the host and peers. __HIP_MEMORY_SCOPE_* are
+ * predefined by clang in HIP mode; fall back to their values otherwise.
+ */
+#ifndef __HIP_MEMORY_SCOPE_AGENT
+#define __HIP_MEMORY_SCOPE_AGENT 4
+#endif
+#ifndef __HIP_MEMORY_SCOPE_SYSTEM
+#define __HIP_MEMORY_SCOPE_SYSTEM 5
+#endif
+#define FI_XPU_ARCH__MS(ms) \
+	((ms) == FI_XPU_ARCH_MS_DEVICE ? __HIP_MEMORY_SCOPE_AGENT : __HIP_MEMORY_SCOPE_SYSTEM)
+#define FI_XPU_ARCH__SCOPED(CALL)                                             \
+	do {                                                                  \
+		if (mscope == FI_XPU_ARCH_MS_DEVICE) {                        \
+			CALL(__HIP_MEMORY_SCOPE_AGENT)                        \
+		} else {                                                      \
+			CALL(__HIP_MEMORY_SCOPE_SYSTEM)                       \
+		}                                                             \
+	} while (0)
+#define fi_xpu_arch__atomic_load(p, o, s) __hip_atomic_load(p, o, s)
+#define fi_xpu_arch__atomic_store(p, v, o, s) __hip_atomic_store(p, v, o, s)
+#define fi_xpu_arch__atomic_exchange(p, v, o, s) __hip_atomic_exchange(p, v, o, s)
+#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __hip_atomic_fetch_add(p, v, o, s)
+#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __hip_atomic_fetch_or(p, v, o, s)
+#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __hip_atomic_fetch_and(p, v, o, s)
+#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) \
+	__hip_atomic_compare_exchange_strong(p, e, d, o, f, s)
+#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
+
+FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
+{
+#define FI_XPU_ARCH__F(O)                                                     \
+	if (mscope == FI_XPU_ARCH_MS_DEVICE)                                  \
+		__builtin_amdgcn_fence(O, "agent");                           \
+	else                                                                  \
+		__builtin_amdgcn_fence(O, "");
+	switch (order) {
+	case FI_XPU_ARCH_RELAXED: break;
+	case FI_XPU_ARCH_ACQUIRE: FI_XPU_ARCH__F(__ATOMIC_ACQUIRE) break;
+	case FI_XPU_ARCH_RELEASE: FI_XPU_ARCH__F(__ATOMIC_RELEASE) break;
+	case FI_XPU_ARCH_ACQ_REL: FI_XPU_ARCH__F(__ATOMIC_ACQ_REL) break;
+	default: FI_XPU_ARCH__F(__ATOMIC_SEQ_CST) break;
+	}
+#undef FI_XPU_ARCH__F
+}
+
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void)
+{
+	return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void)
+{
+	return (uint32_t)__builtin_amdgcn_wavefrontsize();
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void)
+{
+	return __builtin_amdgcn_workitem_id_x() +
+	       __builtin_amdgcn_workgroup_size_x() *
+		       (__builtin_amdgcn_workitem_id_y() +
+			__builtin_amdgcn_workgroup_size_y() * __builtin_amdgcn_workitem_id_z());
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void)
+{
+	return (uint32_t)__builtin_amdgcn_workgroup_size_x() * __builtin_amdgcn_workgroup_size_y() *
+	       __builtin_amdgcn_workgroup_size_z();
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__ngroups(uint32_t grid, uint32_t wg)
+{
+	return (grid + wg - 1) / wg;
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void)
+{
+	uint32_t nx = fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_x(), __builtin_amdgcn_workgroup_size_x());
+	uint32_t ny = fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_y(), __builtin_amdgcn_workgroup_size_y());
+	return __builtin_amdgcn_workgroup_id_x() +
+	       nx * (__builtin_amdgcn_workgroup_id_y() + ny * __builtin_amdgcn_workgroup_id_z());
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void)
+{
+	return fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_x(), __builtin_amdgcn_workgroup_size_x()) *
+	       fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_y(), __builtin_amdgcn_workgroup_size_y()) *
+	       fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_z(), __builtin_amdgcn_workgroup_size_z());
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void)
+{
+	return fi_xpu_arch_local_id() / fi_xpu_arch_subgroup_size();
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
+{
+	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+	__builtin_amdgcn_s_barrier();
+	__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
+{
+	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+	__builtin_amdgcn_wave_barrier();
+	__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+/* Lane 0 always takes part in a subgroup-wide call, so the first active
+ * lane is the leader. */
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
+{
+	uint32_t lo = (uint32_t)__builtin_amdgcn_readfirstlane((int)(uint32_t)v);
+	uint32_t hi = (uint32_t)__builtin_amdgcn_readfirstlane((int)(uint32_t)(v >> 32));
+	return ((uint64_t)hi << 32) | lo;
+}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+{
+	static __attribute__((shared)) uint64_t fi_xpu_arch__slot;
+	if (rank == 0)
+		fi_xpu_arch__slot = v;
+	fi_xpu_arch__group_sync();
+	v = fi_xpu_arch__slot;
+	fi_xpu_arch__group_sync();
+	return v;
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
+{
+	__builtin_amdgcn_s_sleep(1);
+}
+/* The realtime counter runs at a constant 100 MHz on gfx9 and later. */
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
+{
+	return __builtin_amdgcn_s_memrealtime() * 10u;
+}
+#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+
+/* ======================================================================= */
+#elif defined(FI_XPU_ARCH_SPIRV)
+/*
+ * SYCL device compilation without SDK headers: the SPIR-V builtins are
+ * declared here with the names and signatures the SPIR-V translator
+ * recognises. Atomics use clang's scoped atomic builtins.
+ */
+#define FI_XPU_ARCH__SPV_CROSS_DEVICE 0
+#define FI_XPU_ARCH__SPV_DEVICE 1
+#define FI_XPU_ARCH__SPV_WORKGROUP 2
+#define FI_XPU_ARCH__SPV_SUBGROUP 3
+/* Sequentially consistent, on work-group and cross-work-group memory. */
+#define FI_XPU_ARCH__SPV_SEM (0x10 | 0x100 | 0x200)
+
+extern size_t __spirv_BuiltInLocalInvocationId(int);
+extern size_t __spirv_BuiltInWorkgroupSize(int);
+extern size_t __spirv_BuiltInWorkgroupId(int);
+extern size_t __spirv_BuiltInNumWorkgroups(int);
+extern uint32_t __spirv_BuiltInSubgroupLocalInvocationId(void);
+extern uint32_t __spirv_BuiltInSubgroupMaxSize(void);
+extern uint32_t __spirv_BuiltInSubgroupId(void);
+extern void __spirv_ControlBarrier(int, int, int);
+extern uint64_t __spirv_GroupBroadcast(int, uint64_t, uint32_t);
+extern uint64_t __spirv_ReadClockKHR(int);
+
+#define fi_xpu_arch__atomic_load(p, o, s) __scoped_atomic_load_n(p, o, s)
+#define fi_xpu_arch__atomic_store(p, v, o, s) __scoped_atomic_store_n(p, v, o, s)
+#define fi_xpu_arch__atomic_exchange(p, v, o, s) __scoped_atomic_exchange_n(p, v, o, s)
+#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __scoped_atomic_fetch_add(p, v, o, s)
+#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __scoped_atomic_fetch_or(p, v, o, s)
+#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __scoped_atomic_fetch_and(p, v, o, s)
+#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) \
+	__scoped_atomic_compare_exchange_n(p, e, d, 0, o, f, s)
+#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
+#undef __HIP_MEMORY_SCOPE_AGENT
+#define FI_XPU_ARCH__SCOPED(CALL)                                             \
+	do {                                                                  \
+		if (mscope == FI_XPU_ARCH_MS_DEVICE) {                        \
+			CALL(__MEMORY_SCOPE_DEVICE)                           \
+		} else {                                                      \
+			CALL(__MEMORY_SCOPE_SYSTEM)                           \
+		}                                                             \
+	} while (0)
+
+FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
+{
+#define FI_XPU_ARCH__F(O)                                                     \
+	if (mscope == FI_XPU_ARCH_MS_DEVICE)                                  \
+		__scoped_atomic_thread_fence(O, __MEMORY_SCOPE_DEVICE);       \
+	else                                                                  \
+		__scoped_atomic_thread_fence(O, __MEMORY_SCOPE_SYSTEM);
+	switch (order) {
+	case FI_XPU_ARCH_RELAXED: break;
+	case FI_XPU_ARCH_ACQUIRE: FI_XPU_ARCH__F(__ATOMIC_ACQUIRE) break;
+	case FI_XPU_ARCH_RELEASE: FI_XPU_ARCH__F(__ATOMIC_RELEASE) break;
+	case FI_XPU_ARCH_ACQ_REL: FI_XPU_ARCH__F(__ATOMIC_ACQ_REL) break;
+	default: FI_XPU_ARCH__F(__ATOMIC_SEQ_CST) break;
+	}
+#undef FI_XPU_ARCH__F
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void)
+{
+	return __spirv_BuiltInSubgroupLocalInvocationId();
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void)
+{
+	return __spirv_BuiltInSubgroupMaxSize();
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void)
+{
+	return __spirv_BuiltInSubgroupId();
+}
+/* SYCL linearises ids with dimension 0 slowest-varying... but SPIR-V
+ * numbers them x fastest, as below; either way the result is a bijection,
+ * which is all the cooperative code needs. */
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void)
+{
+	return (uint32_t)(__spirv_BuiltInLocalInvocationId(0) +
+			  __spirv_BuiltInWorkgroupSize(0) *
+				  (__spirv_BuiltInLocalInvocationId(1) +
+				   __spirv_BuiltInWorkgroupSize(1) * __spirv_BuiltInLocalInvocationId(2)));
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void)
+{
+	return (uint32_t)(__spirv_BuiltInWorkgroupSize(0) * __spirv_BuiltInWorkgroupSize(1) *
+			  __spirv_BuiltInWorkgroupSize(2));
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void)
+{
+	return (uint32_t)(__spirv_BuiltInWorkgroupId(0) +
+			  __spirv_BuiltInNumWorkgroups(0) *
+				  (__spirv_BuiltInWorkgroupId(1) +
+				   __spirv_BuiltInNumWorkgroups(1) * __spirv_BuiltInWorkgroupId(2)));
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void)
+{
+	return (uint32_t)(__spirv_BuiltInNumWorkgroups(0) * __spirv_BuiltInNumWorkgroups(1) *
+			  __spirv_BuiltInNumWorkgroups(2));
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
+{
+	__spirv_ControlBarrier(FI_XPU_ARCH__SPV_WORKGROUP, FI_XPU_ARCH__SPV_WORKGROUP,
+			       FI_XPU_ARCH__SPV_SEM);
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
+{
+	__spirv_ControlBarrier(FI_XPU_ARCH__SPV_SUBGROUP, FI_XPU_ARCH__SPV_SUBGROUP,
+			       FI_XPU_ARCH__SPV_SEM);
+}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
+{
+	return __spirv_GroupBroadcast(FI_XPU_ARCH__SPV_SUBGROUP, v, 0);
+}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+{
+	(void)rank;
+	return __spirv_GroupBroadcast(FI_XPU_ARCH__SPV_WORKGROUP, v, 0);
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
+{
+}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
+{
+	return __spirv_ReadClockKHR(FI_XPU_ARCH__SPV_DEVICE);
+}
+#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+
+/* ======================================================================= */
+#else /* FI_XPU_ARCH_HOST */
+/*
+ * CPU threads. The memory scope makes no difference on a cache-coherent
+ * host; work-item geometry and the barriers come from the host launcher.
+ */
+#define fi_xpu_arch__atomic_load(p, o, s) __atomic_load_n(p, o)
+#define fi_xpu_arch__atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
+#define fi_xpu_arch__atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
+#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __atomic_fetch_add(p, v, o)
+#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __atomic_fetch_or(p, v, o)
+#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
+#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
+#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
+#define FI_XPU_ARCH__SCOPED(CALL)                                             \
+	do {                                                                  \
+		(void)mscope;                                                 \
+		CALL(0)                                                       \
+	} while (0)
+
+FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
+{
+	(void)mscope;
+	switch (order) {
+	case FI_XPU_ARCH_RELAXED: break;
+	case FI_XPU_ARCH_ACQUIRE: __atomic_thread_fence(__ATOMIC_ACQUIRE); break;
+	case FI_XPU_ARCH_RELEASE: __atomic_thread_fence(__ATOMIC_RELEASE); break;
+	case FI_XPU_ARCH_ACQ_REL: __atomic_thread_fence(__ATOMIC_ACQ_REL); break;
+	default: __atomic_thread_fence(__ATOMIC_SEQ_CST); break;
+	}
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void) { return fi_xpu_host_item()->lane_id; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void) { return fi_xpu_host_item()->subgroup_size; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void) { return fi_xpu_host_item()->subgroup_id; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void) { return fi_xpu_host_item()->local_id; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void) { return fi_xpu_host_item()->group_size; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void) { return fi_xpu_host_item()->group_id; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void) { return fi_xpu_host_item()->num_groups; }
+FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void) { fi_xpu_host_pause(); }
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return fi_xpu_host_clock_ns(); }
+#define FI_XPU_ARCH__DEVICE_SCOPE_OK 1
+#endif
+
+/* ---- atomics generated from the builtin-based targets ------------------ */
+#if defined(FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS)
+#define FI_XPU_ARCH__LOAD_CALL(S) \
+	return fi_xpu_arch__atomic_load(p, FI_XPU_ARCH__O, S);
+#define FI_XPU_ARCH__STORE_CALL(S) \
+	fi_xpu_arch__atomic_store(p, v, FI_XPU_ARCH__O, S); return;
+#define FI_XPU_ARCH__RMW_CALL(S) \
+	return FI_XPU_ARCH__RMW_FN(p, v, FI_XPU_ARCH__O, S);
+#define FI_XPU_ARCH__CAS_CALL(S)                                                      \
+	(void)fi_xpu_arch__atomic_cas(p, &e, d, FI_XPU_ARCH__O, FI_XPU_ARCH__FAIL_O, S); \
+	return e;
+
+#define FI_XPU_ARCH__DEF(T)                                                           \
+	FI_XPU_FORCE_INLINE T##_t fi_xpu_arch_load_##T(const T##_t *p, int order, int mscope) \
+	{                                                                             \
+		if (order == FI_XPU_ARCH_RELAXED) {                                   \
+			enum { FI_XPU_ARCH__O = __ATOMIC_RELAXED };                   \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL);                  \
+		} else if (order == FI_XPU_ARCH_ACQUIRE) {                            \
+			enum { FI_XPU_ARCH__O = __ATOMIC_ACQUIRE };                   \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL);                  \
+		}                                                                     \
+		{                                                                     \
+			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST };                   \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL);                  \
+		}                                                                     \
+		return 0;                                                             \
+	}                                                                             \
+	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_##T(T##_t *p, T##_t v, int order, int mscope) \
+	{                                                                             \
+		if (order == FI_XPU_ARCH_RELAXED) {                                   \
+			enum { FI_XPU_ARCH__O = __ATOMIC_RELAXED };                   \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL);                 \
+		} else if (order == FI_XPU_ARCH_RELEASE) {                            \
+			enum { FI_XPU_ARCH__O = __ATOMIC_RELEASE };                   \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL);                 \
+		}                                                                     \
+		{                                                                     \
+			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST };                   \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL);                 \
+		}                                                                     \
+	}                                                                             \
+	FI_XPU_ARCH__RMW_DEF(T, exchange)                                             \
+	FI_XPU_ARCH__RMW_DEF(T, fetch_add)                                            \
+	FI_XPU_ARCH__RMW_DEF(T, fetch_or)                                             \
+	FI_XPU_ARCH__RMW_DEF(T, fetch_and)                                            \
+	FI_XPU_FORCE_INLINE T##_t fi_xpu_arch_cas_##T(T##_t *p, T##_t e, T##_t d, int order, \
+						     int mscope)                      \
+	{                                                                             \
+		switch (order) {                                                      \
+		FI_XPU_ARCH__CAS_CASE(RELAXED, RELAXED)                               \
+		FI_XPU_ARCH__CAS_CASE(ACQUIRE, ACQUIRE)                               \
+		FI_XPU_ARCH__CAS_CASE(RELEASE, RELAXED)                               \
+		FI_XPU_ARCH__CAS_CASE(ACQ_REL, ACQUIRE)                               \
+		default: {                                                            \
+			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST,                     \
+			       FI_XPU_ARCH__FAIL_O = __ATOMIC_SEQ_CST };              \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL);                   \
+		}                                                                     \
+		}                                                                     \
+		return e;                                                             \
+	}
+#define FI_XPU_ARCH__CAS_CASE(O, F)                                                   \
+	case FI_XPU_ARCH_##O: {                                                       \
+		enum { FI_XPU_ARCH__O = __ATOMIC_##O, FI_XPU_ARCH__FAIL_O = __ATOMIC_##F }; \
+		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL);                           \
+	}
+#define FI_XPU_ARCH__RMW_CASE(O)                                                      \
+	case FI_XPU_ARCH_##O: {                                                       \
+		enum { FI_XPU_ARCH__O = __ATOMIC_##O };                               \
+		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL);                           \
+	}
+#define FI_XPU_ARCH__RMW_DEF(T, NAME)                                                 \
+	FI_XPU_FORCE_INLINE T##_t fi_xpu_arch_##NAME##_##T(T##_t *p, T##_t v, int order, \
+							 int mscope)                  \
+	{                                                                             \
+		switch (order) {                                                      \
+		FI_XPU_ARCH__RMW_CASE(RELAXED)                                        \
+		FI_XPU_ARCH__RMW_CASE(ACQUIRE)                                        \
+		FI_XPU_ARCH__RMW_CASE(RELEASE)                                        \
+		FI_XPU_ARCH__RMW_CASE(ACQ_REL)                                        \
+		default: {                                                            \
+			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST };                   \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL);                   \
+		}                                                                     \
+		}                                                                     \
+		return 0;                                                             \
+	}
+
+#define uint32_t_t uint32_t
+#define uint64_t_t uint64_t
+typedef uint32_t u32_t_fi_xpu_unused;
+#undef uint32_t_t
+#undef uint64_t_t
+#endif
+
+#endif /* FI_XPU_DEVICE_ARCH_H */

@@ -1,0 +1,258 @@
+//! Memory layouts shared with `rdma/fi_xpu_device_shm.h`. Every struct here
+//! has a C twin of the same name with `fi_xpu_shm_` prefix; offsets must agree
+//! (the C test `shm_layout.c` checks them against the sizes below).
+//!
+//! "Heap" structs live in a context's shared heap, which every connected peer
+//! maps; "local" structs are device-visible but never shared, so that the
+//! pointers the owner follows cannot be changed by another process.
+
+/// Regions a domain can share (heaps plus registrations).
+pub const MAX_REGIONS: usize = 256;
+/// Connections a domain can hold.
+pub const MAX_CONNS: usize = 64;
+/// Registration slots per context heap.
+pub const MR_SLOTS: usize = 1024;
+/// Inbox slots per endpoint.
+pub const INBOX_SLOTS: u64 = 64;
+/// Bytes per inbox slot, header included.
+pub const SLOT_SIZE: u64 = 4096;
+/// Posted receives and outstanding rendezvous sends per endpoint.
+pub const MAX_POSTED: usize = 64;
+/// Endpoints whose receive side a CQ drives when it is read.
+pub const MAX_PROGRESS: usize = 8;
+
+pub const HEAP_MAGIC: u64 = 0x6669_7870_7568_6570; // "fixpuhep"
+pub const EP_MAGIC: u64 = 0x6669_7870_7565_7062; // "fixpuepb"
+
+/// Start of every context heap.
+#[repr(C)]
+pub struct HeapHdr {
+    pub magic: u64,
+    pub size: u64,
+    pub mr_off: u64,
+    pub mr_slots: u64,
+    pub _pad: [u64; 4],
+}
+
+/// One registration as peers see it. `gen` is 0 while the slot is free; a
+/// key carries the generation it was issued with.
+#[repr(C)]
+pub struct MrEntry {
+    pub gen: u64,
+    pub base: u64,
+    pub len: u64,
+    pub access: u64,
+    pub region: u64,
+    pub key: u64,
+    pub _pad: [u64; 2],
+}
+
+/// Completion ring header (heap); `size` entries of `Cqe` follow at +192.
+#[repr(C)]
+pub struct CqRing {
+    pub head: u64,
+    pub _p0: [u64; 7],
+    pub tail: u64,
+    pub _p1: [u64; 7],
+    pub size: u64,
+    pub format: u64,
+    /// Remote completions that found the ring full.
+    pub overflow: u64,
+    pub _p2: [u64; 5],
+}
+pub const CQ_RING_HDR: u64 = 192;
+
+/// One completion; `seq` is written last (release) and equals the claimed
+/// position plus one.
+#[repr(C)]
+pub struct Cqe {
+    pub seq: u64,
+    pub flags: u64,
+    pub context: u64,
+    pub len: u64,
+    pub buf: u64,
+    pub data: u64,
+    pub tag: u64,
+    pub err: i64,
+    pub olen: u64,
+    pub src_nonce: u64,
+    pub src_ep: u64,
+    /// Non-zero for an error entry.
+    pub is_err: u64,
+}
+
+/// Counter (heap, or host memory for a host counter).
+#[repr(C)]
+pub struct Cntr {
+    pub value: u64,
+    pub err: u64,
+    pub _pad: [u64; 6],
+}
+
+/// Endpoint block (heap): what peers need to deliver to this endpoint.
+#[repr(C)]
+pub struct EpBlock {
+    pub magic: u64,
+    pub nonce: u64,
+    pub ep_id: u64,
+    pub caps: u64,
+    /// Heap offsets (0: none) of what remote operations complete into.
+    pub rx_cq: u64,
+    pub rem_write_cntr: u64,
+    pub rem_read_cntr: u64,
+    pub nslots: u64,
+    pub slot_size: u64,
+    pub inbox_off: u64,
+    pub _p0: [u64; 6],
+    pub head: u64,
+    pub _p1: [u64; 7],
+    pub tail: u64,
+    pub _p2: [u64; 7],
+}
+
+/// Per-connection map of a peer's regions into this context (local).
+#[repr(C)]
+pub struct PeerMap {
+    /// 1 alive, 2 the peer is gone.
+    pub state: u64,
+    pub _pad: u64,
+    pub base: [u64; MAX_REGIONS],
+    pub size: [u64; MAX_REGIONS],
+}
+pub const PEER_ALIVE: u64 = 1;
+pub const PEER_DEAD: u64 = 2;
+
+/// What a raw AV address points to (local).
+#[repr(C)]
+pub struct PeerAddr {
+    pub map: u64,
+    pub heap_region: u64,
+    pub ep_off: u64,
+    pub nonce: u64,
+    pub ep_id: u64,
+    /// The id this domain's connection has at the peer.
+    pub conn_at_peer: u64,
+    pub _pad: [u64; 2],
+}
+
+/// A context's device-visible root (local).
+#[repr(C)]
+pub struct CtxDev {
+    pub heap_base: u64,
+    pub heap_region: u64,
+    pub nonce: u64,
+    pub _pad: u64,
+    pub maps: [u64; MAX_CONNS],
+}
+
+#[repr(C)]
+pub struct Posted {
+    pub state: u64,
+    pub buf: u64,
+    pub len: u64,
+    pub tag: u64,
+    pub ignore: u64,
+    pub context: u64,
+    pub flags: u64,
+    pub _pad: u64,
+}
+
+#[repr(C)]
+pub struct Rdv {
+    pub slot: u64,
+    pub context: u64,
+    pub len: u64,
+    pub flags: u64,
+}
+
+/// Endpoint device state (local); `fid_xpu.prov_ctx` points here.
+#[repr(C)]
+pub struct EpDev {
+    pub block: u64,
+    pub ctx: u64,
+    pub nonce: u64,
+    pub ep_id: u64,
+    pub caps: u64,
+    pub tx_cq: u64,
+    pub rx_cq: u64,
+    /// send, recv, read, write, remote read, remote write (local counter pointers)
+    pub cntr: [u64; 6],
+    pub av_tab: u64,
+    pub av_count: u64,
+    pub lock: u64,
+    pub _pad: [u64; 2],
+    pub posted: [Posted; MAX_POSTED],
+    pub rdv: [Rdv; MAX_POSTED],
+}
+
+/// CQ device state (local); `fid_xpu.prov_ctx` points here.
+#[repr(C)]
+pub struct CqDev {
+    pub ring: u64,
+    pub size: u64,
+    pub format: u64,
+    pub timeout_ms: i64,
+    pub nprog: u64,
+    pub prog: [u64; MAX_PROGRESS],
+    pub _pad: [u64; 3],
+}
+
+/// One AV entry as the device sees it (for `readfrom`).
+#[repr(C)]
+pub struct AvEnt {
+    pub nonce: u64,
+    pub ep_id: u64,
+}
+
+/// Raw MR descriptor (`fi_xpu_mr_desc`).
+#[repr(C)]
+pub struct MrDesc {
+    pub region: u64,
+    pub base: u64,
+    pub len: u64,
+    pub key: u64,
+}
+
+/// Inbox slot header; the payload follows at +128.
+#[repr(C)]
+pub struct MsgHdr {
+    pub seq: u64,
+    pub state: u64,
+    pub len: u64,
+    pub tag: u64,
+    pub data: u64,
+    pub flags: u64,
+    pub src_nonce: u64,
+    pub src_ep: u64,
+    pub src_conn: u64,
+    pub src_region: u64,
+    pub src_off: u64,
+    pub _pad: [u64; 5],
+}
+pub const MSG_HDR: u64 = 128;
+
+pub const CNTR_SEND: usize = 0;
+pub const CNTR_RECV: usize = 1;
+pub const CNTR_READ: usize = 2;
+pub const CNTR_WRITE: usize = 3;
+pub const CNTR_REM_READ: usize = 4;
+pub const CNTR_REM_WRITE: usize = 5;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size_of::<HeapHdr>(), 64);
+        assert_eq!(size_of::<MrEntry>(), 64);
+        assert_eq!(size_of::<CqRing>() as u64, CQ_RING_HDR);
+        assert_eq!(size_of::<Cqe>(), 96);
+        assert_eq!(size_of::<Cntr>(), 64);
+        assert_eq!(size_of::<EpBlock>(), 256);
+        assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
+        assert_eq!(size_of::<PeerAddr>(), 64);
+        assert_eq!(size_of::<MrDesc>(), 32);
+    }
+}

@@ -1,0 +1,165 @@
+//! Building the C test provider (`test_provider.c`) into plugin files, and
+//! running `fi_xpu_info` against chosen plugin directories.
+#![allow(dead_code)]
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Compiles the test provider with `defines` (e.g. `-DTP_SHORT`) into
+/// `dir/libfi_xpu-<file_name>.so`, the way an out-of-tree provider is built:
+/// the public header only, warnings as errors.
+pub fn build_plugin(dir: &Path, file_name: &str, defines: &[String]) -> PathBuf {
+    let out = dir.join(format!("libfi_xpu-{file_name}.so"));
+    build_plugin_to(&out, defines);
+    out
+}
+
+/// As `build_plugin`, to an arbitrary file name.
+pub fn build_plugin_to(out: &Path, defines: &[String]) {
+    let src = root().join("tests/plugins/test_provider.c");
+    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.args(["-shared", "-fPIC", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root().join("include").display()))
+        .args(defines)
+        .arg(&src)
+        .arg("-o")
+        .arg(out);
+    let o = cmd.output().expect("run cc");
+    assert!(
+        o.status.success(),
+        "cc failed: {cmd:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `-DTP_NAME="name"` and `-DTP_PROV_ID=id`.
+pub fn named(name: &str, prov_id: u32) -> Vec<String> {
+    vec![format!("-DTP_NAME=\"{name}\""), format!("-DTP_PROV_ID={prov_id}")]
+}
+
+/// A directory only the owner may write to (the loader refuses others).
+pub fn private_dir(parent: &Path, name: &str) -> PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    chmod(&dir, 0o755);
+    dir
+}
+
+pub fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A copy of `fi_xpu_info` in a directory of its own. The tool links the
+/// core statically, so the loader's last search directory is the tool's own;
+/// the copy keeps the in-tree plugins staged beside the real one out of view.
+pub fn info_tool() -> &'static Path {
+    static TOOL: OnceLock<PathBuf> = OnceLock::new();
+    TOOL.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("fi_xpu_info-bin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        chmod(&dir, 0o755);
+        let tool = dir.join("fi_xpu_info");
+        std::fs::copy(env!("CARGO_BIN_EXE_fi_xpu_info"), &tool).unwrap();
+        tool
+    })
+}
+
+/// The directory `info_tool()` is in: searched last by the loader.
+pub fn info_tool_dir() -> &'static Path {
+    info_tool().parent().unwrap()
+}
+
+/// What one run of `fi_xpu_info` printed.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The reason recorded for a refused path, from the `skipped:` list.
+    pub fn reason(&self, path: &Path) -> Option<&str> {
+        let head = format!("skipped: {}", path.display());
+        let mut lines = self.stdout.lines();
+        lines.find(|l| *l == head)?;
+        lines.next()?.strip_prefix("    reason: ")
+    }
+
+    pub fn skipped(&self) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("skipped: "))
+            .collect()
+    }
+
+    pub fn providers(&self) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("provider: "))
+            .collect()
+    }
+
+    /// The indented `key: value` lines of one provider's block.
+    pub fn field(&self, provider: &str, key: &str) -> Option<&str> {
+        let head = format!("provider: {provider}");
+        let prefix = format!("    {key}: ");
+        self.stdout
+            .lines()
+            .skip_while(|l| *l != head)
+            .skip(1)
+            .take_while(|l| l.starts_with("    "))
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+    }
+
+    pub fn searched(&self) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("searched: "))
+            .collect()
+    }
+
+    /// The warning the loader logs for a refused plugin file.
+    pub fn logged_plugin_refusal(&self, path: &Path, reason: &str) -> bool {
+        let line = format!(
+            "fi_xpu:core:warn: {}: plugin refused: {reason}",
+            path.display()
+        );
+        self.stderr.lines().any(|l| l == line)
+    }
+
+    pub fn dump(&self) -> String {
+        format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the isolated `fi_xpu_info` with `FI_XPU_PROVIDER_PATH` = `path`
+/// (None: unset), `FI_XPU_PROVIDER` = `filter` and the given arguments.
+pub fn info(path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
+    let mut cmd = Command::new(info_tool());
+    cmd.args(args)
+        .env_remove("FI_XPU_PROVIDER_PATH")
+        .env_remove("FI_XPU_PROVIDER")
+        .env_remove("FI_XPU_LOG_LEVEL");
+    if let Some(p) = path {
+        cmd.env("FI_XPU_PROVIDER_PATH", p);
+    }
+    if let Some(f) = filter {
+        cmd.env("FI_XPU_PROVIDER", f);
+    }
+    let o: Output = cmd.output().expect("run fi_xpu_info");
+    Run {
+        code: o.status.code().expect("fi_xpu_info was killed by a signal"),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
