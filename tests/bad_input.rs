@@ -1,0 +1,62 @@
+//! The bad-input table of tests/c/bad_input.c, run plainly, under
+//! AddressSanitizer and under valgrind's memcheck.
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn prepare(extra: &[&str], tag: &str) -> (PathBuf, PathBuf) {
+    let dir = common::scratch(&format!("bad-input-{tag}"));
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    common::test_provider(&plugins, "libfi_xpu-test.so", &[]);
+    let exe = dir.join("bad_input");
+    common::cc(&[&common::root().join("tests/c/bad_input.c")], &exe, extra);
+    (exe, plugins)
+}
+
+fn command(exe: &PathBuf, plugins: &PathBuf) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.arg("test")
+        .env("FI_XPU_PROVIDER_PATH", plugins)
+        .env("FI_XPU_PROVIDER", "test")
+        .env("FI_XPU_LOG_LEVEL", "none");
+    cmd
+}
+
+fn check(out: std::process::Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+}
+
+#[test]
+fn bad_input_table() {
+    let (exe, plugins) = prepare(&[], "plain");
+    check(common::run_ok(&mut command(&exe, &plugins)));
+}
+
+#[test]
+fn bad_input_table_under_asan() {
+    if !common::asan_works() {
+        eprintln!("skipped: the C compiler cannot link with AddressSanitizer here");
+        return;
+    }
+    let (exe, plugins) = prepare(&["-fsanitize=address,undefined", "-fno-omit-frame-pointer"], "asan");
+    check(common::run_ok(
+        command(&exe, &plugins).env("ASAN_OPTIONS", "detect_leaks=1").env("UBSAN_OPTIONS", "halt_on_error=1"),
+    ));
+}
+
+#[test]
+fn bad_input_table_under_valgrind() {
+    assert!(common::have("valgrind"), "valgrind is missing: install it (.ci/run does)");
+    let (exe, plugins) = prepare(&[], "valgrind");
+    let mut cmd = command(&exe, &plugins);
+    let mut vg = Command::new("valgrind");
+    vg.args(["--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q"])
+        .arg(&exe)
+        .arg("test")
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))));
+    let _ = &mut cmd;
+    check(common::run_ok(&mut vg));
+}

@@ -1,0 +1,341 @@
+/*
+ * The bad-input table: every host entry point called with NULL, unknown,
+ * wrong-class, closed and double-closed handles, unknown flag bits, zero or
+ * overflowing sizes, bad alignments and inconsistent fd/flag pairs. Each call
+ * must return its documented code and leave out-parameters untouched. Run
+ * under AddressSanitizer and valgrind by the test suite.
+ *
+ * usage: bad_input <provider-name>
+ */
+#include <rdma/fi_xpu.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static int failures;
+
+#define EXPECT(expr, want)                                                    \
+	do {                                                                  \
+		long long got_ = (long long)(expr);                           \
+		if (got_ != (long long)(want)) {                              \
+			fprintf(stderr, "%s:%d: %s = %lld (%s), want %lld (%s)\n", \
+				__FILE__, __LINE__, #expr, got_,              \
+				fi_xpu_strerror((int)got_), (long long)(want),   \
+				fi_xpu_strerror((int)(want)));                \
+			failures++;                                           \
+		}                                                             \
+	} while (0)
+
+/* Poison for out-parameters: any write shows. */
+#define POISON ((void *)(uintptr_t)0x5a5a5a5a)
+
+int main(int argc, char **argv)
+{
+	const char *prov = argc > 1 ? argv[1] : "test";
+	uint32_t version = FI_XPU_VERSION(FI_XPU_MAJOR_VERSION, FI_XPU_MINOR_VERSION);
+	struct fi_xpu_info hints, *info = POISON;
+	memset(&hints, 0, sizeof(hints));
+
+	/* Discovery. */
+	EXPECT(fi_xpu_getinfo(version, NULL, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_getinfo(FI_XPU_VERSION(FI_XPU_MAJOR_VERSION + 1, 0), NULL, 0, &info), -FI_ENOSYS);
+	EXPECT(fi_xpu_getinfo(version, NULL, 1ULL << 63, &info), -FI_EBADFLAGS);
+	hints.prov_name = (char *)"no-such-provider";
+	EXPECT(fi_xpu_getinfo(version, &hints, 0, &info), -FI_ENODATA);
+	EXPECT(info == POISON, 1);
+	hints.prov_name = (char *)prov;
+	EXPECT(fi_xpu_getinfo(version, &hints, 0, &info), 0);
+	fi_xpu_freeinfo(NULL);
+	EXPECT(strcmp(fi_xpu_strerror(-FI_EINVAL), "Invalid argument"), 0);
+	EXPECT(strcmp(fi_xpu_strerror(FI_EAVAIL), "Error available"), 0);
+	EXPECT(strcmp(fi_xpu_strerror(99999), "Unknown error"), 0);
+
+	/* Domain. */
+	struct fid_xpu_domain *dom = POISON;
+	struct fi_xpu_info forged = *info;
+	forged.handle = (void *)(uintptr_t)4242;
+	EXPECT(fi_xpu_domain(NULL, NULL, &dom, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_domain(&forged, NULL, &dom, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_domain(info, NULL, NULL, NULL), -FI_EINVAL);
+	struct fi_xpu_domain_attr dattr = { .size = 3 };
+	EXPECT(fi_xpu_domain(info, &dattr, &dom, NULL), -FI_EINVAL);
+	dattr.size = sizeof(dattr);
+	dattr.flags = 1;
+	EXPECT(fi_xpu_domain(info, &dattr, &dom, NULL), -FI_EBADFLAGS);
+	EXPECT(dom == POISON, 1);
+	EXPECT(fi_xpu_domain(info, NULL, &dom, NULL), 0);
+
+	/* Context. */
+	int stack_object = 0;
+	void *garbage = &stack_object;
+	struct fid_xpu_ctx *ctx = POISON;
+	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	EXPECT(fi_xpu_ctx(NULL, &xattr, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx((struct fid_xpu_domain *)garbage, &xattr, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx(dom, NULL, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx(dom, &xattr, NULL, NULL), -FI_EINVAL);
+	xattr.iface = (enum fi_hmem_iface)77;
+	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EINVAL);
+	xattr.iface = FI_HMEM_CUDA;
+	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EOPNOTSUPP); /* not among the test provider's ifaces */
+	struct fi_xpu_ops tiny = { .size = 1 };
+	xattr.iface = FI_HMEM_SYSTEM;
+	xattr.ops = &tiny;
+	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EINVAL);
+	struct fi_xpu_ops missing = { .size = sizeof(struct fi_xpu_ops) };
+	xattr.ops = &missing;
+	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EINVAL);
+	EXPECT(ctx == POISON, 1);
+	xattr.ops = NULL;
+	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), 0);
+	EXPECT(fi_xpu_ctx((struct fid_xpu_domain *)ctx, &xattr, &ctx, NULL), -FI_EINVAL); /* wrong class */
+
+	struct fi_xpu_ctx_attr cattr;
+	EXPECT(fi_xpu_ctx_query(NULL, &cattr), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_query((struct fid_xpu_ctx *)dom, &cattr), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_query(ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_query(ctx, &cattr), 0);
+
+	/* Memory operations. */
+	void *addr = POISON;
+	int fd = 1234;
+	uint64_t off = 77;
+	EXPECT(fi_xpu_alloc(NULL, 64, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_alloc((struct fid_xpu_ctx *)dom, 64, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_alloc(ctx, 64, 0, 0, NULL, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_alloc(ctx, 0, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_alloc(ctx, UINT64_MAX, 0, 0, &addr, NULL, NULL), -FI_EOVERFLOW);
+	EXPECT(fi_xpu_alloc(ctx, 64, 3, 0, &addr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_alloc(ctx, 64, 1ULL << 40, 0, &addr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_alloc(ctx, 64, 0, 1ULL << 20, &addr, NULL, NULL), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_alloc(ctx, 64, 0, FI_XPU_ALLOC_DMABUF, &addr, NULL, &off), -FI_EINVAL);
+	EXPECT(addr == POISON && fd == 1234 && off == 77, 1);
+	EXPECT(fi_xpu_alloc(ctx, 4096, 4096, FI_XPU_ALLOC_DMABUF, &addr, &fd, &off), 0);
+	EXPECT(((uintptr_t)addr % 4096), 0);
+
+	void *dev = POISON;
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	char host[64];
+	EXPECT(fi_xpu_import(NULL, host, -1, 0, 64, 0, &dev), -FI_EINVAL);
+	EXPECT(fi_xpu_import(ctx, host, -1, 0, 64, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_import(ctx, host, -1, 0, 0, 0, &dev), -FI_EINVAL);
+	EXPECT(fi_xpu_import(ctx, NULL, -1, 0, 64, 0, &dev), -FI_EINVAL);
+	EXPECT(fi_xpu_import(ctx, host, -1, 0, 64, 1ULL << 30, &dev), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_import(ctx, host, fd, 0, 64, 0, &dev), -FI_EINVAL);            /* fd without the flag */
+	EXPECT(fi_xpu_import(ctx, NULL, -1, 0, 64, FI_XPU_IMPORT_DMABUF, &dev), -FI_EBADF); /* flag without fd */
+	EXPECT(fi_xpu_import(ctx, NULL, 987, 0, 64, FI_XPU_IMPORT_DMABUF, &dev), -FI_EBADF); /* fd not open */
+	EXPECT(fi_xpu_import(ctx, NULL, fd, 0, 8192, FI_XPU_IMPORT_DMABUF, &dev), -FI_EINVAL); /* past the end */
+	EXPECT(fi_xpu_import(ctx, NULL, fd, UINT64_MAX - 8, 64, FI_XPU_IMPORT_DMABUF, &dev), -FI_EOVERFLOW);
+	EXPECT(fi_xpu_import(ctx, NULL, devnull, 0, 64, FI_XPU_IMPORT_DMABUF, &dev), -FI_EINVAL); /* not a mappable buffer */
+	EXPECT(dev == POISON, 1);
+	EXPECT(fi_xpu_import(ctx, NULL, fd, 0, 4096, FI_XPU_IMPORT_DMABUF, &dev), 0);
+	EXPECT(fi_xpu_unimport(NULL, dev), -FI_EINVAL);
+	EXPECT(fi_xpu_unimport(ctx, host), -FI_EINVAL);
+	EXPECT(fi_xpu_unimport(ctx, dev), 0);
+	EXPECT(fi_xpu_unimport(ctx, dev), -FI_EINVAL);
+	close(fd);
+	close(devnull);
+	EXPECT(fi_xpu_free(NULL, addr), -FI_EINVAL);
+	EXPECT(fi_xpu_free(ctx, (char *)addr + 8), -FI_EINVAL);
+	EXPECT(fi_xpu_free(ctx, NULL), -FI_EINVAL);
+
+	/* AV. */
+	struct fid_xpu_av *av = POISON;
+	struct fi_xpu_av_attr avattr = { .count = 4, .flags = 1 };
+	EXPECT(fi_xpu_av_open(NULL, NULL, &av, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_av_open(dom, NULL, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_av_open(dom, &avattr, &av, NULL), -FI_EBADFLAGS);
+	EXPECT(av == POISON, 1);
+	EXPECT(fi_xpu_av_open(dom, NULL, &av, NULL), 0);
+
+	/* Counter and CQ. */
+	struct fid_xpu_host_cq *cq = POISON, *hcq = POISON;
+	struct fi_xpu_cq_attr cqattr = { .size = 16, .format = FI_CQ_FORMAT_DATA, .timeout = -1, .xpu_ctx = ctx };
+	EXPECT(fi_xpu_cq_open(NULL, &cqattr, &cq, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_cq_open(dom, NULL, &cq, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_cq_open(dom, &cqattr, NULL, NULL), -FI_EINVAL);
+	cqattr.format = 99;
+	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EINVAL);
+	cqattr.format = FI_CQ_FORMAT_DATA;
+	cqattr.flags = 1;
+	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EBADFLAGS);
+	cqattr.flags = 0;
+	cqattr.xpu_ctx = (struct fid_xpu_ctx *)av;
+	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EINVAL);
+	EXPECT(cq == POISON, 1);
+	cqattr.xpu_ctx = ctx;
+	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), 0);
+	cqattr.xpu_ctx = NULL;
+	EXPECT(fi_xpu_cq_open(dom, &cqattr, &hcq, NULL), 0);
+	struct fi_cq_data_entry entries[2];
+	struct fi_cq_err_entry err;
+	EXPECT(fi_xpu_cq_host_read(NULL, entries, 2), -FI_EINVAL);
+	EXPECT(fi_xpu_cq_host_read(cq, entries, 2), -FI_EOPNOTSUPP); /* an XPU CQ */
+	EXPECT(fi_xpu_cq_host_read(hcq, NULL, 2), -FI_EINVAL);
+	EXPECT(fi_xpu_cq_host_read(hcq, entries, 0), 0);
+	EXPECT(fi_xpu_cq_host_read(hcq, entries, 2), -FI_EAGAIN);
+	EXPECT(fi_xpu_cq_host_readerr(hcq, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_xpu_cq_host_readerr(hcq, &err, 5), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_cq_host_readerr(cq, &err, 0), -FI_EOPNOTSUPP);
+
+	struct fid_xpu_host_cntr *cntr = POISON, *hcntr = POISON;
+	struct fi_xpu_cntr_attr ctattr = { .flags = 2, .xpu_ctx = ctx };
+	EXPECT(fi_xpu_cntr_open(dom, &ctattr, &cntr, NULL), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_cntr_open(dom, NULL, &cntr, NULL), -FI_EINVAL);
+	EXPECT(cntr == POISON, 1);
+	ctattr.flags = 0;
+	EXPECT(fi_xpu_cntr_open(dom, &ctattr, &cntr, NULL), 0);
+	ctattr.xpu_ctx = NULL;
+	EXPECT(fi_xpu_cntr_open(dom, &ctattr, &hcntr, NULL), 0);
+	uint64_t value = 99;
+	EXPECT(fi_xpu_cntr_host_read(cntr, &value), -FI_EOPNOTSUPP);
+	EXPECT(fi_xpu_cntr_host_read(hcntr, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_cntr_host_read((struct fid_xpu_host_cntr *)hcq, &value), -FI_EINVAL);
+	EXPECT(value, 99);
+	EXPECT(fi_xpu_cntr_host_add(hcntr, 5), 0);
+	EXPECT(fi_xpu_cntr_host_adderr(hcntr, 2), 0);
+	EXPECT(fi_xpu_cntr_host_read(hcntr, &value), 0);
+	EXPECT(value, 5);
+	EXPECT(fi_xpu_cntr_host_readerr(hcntr, &value), 0);
+	EXPECT(value, 2);
+	EXPECT(fi_xpu_cntr_host_set(hcntr, 1), 0);
+	EXPECT(fi_xpu_cntr_host_seterr(hcntr, 0), 0);
+	EXPECT(fi_xpu_cntr_host_add(NULL, 1), -FI_EINVAL);
+	EXPECT(fi_xpu_cntr_host_set(cntr, 1), -FI_EOPNOTSUPP);
+
+	/* MR. */
+	struct fid_xpu_mr *mr = POISON;
+	static char region[256];
+	EXPECT(fi_xpu_mr_reg(NULL, NULL, region, 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_reg(dom, NULL, region, 256, FI_REMOTE_WRITE, 0, 0, 0, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_reg(dom, NULL, NULL, 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_reg(dom, NULL, region, 0, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_reg(dom, NULL, region, 256, 0, 0, 0, 0, &mr, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_reg(dom, NULL, region, 256, 1ULL << 62, 0, 0, 0, &mr, NULL), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_mr_reg(dom, NULL, region, 256, FI_REMOTE_WRITE, 0, 0, 4, &mr, NULL), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_mr_reg(dom, NULL, (void *)(UINTPTR_MAX - 16), 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EOVERFLOW);
+	EXPECT(fi_xpu_mr_reg(dom, (struct fid_xpu_ctx *)av, region, 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EINVAL);
+	EXPECT(mr == POISON, 1);
+	EXPECT(fi_xpu_mr_reg(dom, ctx, region, 256, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &mr, NULL), 0);
+	uint64_t key = 7;
+	EXPECT(fi_xpu_mr_key(NULL, &key), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_key(mr, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_key((struct fid_xpu_mr *)av, &key), -FI_EINVAL);
+	EXPECT(key, 7);
+	char desc[256];
+	size_t len = sizeof(desc), small = 1;
+	EXPECT(fi_xpu_mr_desc(mr, desc, NULL, 0, ctx), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_desc(mr, NULL, &len, 0, ctx), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_desc(mr, desc, &len, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_desc(mr, desc, &len, 8, ctx), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_mr_desc(mr, desc, &small, 0, ctx), -FI_ETOOSMALL);
+	EXPECT(small > 1, 1);
+
+	/* Endpoint. */
+	struct fid_xpu_host_ep *ep = POISON;
+	struct fi_xpu_ep_attr eattr = { .caps = FI_RMA | FI_MSG, .xpu_ctx = NULL };
+	EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), -FI_EINVAL); /* no context */
+	eattr.xpu_ctx = ctx;
+	eattr.caps = 1ULL << 50;
+	EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), -FI_EBADFLAGS);
+	eattr.caps = FI_RMA | FI_MSG;
+	EXPECT(fi_xpu_endpoint(dom, NULL, &ep, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_endpoint(dom, &eattr, NULL, NULL), -FI_EINVAL);
+	EXPECT(ep == POISON, 1);
+	EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), 0);
+	struct fid_xpu xh;
+	memset(&xh, 0xab, sizeof(xh));
+	EXPECT(fi_xpu_export(&ep->fid, 0, &xh), -FI_EOPBADSTATE); /* not enabled */
+	EXPECT(fi_xpu_ep_bind(ep, &av->fid, 1), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_ep_bind(ep, &cq->fid, 0), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_ep_bind(ep, &cq->fid, 1ULL << 40), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_ep_bind(ep, &mr->fid, 0), -FI_EINVAL);
+	EXPECT(fi_xpu_ep_bind(ep, NULL, 0), -FI_EINVAL);
+	EXPECT(fi_xpu_ep_bind(NULL, &av->fid, 0), -FI_EINVAL);
+	EXPECT(fi_xpu_ep_bind(ep, &av->fid, 0), 0);
+	EXPECT(fi_xpu_ep_bind(ep, &av->fid, 0), -FI_EINVAL); /* a second AV */
+	EXPECT(fi_xpu_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	EXPECT(fi_xpu_ep_bind(ep, &cntr->fid, FI_WRITE), 0);
+	EXPECT(fi_xpu_enable(NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_enable(ep), 0);
+	EXPECT(fi_xpu_enable(ep), -FI_EOPBADSTATE);
+	EXPECT(fi_xpu_ep_bind(ep, &hcq->fid, FI_RECV), -FI_EOPBADSTATE);
+	char name[256];
+	size_t namelen = 0;
+	EXPECT(fi_xpu_getname(ep, NULL, &namelen), -FI_ETOOSMALL);
+	EXPECT(namelen, info->addrlen);
+	EXPECT(fi_xpu_getname(ep, name, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_getname((struct fid_xpu_host_ep *)cq, name, &namelen), -FI_EINVAL);
+	EXPECT(fi_xpu_getname(ep, name, &namelen), 0);
+
+	fi_addr_t fa = 12345;
+	EXPECT(fi_xpu_av_insert(NULL, name, 1, &fa, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_av_insert(av, NULL, 1, &fa, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_av_insert(av, name, 1, &fa, 9, NULL), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_av_insert(av, name, 0, &fa, 0, NULL), 0);
+	EXPECT(fi_xpu_av_insert(av, name, SIZE_MAX, &fa, 0, NULL), -FI_EOVERFLOW);
+	EXPECT(fa, 12345);
+	EXPECT(fi_xpu_av_insert(av, name, 1, &fa, 0, NULL), 1);
+	size_t alen = 1;
+	EXPECT(fi_xpu_av_lookup(av, fa, desc, &alen, 0, ctx), -FI_ETOOSMALL);
+	EXPECT(alen >= 1, 1);
+	alen = sizeof(desc);
+	EXPECT(fi_xpu_av_lookup(av, fa, desc, &alen, 3, ctx), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_av_lookup(av, fa, desc, &alen, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_av_lookup((struct fid_xpu_av *)ep, fa, desc, &alen, 0, ctx), -FI_EINVAL);
+	EXPECT(fi_xpu_av_lookup(av, fa, desc, &alen, 0, ctx), 0);
+	EXPECT(fi_xpu_av_remove(av, NULL, 1, 0), -FI_EINVAL);
+	EXPECT(fi_xpu_av_remove(av, &fa, 1, 1), -FI_EBADFLAGS);
+
+	/* Export. */
+	EXPECT(fi_xpu_export(NULL, 0, &xh), -FI_EINVAL);
+	EXPECT(fi_xpu_export(&ep->fid, 0, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_export(&ep->fid, 1, &xh), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_export(&av->fid, 0, &xh), -FI_EINVAL);
+	EXPECT(fi_xpu_export(&hcq->fid, 0, &xh), -FI_EOPNOTSUPP);
+	EXPECT(fi_xpu_export(&hcntr->fid, 0, &xh), -FI_EOPNOTSUPP);
+	EXPECT(fi_xpu_export((struct fid *)garbage, 0, &xh), -FI_EINVAL);
+	EXPECT(xh.prov_id, 0xabababab);
+	EXPECT(fi_xpu_export(&ep->fid, 0, &xh), 0);
+	EXPECT(xh.prov_id, info->prov_id);
+	EXPECT(fi_xpu_export(&cq->fid, 0, &xh), 0);
+	EXPECT(fi_xpu_export(&cntr->fid, 0, &xh), 0);
+
+	/* Close: in use, wrong order, then right order, then twice. */
+	EXPECT(fi_xpu_close(NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_close((struct fid *)garbage), -FI_EINVAL);
+	EXPECT(fi_xpu_close(&dom->fid), -FI_EBUSY);
+	EXPECT(fi_xpu_close(&ctx->fid), -FI_EBUSY);
+	EXPECT(fi_xpu_close(&av->fid), -FI_EBUSY);  /* bound to ep */
+	EXPECT(fi_xpu_close(&cq->fid), -FI_EBUSY);
+	EXPECT(fi_xpu_close(&ep->fid), 0);
+	EXPECT(fi_xpu_close(&ep->fid), -FI_EINVAL);
+	EXPECT(fi_close(&ep->fid), -FI_EINVAL); /* libfabric's inline on a closed object */
+	EXPECT(fi_xpu_enable(ep), -FI_EINVAL);
+	EXPECT(fi_xpu_close(&av->fid), 0);
+	EXPECT(fi_close(&cq->fid), 0);
+	EXPECT(fi_xpu_close(&hcq->fid), 0);
+	EXPECT(fi_xpu_close(&cntr->fid), 0);
+	EXPECT(fi_xpu_close(&hcntr->fid), 0);
+	EXPECT(fi_xpu_close(&mr->fid), 0);
+	EXPECT(fi_xpu_mr_key(mr, &key), -FI_EINVAL);
+	EXPECT(fi_xpu_free(ctx, addr), 0);
+	EXPECT(fi_xpu_close(&ctx->fid), 0);
+	EXPECT(fi_xpu_alloc(ctx, 64, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_close(&ctx->fid), -FI_EINVAL);
+	EXPECT(fi_xpu_close(&dom->fid), 0);
+	EXPECT(fi_xpu_close(&dom->fid), -FI_EINVAL);
+	EXPECT(fi_xpu_av_open(dom, NULL, &av, NULL), -FI_EINVAL);
+	fi_xpu_freeinfo(info);
+
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("bad-input table: all checks passed\n");
+	return 0;
+}
