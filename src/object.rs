@@ -323,7 +323,10 @@ pub fn close(ptr: *const c_void) -> Result<()> {
 /// comment), in a list so that it stays reachable rather than leaked.
 fn retire(shell: usize) {
     static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(shell);
+    RETIRED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(shell);
 }
 
 /// Number of live objects (for leak checks in tests).

@@ -14,24 +14,66 @@ fn expected_from_rust() -> Vec<String> {
         format!("offsetof(struct fid,context) {}", offset_of!(fid, context)),
         format!("offsetof(struct fid,ops) {}", offset_of!(fid, ops)),
         format!("sizeof(struct fi_ops) {}", size_of::<fi_ops>()),
-        format!("offsetof(struct fi_ops,close) {}", offset_of!(fi_ops, close)),
+        format!(
+            "offsetof(struct fi_ops,close) {}",
+            offset_of!(fi_ops, close)
+        ),
         format!("offsetof(struct fi_ops,bind) {}", offset_of!(fi_ops, bind)),
-        format!("offsetof(struct fi_ops,ops_set) {}", offset_of!(fi_ops, ops_set)),
+        format!(
+            "offsetof(struct fi_ops,ops_set) {}",
+            offset_of!(fi_ops, ops_set)
+        ),
         format!("sizeof(fi_addr_t) {}", size_of::<fi_addr_t>()),
         format!("sizeof(enum fi_hmem_iface) {}", size_of::<fi_hmem_iface>()),
         format!("sizeof(struct fi_cq_entry) {}", size_of::<fi_cq_entry>()),
-        format!("sizeof(struct fi_cq_msg_entry) {}", size_of::<fi_cq_msg_entry>()),
-        format!("offsetof(struct fi_cq_msg_entry,len) {}", offset_of!(fi_cq_msg_entry, len)),
-        format!("sizeof(struct fi_cq_data_entry) {}", size_of::<fi_cq_data_entry>()),
-        format!("offsetof(struct fi_cq_data_entry,data) {}", offset_of!(fi_cq_data_entry, data)),
-        format!("sizeof(struct fi_cq_tagged_entry) {}", size_of::<fi_cq_tagged_entry>()),
-        format!("offsetof(struct fi_cq_tagged_entry,tag) {}", offset_of!(fi_cq_tagged_entry, tag)),
-        format!("sizeof(struct fi_cq_err_entry) {}", size_of::<fi_cq_err_entry>()),
-        format!("offsetof(struct fi_cq_err_entry,olen) {}", offset_of!(fi_cq_err_entry, olen)),
-        format!("offsetof(struct fi_cq_err_entry,err) {}", offset_of!(fi_cq_err_entry, err)),
-        format!("offsetof(struct fi_cq_err_entry,prov_errno) {}", offset_of!(fi_cq_err_entry, prov_errno)),
-        format!("offsetof(struct fi_cq_err_entry,err_data) {}", offset_of!(fi_cq_err_entry, err_data)),
-        format!("offsetof(struct fi_cq_err_entry,err_data_size) {}", offset_of!(fi_cq_err_entry, err_data_size)),
+        format!(
+            "sizeof(struct fi_cq_msg_entry) {}",
+            size_of::<fi_cq_msg_entry>()
+        ),
+        format!(
+            "offsetof(struct fi_cq_msg_entry,len) {}",
+            offset_of!(fi_cq_msg_entry, len)
+        ),
+        format!(
+            "sizeof(struct fi_cq_data_entry) {}",
+            size_of::<fi_cq_data_entry>()
+        ),
+        format!(
+            "offsetof(struct fi_cq_data_entry,data) {}",
+            offset_of!(fi_cq_data_entry, data)
+        ),
+        format!(
+            "sizeof(struct fi_cq_tagged_entry) {}",
+            size_of::<fi_cq_tagged_entry>()
+        ),
+        format!(
+            "offsetof(struct fi_cq_tagged_entry,tag) {}",
+            offset_of!(fi_cq_tagged_entry, tag)
+        ),
+        format!(
+            "sizeof(struct fi_cq_err_entry) {}",
+            size_of::<fi_cq_err_entry>()
+        ),
+        format!(
+            "offsetof(struct fi_cq_err_entry,olen) {}",
+            offset_of!(fi_cq_err_entry, olen)
+        ),
+        format!(
+            "offsetof(struct fi_cq_err_entry,err) {}",
+            offset_of!(fi_cq_err_entry, err)
+        ),
+        format!(
+            "offsetof(struct fi_cq_err_entry,prov_errno) {}",
+            offset_of!(fi_cq_err_entry, prov_errno)
+        ),
+        format!(
+            "offsetof(struct fi_cq_err_entry,err_data) {}",
+            offset_of!(fi_cq_err_entry, err_data)
+        ),
+        format!(
+            "offsetof(struct fi_cq_err_entry,err_data_size) {}",
+            offset_of!(fi_cq_err_entry, err_data_size)
+        ),
         "FI_ADDR_UNSPEC == (uint64_t)-1 1".into(),
         "FI_KEY_NOTAVAIL == (uint64_t)-1 1".into(),
     ];
@@ -188,15 +230,33 @@ fn expected_from_rust() -> Vec<String> {
     }
     v.extend([
         format!("sizeof(struct fid_xpu) {}", size_of::<fid_xpu>()),
-        format!("offsetof(struct fid_xpu,prov_ctx) {}", offset_of!(fid_xpu, prov_ctx)),
+        format!(
+            "offsetof(struct fid_xpu,prov_ctx) {}",
+            offset_of!(fid_xpu, prov_ctx)
+        ),
         format!("sizeof(struct fi_xpu_attr) {}", size_of::<fi_xpu_attr>()),
-        format!("offsetof(struct fi_xpu_attr,ops) {}", offset_of!(fi_xpu_attr, ops)),
+        format!(
+            "offsetof(struct fi_xpu_attr,ops) {}",
+            offset_of!(fi_xpu_attr, ops)
+        ),
         format!("sizeof(struct fi_xpu_ops) {}", size_of::<fi_xpu_ops>()),
-        format!("offsetof(struct fi_xpu_ops,export_dmabuf) {}", offset_of!(fi_xpu_ops, export_dmabuf)),
-        format!("sizeof(struct fi_xpu_ctx_attr) {}", size_of::<fi_xpu_ctx_attr>()),
+        format!(
+            "offsetof(struct fi_xpu_ops,export_dmabuf) {}",
+            offset_of!(fi_xpu_ops, export_dmabuf)
+        ),
+        format!(
+            "sizeof(struct fi_xpu_ctx_attr) {}",
+            size_of::<fi_xpu_ctx_attr>()
+        ),
         format!("sizeof(struct fi_xpu_info) {}", size_of::<fi_xpu_info>()),
-        format!("sizeof(struct fi_xpu_cq_attr) {}", size_of::<fi_xpu_cq_attr>()),
-        format!("sizeof(struct fi_xpu_ep_attr) {}", size_of::<fi_xpu_ep_attr>()),
+        format!(
+            "sizeof(struct fi_xpu_cq_attr) {}",
+            size_of::<fi_xpu_cq_attr>()
+        ),
+        format!(
+            "sizeof(struct fi_xpu_ep_attr) {}",
+            size_of::<fi_xpu_ep_attr>()
+        ),
     ]);
     v
 }
@@ -206,7 +266,10 @@ fn run_variant(extra: &[&str], tag: &str) -> (String, String) {
     let exe = dir.join("abi_layout");
     common::cc(&[&common::root().join("tests/c/abi_layout.c")], &exe, extra);
     let o = common::run_ok(&mut Command::new(&exe));
-    (String::from_utf8(o.stdout).unwrap(), String::from_utf8(o.stderr).unwrap())
+    (
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -214,7 +277,10 @@ fn stand_ins_match_libfabric_and_rust() {
     let expected = expected_from_rust().join("\n") + "\n";
     let (own, mode) = run_variant(&["-DFI_XPU_NO_LIBFABRIC_HEADERS"], "own");
     assert!(mode.contains("stand-ins"), "{mode}");
-    assert_eq!(own, expected, "stand-in definitions differ from the Rust mirror");
+    assert_eq!(
+        own, expected,
+        "stand-in definitions differ from the Rust mirror"
+    );
 
     assert!(
         std::path::Path::new("/usr/include/rdma/fi_domain.h").exists(),
@@ -222,7 +288,10 @@ fn stand_ins_match_libfabric_and_rust() {
     );
     let (lf, mode) = run_variant(&[], "libfabric");
     assert!(mode.contains("libfabric headers"), "{mode}");
-    assert_eq!(lf, own, "libfabric's headers and fi_xpu's stand-ins disagree");
+    assert_eq!(
+        lf, own,
+        "libfabric's headers and fi_xpu's stand-ins disagree"
+    );
 }
 
 #[test]
@@ -253,7 +322,10 @@ fn version_macros_follow_cargo_toml() {
     assert_eq!(FI_XPU_MAJOR_VERSION, parse(env!("CARGO_PKG_VERSION_MAJOR")));
     assert_eq!(FI_XPU_MINOR_VERSION, parse(env!("CARGO_PKG_VERSION_MINOR")));
     assert_eq!(FI_XPU_PATCH_VERSION, parse(env!("CARGO_PKG_VERSION_PATCH")));
-    assert_eq!(fi_xpu::capi::info::fi_xpu_version(), (FI_XPU_MAJOR_VERSION << 16) | FI_XPU_MINOR_VERSION);
+    assert_eq!(
+        fi_xpu::capi::info::fi_xpu_version(),
+        (FI_XPU_MAJOR_VERSION << 16) | FI_XPU_MINOR_VERSION
+    );
 }
 
 #[test]

@@ -41,22 +41,72 @@ fn bad_input_table_under_asan() {
         eprintln!("skipped: the C compiler cannot link with AddressSanitizer here");
         return;
     }
-    let (exe, plugins) = prepare(&["-fsanitize=address,undefined", "-fno-omit-frame-pointer"], "asan");
+    let (exe, plugins) = prepare(
+        &["-fsanitize=address,undefined", "-fno-omit-frame-pointer"],
+        "asan",
+    );
     check(common::run_ok(
-        command(&exe, &plugins).env("ASAN_OPTIONS", "detect_leaks=1").env("UBSAN_OPTIONS", "halt_on_error=1"),
+        command(&exe, &plugins)
+            .env("ASAN_OPTIONS", "detect_leaks=1")
+            .env("UBSAN_OPTIONS", "halt_on_error=1"),
     ));
 }
 
 #[test]
 fn bad_input_table_under_valgrind() {
-    assert!(common::have("valgrind"), "valgrind is missing: install it (.ci/run does)");
+    assert!(
+        common::have("valgrind"),
+        "valgrind is missing: install it (.ci/run does)"
+    );
     let (exe, plugins) = prepare(&[], "valgrind");
     let mut cmd = command(&exe, &plugins);
     let mut vg = Command::new("valgrind");
-    vg.args(["--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q"])
-        .arg(&exe)
-        .arg("test")
-        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))));
+    vg.args([
+        "--error-exitcode=99",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        "-q",
+    ])
+    .arg(&exe)
+    .arg("test")
+    .envs(
+        cmd.get_envs()
+            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+    );
     let _ = &mut cmd;
     check(common::run_ok(&mut vg));
+}
+
+#[test]
+fn log_lines_follow_fi_xpu_log_level() {
+    let (exe, plugins) = prepare(&[], "log");
+    let quiet = common::run_ok(&mut command(&exe, &plugins));
+    assert!(
+        quiet.stderr.is_empty(),
+        "FI_XPU_LOG_LEVEL=none must be silent"
+    );
+
+    let loud = common::run_ok(command(&exe, &plugins).env("FI_XPU_LOG_LEVEL", "warn"));
+    let stderr = String::from_utf8_lossy(&loud.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.iter().all(|l| l.starts_with("fi_xpu:")), "{stderr}");
+    // The provider's own name labels what it logs; the core labels its own.
+    assert!(
+        lines.contains(&"fi_xpu:test:warn: does not serve iface cuda"),
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("fi_xpu:core:warn: struct fi_xpu_ops: size 1")),
+        "{stderr}"
+    );
+    assert!(!lines.iter().any(|l| l.contains(":debug:")), "{stderr}");
+
+    let debug = common::run_ok(command(&exe, &plugins).env("FI_XPU_LOG_LEVEL", "debug"));
+    let stderr = String::from_utf8_lossy(&debug.stderr);
+    assert!(
+        stderr.lines().count() > lines.len(),
+        "debug adds lines:\n{stderr}"
+    );
 }

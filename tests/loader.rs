@@ -46,7 +46,10 @@ fn lists_a_good_provider() {
     let run = info(Some(path_str(&dir)), None, &["-v"]);
     assert_eq!(run.code, 0, "{}", run.dump());
     assert_eq!(run.providers(), ["test"], "{}", run.dump());
-    let f = |k| run.field("test", k).unwrap_or_else(|| panic!("{k}: {}", run.dump()));
+    let f = |k| {
+        run.field("test", k)
+            .unwrap_or_else(|| panic!("{k}: {}", run.dump()))
+    };
     assert_eq!(f("version"), "1.2");
     assert_eq!(f("prov_id"), "200");
     assert_eq!(f("caps"), "FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR");
@@ -170,14 +173,21 @@ fn refusals_are_recorded_logged_and_not_fatal() {
     assert_eq!(run.field("good", "system ctx av_addr_size"), Some("16"));
     for (file, _, reason) in &cases {
         let path = dir.join(format!("libfi_xpu-{file}.so"));
-        assert_eq!(run.reason(&path), Some(reason.as_str()), "{file}: {}", run.dump());
+        assert_eq!(
+            run.reason(&path),
+            Some(reason.as_str()),
+            "{file}: {}",
+            run.dump()
+        );
         assert!(
             run.logged_plugin_refusal(&path, reason),
             "{file}: no log line: {}",
             run.dump()
         );
     }
-    let junk_reason = run.reason(&junk).unwrap_or_else(|| panic!("{}", run.dump()));
+    let junk_reason = run
+        .reason(&junk)
+        .unwrap_or_else(|| panic!("{}", run.dump()));
     assert!(
         junk_reason.starts_with("dlopen failed: ") && junk_reason.contains(path_str(&junk)),
         "{junk_reason}"
@@ -202,8 +212,16 @@ fn search_order_and_duplicate_names() {
     let second = private_dir(&root, "second");
     let mark = root.join("opened");
     let m = mark_define(&mark);
-    let a = build_plugin(&first, "dup", &with(named("dup", 220), &[&m, "-DTP_MARK_ID"]));
-    let b = build_plugin(&second, "dup", &with(named("dup", 221), &[&m, "-DTP_MARK_ID"]));
+    let a = build_plugin(
+        &first,
+        "dup",
+        &with(named("dup", 220), &[&m, "-DTP_MARK_ID"]),
+    );
+    let b = build_plugin(
+        &second,
+        "dup",
+        &with(named("dup", 221), &[&m, "-DTP_MARK_ID"]),
+    );
 
     let run = info(
         Some(&format!("{}:{}", path_str(&first), path_str(&second))),
@@ -214,7 +232,10 @@ fn search_order_and_duplicate_names() {
     assert_eq!(run.providers(), ["dup"], "{}", run.dump());
     assert_eq!(run.field("dup", "prov_id"), Some("220"));
     assert_eq!(run.field("dup", "path"), Some(path_str(&a)));
-    let reason = format!("duplicate provider name 'dup' (already loaded from {})", a.display());
+    let reason = format!(
+        "duplicate provider name 'dup' (already loaded from {})",
+        a.display()
+    );
     assert_eq!(run.reason(&b), Some(reason.as_str()), "{}", run.dump());
     assert!(run.logged_plugin_refusal(&b, &reason), "{}", run.dump());
     assert_eq!(&run.searched()[..2], [path_str(&first), path_str(&second)]);
@@ -229,7 +250,10 @@ fn search_order_and_duplicate_names() {
     );
     assert_eq!(run.field("dup", "prov_id"), Some("221"), "{}", run.dump());
     assert_eq!(run.field("dup", "path"), Some(path_str(&b)));
-    let reason = format!("duplicate provider name 'dup' (already loaded from {})", b.display());
+    let reason = format!(
+        "duplicate provider name 'dup' (already loaded from {})",
+        b.display()
+    );
     assert_eq!(run.reason(&a), Some(reason.as_str()), "{}", run.dump());
     assert_eq!(opened(&mark), ["dup 221"]);
 }
@@ -273,7 +297,11 @@ fn filters_select_and_exclude_without_opening() {
     assert_eq!(run.code, 0, "{}", run.dump());
     assert_eq!(run.providers(), ["fa", "fc"], "{}", run.dump());
     assert!(run.skipped().is_empty(), "{}", run.dump());
-    assert_eq!(opened(&mark), ["fa", "fc"], "a filtered-out plugin was opened");
+    assert_eq!(
+        opened(&mark),
+        ["fa", "fc"],
+        "a filtered-out plugin was opened"
+    );
     std::fs::remove_file(&mark).unwrap();
 
     let run = info(Some(p), Some("^fa"), &[]);
@@ -405,14 +433,19 @@ fn select_one_provider_and_usage() {
     assert_eq!(run.code, 1, "{}", run.dump());
     assert_eq!(run.skipped(), [path_str(&dir.join("libfi_xpu-sbad.so"))]);
     assert!(
-        run.stderr.contains("fi_xpu_info: provider 'sbad' is not usable"),
+        run.stderr
+            .contains("fi_xpu_info: provider 'sbad' is not usable"),
         "{}",
         run.dump()
     );
 
     let run = info(Some(p), None, &["-h"]);
     assert_eq!(run.code, 0);
-    assert!(run.stdout.starts_with("usage: fi_xpu_info"), "{}", run.dump());
+    assert!(
+        run.stdout.starts_with("usage: fi_xpu_info"),
+        "{}",
+        run.dump()
+    );
 
     let run = info(Some(p), None, &["--bogus"]);
     assert_eq!(run.code, 2, "{}", run.dump());

@@ -12,7 +12,11 @@ fn run(extra: &[&str], tag: &str) {
     std::fs::create_dir_all(&plugins).unwrap();
     common::test_provider(&plugins, "libfi_xpu-test.so", &[]);
     let exe = dir.join("dmabuf_share");
-    common::cc(&[&common::root().join("tests/c/dmabuf_share.c")], &exe, extra);
+    common::cc(
+        &[&common::root().join("tests/c/dmabuf_share.c")],
+        &exe,
+        extra,
+    );
     let o = common::run_ok(
         Command::new(&exe)
             .arg("test")
@@ -21,7 +25,11 @@ fn run(extra: &[&str], tag: &str) {
             .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0"),
     );
     let out = String::from_utf8_lossy(&o.stdout);
-    for what in ["built-in system memory", "application callbacks", "first struct version"] {
+    for what in [
+        "built-in system memory",
+        "application callbacks",
+        "first struct version",
+    ] {
         assert!(out.contains(what), "missing '{what}' in:\n{out}");
     }
 }

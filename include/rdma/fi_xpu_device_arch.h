@@ -149,17 +149,9 @@
 #define FI_XPU_ARCH_MS_DEVICE 0
 #define FI_XPU_ARCH_MS_SYSTEM 1
 
-/* The orders and scopes are almost always constants at the call site; the
- * switches below fold away once the functions are inlined, and keep each
- * primitive's order/scope a constant, which some builtins require. */
-#define FI_XPU_ARCH__ORDERS(ORDER, ...)                                       \
-	switch (ORDER) {                                                      \
-	case FI_XPU_ARCH_RELAXED: FI_XPU_ARCH__CASE(relaxed, __VA_ARGS__)     \
-	case FI_XPU_ARCH_ACQUIRE: FI_XPU_ARCH__CASE(acquire, __VA_ARGS__)     \
-	case FI_XPU_ARCH_RELEASE: FI_XPU_ARCH__CASE(release, __VA_ARGS__)     \
-	case FI_XPU_ARCH_ACQ_REL: FI_XPU_ARCH__CASE(acq_rel, __VA_ARGS__)     \
-	default: FI_XPU_ARCH__CASE(seq_cst, __VA_ARGS__)                      \
-	}
+/* Orders and scopes are almost always constants at the call site, so the
+ * switches below fold away once inlined; each primitive gets its order and
+ * scope as a constant, which some builtins require. */
 
 /* ======================================================================= */
 #if defined(FI_XPU_ARCH_NVPTX)
@@ -413,14 +405,12 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 #ifndef __HIP_MEMORY_SCOPE_SYSTEM
 #define __HIP_MEMORY_SCOPE_SYSTEM 5
 #endif
-#define FI_XPU_ARCH__MS(ms) \
-	((ms) == FI_XPU_ARCH_MS_DEVICE ? __HIP_MEMORY_SCOPE_AGENT : __HIP_MEMORY_SCOPE_SYSTEM)
-#define FI_XPU_ARCH__SCOPED(CALL)                                             \
+#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
 	do {                                                                  \
 		if (mscope == FI_XPU_ARCH_MS_DEVICE) {                        \
-			CALL(__HIP_MEMORY_SCOPE_AGENT)                        \
+			CALL(__VA_ARGS__, __HIP_MEMORY_SCOPE_AGENT)           \
 		} else {                                                      \
-			CALL(__HIP_MEMORY_SCOPE_SYSTEM)                       \
+			CALL(__VA_ARGS__, __HIP_MEMORY_SCOPE_SYSTEM)          \
 		}                                                             \
 	} while (0)
 #define fi_xpu_arch__atomic_load(p, o, s) __hip_atomic_load(p, o, s)
@@ -566,13 +556,12 @@ extern uint64_t __spirv_ReadClockKHR(int);
 #define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) \
 	__scoped_atomic_compare_exchange_n(p, e, d, 0, o, f, s)
 #define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
-#undef __HIP_MEMORY_SCOPE_AGENT
-#define FI_XPU_ARCH__SCOPED(CALL)                                             \
+#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
 	do {                                                                  \
 		if (mscope == FI_XPU_ARCH_MS_DEVICE) {                        \
-			CALL(__MEMORY_SCOPE_DEVICE)                           \
+			CALL(__VA_ARGS__, __MEMORY_SCOPE_DEVICE)              \
 		} else {                                                      \
-			CALL(__MEMORY_SCOPE_SYSTEM)                           \
+			CALL(__VA_ARGS__, __MEMORY_SCOPE_SYSTEM)              \
 		}                                                             \
 	} while (0)
 
@@ -673,10 +662,10 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 #define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
 #define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
 #define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
-#define FI_XPU_ARCH__SCOPED(CALL)                                             \
+#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
 	do {                                                                  \
 		(void)mscope;                                                 \
-		CALL(0)                                                       \
+		CALL(__VA_ARGS__, 0)                                          \
 	} while (0)
 
 FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
@@ -702,100 +691,169 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return fi_xpu_host_clo
 #define FI_XPU_ARCH__DEVICE_SCOPE_OK 1
 #endif
 
-/* ---- atomics generated from the builtin-based targets ------------------ */
+/* ---- atomics of the builtin-based targets ------------------------------ */
 #if defined(FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS)
-#define FI_XPU_ARCH__LOAD_CALL(S) \
-	return fi_xpu_arch__atomic_load(p, FI_XPU_ARCH__O, S);
-#define FI_XPU_ARCH__STORE_CALL(S) \
-	fi_xpu_arch__atomic_store(p, v, FI_XPU_ARCH__O, S); return;
-#define FI_XPU_ARCH__RMW_CALL(S) \
-	return FI_XPU_ARCH__RMW_FN(p, v, FI_XPU_ARCH__O, S);
-#define FI_XPU_ARCH__CAS_CALL(S)                                                      \
-	(void)fi_xpu_arch__atomic_cas(p, &e, d, FI_XPU_ARCH__O, FI_XPU_ARCH__FAIL_O, S); \
+/* FI_XPU_ARCH__SCOPED(CALL, ...) expands CALL(..., S) with S the constant
+ * memory-scope argument matching `mscope`. */
+#define FI_XPU_ARCH__LOAD_CALL(O, S) return fi_xpu_arch__atomic_load(p, O, S);
+#define FI_XPU_ARCH__STORE_CALL(O, S)                                         \
+	fi_xpu_arch__atomic_store(p, v, O, S);                                \
+	return;
+#define FI_XPU_ARCH__CAS_CALL(O, F, S)                                        \
+	(void)fi_xpu_arch__atomic_cas(p, &e, d, O, F, S);                     \
 	return e;
+#define FI_XPU_ARCH__RMW_CALL(NAME, O, S) return fi_xpu_arch__atomic_##NAME(p, v, O, S);
 
-#define FI_XPU_ARCH__DEF(T)                                                           \
-	FI_XPU_FORCE_INLINE T##_t fi_xpu_arch_load_##T(const T##_t *p, int order, int mscope) \
-	{                                                                             \
-		if (order == FI_XPU_ARCH_RELAXED) {                                   \
-			enum { FI_XPU_ARCH__O = __ATOMIC_RELAXED };                   \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL);                  \
-		} else if (order == FI_XPU_ARCH_ACQUIRE) {                            \
-			enum { FI_XPU_ARCH__O = __ATOMIC_ACQUIRE };                   \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL);                  \
-		}                                                                     \
-		{                                                                     \
-			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST };                   \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL);                  \
-		}                                                                     \
-		return 0;                                                             \
-	}                                                                             \
-	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_##T(T##_t *p, T##_t v, int order, int mscope) \
-	{                                                                             \
-		if (order == FI_XPU_ARCH_RELAXED) {                                   \
-			enum { FI_XPU_ARCH__O = __ATOMIC_RELAXED };                   \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL);                 \
-		} else if (order == FI_XPU_ARCH_RELEASE) {                            \
-			enum { FI_XPU_ARCH__O = __ATOMIC_RELEASE };                   \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL);                 \
-		}                                                                     \
-		{                                                                     \
-			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST };                   \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL);                 \
-		}                                                                     \
-	}                                                                             \
-	FI_XPU_ARCH__RMW_DEF(T, exchange)                                             \
-	FI_XPU_ARCH__RMW_DEF(T, fetch_add)                                            \
-	FI_XPU_ARCH__RMW_DEF(T, fetch_or)                                             \
-	FI_XPU_ARCH__RMW_DEF(T, fetch_and)                                            \
-	FI_XPU_FORCE_INLINE T##_t fi_xpu_arch_cas_##T(T##_t *p, T##_t e, T##_t d, int order, \
-						     int mscope)                      \
+#define FI_XPU_ARCH__RMW_DEF(BITS, NAME)                                              \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_##NAME##_u##BITS(              \
+		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)           \
 	{                                                                             \
 		switch (order) {                                                      \
-		FI_XPU_ARCH__CAS_CASE(RELAXED, RELAXED)                               \
-		FI_XPU_ARCH__CAS_CASE(ACQUIRE, ACQUIRE)                               \
-		FI_XPU_ARCH__CAS_CASE(RELEASE, RELAXED)                               \
-		FI_XPU_ARCH__CAS_CASE(ACQ_REL, ACQUIRE)                               \
-		default: {                                                            \
-			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST,                     \
-			       FI_XPU_ARCH__FAIL_O = __ATOMIC_SEQ_CST };              \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL);                   \
+		case FI_XPU_ARCH_RELAXED:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_RELAXED); \
+		case FI_XPU_ARCH_ACQUIRE:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_ACQUIRE); \
+		case FI_XPU_ARCH_RELEASE:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_RELEASE); \
+		case FI_XPU_ARCH_ACQ_REL:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_ACQ_REL); \
+		default:                                                              \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_SEQ_CST); \
 		}                                                                     \
+		return 0;                                                             \
+	}
+
+#define FI_XPU_ARCH__DEF(BITS)                                                        \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_load_u##BITS(                  \
+		const uint##BITS##_t *p, int order, int mscope)                       \
+	{                                                                             \
+		if (order == FI_XPU_ARCH_RELAXED)                                     \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL, __ATOMIC_RELAXED); \
+		if (order == FI_XPU_ARCH_ACQUIRE)                                     \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL, __ATOMIC_ACQUIRE); \
+		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL, __ATOMIC_SEQ_CST);        \
+		return 0;                                                             \
+	}                                                                             \
+	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_u##BITS(                           \
+		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)           \
+	{                                                                             \
+		if (order == FI_XPU_ARCH_RELAXED)                                     \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL, __ATOMIC_RELAXED); \
+		if (order == FI_XPU_ARCH_RELEASE)                                     \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL, __ATOMIC_RELEASE); \
+		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL, __ATOMIC_SEQ_CST);       \
+	}                                                                             \
+	FI_XPU_ARCH__RMW_DEF(BITS, exchange)                                          \
+	FI_XPU_ARCH__RMW_DEF(BITS, fetch_add)                                         \
+	FI_XPU_ARCH__RMW_DEF(BITS, fetch_or)                                          \
+	FI_XPU_ARCH__RMW_DEF(BITS, fetch_and)                                         \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_cas_u##BITS(                   \
+		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d, int order,     \
+		int mscope)                                                           \
+	{                                                                             \
+		switch (order) {                                                      \
+		case FI_XPU_ARCH_RELAXED:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+		case FI_XPU_ARCH_ACQUIRE:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE); \
+		case FI_XPU_ARCH_RELEASE:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_RELEASE, __ATOMIC_RELAXED); \
+		case FI_XPU_ARCH_ACQ_REL:                                             \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE); \
+		default:                                                              \
+			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
 		}                                                                     \
 		return e;                                                             \
 	}
-#define FI_XPU_ARCH__CAS_CASE(O, F)                                                   \
-	case FI_XPU_ARCH_##O: {                                                       \
-		enum { FI_XPU_ARCH__O = __ATOMIC_##O, FI_XPU_ARCH__FAIL_O = __ATOMIC_##F }; \
-		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL);                           \
-	}
-#define FI_XPU_ARCH__RMW_CASE(O)                                                      \
-	case FI_XPU_ARCH_##O: {                                                       \
-		enum { FI_XPU_ARCH__O = __ATOMIC_##O };                               \
-		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL);                           \
-	}
-#define FI_XPU_ARCH__RMW_DEF(T, NAME)                                                 \
-	FI_XPU_FORCE_INLINE T##_t fi_xpu_arch_##NAME##_##T(T##_t *p, T##_t v, int order, \
-							 int mscope)                  \
-	{                                                                             \
-		switch (order) {                                                      \
-		FI_XPU_ARCH__RMW_CASE(RELAXED)                                        \
-		FI_XPU_ARCH__RMW_CASE(ACQUIRE)                                        \
-		FI_XPU_ARCH__RMW_CASE(RELEASE)                                        \
-		FI_XPU_ARCH__RMW_CASE(ACQ_REL)                                        \
-		default: {                                                            \
-			enum { FI_XPU_ARCH__O = __ATOMIC_SEQ_CST };                   \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL);                   \
-		}                                                                     \
-		}                                                                     \
-		return 0;                                                             \
-	}
-
-#define uint32_t_t uint32_t
-#define uint64_t_t uint64_t
-typedef uint32_t u32_t_fi_xpu_unused;
-#undef uint32_t_t
-#undef uint64_t_t
+FI_XPU_ARCH__DEF(32)
+FI_XPU_ARCH__DEF(64)
 #endif
+
+/* ---- scopes ------------------------------------------------------------ */
+
+FI_XPU_FORCE_INLINE int fi_xpu_arch_scope_check(int scope)
+{
+	switch (scope) {
+	case FI_XPU_WORK_ITEM:
+	case FI_XPU_SUBGROUP:
+	case FI_XPU_WORK_GROUP:
+		return 0;
+	case FI_XPU_DEVICE:
+		return FI_XPU_ARCH__DEVICE_SCOPE_OK ? 0 : -FI_EOPNOTSUPP;
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_scope_rank(int scope)
+{
+	switch (scope) {
+	case FI_XPU_SUBGROUP:
+		return fi_xpu_arch_lane_id();
+	case FI_XPU_WORK_GROUP:
+		return fi_xpu_arch_local_id();
+	case FI_XPU_DEVICE:
+		return fi_xpu_arch_group_id() * fi_xpu_arch_group_size() + fi_xpu_arch_local_id();
+	default:
+		return 0;
+	}
+}
+
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_scope_size(int scope)
+{
+	switch (scope) {
+	case FI_XPU_SUBGROUP: {
+		uint32_t sg = fi_xpu_arch_subgroup_size();
+		uint32_t left = fi_xpu_arch_group_size() - fi_xpu_arch_subgroup_id() * sg;
+		return left < sg ? left : sg;
+	}
+	case FI_XPU_WORK_GROUP:
+		return fi_xpu_arch_group_size();
+	case FI_XPU_DEVICE:
+		return fi_xpu_arch_num_groups() * fi_xpu_arch_group_size();
+	default:
+		return 1;
+	}
+}
+
+#if defined(FI_XPU_ARCH_NVPTX)
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void)
+{
+	uint32_t n = fi_xpu_arch_scope_size(FI_XPU_SUBGROUP);
+	return n >= 32 ? 0xffffffffu : (1u << n) - 1u;
+}
+#endif
+
+FI_XPU_FORCE_INLINE int fi_xpu_arch_barrier(int scope)
+{
+	int ret = fi_xpu_arch_scope_check(scope);
+	if (ret)
+		return ret;
+#if defined(FI_XPU_ARCH_HOST)
+	return fi_xpu_host_barrier(scope);
+#else
+	if (scope == FI_XPU_SUBGROUP)
+		fi_xpu_arch__subgroup_sync();
+	else if (scope == FI_XPU_WORK_GROUP)
+		fi_xpu_arch__group_sync();
+	return 0;
+#endif
+}
+
+FI_XPU_FORCE_INLINE int fi_xpu_arch_broadcast_u64(int scope, uint64_t *value)
+{
+	int ret = fi_xpu_arch_scope_check(scope);
+	if (ret)
+		return ret;
+#if defined(FI_XPU_ARCH_HOST)
+	return fi_xpu_host_broadcast(scope, value);
+#else
+	if (scope == FI_XPU_SUBGROUP)
+		*value = fi_xpu_arch__subgroup_bcast(*value);
+	else if (scope == FI_XPU_WORK_GROUP)
+		*value = fi_xpu_arch__group_bcast(*value, fi_xpu_arch_local_id());
+	return 0;
+#endif
+}
 
 #endif /* FI_XPU_DEVICE_ARCH_H */

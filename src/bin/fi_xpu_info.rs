@@ -284,7 +284,11 @@ fn main() -> ExitCode {
         print_provider(info, loaded.map(|p| &**p), opts.verbose);
     }
     for s in &all.skipped {
-        if opts.provider.as_deref().is_some_and(|n| !concerns(&s.path, n)) {
+        if opts
+            .provider
+            .as_deref()
+            .is_some_and(|n| !concerns(&s.path, n))
+        {
             continue;
         }
         println!("skipped: {}", s.path.display());

@@ -1,6 +1,6 @@
 //! Discovery, versions and error strings.
 use super::{guard, non_null, put, read_opt};
-use crate::error::{strerror, Error};
+use crate::error::{strerror_c, Error};
 use crate::provider::providers;
 use fi_xpu_abi::*;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -14,18 +14,7 @@ pub extern "C" fn fi_xpu_version() -> u32 {
 /// Text for an error number (either sign). The string is static.
 #[no_mangle]
 pub extern "C" fn fi_xpu_strerror(errnum: c_int) -> *const c_char {
-    // Static NUL-terminated copies of the texts, built once.
-    static TEXTS: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<&'static str, CString>>,
-    > = std::sync::OnceLock::new();
-    let text = strerror(errnum);
-    let mut map = TEXTS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    map.entry(text)
-        .or_insert_with(|| CString::new(text).unwrap())
-        .as_ptr()
+    strerror_c(errnum).as_ptr()
 }
 
 fn matches(hints: Option<&fi_xpu_info>, p: &crate::provider::Provider) -> bool {

@@ -15,13 +15,18 @@ pub fn lib_dir() -> PathBuf {
     // CARGO_TARGET_TMPDIR is target/tmp; the profile directory sits beside it.
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let target = tmp.parent().unwrap().to_path_buf();
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     target.join(profile)
 }
 
 /// A fresh scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -34,7 +39,8 @@ pub fn build() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(root()).args(["build", "--workspace", "--lib"]);
+        cmd.current_dir(root())
+            .args(["build", "--workspace", "--lib"]);
         if !cfg!(debug_assertions) {
             cmd.arg("--release");
         }
@@ -56,7 +62,10 @@ pub fn stage_providers(dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let file = entry.file_name().to_string_lossy().into_owned();
-        if let Some(name) = file.strip_prefix("libfi_xpu_").and_then(|f| f.strip_suffix(".so")) {
+        if let Some(name) = file
+            .strip_prefix("libfi_xpu_")
+            .and_then(|f| f.strip_suffix(".so"))
+        {
             let to = dir.join(format!("libfi_xpu-{name}.so"));
             std::fs::copy(entry.path(), &to).unwrap();
         }
@@ -68,15 +77,23 @@ pub fn stage_providers(dir: &Path) {
 pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     let lib = build();
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    cmd.args(["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"])
-        .arg(format!("-I{}", root().join("include").display()))
-        .args(extra)
-        .args(sources)
-        .arg("-o")
-        .arg(out)
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lfi_xpu", "-lpthread"]);
+    cmd.args([
+        "-std=c11",
+        "-g",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-D_GNU_SOURCE",
+    ])
+    .arg(format!("-I{}", root().join("include").display()))
+    .args(extra)
+    .args(sources)
+    .arg("-o")
+    .arg(out)
+    .arg(format!("-L{}", lib.display()))
+    .arg(format!("-Wl,-rpath,{}", lib.display()))
+    .args(["-lfi_xpu", "-lpthread"]);
     let o = cmd.output().expect("run cc");
     assert!(
         o.status.success(),
@@ -88,7 +105,9 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
 
 /// Runs a command; panics with its output unless it exits 0.
 pub fn run_ok(cmd: &mut Command) -> Output {
-    let o = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let o = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if !o.status.success() {
         panic!(
             "{cmd:?} failed with {}\n--- stdout\n{}\n--- stderr\n{}",
@@ -102,7 +121,10 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 
 /// Whether a tool is on PATH.
 pub fn have(tool: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Whether the C compiler can link with AddressSanitizer here.
@@ -127,13 +149,27 @@ pub fn asan_works() -> bool {
 pub fn test_provider(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     let out = dir.join(file_name);
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    cmd.args(["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-D_GNU_SOURCE"])
-        .arg(format!("-I{}", root().join("include").display()))
-        .args(defines)
-        .arg(root().join("tests/plugins/test_provider.c"))
-        .arg("-o")
-        .arg(&out);
+    cmd.args([
+        "-std=c11",
+        "-g",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-shared",
+        "-fPIC",
+        "-D_GNU_SOURCE",
+    ])
+    .arg(format!("-I{}", root().join("include").display()))
+    .args(defines)
+    .arg(root().join("tests/plugins/test_provider.c"))
+    .arg("-o")
+    .arg(&out);
     let o = cmd.output().expect("run cc");
-    assert!(o.status.success(), "cc failed: {cmd:?}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "cc failed: {cmd:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }

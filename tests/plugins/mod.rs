@@ -39,7 +39,10 @@ pub fn build_plugin_to(out: &Path, defines: &[String]) {
 
 /// `-DTP_NAME="name"` and `-DTP_PROV_ID=id`.
 pub fn named(name: &str, prov_id: u32) -> Vec<String> {
-    vec![format!("-DTP_NAME=\"{name}\""), format!("-DTP_PROV_ID={prov_id}")]
+    vec![
+        format!("-DTP_NAME=\"{name}\""),
+        format!("-DTP_PROV_ID={prov_id}"),
+    ]
 }
 
 /// A directory only the owner may write to (the loader refuses others).

@@ -1,0 +1,864 @@
+//! A domain: the listening socket, the control thread, the connections to
+//! peer domains and the regions shared with them, and the per-context maps
+//! of peer regions that device code reads.
+use crate::core::{self, Ctx};
+use crate::layout::*;
+use crate::wire::{self, Msg};
+use fi_xpu_abi::errno::*;
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub const ADDR_LEN: usize = 64;
+const ADDR_MAGIC: u32 = 0x4858_5346; // "FSXH"
+const ADDR_VERSION: u16 = 1;
+/// How long a registration waits for connected peers to map it.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An endpoint address (`fi_xpu_getname`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Addr {
+    pub boot_id: [u8; 16],
+    pub pid: u32,
+    pub ep_id: u32,
+    pub nonce: u64,
+    pub secret: [u8; 16],
+    pub ep_region: u32,
+    pub ep_off: u32,
+}
+
+impl Addr {
+    pub fn encode(&self) -> [u8; ADDR_LEN] {
+        let mut o = [0u8; ADDR_LEN];
+        o[0..4].copy_from_slice(&ADDR_MAGIC.to_le_bytes());
+        o[4..6].copy_from_slice(&ADDR_VERSION.to_le_bytes());
+        o[8..24].copy_from_slice(&self.boot_id);
+        o[24..28].copy_from_slice(&self.pid.to_le_bytes());
+        o[28..32].copy_from_slice(&self.ep_id.to_le_bytes());
+        o[32..40].copy_from_slice(&self.nonce.to_le_bytes());
+        o[40..56].copy_from_slice(&self.secret);
+        o[56..60].copy_from_slice(&self.ep_region.to_le_bytes());
+        o[60..64].copy_from_slice(&self.ep_off.to_le_bytes());
+        o
+    }
+
+    /// Parses an address the application got from somewhere else.
+    pub fn decode(b: &[u8]) -> Result<Addr, i32> {
+        if b.len() < ADDR_LEN
+            || u32::from_le_bytes(b[0..4].try_into().unwrap()) != ADDR_MAGIC
+            || u16::from_le_bytes(b[4..6].try_into().unwrap()) != ADDR_VERSION
+        {
+            return Err(-FI_EINVAL);
+        }
+        let u32at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let mut a = Addr {
+            pid: u32at(24),
+            ep_id: u32at(28),
+            nonce: u64::from_le_bytes(b[32..40].try_into().unwrap()),
+            ep_region: u32at(56),
+            ep_off: u32at(60),
+            ..Default::default()
+        };
+        a.boot_id.copy_from_slice(&b[8..24]);
+        a.secret.copy_from_slice(&b[40..56]);
+        if a.ep_region as usize >= MAX_REGIONS || a.ep_region == 0 {
+            return Err(-FI_EINVAL);
+        }
+        Ok(a)
+    }
+
+    pub fn socket_name(&self) -> String {
+        socket_name(self.pid, self.nonce)
+    }
+}
+
+fn socket_name(pid: u32, nonce: u64) -> String {
+    format!("fi_xpu_shm.{pid}.{nonce:016x}")
+}
+
+pub fn random_bytes(out: &mut [u8]) -> Result<(), i32> {
+    let mut got = 0;
+    while got < out.len() {
+        // SAFETY: writing into the remaining part of `out`.
+        let n = unsafe {
+            libc::getrandom(
+                out[got..].as_mut_ptr() as *mut libc::c_void,
+                out.len() - got,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(-FI_EIO);
+        }
+        got += n as usize;
+    }
+    Ok(())
+}
+
+/// This node's boot id; two processes share it only on the same kernel.
+pub fn boot_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        let hex: Vec<u8> = s
+            .trim()
+            .bytes()
+            .filter(|c| c.is_ascii_hexdigit())
+            .collect();
+        for (i, pair) in hex.chunks(2).take(16).enumerate() {
+            let s = std::str::from_utf8(pair).unwrap_or("0");
+            id[i] = u8::from_str_radix(s, 16).unwrap_or(0);
+        }
+    }
+    id
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Writes a u64 that device code (ours or a peer's) reads concurrently.
+pub fn store(addr: usize, v: u64) {
+    // SAFETY: callers pass 8-byte aligned addresses inside live allocations.
+    unsafe { AtomicU64::from_ptr(addr as *mut u64) }.store(v, Ordering::Release);
+}
+
+pub fn load(addr: usize) -> u64 {
+    // SAFETY: as in `store`.
+    unsafe { AtomicU64::from_ptr(addr as *mut u64) }.load(Ordering::Acquire)
+}
+
+/// First-fit allocator over a context heap.
+#[derive(Debug)]
+pub struct FreeList {
+    free: Vec<(u64, u64)>,
+}
+
+impl FreeList {
+    pub fn new(start: u64, end: u64) -> FreeList {
+        FreeList {
+            free: vec![(start, end - start)],
+        }
+    }
+
+    pub fn alloc(&mut self, size: u64) -> Option<u64> {
+        let size = size.div_ceil(64) * 64;
+        let i = self.free.iter().position(|&(_, l)| l >= size)?;
+        let (off, len) = self.free[i];
+        if len == size {
+            self.free.remove(i);
+        } else {
+            self.free[i] = (off + size, len - size);
+        }
+        Some(off)
+    }
+
+    pub fn release(&mut self, off: u64, size: u64) {
+        let size = size.div_ceil(64) * 64;
+        let i = self.free.partition_point(|&(o, _)| o < off);
+        self.free.insert(i, (off, size));
+        // Merge neighbours so the heap does not fragment over open/close cycles.
+        let mut j = 0;
+        while j + 1 < self.free.len() {
+            if self.free[j].0 + self.free[j].1 == self.free[j + 1].0 {
+                self.free[j].1 += self.free[j + 1].1;
+                self.free.remove(j + 1);
+            } else {
+                j += 1;
+            }
+        }
+    }
+}
+
+/// A region this domain shares with its peers.
+pub struct Region {
+    pub fd: OwnedFd,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// One XPU context of this domain.
+pub struct CtxSt {
+    pub core: usize,
+    pub dev: usize,
+    pub heap: usize,
+    pub heap_size: u64,
+    pub heap_region: u32,
+    pub heap_alloc: FreeList,
+    pub mr_used: Vec<bool>,
+    pub maps: HashMap<u32, usize>,
+    /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.
+    pub peer_addrs: HashMap<(u64, u64), usize>,
+}
+
+impl CtxSt {
+    pub fn core(&self) -> Ctx {
+        self.core as Ctx
+    }
+}
+
+/// A connection to another domain (either direction).
+pub struct Conn {
+    pub sock: Option<OwnedFd>,
+    pub ready: bool,
+    pub client: bool,
+    pub remote_nonce: u64,
+    /// The id the other side gave this connection (clients only).
+    pub at_peer: u64,
+    pub regions: HashMap<u32, (OwnedFd, u64, u64)>,
+    pub imports: HashMap<(u64, u32), usize>,
+    pub pushed: u64,
+    pub acked: u64,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub regions: BTreeMap<u32, Region>,
+    pub ctxs: HashMap<u64, CtxSt>,
+    pub conns: HashMap<u32, Conn>,
+    next_conn: u32,
+    next_ctx: u64,
+    next_ep: u32,
+    next_gen: u32,
+    next_obj: u64,
+    pub stop: bool,
+}
+
+pub struct Inner {
+    pub nonce: u64,
+    pub secret: [u8; 16],
+    pub boot_id: [u8; 16],
+    pub pid: u32,
+    listener: OwnedFd,
+    wake: OwnedFd,
+    st: Mutex<State>,
+    cv: Condvar,
+}
+
+pub struct Domain {
+    pub inner: Arc<Inner>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Domain {
+    pub fn open() -> Result<Domain, i32> {
+        let mut r = [0u8; 24];
+        random_bytes(&mut r)?;
+        let nonce = u64::from_le_bytes(r[0..8].try_into().unwrap());
+        let mut secret = [0u8; 16];
+        secret.copy_from_slice(&r[8..24]);
+        let pid = std::process::id();
+        let listener = wire::listen(&socket_name(pid, nonce)).map_err(|e| {
+            core::warn(&format!("cannot listen on the control socket: errno {e}"));
+            -FI_EADDRINUSE
+        })?;
+        // SAFETY: creating an eventfd; checked below.
+        let w = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if w < 0 {
+            return Err(-FI_EMFILE);
+        }
+        // SAFETY: new descriptor we own.
+        let wake = unsafe { OwnedFd::from_raw_fd(w) };
+        let inner = Arc::new(Inner {
+            nonce,
+            secret,
+            boot_id: boot_id(),
+            pid,
+            listener,
+            wake,
+            st: Mutex::new(State {
+                next_conn: 0,
+                next_ctx: 1,
+                next_ep: 1,
+                next_gen: 1,
+                next_obj: 1,
+                ..Default::default()
+            }),
+            cv: Condvar::new(),
+        });
+        let i2 = inner.clone();
+        let thread = std::thread::Builder::new()
+            .name("fi_xpu_shm".into())
+            .spawn(move || i2.control_loop())
+            .map_err(|_| -FI_ENOMEM)?;
+        Ok(Domain {
+            inner,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        self.inner.lock().stop = true;
+        self.inner.poke();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut st = self.inner.lock();
+        st.conns.clear();
+        st.regions.clear();
+    }
+}
+
+impl Inner {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes the control thread so it re-reads the set of connections.
+    fn poke(&self) {
+        let one = 1u64;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), &one as *const u64 as *const _, 8) };
+    }
+
+    pub fn next_ep(&self) -> u32 {
+        let mut st = self.lock();
+        st.next_ep += 1;
+        st.next_ep - 1
+    }
+
+    pub fn next_obj(&self) -> u64 {
+        let mut st = self.lock();
+        st.next_obj += 1;
+        st.next_obj - 1
+    }
+
+    pub fn next_gen(st: &mut State) -> u32 {
+        let g = st.next_gen;
+        st.next_gen = st.next_gen.wrapping_add(1).max(1);
+        g
+    }
+
+    /// Adds a region and tells every connected peer; returns once they have
+    /// mapped it (or are gone, or the wait timed out).
+    pub fn share_region(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        fd: OwnedFd,
+        offset: u64,
+        size: u64,
+    ) -> Result<u32, i32> {
+        let Some(id) = (1..MAX_REGIONS as u32).find(|i| !st.regions.contains_key(i)) else {
+            core::warn(&format!(
+                "all {} shareable regions of the domain are in use",
+                MAX_REGIONS - 1
+            ));
+            return Err(-FI_ENOSPC);
+        };
+        let raw = fd.as_raw_fd();
+        st.regions.insert(id, Region { fd, offset, size });
+        let mut waits = Vec::new();
+        for (cid, c) in st.conns.iter_mut() {
+            if !c.ready {
+                continue;
+            }
+            if let Some(s) = &c.sock {
+                let m = Msg::new(wire::REGION, id as u64, size, offset);
+                if wire::send(s.as_raw_fd(), &m, Some(raw)).is_ok() {
+                    c.pushed += 1;
+                    waits.push((*cid, c.pushed));
+                }
+            }
+        }
+        let deadline = Instant::now() + PUSH_TIMEOUT;
+        loop {
+            let pending = waits.iter().any(|(cid, n)| {
+                st.conns
+                    .get(cid)
+                    .is_some_and(|c| c.sock.is_some() && c.acked < *n)
+            });
+            if !pending {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                core::warn("a peer did not acknowledge a new region in time");
+                break;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(id)
+    }
+
+    /// Withdraws a region from peers.
+    pub fn unshare_region(&self, st: &mut State, id: u32) {
+        if st.regions.remove(&id).is_none() {
+            return;
+        }
+        for c in st.conns.values() {
+            if let (true, Some(s)) = (c.ready, &c.sock) {
+                let _ = wire::send(s.as_raw_fd(), &Msg::new(wire::REMOVE, id as u64, 0, 0), None);
+            }
+        }
+    }
+
+    /// Creates the map of connection `cid` in context `ctx_id`, importing
+    /// every region the peer has shared so far.
+    fn add_map(st: &mut State, ctx_id: u64, cid: u32) -> Result<(), i32> {
+        let (core, dev) = {
+            let c = st.ctxs.get(&ctx_id).ok_or(-FI_EINVAL)?;
+            (c.core(), c.dev)
+        };
+        let (map, _) = core::alloc(core, std::mem::size_of::<PeerMap>() as u64, false)?;
+        store(map, PEER_ALIVE);
+        st.ctxs.get_mut(&ctx_id).unwrap().maps.insert(cid, map);
+        let conn = st.conns.get_mut(&cid).ok_or(-FI_EINVAL)?;
+        for (&rid, (fd, off, size)) in conn.regions.iter() {
+            match core::import(core, fd.as_raw_fd(), *off, *size) {
+                Ok(d) => {
+                    set_map(map, rid, d, *size);
+                    conn.imports.insert((ctx_id, rid), d);
+                }
+                Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),
+            }
+        }
+        if conn.sock.is_none() {
+            store(map, PEER_DEAD);
+        }
+        store(dev + 32 + 8 * cid as usize, map as u64);
+        Ok(())
+    }
+
+    /// A peer shared region `rid`: map it into every context.
+    fn peer_region(st: &mut State, cid: u32, rid: u32, fd: OwnedFd, off: u64, size: u64) {
+        if rid == 0 || rid as usize >= MAX_REGIONS {
+            core::warn(&format!("peer sent an invalid region id {rid}"));
+            return;
+        }
+        Self::peer_remove(st, cid, rid);
+        let targets: Vec<(u64, Ctx, usize)> = st
+            .ctxs
+            .iter()
+            .filter_map(|(id, c)| c.maps.get(&cid).map(|m| (*id, c.core(), *m)))
+            .collect();
+        let Some(conn) = st.conns.get_mut(&cid) else {
+            return;
+        };
+        for (ctx_id, core, map) in targets {
+            match core::import(core, fd.as_raw_fd(), off, size) {
+                Ok(d) => {
+                    set_map(map, rid, d, size);
+                    conn.imports.insert((ctx_id, rid), d);
+                }
+                Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),
+            }
+        }
+        conn.regions.insert(rid, (fd, off, size));
+    }
+
+    fn peer_remove(st: &mut State, cid: u32, rid: u32) {
+        let maps: Vec<(u64, Ctx, usize)> = st
+            .ctxs
+            .iter()
+            .filter_map(|(id, c)| c.maps.get(&cid).map(|m| (*id, c.core(), *m)))
+            .collect();
+        let Some(conn) = st.conns.get_mut(&cid) else {
+            return;
+        };
+        conn.regions.remove(&rid);
+        for (ctx_id, core, map) in maps {
+            if let Some(d) = conn.imports.remove(&(ctx_id, rid)) {
+                set_map(map, rid as u32, 0, 0);
+                core::unimport(core, d);
+            }
+        }
+    }
+
+    /// Registers a new context: its maps of every peer.
+    pub fn add_ctx(&self, st: &mut State, c: CtxSt) -> u64 {
+        let id = st.next_ctx;
+        st.next_ctx += 1;
+        st.ctxs.insert(id, c);
+        let cids: Vec<u32> = st.conns.keys().copied().collect();
+        for cid in cids {
+            if let Err(e) = Self::add_map(st, id, cid) {
+                core::warn(&format!("cannot map connection {cid}: {e}"));
+            }
+        }
+        id
+    }
+
+    /// Unmaps every peer region from a context and frees its maps.
+    pub fn remove_ctx(&self, st: &mut State, id: u64) -> Option<CtxSt> {
+        let c = st.ctxs.remove(&id)?;
+        for conn in st.conns.values_mut() {
+            let keys: Vec<(u64, u32)> = conn
+                .imports
+                .keys()
+                .filter(|(cx, _)| *cx == id)
+                .copied()
+                .collect();
+            for k in keys {
+                let d = conn.imports.remove(&k).unwrap();
+                core::unimport(c.core(), d);
+            }
+        }
+        for (_, m) in c.maps.iter() {
+            core::free(c.core(), *m);
+        }
+        for (_, p) in c.peer_addrs.iter() {
+            core::free(c.core(), *p);
+        }
+        Some(c)
+    }
+
+    fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32, i32> {
+        if st.next_conn as usize >= MAX_CONNS {
+            core::warn(&format!(
+                "connection limit ({MAX_CONNS} per domain) reached"
+            ));
+            return Err(-FI_ENOSPC);
+        }
+        let cid = st.next_conn;
+        st.next_conn += 1;
+        st.conns.insert(
+            cid,
+            Conn {
+                sock: Some(sock),
+                ready: false,
+                client,
+                remote_nonce: 0,
+                at_peer: 0,
+                regions: HashMap::new(),
+                imports: HashMap::new(),
+                pushed: 0,
+                acked: 0,
+            },
+        );
+        let ctxs: Vec<u64> = st.ctxs.keys().copied().collect();
+        for id in ctxs {
+            Self::add_map(st, id, cid)?;
+        }
+        Ok(cid)
+    }
+
+    fn send_regions(st: &State, sock: RawFd) -> Result<(), i32> {
+        for (id, r) in st.regions.iter() {
+            wire::send(
+                sock,
+                &Msg::new(wire::REGION, *id as u64, r.size, r.offset),
+                Some(r.fd.as_raw_fd()),
+            )?;
+        }
+        wire::send(sock, &Msg::new(wire::DONE, 0, 0, 0), None)
+    }
+
+    /// Reads REGION records until DONE during a handshake.
+    fn recv_regions(&self, cid: u32, sock: RawFd) -> Result<(), i32> {
+        loop {
+            match wire::recv(sock)? {
+                None => return Err(FI_ECONNRESET),
+                Some((m, _)) if m.kind == wire::DONE => return Ok(()),
+                Some((m, Some(fd))) if m.kind == wire::REGION => {
+                    let mut st = self.lock();
+                    Self::peer_region(&mut st, cid, m.a as u32, fd, m.c, m.b);
+                }
+                Some(_) => return Err(FI_EIO),
+            }
+        }
+    }
+
+    /// Connects to the domain that owns `addr`, or reuses a live connection
+    /// to it. Returns (local connection id, id at the peer).
+    pub fn connect(&self, addr: &Addr) -> Result<(u32, u64), i32> {
+        if !ct_eq(&addr.boot_id, &self.boot_id) {
+            core::warn(&format!(
+                "address of pid {} is on another node (boot id differs); shm reaches peers on this node only",
+                addr.pid
+            ));
+            return Err(-FI_EHOSTUNREACH);
+        }
+        {
+            let st = self.lock();
+            if let Some((cid, c)) = st
+                .conns
+                .iter()
+                .find(|(_, c)| c.client && c.ready && c.sock.is_some() && c.remote_nonce == addr.nonce)
+            {
+                return Ok((*cid, c.at_peer));
+            }
+        }
+        let sock = wire::connect(&addr.socket_name()).map_err(|e| {
+            core::warn(&format!(
+                "cannot reach pid {} (errno {e}): the peer endpoint is gone",
+                addr.pid
+            ));
+            -FI_ECONNREFUSED
+        })?;
+        wire::set_timeout(&sock, 10);
+        // SAFETY: getuid cannot fail.
+        let me = unsafe { libc::getuid() };
+        let uid = wire::peer_uid(&sock).map_err(|e| -e)?;
+        if uid != me {
+            core::warn(&format!(
+                "refusing peer pid {}: it runs as uid {uid}, this process as uid {me}",
+                addr.pid
+            ));
+            return Err(-FI_EACCES);
+        }
+        let mut hello = Msg::new(wire::HELLO, self.nonce, 0, 0);
+        hello.secret = addr.secret;
+        wire::send(sock.as_raw_fd(), &hello, None).map_err(|e| -e)?;
+        let welcome = match wire::recv(sock.as_raw_fd()).map_err(|e| -e)? {
+            Some((m, _)) if m.kind == wire::WELCOME => m,
+            Some((m, _)) if m.kind == wire::REFUSE => {
+                let code = (m.a as i32).clamp(1, 4096);
+                core::warn(&format!("peer pid {} refused the connection: code {code}", addr.pid));
+                return Err(-code);
+            }
+            _ => return Err(-FI_ECONNRESET),
+        };
+        if welcome.b != addr.nonce {
+            return Err(-FI_EINVAL);
+        }
+        let raw = sock.as_raw_fd();
+        let cid = {
+            let mut st = self.lock();
+            let cid = Self::new_conn(&mut st, sock, true)?;
+            let c = st.conns.get_mut(&cid).unwrap();
+            c.remote_nonce = addr.nonce;
+            c.at_peer = welcome.a;
+            Self::send_regions(&st, raw).map_err(|e| -e)?;
+            cid
+        };
+        if let Err(e) = self.recv_regions(cid, raw) {
+            self.conn_lost(cid);
+            return Err(-e);
+        }
+        let mut st = self.lock();
+        let c = st.conns.get_mut(&cid).unwrap();
+        c.ready = true;
+        let at = c.at_peer;
+        drop(st);
+        self.poke();
+        Ok((cid, at))
+    }
+
+    /// Server side of the handshake, on the control thread.
+    fn accept_one(&self) {
+        let Ok(sock) = wire::accept(&self.listener) else {
+            return;
+        };
+        wire::set_timeout(&sock, 10);
+        let raw = sock.as_raw_fd();
+        let refuse = |code: i32| {
+            let _ = wire::send(raw, &Msg::new(wire::REFUSE, code as u64, 0, 0), None);
+        };
+        // SAFETY: getuid cannot fail.
+        let me = unsafe { libc::getuid() };
+        match wire::peer_uid(&sock) {
+            Ok(uid) if uid == me => {}
+            Ok(uid) => {
+                core::warn(&format!(
+                    "refused a connection from uid {uid} (this process runs as uid {me})"
+                ));
+                refuse(FI_EACCES);
+                return;
+            }
+            Err(_) => return,
+        }
+        let hello = match wire::recv(raw) {
+            Ok(Some((m, _))) if m.kind == wire::HELLO => m,
+            _ => return,
+        };
+        if !ct_eq(&hello.secret, &self.secret) {
+            core::warn("refused a connection that did not present this endpoint's secret");
+            refuse(FI_EACCES);
+            return;
+        }
+        let cid = {
+            let mut st = self.lock();
+            match Self::new_conn(&mut st, sock, false) {
+                Ok(cid) => {
+                    st.conns.get_mut(&cid).unwrap().remote_nonce = hello.a;
+                    cid
+                }
+                Err(e) => {
+                    refuse(-e);
+                    return;
+                }
+            }
+        };
+        if wire::send(raw, &Msg::new(wire::WELCOME, cid as u64, self.nonce, 0), None).is_err()
+            || self.recv_regions(cid, raw).is_err()
+        {
+            self.conn_lost(cid);
+            return;
+        }
+        let mut st = self.lock();
+        if Self::send_regions(&st, raw).is_err() {
+            drop(st);
+            self.conn_lost(cid);
+            return;
+        }
+        st.conns.get_mut(&cid).unwrap().ready = true;
+    }
+
+    /// The peer closed its socket or died: device operations on it fail from
+    /// now on. Mappings stay until the context closes, so that a device
+    /// access already under way does not fault.
+    fn conn_lost(&self, cid: u32) {
+        let mut st = self.lock();
+        let maps: Vec<usize> = st
+            .ctxs
+            .values()
+            .filter_map(|c| c.maps.get(&cid).copied())
+            .collect();
+        for m in maps {
+            store(m, PEER_DEAD);
+        }
+        if let Some(c) = st.conns.get_mut(&cid) {
+            c.sock = None;
+            c.regions.clear();
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    fn handle(&self, cid: u32, raw: RawFd) {
+        match wire::recv(raw) {
+            Ok(Some((m, fd))) => match (m.kind, fd) {
+                (wire::REGION, Some(fd)) => {
+                    let mut st = self.lock();
+                    Self::peer_region(&mut st, cid, m.a as u32, fd, m.c, m.b);
+                    let _ = wire::send(raw, &Msg::new(wire::ACK, m.a, 0, 0), None);
+                }
+                (wire::REMOVE, _) => {
+                    let mut st = self.lock();
+                    Self::peer_remove(&mut st, cid, m.a as u32);
+                }
+                (wire::ACK, _) => {
+                    let mut st = self.lock();
+                    if let Some(c) = st.conns.get_mut(&cid) {
+                        c.acked += 1;
+                    }
+                    drop(st);
+                    self.cv.notify_all();
+                }
+                _ => core::warn("ignored a malformed control message from a peer"),
+            },
+            Ok(None) => self.conn_lost(cid),
+            Err(e) if e == libc::EAGAIN || e == libc::EINTR => {}
+            Err(_) => self.conn_lost(cid),
+        }
+    }
+
+    fn control_loop(&self) {
+        loop {
+            let mut fds = vec![
+                libc::pollfd {
+                    fd: self.wake.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let mut ids = Vec::new();
+            {
+                let st = self.lock();
+                if st.stop {
+                    return;
+                }
+                for (cid, c) in st.conns.iter() {
+                    if let (true, Some(s)) = (c.ready, &c.sock) {
+                        fds.push(libc::pollfd {
+                            fd: s.as_raw_fd(),
+                            events: libc::POLLIN,
+                            revents: 0,
+                        });
+                        ids.push(*cid);
+                    }
+                }
+            }
+            // SAFETY: fds is a live array of pollfd of the given length.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
+            if n <= 0 {
+                continue;
+            }
+            if fds[0].revents != 0 {
+                let mut v = 0u64;
+                // SAFETY: draining our eventfd into a local.
+                unsafe { libc::read(self.wake.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
+            }
+            if fds[1].revents & libc::POLLIN != 0 {
+                self.accept_one();
+            }
+            for (i, cid) in ids.iter().enumerate() {
+                let ev = fds[i + 2].revents;
+                if ev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                    self.handle(*cid, fds[i + 2].fd);
+                }
+            }
+        }
+    }
+}
+
+fn set_map(map: usize, rid: u32, base: usize, size: u64) {
+    let off_base = 16 + 8 * rid as usize;
+    let off_size = 16 + 8 * MAX_REGIONS + 8 * rid as usize;
+    if base == 0 {
+        store(map + off_base, 0);
+        store(map + off_size, 0);
+    } else {
+        store(map + off_size, size);
+        store(map + off_base, base as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addr_round_trip_and_rejects() {
+        let a = Addr {
+            boot_id: [3; 16],
+            pid: 77,
+            ep_id: 5,
+            nonce: 0x1234,
+            secret: [9; 16],
+            ep_region: 2,
+            ep_off: 4096,
+        };
+        assert_eq!(Addr::decode(&a.encode()), Ok(a));
+        let mut b = a.encode();
+        b[0] ^= 0xff;
+        assert_eq!(Addr::decode(&b), Err(-FI_EINVAL));
+        let mut z = a;
+        z.ep_region = 0;
+        assert_eq!(Addr::decode(&z.encode()), Err(-FI_EINVAL));
+        assert_eq!(Addr::decode(&a.encode()[..10]), Err(-FI_EINVAL));
+    }
+
+    #[test]
+    fn free_list_merges() {
+        let mut f = FreeList::new(0, 1024);
+        let a = f.alloc(100).unwrap();
+        let b = f.alloc(100).unwrap();
+        assert_eq!((a, b), (0, 128));
+        assert_eq!(f.alloc(2000), None);
+        f.release(a, 100);
+        f.release(b, 100);
+        assert_eq!(f.alloc(1024), Some(0));
+    }
+
+    #[test]
+    fn boot_id_is_stable() {
+        assert_eq!(boot_id(), boot_id());
+    }
+}
