@@ -261,15 +261,14 @@ fn search_order_and_duplicate_names() {
 /// `FI_XPU_PROVIDER_PATH` comes before the directory of the library itself.
 #[test]
 fn provider_path_wins_over_own_directory() {
-    let dir = scratch("own-dir");
+    let root = scratch("own-dir");
+    let dir = private_dir(&root, "path");
+    let tool_dir = private_dir(&root, "bin");
+    let tool = copy_info_tool(&tool_dir);
     let from_path = build_plugin(&dir, "owndup", &named("owndup", 225));
-    let own = info_tool_dir().join("libfi_xpu-owndup.so");
-    build_plugin_to(&own, &named("owndup", 226));
+    let own = build_plugin(&tool_dir, "owndup", &named("owndup", 226));
 
-    let run = info(Some(path_str(&dir)), Some("owndup"), &[]);
-    let own_run = info(None, Some("owndup"), &[]);
-    std::fs::remove_file(&own).unwrap();
-
+    let run = info_with(&tool, Some(path_str(&dir)), None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     assert_eq!(run.field("owndup", "path"), Some(path_str(&from_path)));
     let reason = format!(
@@ -277,10 +276,13 @@ fn provider_path_wins_over_own_directory() {
         from_path.display()
     );
     assert_eq!(run.reason(&own), Some(reason.as_str()), "{}", run.dump());
+    assert_eq!(run.searched().last(), Some(&path_str(&tool_dir)));
+
     // Without the path variable the library's own directory supplies it.
-    assert_eq!(own_run.code, 0, "{}", own_run.dump());
-    assert_eq!(own_run.field("owndup", "path"), Some(path_str(&own)));
-    assert_eq!(own_run.field("owndup", "prov_id"), Some("226"));
+    let run = info_with(&tool, None, None, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    assert_eq!(run.field("owndup", "path"), Some(path_str(&own)));
+    assert_eq!(run.field("owndup", "prov_id"), Some("226"));
 }
 
 #[test]

@@ -51,22 +51,18 @@ pub struct fi_xpu_host_item {
     pub subgroup_items: u32,
 }
 
-impl fi_xpu_host_item {
-    /// The position of a thread outside any launch.
-    pub const SINGLE: fi_xpu_host_item = fi_xpu_host_item {
-        local_id: 0,
-        group_size: 1,
-        group_id: 0,
-        num_groups: 1,
-        lane_id: 0,
-        subgroup_id: 0,
-        subgroup_size: 1,
-        subgroup_items: 1,
-    };
-}
-
 impl Default for fi_xpu_host_item {
+    /// The position of a thread outside any launch: a group of one.
     fn default() -> Self {
-        Self::SINGLE
+        fi_xpu_host_item {
+            local_id: 0,
+            group_size: 1,
+            group_id: 0,
+            num_groups: 1,
+            lane_id: 0,
+            subgroup_id: 0,
+            subgroup_size: 1,
+            subgroup_items: 1,
+        }
     }
 }

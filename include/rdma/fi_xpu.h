@@ -334,6 +334,16 @@ struct fi_cq_err_entry {
 #define FI_XPU_CLASS_CTX 1480808448
 
 /**
+ * Most work items (threads) one launch may start.
+ */
+#define FI_XPU_HOST_MAX_ITEMS 4096
+
+/**
+ * Subgroup width used when `fi_xpu_host_launch_attr.subgroup_size` is 0.
+ */
+#define FI_XPU_HOST_DEFAULT_SUBGROUP 32
+
+/**
  * One usable provider, as listed by `fi_xpu_getinfo`.
  */
 struct fi_xpu_info {
@@ -357,6 +367,70 @@ struct fi_xpu_info {
    * Core-private; do not touch.
    */
   void *handle;
+};
+
+/**
+ * Shape of a host launch.
+ */
+struct fi_xpu_host_launch_attr {
+  /**
+   * Work groups (G), at least 1.
+   */
+  uint32_t num_groups;
+  /**
+   * Work items per group (N), at least 1; `num_groups * group_size` is
+   * at most `FI_XPU_HOST_MAX_ITEMS`.
+   */
+  uint32_t group_size;
+  /**
+   * Lanes per subgroup; 0 selects `FI_XPU_HOST_DEFAULT_SUBGROUP`. A group
+   * whose size is not a multiple of it ends with a partial subgroup.
+   */
+  uint32_t subgroup_size;
+  /**
+   * Must be 0.
+   */
+  uint32_t flags;
+};
+
+/**
+ * Where the calling thread sits in the current launch. A thread outside
+ * any launch is a single work item: every size is 1, every id 0.
+ */
+struct fi_xpu_host_item {
+  /**
+   * Work item within the work group.
+   */
+  uint32_t local_id;
+  /**
+   * Work items per work group.
+   */
+  uint32_t group_size;
+  /**
+   * Work group within the launch.
+   */
+  uint32_t group_id;
+  /**
+   * Work groups in the launch.
+   */
+  uint32_t num_groups;
+  /**
+   * Lane within the subgroup (`local_id % subgroup_size`).
+   */
+  uint32_t lane_id;
+  /**
+   * Subgroup within the work group (`local_id / subgroup_size`).
+   */
+  uint32_t subgroup_id;
+  /**
+   * Configured subgroup width (the last subgroup of a group may have
+   * fewer lanes).
+   */
+  uint32_t subgroup_size;
+  /**
+   * Lanes this work item's subgroup really has.
+   */
+  uint32_t subgroup_items;
 };
 
 /**
@@ -605,6 +679,54 @@ int fi_xpu_getinfo(uint32_t version,
 void fi_xpu_freeinfo(struct fi_xpu_info *info);
 
 /**
+ * Runs `kernel(arg)` as `attr->num_groups` groups of `attr->group_size`
+ * work items, one CPU thread each, and returns when every one has
+ * returned. Inside the kernel the device header's arch layer sees each
+ * thread's ids and its subgroup, work-group and device barriers.
+ * Returns 0, `-FI_EINVAL` (NULL attr or kernel, zero groups or items),
+ * `-FI_EBADFLAGS`, `-FI_E2BIG` (more than `FI_XPU_HOST_MAX_ITEMS` threads)
+ * or `-FI_EAGAIN` (threads could not be created; the kernel ran nowhere).
+ *
+ * # Safety
+ * `attr` is NULL or valid; `kernel` may be called concurrently with `arg`.
+ */
+int fi_xpu_host_launch(const struct fi_xpu_host_launch_attr *attr,
+                       void (*kernel)(void *arg),
+                       void *arg);
+
+/**
+ * The calling thread's position in the current launch (a single work item
+ * outside any launch). Valid for the life of the thread.
+ */
+const struct fi_xpu_host_item *fi_xpu_host_item(void);
+
+/**
+ * Waits for every work item of the caller's `scope` instance. 0, or
+ * `-FI_EINVAL` for an unknown scope.
+ */
+int fi_xpu_host_barrier(int scope);
+
+/**
+ * Every work item of the caller's `scope` instance calls it; afterwards
+ * `*value` is the leader's (rank 0's) value in all of them. 0, or
+ * `-FI_EINVAL` for an unknown scope or NULL `value`.
+ *
+ * # Safety
+ * `value` is NULL or valid for reading and writing.
+ */
+int fi_xpu_host_broadcast(int scope, uint64_t *value);
+
+/**
+ * Nanoseconds on a monotonic clock, for device-side timeouts.
+ */
+uint64_t fi_xpu_host_clock_ns(void);
+
+/**
+ * Back-off inside a host work item's spin loop: yields the CPU.
+ */
+void fi_xpu_host_pause(void);
+
+/**
  * Allocates device-accessible memory. With `FI_XPU_ALLOC_DMABUF`, `*fd` and
  * `*offset` describe it as a DMA-BUF (the caller owns the fd).
  *
@@ -671,6 +793,54 @@ int fi_xpu_getinfo(uint32_t version,
  * `info` is NULL or a list returned by `fi_xpu_getinfo`, freed once.
  */
 void fi_xpu_freeinfo(struct fi_xpu_info *info);
+
+/**
+ * Runs `kernel(arg)` as `attr->num_groups` groups of `attr->group_size`
+ * work items, one CPU thread each, and returns when every one has
+ * returned. Inside the kernel the device header's arch layer sees each
+ * thread's ids and its subgroup, work-group and device barriers.
+ * Returns 0, `-FI_EINVAL` (NULL attr or kernel, zero groups or items),
+ * `-FI_EBADFLAGS`, `-FI_E2BIG` (more than `FI_XPU_HOST_MAX_ITEMS` threads)
+ * or `-FI_EAGAIN` (threads could not be created; the kernel ran nowhere).
+ *
+ * # Safety
+ * `attr` is NULL or valid; `kernel` may be called concurrently with `arg`.
+ */
+int fi_xpu_host_launch(const struct fi_xpu_host_launch_attr *attr,
+                       void (*kernel)(void *arg),
+                       void *arg);
+
+/**
+ * The calling thread's position in the current launch (a single work item
+ * outside any launch). Valid for the life of the thread.
+ */
+const struct fi_xpu_host_item *fi_xpu_host_item(void);
+
+/**
+ * Waits for every work item of the caller's `scope` instance. 0, or
+ * `-FI_EINVAL` for an unknown scope.
+ */
+int fi_xpu_host_barrier(int scope);
+
+/**
+ * Every work item of the caller's `scope` instance calls it; afterwards
+ * `*value` is the leader's (rank 0's) value in all of them. 0, or
+ * `-FI_EINVAL` for an unknown scope or NULL `value`.
+ *
+ * # Safety
+ * `value` is NULL or valid for reading and writing.
+ */
+int fi_xpu_host_broadcast(int scope, uint64_t *value);
+
+/**
+ * Nanoseconds on a monotonic clock, for device-side timeouts.
+ */
+uint64_t fi_xpu_host_clock_ns(void);
+
+/**
+ * Back-off inside a host work item's spin loop: yields the CPU.
+ */
+void fi_xpu_host_pause(void);
 
 /**
  * Allocates device-accessible memory. With `FI_XPU_ALLOC_DMABUF`, `*fd` and

@@ -380,9 +380,13 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
 	fi_xpu_arch__group_sync();
 	return v;
 }
+/* nanosleep needs PTX ISA 6.3; clang without a CUDA installation emits
+ * older PTX, so it only spins there. */
 FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
 {
+#if !defined(__clang__) || defined(CUDA_VERSION)
 	asm volatile("nanosleep.u32 64;" ::: "memory");
+#endif
 }
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 {
@@ -544,42 +548,87 @@ extern uint32_t __spirv_BuiltInSubgroupLocalInvocationId(void);
 extern uint32_t __spirv_BuiltInSubgroupMaxSize(void);
 extern uint32_t __spirv_BuiltInSubgroupId(void);
 extern void __spirv_ControlBarrier(int, int, int);
+extern void __spirv_MemoryBarrier(int, int);
 extern uint64_t __spirv_GroupBroadcast(int, uint64_t, uint32_t);
 extern uint64_t __spirv_ReadClockKHR(int);
 
-#define fi_xpu_arch__atomic_load(p, o, s) __scoped_atomic_load_n(p, o, s)
-#define fi_xpu_arch__atomic_store(p, v, o, s) __scoped_atomic_store_n(p, v, o, s)
-#define fi_xpu_arch__atomic_exchange(p, v, o, s) __scoped_atomic_exchange_n(p, v, o, s)
-#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __scoped_atomic_fetch_add(p, v, o, s)
-#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __scoped_atomic_fetch_or(p, v, o, s)
-#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __scoped_atomic_fetch_and(p, v, o, s)
-#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) \
-	__scoped_atomic_compare_exchange_n(p, e, d, 0, o, f, s)
-#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
-#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
-	do {                                                                  \
-		if (mscope == FI_XPU_ARCH_MS_DEVICE) {                        \
-			CALL(__VA_ARGS__, __MEMORY_SCOPE_DEVICE)              \
-		} else {                                                      \
-			CALL(__VA_ARGS__, __MEMORY_SCOPE_SYSTEM)              \
-		}                                                             \
-	} while (0)
+/* Overloads for the integer widths used here; the SPIR-V translator maps
+ * them by name, so they coexist with the SYCL headers' own declarations. */
+#define FI_XPU_ARCH__SPV_DECL(T)                                                   \
+	extern T __spirv_AtomicLoad(const T *, int, int);                          \
+	extern void __spirv_AtomicStore(T *, int, int, T);                         \
+	extern T __spirv_AtomicExchange(T *, int, int, T);                         \
+	extern T __spirv_AtomicIAdd(T *, int, int, T);                             \
+	extern T __spirv_AtomicOr(T *, int, int, T);                               \
+	extern T __spirv_AtomicAnd(T *, int, int, T);                              \
+	extern T __spirv_AtomicCompareExchange(T *, int, int, int, T, T);
+FI_XPU_ARCH__SPV_DECL(uint32_t)
+FI_XPU_ARCH__SPV_DECL(uint64_t)
+
+FI_XPU_FORCE_INLINE int fi_xpu_arch__spv_sem(int order)
+{
+	switch (order) {
+	case FI_XPU_ARCH_RELAXED: return 0;
+	case FI_XPU_ARCH_ACQUIRE: return 0x2 | 0x100 | 0x200;
+	case FI_XPU_ARCH_RELEASE: return 0x4 | 0x100 | 0x200;
+	case FI_XPU_ARCH_ACQ_REL: return 0x8 | 0x100 | 0x200;
+	default: return 0x10 | 0x100 | 0x200;
+	}
+}
+#define FI_XPU_ARCH__SPV_SCOPE(ms) \
+	((ms) == FI_XPU_ARCH_MS_DEVICE ? FI_XPU_ARCH__SPV_DEVICE : FI_XPU_ARCH__SPV_CROSS_DEVICE)
+#define FI_XPU_ARCH__SPV_RMW(BITS, NAME, OP)                                            \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_##NAME##_u##BITS(                \
+		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)             \
+	{                                                                               \
+		return __spirv_Atomic##OP(p, FI_XPU_ARCH__SPV_SCOPE(mscope),            \
+					  fi_xpu_arch__spv_sem(order), v);              \
+	}
+#define FI_XPU_ARCH__SPV_DEF(BITS)                                                      \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_load_u##BITS(                    \
+		const uint##BITS##_t *p, int order, int mscope)                         \
+	{                                                                               \
+		return __spirv_AtomicLoad(p, FI_XPU_ARCH__SPV_SCOPE(mscope),            \
+					  fi_xpu_arch__spv_sem(order));                 \
+	}                                                                               \
+	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_u##BITS(                             \
+		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)             \
+	{                                                                               \
+		__spirv_AtomicStore(p, FI_XPU_ARCH__SPV_SCOPE(mscope),                  \
+				    fi_xpu_arch__spv_sem(order), v);                    \
+	}                                                                               \
+	FI_XPU_ARCH__SPV_RMW(BITS, exchange, Exchange)                                  \
+	FI_XPU_ARCH__SPV_RMW(BITS, fetch_add, IAdd)                                     \
+	FI_XPU_ARCH__SPV_RMW(BITS, fetch_or, Or)                                        \
+	FI_XPU_ARCH__SPV_RMW(BITS, fetch_and, And)                                      \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_cas_u##BITS(                     \
+		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d, int order,       \
+		int mscope)                                                             \
+	{                                                                               \
+		int sem = fi_xpu_arch__spv_sem(order);                                  \
+		/* The failure order may not be a release one. */                       \
+		int fail = (sem & 0x1e) == 0x4 ? 0 : (sem & 0x1e) == 0x8 ? (0x2 | 0x300) : sem; \
+		return __spirv_AtomicCompareExchange(p, FI_XPU_ARCH__SPV_SCOPE(mscope), sem,  \
+						     fail, d, e);                       \
+	}
+FI_XPU_ARCH__SPV_DEF(32)
+FI_XPU_ARCH__SPV_DEF(64)
 
 FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 {
-#define FI_XPU_ARCH__F(O)                                                     \
-	if (mscope == FI_XPU_ARCH_MS_DEVICE)                                  \
-		__scoped_atomic_thread_fence(O, __MEMORY_SCOPE_DEVICE);       \
-	else                                                                  \
-		__scoped_atomic_thread_fence(O, __MEMORY_SCOPE_SYSTEM);
+	/* Memory semantics: the order bit, on work-group and cross-work-group
+	 * (global) memory. */
+	int sem;
 	switch (order) {
-	case FI_XPU_ARCH_RELAXED: break;
-	case FI_XPU_ARCH_ACQUIRE: FI_XPU_ARCH__F(__ATOMIC_ACQUIRE) break;
-	case FI_XPU_ARCH_RELEASE: FI_XPU_ARCH__F(__ATOMIC_RELEASE) break;
-	case FI_XPU_ARCH_ACQ_REL: FI_XPU_ARCH__F(__ATOMIC_ACQ_REL) break;
-	default: FI_XPU_ARCH__F(__ATOMIC_SEQ_CST) break;
+	case FI_XPU_ARCH_RELAXED: return;
+	case FI_XPU_ARCH_ACQUIRE: sem = 0x2; break;
+	case FI_XPU_ARCH_RELEASE: sem = 0x4; break;
+	case FI_XPU_ARCH_ACQ_REL: sem = 0x8; break;
+	default: sem = 0x10; break;
 	}
-#undef FI_XPU_ARCH__F
+	__spirv_MemoryBarrier(mscope == FI_XPU_ARCH_MS_DEVICE ? FI_XPU_ARCH__SPV_DEVICE
+							     : FI_XPU_ARCH__SPV_CROSS_DEVICE,
+			      sem | 0x100 | 0x200);
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void)
 {

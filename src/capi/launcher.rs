@@ -1,1 +1,79 @@
 //! Host XPU launcher entry points (see `crate::launcher`).
+use super::{guard, non_null, put, read_opt};
+use crate::error::Error;
+use crate::launcher;
+use fi_xpu_abi::*;
+use std::ffi::{c_int, c_void};
+
+/// Runs `kernel(arg)` as `attr->num_groups` groups of `attr->group_size`
+/// work items, one CPU thread each, and returns when every one has
+/// returned. Inside the kernel the device header's arch layer sees each
+/// thread's ids and its subgroup, work-group and device barriers.
+/// Returns 0, `-FI_EINVAL` (NULL attr or kernel, zero groups or items),
+/// `-FI_EBADFLAGS`, `-FI_E2BIG` (more than `FI_XPU_HOST_MAX_ITEMS` threads)
+/// or `-FI_EAGAIN` (threads could not be created; the kernel ran nowhere).
+///
+/// # Safety
+/// `attr` is NULL or valid; `kernel` may be called concurrently with `arg`.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_host_launch(
+    attr: *const fi_xpu_host_launch_attr,
+    kernel: Option<unsafe extern "C" fn(arg: *mut c_void)>,
+    arg: *mut c_void,
+) -> c_int {
+    guard(|| {
+        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        let kernel = kernel.ok_or(Error::INVAL)?;
+        let shape = launcher::Shape::new(attr)?;
+        // Carried as an address so the closure is Sync; the kernel gets it back unchanged.
+        let arg = arg as usize;
+        launcher::launch(&shape, || {
+            // SAFETY: the caller promised `kernel` accepts `arg` from many threads at once.
+            unsafe { kernel(arg as *mut c_void) }
+        })?;
+        Ok(0)
+    })
+}
+
+/// The calling thread's position in the current launch (a single work item
+/// outside any launch). Valid for the life of the thread.
+#[no_mangle]
+pub extern "C" fn fi_xpu_host_item() -> *const fi_xpu_host_item {
+    launcher::current_item_ptr()
+}
+
+/// Waits for every work item of the caller's `scope` instance. 0, or
+/// `-FI_EINVAL` for an unknown scope.
+#[no_mangle]
+pub extern "C" fn fi_xpu_host_barrier(scope: c_int) -> c_int {
+    guard(|| launcher::barrier(scope).map(|_| 0))
+}
+
+/// Every work item of the caller's `scope` instance calls it; afterwards
+/// `*value` is the leader's (rank 0's) value in all of them. 0, or
+/// `-FI_EINVAL` for an unknown scope or NULL `value`.
+///
+/// # Safety
+/// `value` is NULL or valid for reading and writing.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_host_broadcast(scope: c_int, value: *mut u64) -> c_int {
+    guard(|| {
+        non_null(value)?;
+        // SAFETY: checked non-NULL; the caller passes a valid pointer.
+        let v = unsafe { value.read() };
+        put(value, launcher::broadcast(scope, v)?);
+        Ok(0)
+    })
+}
+
+/// Nanoseconds on a monotonic clock, for device-side timeouts.
+#[no_mangle]
+pub extern "C" fn fi_xpu_host_clock_ns() -> u64 {
+    launcher::clock_ns()
+}
+
+/// Back-off inside a host work item's spin loop: yields the CPU.
+#[no_mangle]
+pub extern "C" fn fi_xpu_host_pause() {
+    launcher::pause()
+}

@@ -60,6 +60,8 @@ pub fn chmod(path: &Path, mode: u32) {
 /// A copy of `fi_xpu_info` in a directory of its own. The tool links the
 /// core statically, so the loader's last search directory is the tool's own;
 /// the copy keeps the in-tree plugins staged beside the real one out of view.
+/// Tests share this copy, so none may put plugins beside it; a test that
+/// needs the tool's own directory makes its own copy with `copy_info_tool`.
 pub fn info_tool() -> &'static Path {
     static TOOL: OnceLock<PathBuf> = OnceLock::new();
     TOOL.get_or_init(|| {
@@ -67,11 +69,16 @@ pub fn info_tool() -> &'static Path {
             .join(format!("fi_xpu_info-bin-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        chmod(&dir, 0o755);
-        let tool = dir.join("fi_xpu_info");
-        std::fs::copy(env!("CARGO_BIN_EXE_fi_xpu_info"), &tool).unwrap();
-        tool
+        copy_info_tool(&dir)
     })
+}
+
+/// Copies `fi_xpu_info` into `dir` (made private) and returns the copy.
+pub fn copy_info_tool(dir: &Path) -> PathBuf {
+    chmod(dir, 0o755);
+    let tool = dir.join("fi_xpu_info");
+    std::fs::copy(env!("CARGO_BIN_EXE_fi_xpu_info"), &tool).unwrap();
+    tool
 }
 
 /// The directory `info_tool()` is in: searched last by the loader.
@@ -148,7 +155,12 @@ impl Run {
 /// Runs the isolated `fi_xpu_info` with `FI_XPU_PROVIDER_PATH` = `path`
 /// (None: unset), `FI_XPU_PROVIDER` = `filter` and the given arguments.
 pub fn info(path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
-    let mut cmd = Command::new(info_tool());
+    info_with(info_tool(), path, filter, args)
+}
+
+/// As `info`, running the given copy of the tool.
+pub fn info_with(tool: &Path, path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
+    let mut cmd = Command::new(tool);
     cmd.args(args)
         .env_remove("FI_XPU_PROVIDER_PATH")
         .env_remove("FI_XPU_PROVIDER")
@@ -159,10 +171,26 @@ pub fn info(path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
     if let Some(f) = filter {
         cmd.env("FI_XPU_PROVIDER", f);
     }
-    let o: Output = cmd.output().expect("run fi_xpu_info");
+    let o = output_retrying_busy(&mut cmd);
     Run {
         code: o.status.code().expect("fi_xpu_info was killed by a signal"),
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     }
+}
+
+/// Runs `cmd`, retrying while its executable is busy: a copy of the tool made
+/// by one test thread can still be open for writing in a child another
+/// thread forked meanwhile, and exec then fails with ETXTBSY until that child
+/// has exec'ed in turn.
+fn output_retrying_busy(cmd: &mut Command) -> Output {
+    for _ in 0..100 {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other.unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}")),
+        }
+    }
+    panic!("{cmd:?} stayed busy")
 }

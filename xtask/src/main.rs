@@ -153,14 +153,25 @@ fn cargo() -> Command {
     c
 }
 
+/// `program arg...` as a user would type it, for messages.
+fn describe(cmd: &Command) -> String {
+    let program = Path::new(cmd.get_program());
+    let mut words = vec![program
+        .file_name()
+        .unwrap_or(program.as_os_str())
+        .to_string_lossy()];
+    words.extend(cmd.get_args().map(|a| a.to_string_lossy()));
+    words.join(" ")
+}
+
 fn run(cmd: &mut Command) -> Result {
     let status = cmd
         .status()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+        .map_err(|e| format!("cannot run `{}`: {e}", describe(cmd)))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{cmd:?} failed ({status})"))
+        Err(format!("`{}` failed ({status})", describe(cmd)))
     }
 }
 

@@ -263,8 +263,9 @@ fn is_separator_row(cells: &[String]) -> bool {
     })
 }
 
-/// A pipe table as a tbl(1) table; each cell is a text block so that long
-/// cells wrap instead of running off the page.
+/// A pipe table as a tbl(1) table. Leading columns (names, error codes) keep
+/// their natural width; the last one takes the rest of the line and wraps,
+/// as a text block.
 fn render_table(rows: &[&str], out: &mut String) {
     let mut parsed: Vec<Vec<String>> = rows.iter().map(|r| table_cells(r)).collect();
     let header = parsed.len() > 1 && is_separator_row(&parsed[1]);
@@ -273,7 +274,9 @@ fn render_table(rows: &[&str], out: &mut String) {
     }
     let cols = parsed.iter().map(Vec::len).max().unwrap_or(1);
     out.push_str(".PP\n.TS\nbox;\n");
-    let plain = vec!["lx"; cols].join(" ");
+    let mut plain = vec!["l"; cols];
+    plain[cols - 1] = "lx";
+    let plain = plain.join(" ");
     if header {
         out.push_str(&vec!["lb"; cols].join(" "));
         out.push('\n');
@@ -283,8 +286,12 @@ fn render_table(rows: &[&str], out: &mut String) {
     for (r, row) in parsed.iter().enumerate() {
         let cells: Vec<String> = (0..cols)
             .map(|c| {
-                let text = row.get(c).map(String::as_str).unwrap_or("");
-                format!("T{{\n{}\nT}}", protect_line(&inline(text)))
+                let text = inline(row.get(c).map(String::as_str).unwrap_or(""));
+                if c + 1 == cols {
+                    format!("T{{\n{}\nT}}", protect_line(&text))
+                } else {
+                    protect_line(&text)
+                }
             })
             .collect();
         out.push_str(&cells.join("\t"));
@@ -668,11 +675,11 @@ mod tests {
                 ".TS",
                 "box;",
                 "lb lb",
-                "lx lx.",
-                "T{\nCode\nT}\tT{\nMeaning\nT}",
+                "l lx.",
+                "Code\tT{\nMeaning\nT}",
                 "_",
-                "T{\n\\fI\\-FI_EINVAL\\fR\nT}\tT{\nbad | arg\nT}",
-                "T{\nx\nT}\tT{\n\nT}",
+                "\\fI\\-FI_EINVAL\\fR\tT{\nbad | arg\nT}",
+                "x\tT{\n\nT}",
                 ".TE",
             ]
             .join("\n")

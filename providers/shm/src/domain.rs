@@ -105,11 +105,7 @@ pub fn random_bytes(out: &mut [u8]) -> Result<(), i32> {
 pub fn boot_id() -> [u8; 16] {
     let mut id = [0u8; 16];
     if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-        let hex: Vec<u8> = s
-            .trim()
-            .bytes()
-            .filter(|c| c.is_ascii_hexdigit())
-            .collect();
+        let hex: Vec<u8> = s.trim().bytes().filter(|c| c.is_ascii_hexdigit()).collect();
         for (i, pair) in hex.chunks(2).take(16).enumerate() {
             let s = std::str::from_utf8(pair).unwrap_or("0");
             id[i] = u8::from_str_radix(s, 16).unwrap_or(0);
@@ -398,7 +394,11 @@ impl Inner {
         }
         for c in st.conns.values() {
             if let (true, Some(s)) = (c.ready, &c.sock) {
-                let _ = wire::send(s.as_raw_fd(), &Msg::new(wire::REMOVE, id as u64, 0, 0), None);
+                let _ = wire::send(
+                    s.as_raw_fd(),
+                    &Msg::new(wire::REMOVE, id as u64, 0, 0),
+                    None,
+                );
             }
         }
     }
@@ -581,11 +581,9 @@ impl Inner {
         }
         {
             let st = self.lock();
-            if let Some((cid, c)) = st
-                .conns
-                .iter()
-                .find(|(_, c)| c.client && c.ready && c.sock.is_some() && c.remote_nonce == addr.nonce)
-            {
+            if let Some((cid, c)) = st.conns.iter().find(|(_, c)| {
+                c.client && c.ready && c.sock.is_some() && c.remote_nonce == addr.nonce
+            }) {
                 return Ok((*cid, c.at_peer));
             }
         }
@@ -614,7 +612,10 @@ impl Inner {
             Some((m, _)) if m.kind == wire::WELCOME => m,
             Some((m, _)) if m.kind == wire::REFUSE => {
                 let code = (m.a as i32).clamp(1, 4096);
-                core::warn(&format!("peer pid {} refused the connection: code {code}", addr.pid));
+                core::warn(&format!(
+                    "peer pid {} refused the connection: code {code}",
+                    addr.pid
+                ));
                 return Err(-code);
             }
             _ => return Err(-FI_ECONNRESET),
@@ -690,7 +691,12 @@ impl Inner {
                 }
             }
         };
-        if wire::send(raw, &Msg::new(wire::WELCOME, cid as u64, self.nonce, 0), None).is_err()
+        if wire::send(
+            raw,
+            &Msg::new(wire::WELCOME, cid as u64, self.nonce, 0),
+            None,
+        )
+        .is_err()
             || self.recv_regions(cid, raw).is_err()
         {
             self.conn_lost(cid);

@@ -71,7 +71,9 @@ impl Msg {
 }
 
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(FI_EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(FI_EIO)
 }
 
 /// Sends one record, with `fd` attached when given.
@@ -199,13 +201,7 @@ fn sockaddr(name: &str) -> (libc::sockaddr_un, libc::socklen_t) {
 
 fn socket() -> Result<OwnedFd, i32> {
     // SAFETY: plain socket creation.
-    let s = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
+    let s = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
         return Err(errno());
     }
@@ -231,8 +227,7 @@ pub fn connect(name: &str) -> Result<OwnedFd, i32> {
     let s = socket()?;
     let (a, len) = sockaddr(name);
     // SAFETY: a is a valid sockaddr_un of `len` bytes.
-    if unsafe { libc::connect(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, len) } != 0
-    {
+    if unsafe { libc::connect(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, len) } != 0 {
         return Err(errno());
     }
     Ok(s)

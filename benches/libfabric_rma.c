@@ -1,0 +1,258 @@
+/*
+ * Baseline for the fi_xpu benchmarks: the same RMA measurements issued from
+ * the host directly on a libfabric provider (e.g. shm or tcp), between a
+ * parent and a forked child on this machine.
+ *
+ * usage: libfabric_rma <libfabric-provider> [iterations]
+ * Prints one "name value unit" line per figure:
+ *   latency_8B_us     one-way latency of an 8-byte fi_write, from a ping-pong
+ *   rate_8B_mps       8-byte fi_write message rate from one posting thread
+ *   bw_<size>_MBps    fi_write bandwidth at 64 KiB, 1 MiB and 16 MiB
+ */
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(2); } while (0)
+#define TRY(call) do { int r_ = (int)(call); if (r_) DIE("%s: %s", #call, fi_strerror(-r_)); } while (0)
+
+#define BUF_SIZE (16u << 20)
+#define WINDOW 64
+
+struct res {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct fid_mr *mr;
+	uint8_t *buf;
+	void *desc;
+	fi_addr_t peer;
+	uint64_t peer_addr, peer_key;
+	int sock;
+};
+
+struct hello {
+	char name[256];
+	size_t namelen;
+	uint64_t addr, key;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void xfer(int sock, void *out, void *in, size_t len)
+{
+	if (write(sock, out, len) != (ssize_t)len)
+		DIE("socket write");
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(sock, (char *)in + got, len - got);
+		if (n <= 0)
+			DIE("socket read");
+		got += (size_t)n;
+	}
+}
+
+static void setup(struct res *r, const char *prov)
+{
+	struct fi_info *hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_RMA;
+	hints->mode = FI_CONTEXT;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+	hints->fabric_attr->prov_name = strdup(prov);
+	TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
+	fi_freeinfo(hints);
+	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
+	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 1024 };
+	TRY(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL));
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	TRY(fi_av_open(r->domain, &av_attr, &r->av, NULL));
+	TRY(fi_endpoint(r->domain, r->info, &r->ep, NULL));
+	TRY(fi_ep_bind(r->ep, &r->av->fid, 0));
+	TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+	TRY(fi_enable(r->ep));
+	r->buf = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (r->buf == MAP_FAILED)
+		DIE("mmap");
+	memset(r->buf, 0, BUF_SIZE);
+	TRY(fi_mr_reg(r->domain, r->buf, BUF_SIZE, FI_WRITE | FI_REMOTE_WRITE, 0, 0, 0, &r->mr, NULL));
+	if (r->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+		TRY(fi_mr_bind(r->mr, &r->ep->fid, 0));
+		TRY(fi_mr_enable(r->mr));
+	}
+	r->desc = fi_mr_desc(r->mr);
+
+	struct hello mine = { .namelen = sizeof(mine.name) }, theirs;
+	TRY(fi_getname(&r->ep->fid, mine.name, &mine.namelen));
+	mine.addr = (r->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)r->buf : 0;
+	mine.key = fi_mr_key(r->mr);
+	xfer(r->sock, &mine, &theirs, sizeof(mine));
+	if (fi_av_insert(r->av, theirs.name, 1, &r->peer, 0, NULL) != 1)
+		DIE("fi_av_insert");
+	r->peer_addr = theirs.addr;
+	r->peer_key = theirs.key;
+}
+
+/* Reaps completions until `outstanding` drops to `target`. */
+static void reap(struct res *r, int *outstanding, int target)
+{
+	struct fi_cq_entry e[16];
+	while (*outstanding > target) {
+		ssize_t n = fi_cq_read(r->cq, e, 16);
+		if (n > 0)
+			*outstanding -= (int)n;
+		else if (n != -FI_EAGAIN)
+			DIE("fi_cq_read: %s", fi_strerror((int)-n));
+	}
+}
+
+static void write_at(struct res *r, size_t off, size_t len, int *outstanding)
+{
+	for (;;) {
+		ssize_t ret = fi_write(r->ep, r->buf + off, len, r->desc, r->peer,
+				       r->peer_addr + off, r->peer_key, NULL);
+		if (ret == 0)
+			break;
+		if (ret != -FI_EAGAIN)
+			DIE("fi_write: %s", fi_strerror((int)-ret));
+		reap(r, outstanding, *outstanding - 1 > 0 ? *outstanding - 1 : 0);
+	}
+	(*outstanding)++;
+}
+
+/* Waits until the 8-byte word at `off` equals `want`, progressing the provider. */
+static void wait_word(struct res *r, size_t off, uint64_t want)
+{
+	struct fi_cq_entry e[16];
+	while (__atomic_load_n((uint64_t *)(r->buf + off), __ATOMIC_ACQUIRE) != want)
+		(void)fi_cq_read(r->cq, e, 16);
+}
+
+static void barrier(struct res *r)
+{
+	char a = 'b', b;
+	xfer(r->sock, &a, &b, 1);
+}
+
+static void run(struct res *r, int initiator, int iters)
+{
+	int out = 0;
+	/* Ping-pong: each side writes the round number into the peer's word 0. */
+	barrier(r);
+	double t0 = now();
+	for (int i = 1; i <= iters; i++) {
+		uint64_t *word = (uint64_t *)r->buf + 1;
+		if (initiator) {
+			*word = (uint64_t)i;
+			write_at(r, 8, 8, &out);
+			memmove(r->buf, r->buf, 0);
+			wait_word(r, 0, (uint64_t)i);
+		} else {
+			wait_word(r, 0, (uint64_t)i);
+			*word = (uint64_t)i;
+			write_at(r, 8, 8, &out);
+		}
+		reap(r, &out, 0);
+	}
+	double lat = (now() - t0) / iters / 2 * 1e6;
+	barrier(r);
+
+	if (initiator) {
+		printf("latency_8B_us %.3f us\n", lat);
+		int n = iters * 10;
+		t0 = now();
+		for (int i = 0; i < n; i++) {
+			write_at(r, 64 + (size_t)(i % 64) * 8, 8, &out);
+			if (out >= WINDOW)
+				reap(r, &out, WINDOW / 2);
+		}
+		reap(r, &out, 0);
+		printf("rate_8B_mps %.3f Mmsg/s\n", n / (now() - t0) / 1e6);
+
+		size_t sizes[] = { 64u << 10, 1u << 20, 16u << 20 };
+		const char *names[] = { "64KiB", "1MiB", "16MiB" };
+		for (int s = 0; s < 3; s++) {
+			size_t len = sizes[s];
+			int reps = (int)((256u << 20) / len);
+			if (reps < 8)
+				reps = 8;
+			t0 = now();
+			for (int i = 0; i < reps; i++) {
+				write_at(r, 0, len, &out);
+				if (out >= 8)
+					reap(r, &out, 4);
+			}
+			reap(r, &out, 0);
+			printf("bw_%s_MBps %.1f MB/s\n", names[s], (double)len * reps / (now() - t0) / 1e6);
+		}
+		char done = 'd';
+		if (write(r->sock, &done, 1) != 1)
+			DIE("socket write");
+	} else {
+		/* The target only progresses until the initiator says it is done. */
+		struct fi_cq_entry e[16];
+		char done;
+		for (;;) {
+			(void)fi_cq_read(r->cq, e, 16);
+			ssize_t n = recv(r->sock, &done, 1, MSG_DONTWAIT);
+			if (n == 1)
+				break;
+		}
+	}
+}
+
+static void teardown(struct res *r)
+{
+	fi_close(&r->mr->fid);
+	fi_close(&r->ep->fid);
+	fi_close(&r->av->fid);
+	fi_close(&r->cq->fid);
+	fi_close(&r->domain->fid);
+	fi_close(&r->fabric->fid);
+	fi_freeinfo(r->info);
+	munmap(r->buf, BUF_SIZE);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		DIE("usage: %s <libfabric-provider> [iterations]", argv[0]);
+	int iters = argc > 2 ? atoi(argv[2]) : 10000;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		DIE("socketpair");
+	pid_t pid = fork();
+	struct res r = { .sock = pid == 0 ? sv[1] : sv[0] };
+	close(pid == 0 ? sv[0] : sv[1]);
+	setup(&r, argv[1]);
+	run(&r, pid != 0, iters);
+	barrier(&r);
+	teardown(&r);
+	if (pid == 0)
+		return 0;
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}

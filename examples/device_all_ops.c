@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * A kernel that calls every operation of the fi_xpu device API once, at the
+ * scope it is given. It builds unchanged as CUDA (nvcc, clang -x cuda), HIP
+ * (hipcc, clang -x hip), SYCL device code, and plain C or C++ for the host
+ * XPU, where fi_xpu_host_launch() runs it on CPU threads.
+ *
+ * Handles, addresses and descriptors come from the host: fi_xpu_export(),
+ * fi_xpu_av_lookup() and fi_xpu_mr_desc(). The kernel stops at the first
+ * error and leaves its code in args->status.
+ */
+#include <rdma/fi_xpu_device.h>
+
+#if defined(__CUDACC__) || defined(__CUDA__) || defined(__HIP__) || defined(__HIPCC__)
+#define EXAMPLE_KERNEL extern "C" __attribute__((global))
+#elif defined(__SYCL_DEVICE_ONLY__)
+#define EXAMPLE_KERNEL extern "C" __attribute__((sycl_device))
+#elif defined(__cplusplus)
+#define EXAMPLE_KERNEL extern "C"
+#else
+#define EXAMPLE_KERNEL
+#endif
+
+struct device_all_ops_args {
+	struct fid_xpu_ep *ep;
+	struct fid_xpu_cq *cq;
+	struct fid_xpu_cntr *cntr;
+	void *peer;          /* raw AV address of the peer */
+	void *desc;          /* raw descriptor of the local buffer */
+	uint64_t *buf;       /* local buffer, 8 words */
+	uint64_t remote;     /* target address and key at the peer */
+	uint64_t key;
+	int scope;
+	int status;          /* 0, or the first error */
+	uint64_t completions;
+};
+
+#define STEP(call)                                                            \
+	do {                                                                  \
+		int64_t ret_ = (int64_t)(call);                               \
+		if (ret_ < 0 && ret_ != -FI_EAGAIN) {                         \
+			a->status = (int)ret_;                                \
+			return;                                               \
+		}                                                             \
+	} while (0)
+
+static inline FI_XPU_ARCH_QUALIFIER void device_all_ops_body(struct device_all_ops_args *a)
+{
+	uint64_t *b = a->buf;
+	struct fi_cq_entry entries[4];
+	struct fi_cq_err_entry err;
+	fi_addr_t from[4];
+	int s = a->scope;
+
+	STEP(fi_xpu_write(a->ep, b, 8, a->desc, 0, a->peer, a->remote, a->key, b, 0, s));
+	STEP(fi_xpu_read(a->ep, b + 1, 8, a->desc, a->peer, a->remote, a->key, b, 0, s));
+	STEP(fi_xpu_send(a->ep, b, 8, a->desc, 0, a->peer, b, 0, s));
+	STEP(fi_xpu_recv(a->ep, b + 2, 8, a->desc, a->peer, b, 0, s));
+	STEP(fi_xpu_tsend(a->ep, b, 8, a->desc, 0, a->peer, 42, b, 0, s));
+	STEP(fi_xpu_trecv(a->ep, b + 3, 8, a->desc, a->peer, 42, 0, b, 0, s));
+	STEP(fi_xpu_atomic(a->ep, b, 1, a->desc, a->peer, a->remote, a->key, FI_UINT64, FI_SUM,
+			   b, 0, s));
+	STEP(fi_xpu_fetch_atomic(a->ep, b, 1, a->desc, b + 4, a->desc, a->peer, a->remote, a->key,
+				 FI_UINT64, FI_SUM, b, 0, s));
+	STEP(fi_xpu_compare_atomic(a->ep, b, 1, a->desc, b + 5, a->desc, b + 6, a->desc, a->peer,
+				   a->remote, a->key, FI_UINT64, FI_CSWAP, b, 0, s));
+	STEP(fi_xpu_flush(a->ep, 0, s));
+	STEP(fi_xpu_cntr_add(a->cntr, 1, s));
+	STEP(fi_xpu_cntr_set(a->cntr, 0, s));
+	STEP(fi_xpu_cntr_adderr(a->cntr, 0, s));
+	STEP(fi_xpu_cntr_seterr(a->cntr, 0, s));
+	STEP(fi_xpu_cntr_wait(a->cntr, 0, 100, s));
+	a->completions = fi_xpu_cntr_read(a->cntr, s) + fi_xpu_cntr_readerr(a->cntr, s);
+	STEP(fi_xpu_cq_read(a->cq, entries, 4, s));
+	STEP(fi_xpu_cq_readfrom(a->cq, entries, 4, from, s));
+	STEP(fi_xpu_cq_readerr(a->cq, &err, 0, s));
+	STEP(fi_xpu_cq_sread(a->cq, entries, 4, 1, s));
+	STEP(fi_xpu_cq_sreadfrom(a->cq, entries, 4, from, 1, s));
+	a->status = 0;
+}
+
+EXAMPLE_KERNEL void device_all_ops(struct device_all_ops_args *a)
+{
+	device_all_ops_body(a);
+}
+
+#if defined(FI_XPU_ARCH_HOST)
+/* Host XPU entry: the signature fi_xpu_host_launch() expects. */
+EXAMPLE_KERNEL void device_all_ops_host(void *arg)
+{
+	device_all_ops((struct device_all_ops_args *)arg);
+}
+#endif

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * hello: two processes on one node talk through the shm provider with the
+ * host CPU standing in for the device (iface FI_HMEM_SYSTEM). The parent
+ * forks its peer and swaps addresses over a socketpair, so one command runs
+ * it. The "device" code below is what a GPU kernel would run: an RMA write
+ * with remote CQ data, an atomic add, and a send matched by a posted receive.
+ *
+ *   cc -I include examples/hello.c -L target/debug -lfi_xpu -o hello && ./hello
+ */
+#include <rdma/fi_xpu.h>
+#include <rdma/fi_xpu_device_shm.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CHECK(expr)                                                                 \
+	do {                                                                        \
+		int rc_ = (int)(expr);                                              \
+		if (rc_ < 0) {                                                      \
+			fprintf(stderr, "[%d] %s:%d: %s failed: %s\n", (int)getpid(),\
+				__FILE__, __LINE__, #expr, fi_xpu_strerror(rc_));   \
+			exit(1);                                                    \
+		}                                                                   \
+	} while (0)
+
+#define HEAP 4096
+
+/* What each side tells the other, besides its endpoint address. */
+struct card {
+	uint8_t name[64];
+	uint64_t base;
+	uint64_t key;
+};
+
+static void xfer(int sock, const void *out, void *in, size_t len)
+{
+	if (write(sock, out, len) != (ssize_t)len || read(sock, in, len) != (ssize_t)len) {
+		perror("socketpair");
+		exit(1);
+	}
+}
+
+/* Waits for one CQ entry (host XPU: this thread is the device). */
+static struct fi_cq_data_entry wait_one(struct fid_xpu_cq *cq)
+{
+	struct fi_cq_data_entry e;
+	ssize_t n = fi_xpu_cq_sread_shm(cq, &e, 1, 5000, FI_XPU_WORK_ITEM);
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err = { 0 };
+		fi_xpu_cq_readerr_shm(cq, &err, 0, FI_XPU_WORK_ITEM);
+		fprintf(stderr, "[%d] error completion: %s\n", (int)getpid(),
+			fi_xpu_strerror(-err.err));
+		exit(1);
+	}
+	CHECK(n);
+	return e;
+}
+
+static int run(int sock, int rank)
+{
+	struct fi_xpu_info *info, *i;
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_ep *hep;
+	struct fid_xpu_mr *mr;
+	struct fid_xpu_cq cq;
+	struct fid_xpu_ep ep;
+	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_av_attr aattr = { .count = 2, .flags = 0 };
+	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_DATA,
+					.timeout = 5000, .xpu_ctx = NULL };
+	struct fi_xpu_ep_attr eattr = { 0 };
+	struct card mine = { 0 }, peer;
+	size_t len = sizeof(mine.name);
+	fi_addr_t fa;
+	uint64_t raw;
+	char *heap;
+	int fd;
+	uint64_t off;
+
+	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
+		;
+	if (!i) {
+		fprintf(stderr, "the shm provider is not available\n");
+		exit(1);
+	}
+	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
+	fi_xpu_freeinfo(info);
+	CHECK(fi_xpu_ctx(dom, &xattr, &ctx, NULL));
+	CHECK(fi_xpu_av_open(dom, &aattr, &av, NULL));
+	cattr.xpu_ctx = ctx;
+	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));
+	eattr.xpu_ctx = ctx;
+	CHECK(fi_xpu_endpoint(dom, &eattr, &hep, NULL));
+	CHECK(fi_xpu_ep_bind(hep, &av->fid, 0));
+	CHECK(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_xpu_enable(hep));
+	CHECK(fi_xpu_getname(hep, mine.name, &len));
+
+	/* Peers may touch only registered memory of the context (a symmetric
+	 * heap, allocated exportable). */
+	CHECK(fi_xpu_alloc(ctx, HEAP, 0, FI_XPU_ALLOC_DMABUF, (void **)&heap, &fd, &off));
+	close(fd);
+	memset(heap, 0, HEAP);
+	CHECK(fi_xpu_mr_reg(dom, ctx, heap, HEAP, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
+			    NULL));
+	CHECK(fi_xpu_mr_key(mr, &mine.key));
+	mine.base = (uint64_t)(uintptr_t)heap;
+
+	xfer(sock, &mine, &peer, sizeof(mine));
+	CHECK(fi_xpu_av_insert(av, peer.name, 1, &fa, 0, NULL));
+	len = sizeof(raw);
+	CHECK(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx));
+	CHECK(fi_xpu_export(&hep->fid, 0, &ep.fid));
+	CHECK(fi_xpu_export(&hcq->fid, 0, &cq.fid));
+
+	if (rank == 0) {
+		char msg[64];
+		uint64_t one = 1;
+		char ready;
+		int n = snprintf(msg, sizeof(msg), "hello from pid %d", (int)getpid());
+		/* Device code: write into the peer's heap, announce it with CQ data,
+		 * bump a counter word atomically, then send a message. */
+		CHECK(fi_xpu_write_shm(&ep, msg, (size_t)n + 1, NULL, &raw, peer.base, peer.key,
+				       0x2a, FI_REMOTE_CQ_DATA, NULL, FI_XPU_WORK_ITEM));
+		wait_one(&cq);
+		CHECK(fi_xpu_atomic_shm(&ep, &one, 1, NULL, &raw, peer.base + 256, peer.key,
+					FI_UINT64, FI_SUM, 0, NULL, FI_XPU_WORK_ITEM));
+		wait_one(&cq);
+		if (read(sock, &ready, 1) != 1)
+			exit(1);
+		n = snprintf(msg, sizeof(msg), "a message from pid %d", (int)getpid());
+		CHECK(fi_xpu_send_shm(&ep, msg, (size_t)n + 1, NULL, &raw, 0, 0, NULL,
+				      FI_XPU_WORK_ITEM));
+		wait_one(&cq);
+		if (read(sock, &ready, 1) != 1)
+			exit(1);
+	} else {
+		char box[64] = { 0 };
+		struct fi_cq_data_entry e;
+		uint64_t src = 0;
+		ssize_t n;
+		CHECK(fi_xpu_recv_shm(&ep, box, sizeof(box), NULL, NULL, 0, box, FI_XPU_WORK_ITEM));
+		e = wait_one(&cq);
+		printf("[%d] remote write arrived (cq data 0x%" PRIx64 ", %zu bytes): \"%s\"\n",
+		       (int)getpid(), e.data, e.len, heap);
+		if (write(sock, "r", 1) != 1)
+			exit(1);
+		do
+			n = fi_xpu_cq_sreadfrom_shm(&cq, &e, 1, &src, 5000, FI_XPU_WORK_ITEM);
+		while (n == -FI_EAGAIN);
+		CHECK(n);
+		printf("[%d] atomic counter in my heap: %" PRIu64 "\n", (int)getpid(),
+		       *(volatile uint64_t *)(heap + 256));
+		printf("[%d] received from fi_addr %" PRIu64 " (%zu bytes): \"%s\"\n",
+		       (int)getpid(), src, e.len, box);
+		if (write(sock, "d", 1) != 1)
+			exit(1);
+	}
+
+	CHECK(fi_xpu_close(&mr->fid));
+	CHECK(fi_xpu_free(ctx, heap));
+	CHECK(fi_xpu_close(&hep->fid));
+	CHECK(fi_xpu_close(&hcq->fid));
+	CHECK(fi_xpu_close(&av->fid));
+	CHECK(fi_xpu_close(&ctx->fid));
+	CHECK(fi_xpu_close(&dom->fid));
+	return 0;
+}
+
+int main(void)
+{
+	int sv[2], status = 0;
+	pid_t child;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+		perror("socketpair");
+		return 1;
+	}
+	fflush(stdout);
+	child = fork();
+	if (child < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (child == 0) {
+		close(sv[0]);
+		return run(sv[1], 1);
+	}
+	close(sv[1]);
+	run(sv[0], 0);
+	waitpid(child, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "peer failed\n");
+		return 1;
+	}
+	printf("hello: ok\n");
+	return 0;
+}

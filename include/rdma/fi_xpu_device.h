@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * fi_xpu device API: the operations a kernel calls on exported endpoints,
+ * completion queues and counters. Every function validates its handle and
+ * scope, then dispatches on the handle's fid.prov_id to the inline
+ * implementation of the provider that exported it. See fi_xpu_device(3).
+ *
+ * Return codes common to all of them: -FI_EINVAL for a NULL handle or a
+ * scope outside FI_XPU_WORK_ITEM..FI_XPU_DEVICE (checked first), -FI_ENOSYS
+ * for a prov_id that is not compiled in. Functions returning uint64_t
+ * (fi_xpu_cntr_read, fi_xpu_cntr_readerr) return these codes converted to
+ * uint64_t (cast the result to int64_t to test them).
+ *
+ * Choosing providers
+ *   FI_XPU_DEVICE_PROVIDERS(P) is an X-macro list, one P(name) per provider
+ *   compiled into the dispatch:
+ *       #define FI_XPU_DEVICE_PROVIDERS(P) P(shm) P(ofi)
+ *   Defined before this header is included (or with -D), it replaces the
+ *   default: every in-tree provider whose device header is installed
+ *   (detected with __has_include; none when the compiler lacks it). With a
+ *   single name the dispatch is one comparison and a direct call, which
+ *   compilers inline; an empty list makes every operation -FI_ENOSYS.
+ *
+ * Adding a provider
+ *   A provider `name` supplies a header that includes
+ *   <rdma/fi_xpu_device_arch.h> (and, if it wants them, the cooperative
+ *   helpers of <rdma/fi_xpu_device_coop.h>) and defines
+ *     #define FI_XPU_DEVICE_ID_<name>  its prov_id (out-of-tree providers:
+ *                                      FI_XPU_PROV_USER_BASE or above)
+ *   and all of these, each declared FI_XPU_FUNC, with the public
+ *   function's arguments (already checked: handle non-NULL, scope in range):
+ *   int fi_xpu_write_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_read_<prov>(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_send_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_recv_<prov>(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_tsend_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_trecv_<prov>(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_fetch_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_compare_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_flush_<prov>(struct fid_xpu_ep *ep, uint64_t flags, int scope);
+ *   uint64_t fi_xpu_cntr_read_<prov>(struct fid_xpu_cntr *cntr, int scope);
+ *   uint64_t fi_xpu_cntr_readerr_<prov>(struct fid_xpu_cntr *cntr, int scope);
+ *   int fi_xpu_cntr_wait_<prov>(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout_ms, int scope);
+ *   int fi_xpu_cntr_add_<prov>(struct fid_xpu_cntr *cntr, uint64_t value, int scope);
+ *   int fi_xpu_cntr_set_<prov>(struct fid_xpu_cntr *cntr, uint64_t value, int scope);
+ *   int fi_xpu_cntr_adderr_<prov>(struct fid_xpu_cntr *cntr, uint64_t value, int scope);
+ *   int fi_xpu_cntr_seterr_<prov>(struct fid_xpu_cntr *cntr, uint64_t value, int scope);
+ *   int64_t fi_xpu_cq_read_<prov>(struct fid_xpu_cq *cq, void *buf, size_t count, int scope);
+ *   int64_t fi_xpu_cq_readfrom_<prov>(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, int scope);
+ *   int64_t fi_xpu_cq_readerr_<prov>(struct fid_xpu_cq *cq, void *buf, uint64_t flags, int scope);
+ *   int64_t fi_xpu_cq_sread_<prov>(struct fid_xpu_cq *cq, void *buf, size_t count, uint64_t threshold, int scope);
+ *   int64_t fi_xpu_cq_sreadfrom_<prov>(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, uint64_t threshold, int scope);
+ *   In-tree providers need no edit to the list: shm (FI_XPU_PROV_SHM,
+ *   <rdma/fi_xpu_device_shm.h>) and ofi (FI_XPU_PROV_OFI,
+ *   <rdma/fi_xpu_device_ofi.h>) are included here when selected; their ids
+ *   are defined below. An out-of-tree provider's header is either included
+ *   by the application before this one, or named by
+ *       #define FI_XPU_DEVICE_EXTRA_HEADER <vendor/fi_xpu_device_name.h>
+ *   which this header includes; then its name goes into the list.
+ *
+ * Scopes: every work item of the scope instance calls the operation with the
+ * same arguments; the operation is performed once for the scope. A scope
+ * the provider cannot honour returns -FI_EOPNOTSUPP to every caller instead
+ * of waiting.
+ */
+#ifndef FI_XPU_DEVICE_H
+#define FI_XPU_DEVICE_H
+
+#include <rdma/fi_xpu_device_arch.h>
+#include <rdma/fi_xpu_device_coop.h>
+
+/* ---- provider selection ------------------------------------------------ */
+
+#ifndef FI_XPU_DEVICE_ID_shm
+#define FI_XPU_DEVICE_ID_shm FI_XPU_PROV_SHM
+#endif
+#ifndef FI_XPU_DEVICE_ID_ofi
+#define FI_XPU_DEVICE_ID_ofi FI_XPU_PROV_OFI
+#endif
+
+#define FI_XPU_DEVICE__DEFAULT_SHM(P)
+#define FI_XPU_DEVICE__DEFAULT_OFI(P)
+#if defined(__has_include)
+#if __has_include(<rdma/fi_xpu_device_shm.h>)
+#undef FI_XPU_DEVICE__DEFAULT_SHM
+#define FI_XPU_DEVICE__DEFAULT_SHM(P) P(shm)
+#endif
+#if __has_include(<rdma/fi_xpu_device_ofi.h>)
+#undef FI_XPU_DEVICE__DEFAULT_OFI
+#define FI_XPU_DEVICE__DEFAULT_OFI(P) P(ofi)
+#endif
+#endif
+
+#ifndef FI_XPU_DEVICE_PROVIDERS
+#define FI_XPU_DEVICE_PROVIDERS(P) FI_XPU_DEVICE__DEFAULT_SHM(P) FI_XPU_DEVICE__DEFAULT_OFI(P)
+#endif
+
+/*
+ * Membership test usable in #if: FI_XPU_DEVICE__IS(FI_XPU_DEVICE__X_name) is
+ * 1 when FI_XPU_DEVICE__X_name is defined as "~, 1" and 0 otherwise, without
+ * leaving undefined identifiers behind (so -Wundef stays quiet).
+ */
+#define FI_XPU_DEVICE__SECOND(a, b, ...) b
+#define FI_XPU_DEVICE__IS(...) FI_XPU_DEVICE__SECOND(__VA_ARGS__, 0, ~)
+#define FI_XPU_DEVICE__SHM_shm ~, 1
+#define FI_XPU_DEVICE__OFI_ofi ~, 1
+#define FI_XPU_DEVICE__HAS_SHM(p) | FI_XPU_DEVICE__IS(FI_XPU_DEVICE__SHM_##p)
+#define FI_XPU_DEVICE__HAS_OFI(p) | FI_XPU_DEVICE__IS(FI_XPU_DEVICE__OFI_##p)
+
+#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__HAS_SHM)
+#include <rdma/fi_xpu_device_shm.h>
+#endif
+#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__HAS_OFI)
+#include <rdma/fi_xpu_device_ofi.h>
+#endif
+#ifdef FI_XPU_DEVICE_EXTRA_HEADER
+#include FI_XPU_DEVICE_EXTRA_HEADER
+#endif
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+#define FI_XPU_DEVICE__CASE(p)                                                \
+	case FI_XPU_DEVICE_ID_##p:                                            \
+		return FI_XPU_DEVICE__CALL(p);
+#define FI_XPU_DEVICE__DISPATCH(h, inval, nosys)                              \
+	if (!(h) || (unsigned)scope > (unsigned)FI_XPU_DEVICE)                \
+		return inval;                                                 \
+	switch ((h)->fid.prov_id) {                                           \
+	FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__CASE)                          \
+	default:                                                              \
+		return nosys;                                                 \
+	}
+
+/* With few (or no) providers compiled in, some arguments go unused. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+
+FI_XPU_FUNC int
+fi_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_recv_##p(ep, buf, len, desc, src_addr, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_trecv_##p(ep, buf, len, desc, src_addr, tag, ignore, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_atomic_##p(ep, buf, count, desc, dest_addr, addr, key, datatype, op, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_fetch_atomic_##p(ep, buf, count, desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_compare_atomic_##p(ep, buf, count, desc, compare, compare_desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_flush(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_flush_##p(ep, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC uint64_t
+fi_xpu_cntr_read(struct fid_xpu_cntr *cntr, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_read_##p(cntr, scope)
+	FI_XPU_DEVICE__DISPATCH(cntr, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC uint64_t
+fi_xpu_cntr_readerr(struct fid_xpu_cntr *cntr, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_readerr_##p(cntr, scope)
+	FI_XPU_DEVICE__DISPATCH(cntr, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_cntr_wait(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout_ms, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_wait_##p(cntr, threshold, timeout_ms, scope)
+	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_cntr_add(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_add_##p(cntr, value, scope)
+	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_cntr_set(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_set_##p(cntr, value, scope)
+	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_cntr_adderr(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_adderr_##p(cntr, value, scope)
+	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_cntr_seterr(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_seterr_##p(cntr, value, scope)
+	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int64_t
+fi_xpu_cq_read(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_read_##p(cq, buf, count, scope)
+	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int64_t
+fi_xpu_cq_readfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_readfrom_##p(cq, buf, count, src_addr, scope)
+	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int64_t
+fi_xpu_cq_readerr(struct fid_xpu_cq *cq, void *buf, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_readerr_##p(cq, buf, flags, scope)
+	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int64_t
+fi_xpu_cq_sread(struct fid_xpu_cq *cq, void *buf, size_t count, uint64_t threshold, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_sread_##p(cq, buf, count, threshold, scope)
+	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int64_t
+fi_xpu_cq_sreadfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, uint64_t threshold, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_sreadfrom_##p(cq, buf, count, src_addr, threshold, scope)
+	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif /* FI_XPU_DEVICE_H */

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * Cooperative building blocks shared by every provider's device code.
+ *
+ * All work items of a scope instance (FI_XPU_WORK_ITEM, FI_XPU_SUBGROUP,
+ * FI_XPU_WORK_GROUP, FI_XPU_DEVICE; see fi_xpu_device_arch.h) call these
+ * together with the same arguments, and get the same result.
+ *
+ *   int fi_xpu_coop_reserve(uint64_t *counter, uint64_t n, int scope,
+ *                           int mscope, uint64_t *base)
+ *       The leader adds n to *counter with one atomic (acq_rel at memory
+ *       scope mscope) and broadcasts the old value; every work item gets it
+ *       in *base, so the scope owns slots [*base, *base + n).
+ *
+ *   int fi_xpu_coop_reserve_below(uint64_t *counter, uint64_t n,
+ *                                 uint64_t limit, int scope, int mscope,
+ *                                 uint64_t *base)
+ *       Same, but only if *counter + n <= limit afterwards (a ring with
+ *       `limit` = consumer index + ring size): -FI_EAGAIN for everyone when
+ *       the slots are not there; *counter is left unchanged then. The
+ *       leader's `limit` is the one used.
+ *
+ *   int fi_xpu_coop_copy(void *dst, const void *src, size_t len, int scope,
+ *                        int mscope)
+ *       Each work item copies its share of the buffer (interleaved words, so
+ *       GPU lanes coalesce), then orders its writes at mscope (a release
+ *       fence) and meets the others at a scope barrier: on return the whole
+ *       copy is done, and a release store by any work item of the scope
+ *       publishes it to observers at mscope.
+ *
+ *   int fi_xpu_coop_broadcast_int(int scope, int value)
+ *       The leader's value for everyone (e.g. the status of a post the
+ *       leader made); returns a scope error instead when the scope is bad.
+ *
+ * Return values: 0, -FI_EINVAL for a value that is not a scope, and
+ * -FI_EOPNOTSUPP for a scope the target cannot run cooperatively
+ * (FI_XPU_DEVICE on GPUs); nothing is reserved or copied then.
+ */
+#ifndef FI_XPU_DEVICE_COOP_H
+#define FI_XPU_DEVICE_COOP_H
+
+#include <rdma/fi_xpu_device_arch.h>
+
+/* Marks "no slots" in the leader's broadcast: a 64-bit counter that only
+ * grows never reaches it. */
+#define FI_XPU_COOP__FULL UINT64_MAX
+
+FI_XPU_FUNC int fi_xpu_coop_reserve(uint64_t *counter, uint64_t n, int scope, int mscope,
+				    uint64_t *base)
+{
+	uint64_t b = 0;
+	int ret = fi_xpu_arch_scope_check(scope);
+
+	if (ret)
+		return ret;
+	if (fi_xpu_arch_scope_rank(scope) == 0)
+		b = fi_xpu_arch_fetch_add_u64(counter, n, FI_XPU_ARCH_ACQ_REL, mscope);
+	ret = fi_xpu_arch_broadcast_u64(scope, &b);
+	if (!ret)
+		*base = b;
+	return ret;
+}
+
+FI_XPU_FUNC int fi_xpu_coop_reserve_below(uint64_t *counter, uint64_t n, uint64_t limit,
+					  int scope, int mscope, uint64_t *base)
+{
+	uint64_t b = FI_XPU_COOP__FULL;
+	int ret = fi_xpu_arch_scope_check(scope);
+
+	if (ret)
+		return ret;
+	if (fi_xpu_arch_scope_rank(scope) == 0) {
+		uint64_t cur = fi_xpu_arch_load_u64(counter, FI_XPU_ARCH_RELAXED, mscope);
+		while (cur + n <= limit && cur + n >= cur) {
+			uint64_t seen = fi_xpu_arch_cas_u64(counter, cur, cur + n,
+							    FI_XPU_ARCH_ACQ_REL, mscope);
+			if (seen == cur) {
+				b = cur;
+				break;
+			}
+			cur = seen;
+		}
+	}
+	ret = fi_xpu_arch_broadcast_u64(scope, &b);
+	if (ret)
+		return ret;
+	if (b == FI_XPU_COOP__FULL)
+		return -FI_EAGAIN;
+	*base = b;
+	return 0;
+}
+
+FI_XPU_FUNC void fi_xpu_coop__copy_share(unsigned char *d, const unsigned char *s, size_t len,
+					 size_t rank, size_t size)
+{
+	size_t i = rank;
+
+	if ((((uintptr_t)d | (uintptr_t)s) & 7u) == 0) {
+		size_t words = len / 8;
+		for (; i < words; i += size) {
+			uint64_t w;
+			__builtin_memcpy(&w, s + i * 8, 8);
+			__builtin_memcpy(d + i * 8, &w, 8);
+		}
+		i = words * 8 + rank;
+	}
+	for (; i < len; i += size)
+		d[i] = s[i];
+}
+
+FI_XPU_FUNC int fi_xpu_coop_copy(void *dst, const void *src, size_t len, int scope, int mscope)
+{
+	int ret = fi_xpu_arch_scope_check(scope);
+
+	if (ret)
+		return ret;
+	fi_xpu_coop__copy_share((unsigned char *)dst, (const unsigned char *)src, len,
+				fi_xpu_arch_scope_rank(scope), fi_xpu_arch_scope_size(scope));
+	fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, mscope);
+	return fi_xpu_arch_barrier(scope);
+}
+
+FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)
+{
+	uint64_t v = (uint64_t)(int64_t)value;
+	int ret = fi_xpu_arch_broadcast_u64(scope, &v);
+
+	return ret ? ret : (int)(int64_t)v;
+}
+
+#endif /* FI_XPU_DEVICE_COOP_H */

@@ -1,0 +1,1297 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * fi_xpu shm provider, device side: every data-path operation of
+ * <rdma/fi_xpu_device.h> for endpoints, CQs and counters of the shm provider
+ * (prov_id FI_XPU_PROV_SHM). The caller's device moves the data itself
+ * through the peer's memory, which the host side mapped into this context
+ * (see fi_xpu_shm(7)).
+ *
+ * Header-only, no libc on device paths; written against
+ * <rdma/fi_xpu_device_arch.h> (atomics with a memory scope, barriers,
+ * broadcast, clock). Every access to memory another process can change uses
+ * system-scope atomics or is bounded by values this process checked.
+ *
+ * Raw handles:
+ *   dest_addr  points to the 8 bytes fi_xpu_av_lookup wrote (a pointer to
+ *              the context's record of that peer).
+ *   desc       points to the 32 bytes fi_xpu_mr_desc wrote, or is NULL.
+ */
+#ifndef FI_XPU_DEVICE_SHM_H
+#define FI_XPU_DEVICE_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <rdma/fi_xpu.h>
+#include <rdma/fi_xpu_device_arch.h>
+#include <rdma/fi_xpu_device_coop.h>
+
+#ifndef FI_XPU_DEVICE_ID_shm
+#define FI_XPU_DEVICE_ID_shm FI_XPU_PROV_SHM
+#endif
+
+#ifndef FI_ADDR_NOTAVAIL
+#define FI_ADDR_NOTAVAIL ((uint64_t)-1)
+#endif
+#ifndef FI_TAGGED
+#define FI_TAGGED (1ULL << 3)
+#endif
+
+/* ---- shared layouts (twins of providers/shm/src/layout.rs) ----------- */
+#define FI_XPU_SHM_MAX_REGIONS 256
+#define FI_XPU_SHM_MAX_CONNS 64
+#define FI_XPU_SHM_MAX_POSTED 64
+#define FI_XPU_SHM_MAX_PROGRESS 8
+#define FI_XPU_SHM_PEER_ALIVE 1
+#define FI_XPU_SHM_EP_MAGIC 0x6669787075657062ULL
+#define FI_XPU_SHM_CQ_HDR 192
+#define FI_XPU_SHM_MSG_HDR 128
+
+struct fi_xpu_shm_heap_hdr {
+	uint64_t magic, size, mr_off, mr_slots, pad[4];
+};
+struct fi_xpu_shm_mr_entry {
+	uint64_t gen, base, len, access, region, key, pad[2];
+};
+struct fi_xpu_shm_cq_ring {
+	uint64_t head, p0[7];
+	uint64_t tail, p1[7];
+	uint64_t size, format, overflow, p2[5];
+};
+struct fi_xpu_shm_cqe {
+	uint64_t seq, flags, context, len, buf, data, tag;
+	int64_t err;
+	uint64_t olen, src_nonce, src_ep, is_err;
+};
+struct fi_xpu_shm_cntr {
+	uint64_t value, err, pad[6];
+};
+struct fi_xpu_shm_ep_block {
+	uint64_t magic, nonce, ep_id, caps;
+	uint64_t rx_cq, rem_write_cntr, rem_read_cntr, nslots, slot_size, inbox_off;
+	uint64_t p0[6];
+	uint64_t head, p1[7];
+	uint64_t tail, p2[7];
+};
+struct fi_xpu_shm_peer_map {
+	uint64_t state, pad;
+	uint64_t base[FI_XPU_SHM_MAX_REGIONS];
+	uint64_t size[FI_XPU_SHM_MAX_REGIONS];
+};
+struct fi_xpu_shm_peer_addr {
+	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, pad[2];
+};
+struct fi_xpu_shm_ctx_dev {
+	uint64_t heap_base, heap_region, nonce, pad;
+	uint64_t maps[FI_XPU_SHM_MAX_CONNS];
+};
+struct fi_xpu_shm_posted {
+	uint64_t state, buf, len, tag, ignore, context, flags, seq;
+};
+struct fi_xpu_shm_rdv {
+	uint64_t slot, context, len, flags;
+};
+struct fi_xpu_shm_ep_dev {
+	uint64_t block, ctx, nonce, ep_id, caps, tx_cq, rx_cq;
+	uint64_t cntr[6];
+	uint64_t av_tab, av_count, lock, post_seq, pad;
+	struct fi_xpu_shm_posted posted[FI_XPU_SHM_MAX_POSTED];
+	struct fi_xpu_shm_rdv rdv[FI_XPU_SHM_MAX_POSTED];
+};
+struct fi_xpu_shm_cq_dev {
+	uint64_t ring, size, format;
+	int64_t timeout_ms;
+	uint64_t nprog;
+	uint64_t prog[FI_XPU_SHM_MAX_PROGRESS];
+	uint64_t pad[3];
+};
+struct fi_xpu_shm_av_ent {
+	uint64_t nonce, ep_id;
+};
+struct fi_xpu_shm_mr_desc {
+	uint64_t region, base, len, key;
+};
+struct fi_xpu_shm_msg {
+	uint64_t seq, state, len, tag, data, flags;
+	uint64_t src_nonce, src_ep, src_conn, src_region, src_off, pad[5];
+};
+
+enum {
+	FI_XPU_SHM_CNTR_SEND,
+	FI_XPU_SHM_CNTR_RECV,
+	FI_XPU_SHM_CNTR_READ,
+	FI_XPU_SHM_CNTR_WRITE,
+	FI_XPU_SHM_CNTR_REM_READ,
+	FI_XPU_SHM_CNTR_REM_WRITE
+};
+
+/* Message slot states and internal flags. */
+#define FI_XPU_SHM_SLOT_NEW 0
+#define FI_XPU_SHM_SLOT_CONSUMED 1
+#define FI_XPU_SHM_SLOT_RDV_DONE 2
+#define FI_XPU_SHM_SLOT_RDV_FAILED 3
+#define FI_XPU_SHM_MSG_RDV (1ULL << 62)
+#define FI_XPU_SHM_POSTED_FREE 0
+#define FI_XPU_SHM_POSTED_READY 1
+
+/* ---- small helpers ----------------------------------------------------- */
+#define FI_XPU_SHM_P(T, v) ((T *)(uintptr_t)(v))
+#define FI_XPU_SHM_SYS FI_XPU_ARCH_MS_SYSTEM
+
+FI_XPU_FUNC uint64_t fi_xpu_shm_ld(const uint64_t *p)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_ACQUIRE, FI_XPU_SHM_SYS);
+}
+FI_XPU_FUNC uint64_t fi_xpu_shm_ldr(const uint64_t *p)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS);
+}
+FI_XPU_FUNC void fi_xpu_shm_st(uint64_t *p, uint64_t v)
+{
+	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
+}
+FI_XPU_FUNC void fi_xpu_shm_str(uint64_t *p, uint64_t v)
+{
+	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS);
+}
+FI_XPU_FUNC int fi_xpu_shm_cas(uint64_t *p, uint64_t expected, uint64_t desired)
+{
+	return fi_xpu_arch_cas_u64(p, expected, desired, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS) ==
+	       expected;
+}
+FI_XPU_FUNC void fi_xpu_shm_add(uint64_t *p, uint64_t v)
+{
+	if (p)
+		fi_xpu_arch_fetch_add_u64(p, v, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS);
+}
+
+/* Copies [0, len) split among the `nranks` callers; byte-exact, no libc. */
+FI_XPU_FUNC void fi_xpu_shm_copy_part(void *dst, const void *src, size_t len, uint32_t rank,
+				      uint32_t nranks)
+{
+	unsigned char *d = (unsigned char *)dst;
+	const unsigned char *s = (const unsigned char *)src;
+	size_t chunk, lo, hi, i;
+	if (nranks == 0)
+		nranks = 1;
+	chunk = (len + nranks - 1) / nranks;
+	chunk = (chunk + 63) & ~(size_t)63;
+	lo = (size_t)rank * chunk;
+	if (lo >= len)
+		return;
+	hi = lo + chunk < len ? lo + chunk : len;
+	i = lo;
+	if ((((uintptr_t)(d + i)) & 7) == 0 && (((uintptr_t)(s + i)) & 7) == 0) {
+		for (; i + 8 <= hi; i += 8)
+			*(uint64_t *)(void *)(d + i) = *(const uint64_t *)(const void *)(s + i);
+	}
+	for (; i < hi; i++)
+		d[i] = s[i];
+}
+
+FI_XPU_FUNC void fi_xpu_shm_copy(void *dst, const void *src, size_t len)
+{
+	fi_xpu_shm_copy_part(dst, src, len, 0, 1);
+}
+
+/* ---- completion queues ------------------------------------------------- */
+struct fi_xpu_shm_cqe_in {
+	uint64_t flags, context, len, buf, data, tag, olen, src_nonce, src_ep;
+	int64_t err;
+};
+
+FI_XPU_FUNC struct fi_xpu_shm_cqe_in fi_xpu_shm_cqe_zero(void)
+{
+	struct fi_xpu_shm_cqe_in in;
+	in.flags = in.context = in.len = in.buf = in.data = in.tag = 0;
+	in.olen = in.src_nonce = in.src_ep = 0;
+	in.err = 0;
+	return in;
+}
+
+/* Claims a slot of a ring with `size` entries (a power of two) and
+ * publishes `in`; -FI_EAGAIN when the ring is full. */
+FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size,
+				     const struct fi_xpu_shm_cqe_in *in)
+{
+	uint64_t h, t;
+	struct fi_xpu_shm_cqe *e;
+	for (;;) {
+		h = fi_xpu_shm_ld(&r->head);
+		t = fi_xpu_shm_ld(&r->tail);
+		if (h - t >= size) {
+			fi_xpu_shm_add(&r->overflow, 1);
+			return -FI_EAGAIN;
+		}
+		if (fi_xpu_shm_cas(&r->head, h, h + 1))
+			break;
+	}
+	e = (struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) + (h & (size - 1));
+	e->flags = in->flags;
+	e->context = in->context;
+	e->len = in->len;
+	e->buf = in->buf;
+	e->data = in->data;
+	e->tag = in->tag;
+	e->err = in->err;
+	e->olen = in->olen;
+	e->src_nonce = in->src_nonce;
+	e->src_ep = in->src_ep;
+	e->is_err = in->err != 0;
+	fi_xpu_shm_st(&e->seq, h + 1);
+	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_shm_cq_push(uint64_t cq_dev, const struct fi_xpu_shm_cqe_in *in)
+{
+	struct fi_xpu_shm_cq_dev *q = FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, cq_dev);
+	if (!q)
+		return 0;
+	return fi_xpu_shm_ring_push(FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring), q->size, in);
+}
+
+/* Local completion of an initiator operation, or its error, plus counters. */
+FI_XPU_FUNC void fi_xpu_shm_complete(struct fi_xpu_shm_ep_dev *ep, int cntr, uint64_t flags,
+				     void *context, size_t len, int err)
+{
+	struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
+	uint64_t *c = FI_XPU_SHM_P(uint64_t, ep->cntr[cntr]);
+	in.flags = flags;
+	in.context = (uint64_t)(uintptr_t)context;
+	in.len = err ? 0 : len;
+	in.olen = err ? len : 0;
+	in.err = err;
+	(void)fi_xpu_shm_cq_push(ep->tx_cq, &in);
+	if (c)
+		fi_xpu_shm_add(err ? c + 1 : c, 1);
+}
+
+/* ---- peers and protection --------------------------------------------- */
+/* Base and size of region `rid` of a peer; 0 when unmapped. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_region(const struct fi_xpu_shm_peer_map *m, uint64_t rid,
+				       uint64_t *size)
+{
+	uint64_t b;
+	if (!m || rid == 0 || rid >= FI_XPU_SHM_MAX_REGIONS)
+		return 0;
+	b = fi_xpu_shm_ld(&m->base[rid]);
+	*size = fi_xpu_shm_ld(&m->size[rid]);
+	return b;
+}
+
+struct fi_xpu_shm_target {
+	const struct fi_xpu_shm_peer_addr *pa;
+	const struct fi_xpu_shm_peer_map *map;
+	unsigned char *heap;
+	uint64_t heap_size;
+	struct fi_xpu_shm_ep_block *ep;
+};
+
+/* Resolves a raw AV address: the peer's heap and endpoint block. */
+FI_XPU_FUNC int fi_xpu_shm_target(const void *dest_addr, struct fi_xpu_shm_target *t)
+{
+	uint64_t raw;
+	if (!dest_addr)
+		return -FI_EINVAL;
+	raw = *(const uint64_t *)dest_addr;
+	t->pa = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw);
+	if (!t->pa)
+		return -FI_EINVAL;
+	t->map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, t->pa->map);
+	if (!t->map)
+		return -FI_ENOTCONN;
+	if (fi_xpu_shm_ld(&t->map->state) != FI_XPU_SHM_PEER_ALIVE)
+		return -FI_ECONNRESET;
+	t->heap = FI_XPU_SHM_P(unsigned char,
+			       fi_xpu_shm_region(t->map, t->pa->heap_region, &t->heap_size));
+	if (!t->heap || t->pa->ep_off + sizeof(struct fi_xpu_shm_ep_block) > t->heap_size)
+		return -FI_ENOTCONN;
+	t->ep = (struct fi_xpu_shm_ep_block *)(void *)(t->heap + t->pa->ep_off);
+	if (fi_xpu_shm_ld(&t->ep->magic) != FI_XPU_SHM_EP_MAGIC)
+		return -FI_ECONNRESET;
+	return 0;
+}
+
+/* Checks `key` against the target's registration table for an access of
+ * `len` bytes at `addr` needing `access`; on success `*out` is where that
+ * memory is mapped here. Nothing is touched on failure. */
+FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr, size_t len,
+				uint64_t key, uint64_t access, unsigned char **out)
+{
+	uint64_t hrid = key >> 48, slot = (key >> 32) & 0xffff, gen = key & 0xffffffffULL;
+	uint64_t hsize, msize, base, elen;
+	const struct fi_xpu_shm_heap_hdr *h;
+	struct fi_xpu_shm_mr_entry *e;
+	unsigned char *heap, *mem;
+	if (gen == 0)
+		return -FI_EACCES;
+	heap = FI_XPU_SHM_P(unsigned char, fi_xpu_shm_region(t->map, hrid, &hsize));
+	if (!heap || hsize < sizeof(*h))
+		return -FI_EACCES;
+	h = (const struct fi_xpu_shm_heap_hdr *)(const void *)heap;
+	if (slot >= h->mr_slots || h->mr_off + (slot + 1) * sizeof(*e) > hsize)
+		return -FI_EACCES;
+	e = (struct fi_xpu_shm_mr_entry *)(void *)(heap + h->mr_off) + slot;
+	if (fi_xpu_shm_ld(&e->gen) != gen)
+		return -FI_EACCES;
+	if ((e->access & access) != access)
+		return -FI_EACCES;
+	base = e->base;
+	elen = e->len;
+	if (addr < base || len > elen || addr - base > elen - len)
+		return -FI_EINVAL;
+	mem = FI_XPU_SHM_P(unsigned char, fi_xpu_shm_region(t->map, e->region, &msize));
+	if (!mem || msize < elen)
+		return -FI_EACCES;
+	/* A registration closed while we checked: its generation changed. */
+	if (fi_xpu_shm_ld(&e->gen) != gen)
+		return -FI_EACCES;
+	*out = mem + (addr - base);
+	return 0;
+}
+
+/* The target's counter or CQ at heap offset `off`, checked against the heap. */
+FI_XPU_FUNC uint64_t *fi_xpu_shm_tcntr(const struct fi_xpu_shm_target *t, uint64_t off)
+{
+	off = fi_xpu_shm_ldr(&off);
+	if (off == 0 || off + sizeof(struct fi_xpu_shm_cntr) > t->heap_size || (off & 7))
+		return (uint64_t *)0;
+	return (uint64_t *)(void *)(t->heap + off);
+}
+
+/* Writes a completion into the target's receive CQ (remote CQ data,
+ * received messages). */
+FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
+				    const struct fi_xpu_shm_cqe_in *in)
+{
+	uint64_t off = fi_xpu_shm_ldr(&t->ep->rx_cq), size;
+	struct fi_xpu_shm_cq_ring *r;
+	if (off == 0 || off + FI_XPU_SHM_CQ_HDR > t->heap_size || (off & 7))
+		return -FI_EOPNOTSUPP;
+	r = (struct fi_xpu_shm_cq_ring *)(void *)(t->heap + off);
+	size = fi_xpu_shm_ldr(&r->size);
+	if (size == 0 || (size & (size - 1)) ||
+	    size > (t->heap_size - off - FI_XPU_SHM_CQ_HDR) / sizeof(struct fi_xpu_shm_cqe))
+		return -FI_EIO;
+	return fi_xpu_shm_ring_push(r, size, in);
+}
+
+FI_XPU_FUNC struct fi_xpu_shm_ep_dev *fi_xpu_shm_ep(const struct fid_xpu_ep *ep)
+{
+	return ep ? FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, ep->fid.prov_ctx)
+		  : (struct fi_xpu_shm_ep_dev *)0;
+}
+
+/* ---- scopes ------------------------------------------------------------- */
+/* Every work item of `scope` runs the operation; rank 0 does the
+ * bookkeeping, all ranks share the bulk copy, and all return rank 0's
+ * status. */
+#define FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks)                              \
+	int fi_xpu_shm__rc = fi_xpu_arch_scope_check(scope);                      \
+	uint32_t rank, nranks;                                                    \
+	if (fi_xpu_shm__rc)                                                       \
+		return fi_xpu_shm__rc;                                            \
+	rank = (scope) == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope);  \
+	nranks = (scope) == FI_XPU_WORK_ITEM ? 1 : fi_xpu_arch_scope_size(scope); \
+	(void)nranks
+
+/* Broadcasts rank 0's value of `v` (an int64_t) to the scope. */
+FI_XPU_FUNC int64_t fi_xpu_shm_bcast(int scope, int64_t v)
+{
+	uint64_t u = (uint64_t)v;
+	if (scope == FI_XPU_WORK_ITEM)
+		return v;
+	fi_xpu_arch_broadcast_u64(scope, &u);
+	return (int64_t)u;
+}
+
+FI_XPU_FUNC void fi_xpu_shm_sync(int scope)
+{
+	if (scope != FI_XPU_WORK_ITEM)
+		fi_xpu_arch_barrier(scope);
+}
+
+/* ---- RMA ---------------------------------------------------------------- */
+FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void *buf, size_t len,
+			       const void *dest_addr, uint64_t addr, uint64_t key, uint64_t data,
+			       uint64_t flags, void *context, int scope)
+{
+	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	struct fi_xpu_shm_target t;
+	unsigned char *mem = 0;
+	int64_t rc = 0;
+	uint64_t cflags = (is_write ? FI_WRITE : FI_READ) | FI_RMA;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	if (!ep || (!buf && len))
+		return -FI_EINVAL;
+	if (rank == 0) {
+		rc = fi_xpu_shm_target(dest_addr, &t);
+		if (rc == 0 && len)
+			rc = fi_xpu_shm_rkey(&t, addr, len, key,
+					     is_write ? FI_REMOTE_WRITE : FI_REMOTE_READ, &mem);
+		if (rc == 0 && is_write && (flags & FI_REMOTE_CQ_DATA) &&
+		    fi_xpu_shm_ldr(&t.ep->rx_cq) == 0)
+			rc = -FI_EOPNOTSUPP;
+		if (rc == -FI_EACCES || rc == -FI_EINVAL || rc == -FI_EOPNOTSUPP) {
+			/* A refused access is reported as an error completion. */
+			fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
+					    cflags, context, len, (int)rc);
+			rc = 1;
+		}
+	}
+	rc = fi_xpu_shm_bcast(scope, rc);
+	if (rc)
+		return rc == 1 ? 0 : (int)rc;
+	mem = (unsigned char *)(uintptr_t)fi_xpu_shm_bcast(scope, (int64_t)(uintptr_t)mem);
+	if (is_write)
+		fi_xpu_coop_copy(mem, buf, len, scope, FI_XPU_SHM_SYS);
+	else
+		fi_xpu_coop_copy(buf, mem, len, scope, FI_XPU_SHM_SYS);
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
+	if (rank == 0) {
+		if (is_write && (flags & FI_REMOTE_CQ_DATA)) {
+			struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
+			in.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
+			in.len = len;
+			in.data = data;
+			in.src_nonce = ep->nonce;
+			in.src_ep = ep->ep_id;
+			(void)fi_xpu_shm_tcq_push(&t, &in);
+		}
+		fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? t.ep->rem_write_cntr
+							   : t.ep->rem_read_cntr),
+			       1);
+		fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
+				    cflags, context, len, 0);
+	}
+	fi_xpu_shm_sync(scope);
+	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_write_shm(const struct fid_xpu_ep *ep, const void *buf, size_t len,
+				 void *desc, const void *dest_addr, uint64_t addr, uint64_t key,
+				 uint64_t data, uint64_t flags, void *context, int scope)
+{
+	(void)desc;
+	return fi_xpu_shm_rma(ep, 1, (void *)(uintptr_t)buf, len, dest_addr, addr, key, data,
+			      flags, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_read_shm(const struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				const void *dest_addr, uint64_t addr, uint64_t key,
+				uint64_t flags, void *context, int scope)
+{
+	(void)desc;
+	return fi_xpu_shm_rma(ep, 0, buf, len, dest_addr, addr, key, 0, flags & ~FI_REMOTE_CQ_DATA,
+			      context, scope);
+}
+
+/* ---- atomics ------------------------------------------------------------ */
+FI_XPU_FUNC int fi_xpu_shm_dt_size(int dt)
+{
+	switch (dt) {
+	case FI_INT8: case FI_UINT8: return 1;
+	case FI_INT16: case FI_UINT16: return 2;
+	case FI_INT32: case FI_UINT32: case FI_FLOAT: return 4;
+	case FI_INT64: case FI_UINT64: case FI_DOUBLE: return 8;
+	default: return 0;
+	}
+}
+
+FI_XPU_FUNC int fi_xpu_shm_op_ok(int op, int dt)
+{
+	int fp = dt == FI_FLOAT || dt == FI_DOUBLE;
+	if (fi_xpu_shm_dt_size(dt) == 0 || op < 0 || op >= FI_ATOMIC_OP_LAST)
+		return 0;
+	if (fp && (op == FI_BOR || op == FI_BAND || op == FI_BXOR || op == FI_MSWAP ||
+		   op == FI_LOR || op == FI_LAND || op == FI_LXOR))
+		return 0;
+	return 1;
+}
+
+/* Values of any supported type, as a signed, unsigned or float number. */
+struct fi_xpu_shm_num {
+	int kind; /* 0 signed, 1 unsigned, 2 float */
+	int64_t s;
+	uint64_t u;
+	double f;
+};
+
+FI_XPU_FUNC struct fi_xpu_shm_num fi_xpu_shm_decode(int dt, uint64_t bits)
+{
+	struct fi_xpu_shm_num n = {0, 0, 0, 0.0};
+	union { uint32_t u; float f; } f32;
+	union { uint64_t u; double f; } f64;
+	switch (dt) {
+	case FI_INT8: n.s = (int8_t)bits; break;
+	case FI_INT16: n.s = (int16_t)bits; break;
+	case FI_INT32: n.s = (int32_t)bits; break;
+	case FI_INT64: n.s = (int64_t)bits; break;
+	case FI_UINT8: n.kind = 1; n.u = (uint8_t)bits; break;
+	case FI_UINT16: n.kind = 1; n.u = (uint16_t)bits; break;
+	case FI_UINT32: n.kind = 1; n.u = (uint32_t)bits; break;
+	case FI_UINT64: n.kind = 1; n.u = bits; break;
+	case FI_FLOAT: n.kind = 2; f32.u = (uint32_t)bits; n.f = f32.f; break;
+	default: n.kind = 2; f64.u = bits; n.f = f64.f; break;
+	}
+	return n;
+}
+
+/* -1, 0, 1 as a compares to b. */
+FI_XPU_FUNC int fi_xpu_shm_cmp(struct fi_xpu_shm_num a, struct fi_xpu_shm_num b)
+{
+	if (a.kind == 0)
+		return a.s < b.s ? -1 : a.s > b.s;
+	if (a.kind == 1)
+		return a.u < b.u ? -1 : a.u > b.u;
+	return a.f < b.f ? -1 : a.f > b.f;
+}
+
+FI_XPU_FUNC int fi_xpu_shm_truth(int dt, uint64_t bits)
+{
+	struct fi_xpu_shm_num n = fi_xpu_shm_decode(dt, bits);
+	return n.kind == 2 ? n.f != 0.0 : (n.kind == 0 ? n.s != 0 : n.u != 0);
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_shm_mask(int dt)
+{
+	int sz = fi_xpu_shm_dt_size(dt);
+	return sz == 8 ? ~0ULL : ((1ULL << (sz * 8)) - 1);
+}
+
+/* New bits for `old` under op; returns 0 when nothing is to be written. */
+FI_XPU_FUNC int fi_xpu_shm_apply(int op, int dt, uint64_t old, uint64_t v, uint64_t cmp,
+				 uint64_t *out)
+{
+	struct fi_xpu_shm_num a = fi_xpu_shm_decode(dt, old), b = fi_xpu_shm_decode(dt, v);
+	struct fi_xpu_shm_num c = fi_xpu_shm_decode(dt, cmp);
+	uint64_t r = old;
+	union { uint32_t u; float f; } f32;
+	union { uint64_t u; double f; } f64;
+	switch (op) {
+	case FI_MIN: r = fi_xpu_shm_cmp(b, a) < 0 ? v : old; break;
+	case FI_MAX: r = fi_xpu_shm_cmp(b, a) > 0 ? v : old; break;
+	case FI_SUM:
+	case FI_PROD:
+		if (a.kind == 2) {
+			double x = op == FI_SUM ? a.f + b.f : a.f * b.f;
+			if (dt == FI_FLOAT) {
+				f32.f = (float)x;
+				r = f32.u;
+			} else {
+				f64.f = x;
+				r = f64.u;
+			}
+		} else {
+			r = op == FI_SUM ? old + v : old * v;
+		}
+		break;
+	case FI_LOR: r = fi_xpu_shm_truth(dt, old) || fi_xpu_shm_truth(dt, v); break;
+	case FI_LAND: r = fi_xpu_shm_truth(dt, old) && fi_xpu_shm_truth(dt, v); break;
+	case FI_LXOR: r = fi_xpu_shm_truth(dt, old) != fi_xpu_shm_truth(dt, v); break;
+	case FI_BOR: r = old | v; break;
+	case FI_BAND: r = old & v; break;
+	case FI_BXOR: r = old ^ v; break;
+	case FI_ATOMIC_READ: return 0;
+	case FI_ATOMIC_WRITE: r = v; break;
+	case FI_CSWAP: if (fi_xpu_shm_cmp(c, a) != 0) return 0; r = v; break;
+	case FI_CSWAP_NE: if (fi_xpu_shm_cmp(c, a) == 0) return 0; r = v; break;
+	case FI_CSWAP_LE: if (fi_xpu_shm_cmp(c, a) > 0) return 0; r = v; break;
+	case FI_CSWAP_LT: if (fi_xpu_shm_cmp(c, a) >= 0) return 0; r = v; break;
+	case FI_CSWAP_GE: if (fi_xpu_shm_cmp(c, a) < 0) return 0; r = v; break;
+	case FI_CSWAP_GT: if (fi_xpu_shm_cmp(c, a) <= 0) return 0; r = v; break;
+	case FI_MSWAP: r = (v & cmp) | (old & ~cmp); break;
+	default: return 0;
+	}
+	*out = r & fi_xpu_shm_mask(dt);
+	return 1;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_shm_get(const void *p, int sz)
+{
+	switch (sz) {
+	case 1: return *(const uint8_t *)p;
+	case 2: return *(const uint16_t *)p;
+	case 4: return *(const uint32_t *)p;
+	default: return *(const uint64_t *)p;
+	}
+}
+
+FI_XPU_FUNC void fi_xpu_shm_put(void *p, int sz, uint64_t v)
+{
+	switch (sz) {
+	case 1: *(uint8_t *)p = (uint8_t)v; break;
+	case 2: *(uint16_t *)p = (uint16_t)v; break;
+	case 4: *(uint32_t *)p = (uint32_t)v; break;
+	default: *(uint64_t *)p = v; break;
+	}
+}
+
+/* One element, atomic against every other atomic from any process: a
+ * system-scope CAS loop on the naturally aligned word that holds it (the
+ * 32-bit word around 8- and 16-bit elements). Returns the old bits. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_atomic1(unsigned char *p, int op, int dt, uint64_t v, uint64_t cmp)
+{
+	int sz = fi_xpu_shm_dt_size(dt);
+	uint64_t old, nv;
+	if (sz == 8) {
+		uint64_t *w = (uint64_t *)(void *)p;
+		old = fi_xpu_arch_load_u64(w, FI_XPU_ARCH_ACQUIRE, FI_XPU_SHM_SYS);
+		for (;;) {
+			uint64_t seen;
+			if (!fi_xpu_shm_apply(op, dt, old, v, cmp, &nv))
+				return old;
+			seen = fi_xpu_arch_cas_u64(w, old, nv, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS);
+			if (seen == old)
+				return old;
+			old = seen;
+		}
+	} else {
+		uint32_t *w = (uint32_t *)(void *)((uintptr_t)p & ~(uintptr_t)3);
+		unsigned shift = (unsigned)(((uintptr_t)p & 3) * 8);
+		uint32_t emask = sz == 4 ? 0xffffffffu : (uint32_t)(((1u << (sz * 8)) - 1) << shift);
+		uint32_t word = fi_xpu_arch_load_u32(w, FI_XPU_ARCH_ACQUIRE, FI_XPU_SHM_SYS);
+		for (;;) {
+			uint32_t seen, nw;
+			old = (uint64_t)((word & emask) >> shift);
+			if (!fi_xpu_shm_apply(op, dt, old, v, cmp, &nv))
+				return old;
+			nw = (word & ~emask) | (((uint32_t)nv << shift) & emask);
+			seen = fi_xpu_arch_cas_u32(w, word, nw, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS);
+			if (seen == word)
+				return old;
+			word = seen;
+		}
+	}
+}
+
+FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *buf, size_t count,
+				      const void *compare, void *result, const void *dest_addr,
+				      uint64_t addr, uint64_t key, int datatype, int op,
+				      uint64_t flags, void *context, int scope)
+{
+	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	struct fi_xpu_shm_target t;
+	unsigned char *mem = 0;
+	int64_t rc = 0;
+	int sz = fi_xpu_shm_dt_size(datatype);
+	int is_cmp = op >= FI_CSWAP && op <= FI_MSWAP;
+	uint64_t need, cflags = FI_ATOMIC | (result ? FI_READ : FI_WRITE);
+	size_t i;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	(void)flags;
+	if (!ep)
+		return -FI_EINVAL;
+	if (!fi_xpu_shm_op_ok(op, datatype))
+		return -FI_EOPNOTSUPP;
+	if ((is_cmp && (!compare || !result)) || (op != FI_ATOMIC_READ && !buf && count) ||
+	    (op == FI_ATOMIC_READ && !result))
+		return -FI_EINVAL;
+	if (addr % (uint64_t)sz)
+		return -FI_EINVAL;
+	need = op == FI_ATOMIC_READ ? FI_REMOTE_READ
+				    : (result ? FI_REMOTE_READ | FI_REMOTE_WRITE : FI_REMOTE_WRITE);
+	if (rank == 0) {
+		rc = fi_xpu_shm_target(dest_addr, &t);
+		if (rc == 0)
+			rc = fi_xpu_shm_rkey(&t, addr, count * (size_t)sz, key, need, &mem);
+		if (rc == -FI_EACCES || rc == -FI_EINVAL) {
+			fi_xpu_shm_complete(ep, result ? FI_XPU_SHM_CNTR_READ : FI_XPU_SHM_CNTR_WRITE,
+					    cflags, context, count * (size_t)sz, (int)rc);
+			rc = 1;
+		}
+		if (rc == 0) {
+			for (i = 0; i < count; i++) {
+				uint64_t v = buf ? fi_xpu_shm_get((const unsigned char *)buf + i * sz, sz) : 0;
+				uint64_t c = compare ? fi_xpu_shm_get((const unsigned char *)compare + i * sz, sz) : 0;
+				uint64_t old = fi_xpu_shm_atomic1(mem + i * sz, op, datatype, v, c);
+				if (result)
+					fi_xpu_shm_put((unsigned char *)result + i * sz, sz, old);
+			}
+			fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? t.ep->rem_read_cntr
+										  : t.ep->rem_write_cntr),
+				       1);
+			fi_xpu_shm_complete(ep, result ? FI_XPU_SHM_CNTR_READ : FI_XPU_SHM_CNTR_WRITE,
+					    cflags, context, count * (size_t)sz, 0);
+		}
+	}
+	rc = fi_xpu_shm_bcast(scope, rc);
+	return rc == 1 ? 0 : (int)rc;
+}
+
+FI_XPU_FUNC int fi_xpu_atomic_shm(const struct fid_xpu_ep *ep, const void *buf, size_t count,
+				  void *desc, const void *dest_addr, uint64_t addr, uint64_t key,
+				  int datatype, int op, uint64_t flags, void *context, int scope)
+{
+	(void)desc;
+	if (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP))
+		return -FI_EINVAL;
+	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, (void *)0, dest_addr, addr,
+				     key, datatype, op, flags, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(const struct fid_xpu_ep *ep, const void *buf, size_t count,
+					void *desc, void *result, void *result_desc,
+					const void *dest_addr, uint64_t addr, uint64_t key,
+					int datatype, int op, uint64_t flags, void *context, int scope)
+{
+	(void)desc;
+	(void)result_desc;
+	if (op >= FI_CSWAP && op <= FI_MSWAP)
+		return -FI_EINVAL;
+	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, result, dest_addr, addr, key,
+				     datatype, op, flags, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_compare_atomic_shm(const struct fid_xpu_ep *ep, const void *buf,
+					  size_t count, void *desc, const void *compare,
+					  void *compare_desc, void *result, void *result_desc,
+					  const void *dest_addr, uint64_t addr, uint64_t key,
+					  int datatype, int op, uint64_t flags, void *context,
+					  int scope)
+{
+	(void)desc;
+	(void)compare_desc;
+	(void)result_desc;
+	if (op < FI_CSWAP || op > FI_MSWAP)
+		return -FI_EINVAL;
+	return fi_xpu_shm_atomic_any(ep, buf, count, compare, result, dest_addr, addr, key,
+				     datatype, op, flags, context, scope);
+}
+
+/* ---- messages ----------------------------------------------------------- */
+FI_XPU_FUNC struct fi_xpu_shm_msg *fi_xpu_shm_slot(unsigned char *heap,
+						   const struct fi_xpu_shm_ep_block *b, uint64_t pos)
+{
+	return (struct fi_xpu_shm_msg *)(void *)(heap + b->inbox_off +
+						 (pos % b->nslots) * b->slot_size);
+}
+
+FI_XPU_FUNC int fi_xpu_shm_lock(struct fi_xpu_shm_ep_dev *ep, int wait)
+{
+	while (!fi_xpu_shm_cas(&ep->lock, 0, 1)) {
+		if (!wait)
+			return 0;
+		fi_xpu_arch_pause();
+	}
+	return 1;
+}
+
+FI_XPU_FUNC void fi_xpu_shm_unlock(struct fi_xpu_shm_ep_dev *ep)
+{
+	fi_xpu_shm_st(&ep->lock, 0);
+}
+
+FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *buf, size_t len,
+				    void *desc, const void *dest_addr, uint64_t tag, uint64_t data,
+				    uint64_t flags, void *context, int scope)
+{
+	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	struct fi_xpu_shm_target t;
+	struct fi_xpu_shm_msg *m = 0;
+	uint64_t payload, h = 0, tl, src_region = 0, src_off = 0;
+	int64_t rc = 0;
+	int rdv = 0, r;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	if (!ep || (!buf && len))
+		return -FI_EINVAL;
+	if (rank == 0) {
+		rc = fi_xpu_shm_target(dest_addr, &t);
+		if (rc == 0) {
+			payload = t.ep->slot_size - FI_XPU_SHM_MSG_HDR;
+			if (len > payload) {
+				const struct fi_xpu_shm_mr_desc *d =
+					(const struct fi_xpu_shm_mr_desc *)desc;
+				uint64_t a = (uint64_t)(uintptr_t)buf;
+				rdv = 1;
+				if (!d || a < d->base || len > d->len || a - d->base > d->len - len)
+					rc = -FI_EMSGSIZE;
+				src_region = d ? d->region : 0;
+				src_off = d ? a - d->base : 0;
+				for (r = 0; rc == 0 && r < FI_XPU_SHM_MAX_POSTED; r++)
+					if (ep->rdv[r].slot == 0)
+						break;
+				if (rc == 0 && r == FI_XPU_SHM_MAX_POSTED)
+					rc = -FI_EAGAIN;
+			}
+		}
+		while (rc == 0) {
+			h = fi_xpu_shm_ld(&t.ep->head);
+			tl = fi_xpu_shm_ld(&t.ep->tail);
+			if (h - tl >= t.ep->nslots) {
+				rc = -FI_EAGAIN;
+				break;
+			}
+			if (fi_xpu_shm_cas(&t.ep->head, h, h + 1)) {
+				m = fi_xpu_shm_slot(t.heap, t.ep, h);
+				break;
+			}
+		}
+		if (rc == 0) {
+			m->state = FI_XPU_SHM_SLOT_NEW;
+			m->len = len;
+			m->tag = tag;
+			m->data = data;
+			m->flags = (flags & (FI_TAGGED | FI_REMOTE_CQ_DATA)) | (rdv ? FI_XPU_SHM_MSG_RDV : 0);
+			m->src_nonce = ep->nonce;
+			m->src_ep = ep->ep_id;
+			m->src_conn = t.pa->conn_at_peer;
+			m->src_region = src_region;
+			m->src_off = src_off;
+		}
+	}
+	rc = fi_xpu_shm_bcast(scope, rc);
+	if (rc)
+		return (int)rc;
+	rdv = (int)fi_xpu_shm_bcast(scope, rdv);
+	if (!rdv) {
+		m = (struct fi_xpu_shm_msg *)(uintptr_t)fi_xpu_shm_bcast(scope, (int64_t)(uintptr_t)m);
+		fi_xpu_coop_copy((unsigned char *)m + FI_XPU_SHM_MSG_HDR, buf, len, scope,
+				 FI_XPU_SHM_SYS);
+	}
+	if (rank == 0) {
+		if (rdv) {
+			/* The receiver pulls from our registration and marks the
+			 * slot; our CQ reports the send once it has. */
+			for (r = 0; r < FI_XPU_SHM_MAX_POSTED; r++)
+				if (ep->rdv[r].slot == 0)
+					break;
+			ep->rdv[r].context = (uint64_t)(uintptr_t)context;
+			ep->rdv[r].len = len;
+			ep->rdv[r].flags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
+			fi_xpu_shm_st(&ep->rdv[r].slot, (uint64_t)(uintptr_t)m);
+		}
+		fi_xpu_shm_st(&m->seq, h + 1);
+		if (!rdv)
+			fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND,
+					    FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG),
+					    context, len, 0);
+	}
+	fi_xpu_shm_sync(scope);
+	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_shm_matches(const struct fi_xpu_shm_posted *p, const struct fi_xpu_shm_msg *m)
+{
+	if ((p->flags & FI_TAGGED) != (m->flags & FI_TAGGED))
+		return 0;
+	if (!(p->flags & FI_TAGGED))
+		return 1;
+	return ((m->tag ^ p->tag) & ~p->ignore) == 0;
+}
+
+/* Delivers message `m` into posted receive `p` and writes the completion. */
+FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
+				    struct fi_xpu_shm_msg *m)
+{
+	struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
+	uint64_t n = m->len < p->len ? m->len : p->len;
+	uint64_t *c = FI_XPU_SHM_P(uint64_t, ep->cntr[FI_XPU_SHM_CNTR_RECV]);
+	int err = m->len > p->len ? -FI_ETRUNC : 0;
+	uint64_t state = FI_XPU_SHM_SLOT_CONSUMED;
+	if (m->flags & FI_XPU_SHM_MSG_RDV) {
+		const struct fi_xpu_shm_ctx_dev *cx = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
+		const struct fi_xpu_shm_peer_map *map = 0;
+		uint64_t size = 0, base = 0;
+		if (m->src_conn < FI_XPU_SHM_MAX_CONNS)
+			map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map,
+					   fi_xpu_shm_ld(&cx->maps[m->src_conn]));
+		base = fi_xpu_shm_region(map, m->src_region, &size);
+		if (!base || m->src_off > size || n > size - m->src_off) {
+			err = -FI_EIO;
+			state = FI_XPU_SHM_SLOT_RDV_FAILED;
+		} else {
+			fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf),
+					FI_XPU_SHM_P(const void, base + m->src_off), n);
+			state = FI_XPU_SHM_SLOT_RDV_DONE;
+		}
+	} else {
+		fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), (const unsigned char *)m + FI_XPU_SHM_MSG_HDR,
+				n);
+	}
+	in.flags = FI_RECV | ((m->flags & FI_TAGGED) ? FI_TAGGED : FI_MSG) |
+		   (m->flags & FI_REMOTE_CQ_DATA);
+	in.context = p->context;
+	in.len = err == -FI_EIO ? 0 : n;
+	in.buf = p->buf;
+	in.data = m->data;
+	in.tag = m->tag;
+	in.olen = err == -FI_ETRUNC ? m->len - p->len : 0;
+	in.err = err;
+	in.src_nonce = m->src_nonce;
+	in.src_ep = m->src_ep;
+	fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
+	(void)fi_xpu_shm_cq_push(ep->rx_cq, &in);
+	if (c)
+		fi_xpu_shm_add(err ? c + 1 : c, 1);
+	fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_FREE);
+	fi_xpu_shm_st(&m->state, state);
+}
+
+/* Device-side progress of one endpoint: matches arrived messages against
+ * posted receives (in arrival and posting order), retires consumed slots,
+ * and completes rendezvous sends the peer has pulled. */
+FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
+{
+	struct fi_xpu_shm_ep_block *b;
+	unsigned char *heap;
+	const struct fi_xpu_shm_ctx_dev *cx;
+	uint64_t pos, head, tail;
+	int i;
+	if (!ep || !fi_xpu_shm_lock(ep, 0))
+		return;
+	b = FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ep->block);
+	cx = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
+	heap = FI_XPU_SHM_P(unsigned char, cx->heap_base);
+	tail = fi_xpu_shm_ld(&b->tail);
+	head = fi_xpu_shm_ld(&b->head);
+	for (pos = tail; pos != head; pos++) {
+		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(heap, b, pos);
+		struct fi_xpu_shm_posted *best = 0;
+		if (fi_xpu_shm_ld(&m->seq) != pos + 1)
+			break;
+		if (fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_NEW)
+			continue;
+		for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
+			struct fi_xpu_shm_posted *p = &ep->posted[i];
+			if (p->state == FI_XPU_SHM_POSTED_READY && fi_xpu_shm_matches(p, m) &&
+			    (!best || p->seq < best->seq))
+				best = p;
+		}
+		if (best)
+			fi_xpu_shm_deliver(ep, best, m);
+	}
+	/* Retire the prefix the sender no longer needs. */
+	for (;;) {
+		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(heap, b, tail);
+		if (tail == head || fi_xpu_shm_ld(&m->seq) != tail + 1 ||
+		    fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_CONSUMED)
+			break;
+		tail++;
+		fi_xpu_shm_st(&b->tail, tail);
+	}
+	for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
+		struct fi_xpu_shm_rdv *r = &ep->rdv[i];
+		struct fi_xpu_shm_msg *m = FI_XPU_SHM_P(struct fi_xpu_shm_msg, fi_xpu_shm_ld(&r->slot));
+		uint64_t st;
+		if (!m)
+			continue;
+		st = fi_xpu_shm_ld(&m->state);
+		if (st == FI_XPU_SHM_SLOT_RDV_DONE || st == FI_XPU_SHM_SLOT_RDV_FAILED) {
+			fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, r->flags,
+					    FI_XPU_SHM_P(void, r->context), r->len,
+					    st == FI_XPU_SHM_SLOT_RDV_DONE ? 0 : -FI_EIO);
+			fi_xpu_shm_st(&r->slot, 0);
+			fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED);
+		}
+	}
+	fi_xpu_shm_unlock(ep);
+}
+
+FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, size_t len,
+				    uint64_t tag, uint64_t ignore, uint64_t flags, void *context,
+				    int scope)
+{
+	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	int64_t rc = 0;
+	int i;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	if (!ep || (!buf && len))
+		return -FI_EINVAL;
+	if (rank == 0) {
+		fi_xpu_shm_lock(ep, 1);
+		for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++)
+			if (ep->posted[i].state == FI_XPU_SHM_POSTED_FREE)
+				break;
+		if (i == FI_XPU_SHM_MAX_POSTED) {
+			rc = -FI_EAGAIN;
+		} else {
+			struct fi_xpu_shm_posted *p = &ep->posted[i];
+			p->buf = (uint64_t)(uintptr_t)buf;
+			p->len = len;
+			p->tag = tag;
+			p->ignore = ignore;
+			p->context = (uint64_t)(uintptr_t)context;
+			p->flags = flags & FI_TAGGED;
+			p->seq = ++ep->post_seq;
+			fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_READY);
+		}
+		fi_xpu_shm_unlock(ep);
+		if (rc == 0)
+			fi_xpu_shm_progress(ep);
+	}
+	rc = fi_xpu_shm_bcast(scope, rc);
+	return (int)rc;
+}
+
+FI_XPU_FUNC int fi_xpu_send_shm(const struct fid_xpu_ep *ep, const void *buf, size_t len,
+				void *desc, const void *dest_addr, uint64_t data, uint64_t flags,
+				void *context, int scope)
+{
+	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, 0, data, flags & ~FI_TAGGED,
+				   context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_tsend_shm(const struct fid_xpu_ep *ep, const void *buf, size_t len,
+				 void *desc, const void *dest_addr, uint64_t tag, uint64_t data,
+				 uint64_t flags, void *context, int scope)
+{
+	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, tag, data, flags | FI_TAGGED,
+				   context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_recv_shm(const struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				const void *src_addr, uint64_t flags, void *context, int scope)
+{
+	(void)desc;
+	(void)src_addr;
+	return fi_xpu_shm_recv_any(ep, buf, len, 0, 0, flags & ~FI_TAGGED, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_trecv_shm(const struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				 const void *src_addr, uint64_t tag, uint64_t ignore,
+				 uint64_t flags, void *context, int scope)
+{
+	(void)desc;
+	(void)src_addr;
+	return fi_xpu_shm_recv_any(ep, buf, len, tag, ignore, flags | FI_TAGGED, context, scope);
+}
+
+/* ---- CQ reads ----------------------------------------------------------- */
+FI_XPU_FUNC uint64_t fi_xpu_shm_src(const struct fi_xpu_shm_cq_dev *q, uint64_t nonce, uint64_t ep)
+{
+	uint64_t i, j;
+	for (i = 0; i < q->nprog; i++) {
+		const struct fi_xpu_shm_ep_dev *e = FI_XPU_SHM_P(const struct fi_xpu_shm_ep_dev, q->prog[i]);
+		const struct fi_xpu_shm_av_ent *t = FI_XPU_SHM_P(const struct fi_xpu_shm_av_ent, e->av_tab);
+		for (j = 0; t && j < e->av_count; j++)
+			if (fi_xpu_shm_ldr(&t[j].ep_id) == ep && fi_xpu_shm_ldr(&t[j].nonce) == nonce)
+				return j;
+	}
+	return FI_ADDR_NOTAVAIL;
+}
+
+FI_XPU_FUNC ssize_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
+					   uint64_t *src_addr, int scope)
+{
+	struct fi_xpu_shm_cq_dev *q;
+	struct fi_xpu_shm_cq_ring *r;
+	size_t n = 0, esz;
+	uint64_t i;
+	int64_t rc = 0;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	q = hcq ? FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx)
+		: (struct fi_xpu_shm_cq_dev *)0;
+	if (!q || (!buf && count))
+		return -FI_EINVAL;
+	if (rank == 0) {
+		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
+		esz = q->format == FI_CQ_FORMAT_CONTEXT ? sizeof(struct fi_cq_entry)
+		    : q->format == FI_CQ_FORMAT_MSG    ? sizeof(struct fi_cq_msg_entry)
+		    : q->format == FI_CQ_FORMAT_DATA   ? sizeof(struct fi_cq_data_entry)
+						       : sizeof(struct fi_cq_tagged_entry);
+		for (i = 0; i < q->nprog; i++)
+			fi_xpu_shm_progress(FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, q->prog[i]));
+		while (n < count) {
+			uint64_t t = fi_xpu_shm_ld(&r->tail);
+			struct fi_xpu_shm_cqe *e =
+				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
+				(t & (q->size - 1));
+			struct fi_cq_tagged_entry out;
+			if (fi_xpu_shm_ld(&e->seq) != t + 1)
+				break;
+			if (e->is_err) {
+				if (n == 0)
+					rc = -FI_EAVAIL;
+				break;
+			}
+			out.op_context = FI_XPU_SHM_P(void, e->context);
+			out.flags = e->flags;
+			out.len = (size_t)e->len;
+			out.buf = FI_XPU_SHM_P(void, e->buf);
+			out.data = e->data;
+			out.tag = e->tag;
+			if (src_addr)
+				src_addr[n] = fi_xpu_shm_src(q, e->src_nonce, e->src_ep);
+			if (!fi_xpu_shm_cas(&r->tail, t, t + 1))
+				continue;
+			fi_xpu_shm_copy((unsigned char *)buf + n * esz, &out, esz);
+			n++;
+		}
+		if (rc == 0)
+			rc = n ? (int64_t)n : -FI_EAGAIN;
+	}
+	return (ssize_t)fi_xpu_shm_bcast(scope, rc);
+}
+
+FI_XPU_FUNC ssize_t fi_xpu_cq_read_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
+				       int scope)
+{
+	return fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)0, scope);
+}
+
+FI_XPU_FUNC ssize_t fi_xpu_cq_readfrom_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
+					   uint64_t *src_addr, int scope)
+{
+	return fi_xpu_shm_cq_read_any(cq, buf, count, src_addr, scope);
+}
+
+FI_XPU_FUNC ssize_t fi_xpu_cq_readerr_shm(const struct fid_xpu_cq *hcq, struct fi_cq_err_entry *buf,
+					  uint64_t flags, int scope)
+{
+	struct fi_xpu_shm_cq_dev *q;
+	struct fi_xpu_shm_cq_ring *r;
+	int64_t rc = -FI_EAGAIN;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	(void)flags;
+	q = hcq ? FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx)
+		: (struct fi_xpu_shm_cq_dev *)0;
+	if (!q || !buf)
+		return -FI_EINVAL;
+	if (rank == 0) {
+		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
+		for (;;) {
+			uint64_t t = fi_xpu_shm_ld(&r->tail);
+			struct fi_xpu_shm_cqe *e =
+				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
+				(t & (q->size - 1));
+			struct fi_cq_err_entry out;
+			if (fi_xpu_shm_ld(&e->seq) != t + 1 || !e->is_err)
+				break;
+			out.op_context = FI_XPU_SHM_P(void, e->context);
+			out.flags = e->flags;
+			out.len = (size_t)e->len;
+			out.buf = FI_XPU_SHM_P(void, e->buf);
+			out.data = e->data;
+			out.tag = e->tag;
+			out.olen = (size_t)e->olen;
+			out.err = (int)-e->err;
+			out.prov_errno = (int)e->err;
+			out.err_data = (void *)0;
+			out.err_data_size = 0;
+			if (!fi_xpu_shm_cas(&r->tail, t, t + 1))
+				continue;
+			*buf = out;
+			rc = 1;
+			break;
+		}
+	}
+	return (ssize_t)fi_xpu_shm_bcast(scope, rc);
+}
+
+/* Blocking read: waits up to `timeout_ms` (negative: the CQ's timeout
+ * attribute; that negative too: no limit) for at least one entry. */
+FI_XPU_FUNC ssize_t fi_xpu_cq_sreadfrom_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
+					    uint64_t *src_addr, int timeout_ms, int scope)
+{
+	const struct fi_xpu_shm_cq_dev *q =
+		cq ? FI_XPU_SHM_P(const struct fi_xpu_shm_cq_dev, cq->fid.prov_ctx)
+		   : (const struct fi_xpu_shm_cq_dev *)0;
+	int64_t to = timeout_ms;
+	uint64_t start = fi_xpu_arch_clock_ns();
+	ssize_t rc;
+	if (!q)
+		return -FI_EINVAL;
+	if (to < 0)
+		to = q->timeout_ms;
+	for (;;) {
+		rc = fi_xpu_shm_cq_read_any(cq, buf, count, src_addr, scope);
+		if (rc != -FI_EAGAIN)
+			return rc;
+		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
+			return -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
+}
+
+FI_XPU_FUNC ssize_t fi_xpu_cq_sread_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
+					int timeout_ms, int scope)
+{
+	return fi_xpu_cq_sreadfrom_shm(cq, buf, count, (uint64_t *)0, timeout_ms, scope);
+}
+
+/* ---- counters ----------------------------------------------------------- */
+FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
+{
+	return c ? FI_XPU_SHM_P(uint64_t, c->fid.prov_ctx) : (uint64_t *)0;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_cntr_read_shm(const struct fid_xpu_cntr *c)
+{
+	uint64_t *p = fi_xpu_shm_cntr(c);
+	return p ? fi_xpu_shm_ld(p) : 0;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_shm(const struct fid_xpu_cntr *c)
+{
+	uint64_t *p = fi_xpu_shm_cntr(c);
+	return p ? fi_xpu_shm_ld(p + 1) : 0;
+}
+
+FI_XPU_FUNC int fi_xpu_shm_cntr_upd(const struct fid_xpu_cntr *c, int err, int set, uint64_t v)
+{
+	uint64_t *p = fi_xpu_shm_cntr(c);
+	if (!p)
+		return -FI_EINVAL;
+	if (set)
+		fi_xpu_shm_st(p + err, v);
+	else
+		fi_xpu_shm_add(p + err, v);
+	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_add_shm(const struct fid_xpu_cntr *c, uint64_t v)
+{
+	return fi_xpu_shm_cntr_upd(c, 0, 0, v);
+}
+FI_XPU_FUNC int fi_xpu_cntr_set_shm(const struct fid_xpu_cntr *c, uint64_t v)
+{
+	return fi_xpu_shm_cntr_upd(c, 0, 1, v);
+}
+FI_XPU_FUNC int fi_xpu_cntr_adderr_shm(const struct fid_xpu_cntr *c, uint64_t v)
+{
+	return fi_xpu_shm_cntr_upd(c, 1, 0, v);
+}
+FI_XPU_FUNC int fi_xpu_cntr_seterr_shm(const struct fid_xpu_cntr *c, uint64_t v)
+{
+	return fi_xpu_shm_cntr_upd(c, 1, 1, v);
+}
+
+/* Waits until the value reaches `threshold`: 0, -FI_EAVAIL when the error
+ * count moved meanwhile, -FI_ETIMEDOUT after `timeout_ms` (negative: no
+ * limit). */
+FI_XPU_FUNC int fi_xpu_cntr_wait_shm(const struct fid_xpu_cntr *c, uint64_t threshold,
+				     int timeout_ms)
+{
+	uint64_t *p = fi_xpu_shm_cntr(c);
+	uint64_t err0, start = fi_xpu_arch_clock_ns();
+	if (!p)
+		return -FI_EINVAL;
+	err0 = fi_xpu_shm_ld(p + 1);
+	for (;;) {
+		if (fi_xpu_shm_ld(p) >= threshold)
+			return 0;
+		if (fi_xpu_shm_ld(p + 1) != err0)
+			return -FI_EAVAIL;
+		if (timeout_ms >= 0 &&
+		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
+			return -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
+}
+
+/* Makes every operation this caller posted visible at the peers: data
+ * operations complete before they return, so a system-scope fence is all
+ * that is left; rendezvous sends complete through the CQ. */
+FI_XPU_FUNC int fi_xpu_flush_shm(const struct fid_xpu_ep *ep, int scope)
+{
+	int rc = fi_xpu_arch_scope_check(scope);
+	if (rc)
+		return rc;
+	if (!ep)
+		return -FI_EINVAL;
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
+	fi_xpu_shm_progress(fi_xpu_shm_ep(ep));
+	return 0;
+}
+
+#endif /* FI_XPU_DEVICE_SHM_H */

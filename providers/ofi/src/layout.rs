@@ -1,0 +1,195 @@
+//! Memory layouts shared with `rdma/fi_xpu_device_ofi.h`. Every struct here
+//! has a C twin named `fi_xpu_ofi_<name>`; sizes and offsets must agree (the
+//! C test `ofi_layout.c` prints them and `tests/ofi_layout.rs` compares).
+//!
+//! All of it lives in host-visible memory allocated through the XPU context
+//! (`FI_XPU_ALLOC_HOST`): the device writes ring entries and reads
+//! completions; the proxy threads read ring entries and write completions.
+
+/// Magic of an endpoint's device block ("fxofiepb").
+pub const EP_MAGIC: u64 = 0x6678_6f66_6965_7062;
+/// Magic of a CQ's device block ("fxoficqb").
+pub const CQ_MAGIC: u64 = 0x6678_6f66_6963_7162;
+/// Magic in the high half of a raw MR descriptor's `id` word.
+pub const MR_MAGIC: u64 = 0x4f46_4d52; // "OFMR"
+
+/// Ring opcodes (`fi_xpu_ofi_wqe.op`).
+pub const OP_WRITE: u32 = 1;
+pub const OP_READ: u32 = 2;
+pub const OP_SEND: u32 = 3;
+pub const OP_RECV: u32 = 4;
+pub const OP_TSEND: u32 = 5;
+pub const OP_TRECV: u32 = 6;
+pub const OP_ATOMIC: u32 = 7;
+pub const OP_FETCH_ATOMIC: u32 = 8;
+pub const OP_COMPARE_ATOMIC: u32 = 9;
+/// Does nothing but complete in order: used by `flush` to learn that every
+/// earlier entry has been issued.
+pub const OP_NOP: u32 = 10;
+pub const OP_LAST: u32 = OP_NOP;
+
+/// Default ring entries per endpoint (power of two).
+pub const RING_ENTRIES: u64 = 256;
+/// Default XPU CQ entries.
+pub const CQ_ENTRIES: u64 = 1024;
+
+/// One work request, 128 bytes. The device fills every field, then writes
+/// `seq = position + 1` last with release ordering at system scope; the
+/// proxy treats an entry as present only when `seq` equals the position it
+/// expects plus one, so stale entries of the previous lap are never taken.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wqe {
+    pub seq: u64,
+    pub op: u32,
+    /// Atomics: `datatype | op << 16`.
+    pub atomic: u32,
+    /// `FI_REMOTE_CQ_DATA`, `FI_COMPLETION`, `FI_DELIVERY_COMPLETE`...
+    pub flags: u64,
+    /// Raw AV entry of the peer (a libfabric `fi_addr_t`).
+    pub addr: u64,
+    pub buf: u64,
+    /// Bytes; element count for atomics.
+    pub len: u64,
+    /// `id` word of the local buffer's raw MR descriptor, 0 for none.
+    pub desc: u64,
+    pub raddr: u64,
+    pub rkey: u64,
+    pub context: u64,
+    pub data: u64,
+    pub tag: u64,
+    pub ignore: u64,
+    pub compare: u64,
+    pub result: u64,
+    /// `id` word of the result (fetch) buffer's descriptor, 0 for none.
+    pub result_desc: u64,
+}
+
+/// Counter indexes of `EpDev.cntr`.
+pub const CNTR_SEND: usize = 0;
+pub const CNTR_RECV: usize = 1;
+pub const CNTR_READ: usize = 2;
+pub const CNTR_WRITE: usize = 3;
+pub const CNTR_REM_READ: usize = 4;
+pub const CNTR_REM_WRITE: usize = 5;
+
+/// An endpoint's device block; `fid_xpu.prov_ctx` points here. The three
+/// indexes sit on their own cache lines: `prod` is bumped by device groups,
+/// `cons` written by the proxy, `cons_cache` by the device when it finds
+/// the ring full.
+#[repr(C)]
+pub struct EpDev {
+    pub magic: u64,
+    pub ring: u64,
+    /// Entries in the ring, a power of two.
+    pub size: u64,
+    pub caps: u64,
+    pub tx_cq: u64,
+    pub rx_cq: u64,
+    /// Counter blocks (`Cntr`), 0 when not bound: send, recv, read, write,
+    /// remote read, remote write.
+    pub cntr: [u64; 6],
+    pub max_msg: u64,
+    pub _p0: [u64; 3],
+    pub prod: u64,
+    pub _p1: [u64; 7],
+    pub cons_cache: u64,
+    pub _p2: [u64; 7],
+    /// Entries the proxy has taken from the ring.
+    pub cons: u64,
+    /// Every entry below this position has been issued and every transmit
+    /// operation among them has completed.
+    pub flushed: u64,
+    pub _p3: [u64; 6],
+    /// Bumped by the device after it publishes an entry while `sleeping` is
+    /// set; the proxy waits on it (a futex on the host).
+    pub doorbell: u32,
+    pub sleeping: u32,
+    pub _p4: [u64; 7],
+}
+pub const EP_DEV_SIZE: usize = 384;
+
+/// A CQ's device block; `fid_xpu.prov_ctx` points here. `size` entries of
+/// `Cqe` follow at `ring`.
+#[repr(C)]
+pub struct CqDev {
+    pub magic: u64,
+    pub ring: u64,
+    pub size: u64,
+    /// `enum fi_cq_format` (never UNSPEC: CONTEXT is stored instead).
+    pub format: u64,
+    /// Milliseconds `sread` waits at most; negative: no limit.
+    pub timeout_ms: i64,
+    /// Completions dropped because the ring was full.
+    pub overflow: u64,
+    pub _p0: [u64; 2],
+    /// Next entry to read; readers claim entries with a CAS.
+    pub head: u64,
+    pub _p1: [u64; 7],
+    /// Next entry the proxy writes.
+    pub tail: u64,
+    pub _p2: [u64; 7],
+}
+pub const CQ_DEV_SIZE: usize = 192;
+
+/// One completion, 96 bytes; `seq` (position + 1) is written last.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    pub seq: u64,
+    pub flags: u64,
+    pub context: u64,
+    pub len: u64,
+    pub buf: u64,
+    pub data: u64,
+    pub tag: u64,
+    /// Negative `FI_E*` value of an error entry.
+    pub err: i64,
+    pub olen: u64,
+    /// Source `fi_addr_t` (`FI_ADDR_NOTAVAIL` when unknown).
+    pub src: u64,
+    pub is_err: u64,
+    pub prov_errno: i64,
+}
+
+/// A counter (device-visible for an XPU counter, heap for a host one).
+#[repr(C)]
+#[derive(Default)]
+pub struct Cntr {
+    pub value: u64,
+    pub err: u64,
+    pub _pad: [u64; 6],
+}
+
+/// Raw MR descriptor (`fi_xpu_mr_desc`), what a kernel passes as `desc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MrDesc {
+    /// `MR_MAGIC << 32 | index` in the domain's registration table.
+    pub id: u64,
+    pub key: u64,
+    pub base: u64,
+    pub len: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size_of::<Wqe>(), 128);
+        assert_eq!(size_of::<EpDev>(), EP_DEV_SIZE);
+        assert_eq!(offset_of!(EpDev, prod), 128);
+        assert_eq!(offset_of!(EpDev, cons_cache), 192);
+        assert_eq!(offset_of!(EpDev, cons), 256);
+        assert_eq!(offset_of!(EpDev, doorbell), 320);
+        assert_eq!(size_of::<CqDev>(), CQ_DEV_SIZE);
+        assert_eq!(offset_of!(CqDev, head), 64);
+        assert_eq!(offset_of!(CqDev, tail), 128);
+        assert_eq!(size_of::<Cqe>(), 96);
+        assert_eq!(size_of::<Cntr>(), 64);
+        assert_eq!(size_of::<MrDesc>(), 32);
+    }
+}

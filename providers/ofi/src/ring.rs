@@ -1,0 +1,301 @@
+//! Checks of ring entries taken from device-written memory. Everything in a
+//! `Wqe` is untrusted: a malformed entry becomes an error completion, never
+//! a libfabric call with bad arguments.
+use crate::layout::*;
+use fi_xpu_abi::datatype::*;
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::flags::*;
+use fi_xpu_abi::op::*;
+
+/// Flags a device may set on an entry.
+pub const WQE_FLAGS: u64 = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE | FI_INJECT;
+/// Most elements one atomic entry may carry.
+pub const MAX_ATOMIC_COUNT: u64 = 64;
+
+/// What the proxy knows when it checks an entry.
+pub struct Limits {
+    pub max_msg: u64,
+    pub has_atomic: bool,
+}
+
+/// A registration as the proxy recorded it.
+#[derive(Clone, Copy, Debug)]
+pub struct MrRange {
+    pub base: u64,
+    pub len: u64,
+}
+
+pub fn datatype_size(dt: i32) -> Option<u64> {
+    Some(match dt {
+        FI_INT8 | FI_UINT8 => 1,
+        FI_INT16 | FI_UINT16 => 2,
+        FI_INT32 | FI_UINT32 | FI_FLOAT => 4,
+        FI_INT64 | FI_UINT64 | FI_DOUBLE => 8,
+        _ => return None,
+    })
+}
+
+fn is_float(dt: i32) -> bool {
+    dt == FI_FLOAT || dt == FI_DOUBLE
+}
+
+/// Checks the atomic fields; returns (datatype, op, bytes).
+pub fn check_atomic(w: &Wqe) -> Result<(i32, i32, u64), i32> {
+    let dt = (w.atomic & 0xffff) as i32;
+    let op = (w.atomic >> 16) as i32;
+    let size = datatype_size(dt).ok_or(-FI_EINVAL)?;
+    if w.len == 0 || w.len > MAX_ATOMIC_COUNT {
+        return Err(-FI_EINVAL);
+    }
+    let ok = match w.op {
+        OP_ATOMIC => (FI_MIN..=FI_ATOMIC_WRITE).contains(&op) && op != FI_ATOMIC_READ,
+        OP_FETCH_ATOMIC => (FI_MIN..=FI_ATOMIC_WRITE).contains(&op),
+        OP_COMPARE_ATOMIC => (FI_CSWAP..=FI_MSWAP).contains(&op),
+        _ => false,
+    };
+    if !ok {
+        return Err(-FI_EINVAL);
+    }
+    // Bitwise and logical operations have no meaning on floats.
+    let bitwise = matches!(op, FI_LOR | FI_LAND | FI_BOR | FI_BAND | FI_LXOR | FI_BXOR | FI_MSWAP);
+    if bitwise && is_float(dt) {
+        return Err(-FI_EOPNOTSUPP);
+    }
+    Ok((dt, op, size * w.len))
+}
+
+fn range_ok(buf: u64, len: u64) -> bool {
+    buf.checked_add(len).is_some() && (buf != 0 || len == 0)
+}
+
+/// Validates one entry. `mr` resolves a descriptor id to its registration.
+pub fn check(
+    w: &Wqe,
+    lim: &Limits,
+    mr: &dyn Fn(u64) -> Option<MrRange>,
+    addr_ok: &dyn Fn(u64) -> bool,
+) -> Result<(), i32> {
+    if w.op == 0 || w.op > OP_LAST {
+        return Err(-FI_EINVAL);
+    }
+    if w.flags & !WQE_FLAGS != 0 {
+        return Err(-FI_EBADFLAGS);
+    }
+    if w.op == OP_NOP {
+        return Ok(());
+    }
+    let bytes = match w.op {
+        OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => {
+            if !lim.has_atomic {
+                return Err(-FI_EOPNOTSUPP);
+            }
+            check_atomic(w)?.2
+        }
+        _ => w.len,
+    };
+    if bytes > lim.max_msg {
+        return Err(-FI_EMSGSIZE);
+    }
+    let read_only_fetch =
+        w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
+    if !read_only_fetch && !range_ok(w.buf, bytes) {
+        return Err(-FI_EINVAL);
+    }
+    let covered = |id: u64, buf: u64, len: u64| -> Result<(), i32> {
+        if id == 0 {
+            return Ok(());
+        }
+        let r = mr(id).ok_or(-FI_EINVAL)?;
+        if buf < r.base || buf - r.base > r.len || len > r.len - (buf - r.base) {
+            return Err(-FI_EACCES);
+        }
+        Ok(())
+    };
+    if !read_only_fetch {
+        covered(w.desc, w.buf, bytes)?;
+    }
+    match w.op {
+        OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => {
+            if !range_ok(w.result, bytes) || w.result == 0 {
+                return Err(-FI_EINVAL);
+            }
+            covered(w.result_desc, w.result, bytes)?;
+            if w.op == OP_COMPARE_ATOMIC && (w.compare == 0 || !range_ok(w.compare, bytes)) {
+                return Err(-FI_EINVAL);
+            }
+        }
+        _ => {}
+    }
+    let directed = !matches!(w.op, OP_RECV | OP_TRECV) || w.addr != u64::MAX;
+    if directed && !addr_ok(w.addr) {
+        return Err(-FI_EINVAL);
+    }
+    Ok(())
+}
+
+/// Completion flags of an operation (`fi_cq_*_entry.flags`).
+pub fn completion_flags(op: u32) -> u64 {
+    match op {
+        OP_WRITE => FI_RMA | FI_WRITE,
+        OP_READ => FI_RMA | FI_READ,
+        OP_SEND => FI_MSG | FI_SEND,
+        OP_RECV => FI_MSG | FI_RECV,
+        OP_TSEND => FI_TAGGED | FI_SEND,
+        OP_TRECV => FI_TAGGED | FI_RECV,
+        OP_ATOMIC => FI_ATOMIC | FI_WRITE,
+        OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => FI_ATOMIC | FI_READ,
+        _ => 0,
+    }
+}
+
+/// The counter an operation's completion counts on (`EpDev.cntr` index).
+pub fn counter_of(op: u32) -> Option<usize> {
+    match op {
+        OP_SEND | OP_TSEND => Some(CNTR_SEND),
+        OP_RECV | OP_TRECV => Some(CNTR_RECV),
+        OP_WRITE | OP_ATOMIC => Some(CNTR_WRITE),
+        OP_READ | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => Some(CNTR_READ),
+        _ => None,
+    }
+}
+
+pub fn is_receive(op: u32) -> bool {
+    matches!(op, OP_RECV | OP_TRECV)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim() -> Limits {
+        Limits {
+            max_msg: 1 << 20,
+            has_atomic: true,
+        }
+    }
+
+    fn mr(id: u64) -> Option<MrRange> {
+        (id == 7).then_some(MrRange {
+            base: 0x1000,
+            len: 0x100,
+        })
+    }
+
+    fn any(_: u64) -> bool {
+        true
+    }
+
+    fn write() -> Wqe {
+        Wqe {
+            op: OP_WRITE,
+            buf: 0x1000,
+            len: 0x100,
+            desc: 7,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn accepts_good_entries() {
+        assert_eq!(check(&write(), &lim(), &mr, &any), Ok(()));
+        let nop = Wqe {
+            op: OP_NOP,
+            ..Default::default()
+        };
+        assert_eq!(check(&nop, &lim(), &mr, &any), Ok(()));
+        let recv_any = Wqe {
+            op: OP_RECV,
+            buf: 0x1000,
+            len: 8,
+            addr: u64::MAX,
+            ..Default::default()
+        };
+        assert_eq!(check(&recv_any, &lim(), &mr, &|_| false), Ok(()));
+    }
+
+    #[test]
+    fn rejects_malformed_entries() {
+        let l = lim();
+        let bad_op = Wqe { op: 99, ..write() };
+        assert_eq!(check(&bad_op, &l, &mr, &any), Err(-FI_EINVAL));
+        let zero_op = Wqe { op: 0, ..write() };
+        assert_eq!(check(&zero_op, &l, &mr, &any), Err(-FI_EINVAL));
+        let big = Wqe {
+            len: 2 << 20,
+            desc: 0,
+            ..write()
+        };
+        assert_eq!(check(&big, &l, &mr, &any), Err(-FI_EMSGSIZE));
+        let bad_desc = Wqe { desc: 8, ..write() };
+        assert_eq!(check(&bad_desc, &l, &mr, &any), Err(-FI_EINVAL));
+        let outside = Wqe {
+            buf: 0x1080,
+            ..write()
+        };
+        assert_eq!(check(&outside, &l, &mr, &any), Err(-FI_EACCES));
+        let wrap = Wqe {
+            buf: u64::MAX - 4,
+            len: 16,
+            desc: 0,
+            ..write()
+        };
+        assert_eq!(check(&wrap, &l, &mr, &any), Err(-FI_EINVAL));
+        let null = Wqe {
+            buf: 0,
+            desc: 0,
+            ..write()
+        };
+        assert_eq!(check(&null, &l, &mr, &any), Err(-FI_EINVAL));
+        let flags = Wqe {
+            flags: 1 << 62,
+            ..write()
+        };
+        assert_eq!(check(&flags, &l, &mr, &any), Err(-FI_EBADFLAGS));
+        assert_eq!(check(&write(), &l, &mr, &|_| false), Err(-FI_EINVAL));
+    }
+
+    #[test]
+    fn atomic_checks() {
+        let l = lim();
+        let a = |op: u32, dt: i32, aop: i32, n: u64| Wqe {
+            op,
+            atomic: dt as u32 | (aop as u32) << 16,
+            buf: 0x1000,
+            len: n,
+            result: 0x2000,
+            compare: 0x3000,
+            ..Default::default()
+        };
+        assert_eq!(check(&a(OP_ATOMIC, FI_UINT64, FI_SUM, 1), &l, &mr, &any), Ok(()));
+        assert_eq!(
+            check(&a(OP_ATOMIC, FI_UINT64, FI_CSWAP, 1), &l, &mr, &any),
+            Err(-FI_EINVAL)
+        );
+        assert_eq!(
+            check(&a(OP_ATOMIC, 42, FI_SUM, 1), &l, &mr, &any),
+            Err(-FI_EINVAL)
+        );
+        assert_eq!(
+            check(&a(OP_ATOMIC, FI_DOUBLE, FI_BOR, 1), &l, &mr, &any),
+            Err(-FI_EOPNOTSUPP)
+        );
+        assert_eq!(
+            check(&a(OP_ATOMIC, FI_UINT64, FI_SUM, 0), &l, &mr, &any),
+            Err(-FI_EINVAL)
+        );
+        assert_eq!(
+            check(&a(OP_COMPARE_ATOMIC, FI_INT32, FI_CSWAP, 1), &l, &mr, &any),
+            Ok(())
+        );
+        let fetch_read = Wqe {
+            buf: 0,
+            ..a(OP_FETCH_ATOMIC, FI_UINT32, FI_ATOMIC_READ, 1)
+        };
+        assert_eq!(check(&fetch_read, &l, &mr, &any), Ok(()));
+        let no_result = Wqe {
+            result: 0,
+            ..a(OP_FETCH_ATOMIC, FI_UINT32, FI_SUM, 1)
+        };
+        assert_eq!(check(&no_result, &l, &mr, &any), Err(-FI_EINVAL));
+    }
+}

@@ -1,0 +1,771 @@
+//! Host objects of the shm provider: contexts, AVs, registrations, CQs,
+//! counters and endpoints, laid out in the shared structures of layout.rs.
+use crate::core::{self, Ctx};
+use crate::domain::{load, store, Addr, CtxSt, FreeList, Inner, ADDR_LEN};
+use crate::layout::*;
+use fi_xpu_abi::class::*;
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::flags::*;
+use fi_xpu_abi::*;
+use std::collections::HashMap;
+use std::mem::size_of;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+const DEFAULT_HEAP: u64 = 8 << 20;
+const AV_TAB_CAP: usize = 1024;
+
+fn heap_size() -> u64 {
+    let v = std::env::var("FI_XPU_SHM_HEAP_SIZE")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    v.filter(|&v| v >= 1 << 20).unwrap_or(DEFAULT_HEAP)
+}
+
+pub struct XpuCtx {
+    pub dom: Arc<Inner>,
+    pub id: u64,
+    pub core: Ctx,
+}
+
+impl XpuCtx {
+    pub fn open(dom: &Arc<Inner>, core_ctx: Ctx) -> Result<XpuCtx, i32> {
+        let size = heap_size();
+        let (heap, fd) = core::alloc(core_ctx, size, true)?;
+        let fd = fd.ok_or(-FI_EOPNOTSUPP)?;
+        let (dev, _) = match core::alloc(core_ctx, size_of::<CtxDev>() as u64, false) {
+            Ok(d) => d,
+            Err(e) => {
+                core::free(core_ctx, heap);
+                return Err(e);
+            }
+        };
+        let mr_off = 64u64;
+        let first = mr_off + (MR_SLOTS * size_of::<MrEntry>()) as u64;
+        // SAFETY: heap is a fresh allocation of `size` >= 1 MiB bytes.
+        unsafe {
+            let h = heap as *mut HeapHdr;
+            (*h).size = size;
+            (*h).mr_off = mr_off;
+            (*h).mr_slots = MR_SLOTS as u64;
+            (*h).magic = HEAP_MAGIC;
+        }
+        let st = dom.lock();
+        let region = match dom.share_region(st, fd, 0, size) {
+            Ok(r) => r,
+            Err(e) => {
+                core::free(core_ctx, dev);
+                core::free(core_ctx, heap);
+                return Err(e);
+            }
+        };
+        store(dev, heap as u64);
+        store(dev + 8, region as u64);
+        store(dev + 16, dom.nonce);
+        let mut st = dom.lock();
+        let id = dom.add_ctx(
+            &mut st,
+            CtxSt {
+                core: core_ctx as usize,
+                dev,
+                heap,
+                heap_size: size,
+                heap_region: region,
+                heap_alloc: FreeList::new(first, size),
+                mr_used: vec![false; MR_SLOTS],
+                maps: HashMap::new(),
+                peer_addrs: HashMap::new(),
+            },
+        );
+        Ok(XpuCtx {
+            dom: dom.clone(),
+            id,
+            core: core_ctx,
+        })
+    }
+
+    pub fn close(&self) -> i32 {
+        let mut st = self.dom.lock();
+        let Some(c) = self.dom.remove_ctx(&mut st, self.id) else {
+            return -FI_EINVAL;
+        };
+        self.dom.unshare_region(&mut st, c.heap_region);
+        core::free(c.core(), c.dev);
+        core::free(c.core(), c.heap);
+        0
+    }
+
+    /// Carves `size` bytes out of the shared heap; returns (address, offset).
+    pub fn heap_alloc(&self, size: u64) -> Result<(usize, u64), i32> {
+        let mut st = self.dom.lock();
+        let c = st.ctxs.get_mut(&self.id).ok_or(-FI_EINVAL)?;
+        let off = c.heap_alloc.alloc(size).ok_or_else(|| {
+            core::warn("context heap exhausted; raise FI_XPU_SHM_HEAP_SIZE");
+            -FI_ENOMEM
+        })?;
+        let a = c.heap + off as usize;
+        // SAFETY: [a, a+size) lies inside the heap and was free.
+        unsafe { std::ptr::write_bytes(a as *mut u8, 0, size as usize) };
+        Ok((a, off))
+    }
+
+    pub fn heap_free(&self, off: u64, size: u64) {
+        let mut st = self.dom.lock();
+        if let Some(c) = st.ctxs.get_mut(&self.id) {
+            c.heap_alloc.release(off, size);
+        }
+    }
+
+    pub fn dev(&self) -> usize {
+        self.dom.lock().ctxs.get(&self.id).map_or(0, |c| c.dev)
+    }
+}
+
+/// Host memory for host CQs and counters (no context to allocate from).
+struct HostBuf(Vec<u64>);
+
+impl HostBuf {
+    fn new(bytes: usize) -> HostBuf {
+        HostBuf(vec![0u64; bytes.div_ceil(8)])
+    }
+    fn addr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+}
+
+/// Memory a CQ or counter lives in.
+enum Home {
+    Heap {
+        ctx: *const XpuCtx,
+        off: u64,
+        size: u64,
+    },
+    Host(HostBuf),
+}
+
+pub struct Cq {
+    home: Home,
+    dev_home: Home,
+    pub ring: usize,
+    pub dev: usize,
+    pub ring_off: u64,
+    pub ctx_id: u64,
+    format: i32,
+    size: u64,
+}
+
+fn ctx_ref<'a>(c: *const XpuCtx) -> &'a XpuCtx {
+    // SAFETY: the core keeps a context open while objects opened on it live.
+    unsafe { &*c }
+}
+
+impl Cq {
+    pub fn open(ctx: *const XpuCtx, attr: &fi_xpu_cq_attr) -> Result<Cq, i32> {
+        let size = if attr.size == 0 {
+            1024
+        } else {
+            attr.size as u64
+        }
+        .next_power_of_two();
+        let format = if attr.format == FI_CQ_FORMAT_UNSPEC {
+            FI_CQ_FORMAT_CONTEXT
+        } else {
+            attr.format
+        };
+        let bytes = CQ_RING_HDR + size * size_of::<Cqe>() as u64;
+        let (home, ring, ring_off, dev_home, dev, ctx_id) = if ctx.is_null() {
+            let h = HostBuf::new(bytes as usize);
+            let d = HostBuf::new(size_of::<CqDev>());
+            let (r, dv) = (h.addr(), d.addr());
+            (Home::Host(h), r, 0, Home::Host(d), dv, 0)
+        } else {
+            let c = ctx_ref(ctx);
+            let (r, off) = c.heap_alloc(bytes)?;
+            let (dv, doff) = match c.heap_alloc(size_of::<CqDev>() as u64) {
+                Ok(x) => x,
+                Err(e) => {
+                    c.heap_free(off, bytes);
+                    return Err(e);
+                }
+            };
+            (
+                Home::Heap {
+                    ctx,
+                    off,
+                    size: bytes,
+                },
+                r,
+                off,
+                Home::Heap {
+                    ctx,
+                    off: doff,
+                    size: size_of::<CqDev>() as u64,
+                },
+                dv,
+                c.id,
+            )
+        };
+        // SAFETY: ring and dev are fresh zeroed allocations of the right size.
+        unsafe {
+            let r = ring as *mut CqRing;
+            (*r).size = size;
+            (*r).format = format as u64;
+            let d = dev as *mut CqDev;
+            (*d).ring = ring as u64;
+            (*d).size = size;
+            (*d).format = format as u64;
+            (*d).timeout_ms = attr.timeout as i64;
+        }
+        Ok(Cq {
+            home,
+            dev_home,
+            ring,
+            dev,
+            ring_off,
+            ctx_id,
+            format,
+            size,
+        })
+    }
+
+    pub fn is_host(&self) -> bool {
+        matches!(self.home, Home::Host(_))
+    }
+
+    fn entry(&self, pos: u64) -> *mut Cqe {
+        (self.ring + CQ_RING_HDR as usize + (pos % self.size) as usize * size_of::<Cqe>())
+            as *mut Cqe
+    }
+
+    /// Next published entry, if any (host CQs only).
+    fn peek(&self) -> Option<(u64, Cqe)> {
+        let tail = load(self.ring + 64);
+        let e = self.entry(tail);
+        if load(e as usize) != tail + 1 {
+            return None;
+        }
+        // SAFETY: the producer published this entry (seq written last,
+        // acquire-loaded above) and cannot reuse it before tail moves.
+        Some((tail, unsafe { std::ptr::read(e) }))
+    }
+
+    fn consume(&self, tail: u64) {
+        store(self.ring + 64, tail + 1);
+    }
+
+    pub fn host_read(&self, buf: *mut u8, count: usize, src: *mut u64) -> isize {
+        let esz = match self.format {
+            FI_CQ_FORMAT_CONTEXT => 8,
+            FI_CQ_FORMAT_MSG => 24,
+            FI_CQ_FORMAT_DATA => 40,
+            _ => 48,
+        };
+        let mut n = 0;
+        while n < count {
+            let Some((tail, e)) = self.peek() else { break };
+            if e.is_err != 0 {
+                if n == 0 {
+                    return -FI_EAVAIL as isize;
+                }
+                break;
+            }
+            let words = [e.context, e.flags, e.len, e.buf, e.data, e.tag];
+            // SAFETY: the caller gave room for `count` entries of the format.
+            unsafe {
+                std::ptr::copy_nonoverlapping(words.as_ptr() as *const u8, buf.add(n * esz), esz);
+                if !src.is_null() {
+                    *src.add(n) = FI_ADDR_NOTAVAIL;
+                }
+            }
+            self.consume(tail);
+            n += 1;
+        }
+        if n == 0 {
+            -FI_EAGAIN as isize
+        } else {
+            n as isize
+        }
+    }
+
+    pub fn host_readerr(&self, out: &mut fi_cq_err_entry) -> isize {
+        match self.peek() {
+            Some((tail, e)) if e.is_err != 0 => {
+                *out = fi_cq_err_entry {
+                    op_context: e.context as *mut _,
+                    flags: e.flags,
+                    len: e.len as usize,
+                    buf: e.buf as *mut _,
+                    data: e.data,
+                    tag: e.tag,
+                    olen: e.olen as usize,
+                    err: (-e.err) as i32,
+                    prov_errno: e.err as i32,
+                    err_data: std::ptr::null_mut(),
+                    err_data_size: 0,
+                };
+                self.consume(tail);
+                1
+            }
+            _ => -FI_EAGAIN as isize,
+        }
+    }
+
+    /// Adds an endpoint whose progress runs when this CQ is read.
+    pub fn add_progress(&self, ep_dev: usize) -> Result<(), i32> {
+        let n = load(self.dev + 32) as usize;
+        if (0..n).any(|i| load(self.dev + 40 + 8 * i) == ep_dev as u64) {
+            return Ok(());
+        }
+        if n >= MAX_PROGRESS {
+            return Err(-FI_ENOSPC);
+        }
+        store(self.dev + 40 + 8 * n, ep_dev as u64);
+        store(self.dev + 32, n as u64 + 1);
+        Ok(())
+    }
+
+    pub fn remove_progress(&self, ep_dev: usize) {
+        let n = load(self.dev + 32) as usize;
+        let list: Vec<u64> = (0..n)
+            .map(|i| load(self.dev + 40 + 8 * i))
+            .filter(|&e| e != ep_dev as u64)
+            .collect();
+        for (i, e) in list.iter().enumerate() {
+            store(self.dev + 40 + 8 * i, *e);
+        }
+        store(self.dev + 32, list.len() as u64);
+    }
+}
+
+fn release(h: &Home) {
+    if let Home::Heap { ctx, off, size } = h {
+        ctx_ref(*ctx).heap_free(*off, *size);
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        release(&self.home);
+        release(&self.dev_home);
+    }
+}
+
+/// Host CQ: a provider-side queue the host reads; FI_ADDR for readfrom.
+pub const FI_ADDR_NOTAVAIL: u64 = u64::MAX;
+
+pub struct Counter {
+    home: Home,
+    pub addr: usize,
+    pub off: u64,
+    pub ctx_id: u64,
+}
+
+impl Counter {
+    pub fn open(ctx: *const XpuCtx) -> Result<Counter, i32> {
+        let sz = size_of::<Cntr>() as u64;
+        if ctx.is_null() {
+            let h = HostBuf::new(sz as usize);
+            let a = h.addr();
+            return Ok(Counter {
+                home: Home::Host(h),
+                addr: a,
+                off: 0,
+                ctx_id: 0,
+            });
+        }
+        let c = ctx_ref(ctx);
+        let (a, off) = c.heap_alloc(sz)?;
+        Ok(Counter {
+            home: Home::Heap { ctx, off, size: sz },
+            addr: a,
+            off,
+            ctx_id: c.id,
+        })
+    }
+
+    pub fn is_host(&self) -> bool {
+        matches!(self.home, Home::Host(_))
+    }
+
+    fn word(&self, err: bool) -> &AtomicU64 {
+        // SAFETY: addr points to a live Cntr; both words are 8-byte aligned.
+        unsafe { AtomicU64::from_ptr((self.addr + if err { 8 } else { 0 }) as *mut u64) }
+    }
+
+    pub fn read(&self) -> (u64, u64) {
+        (
+            self.word(false).load(Ordering::Acquire),
+            self.word(true).load(Ordering::Acquire),
+        )
+    }
+
+    pub fn update(&self, how: u32, v: u64) -> i32 {
+        let w = self.word(how & FI_XPU_CNTR_ERR != 0);
+        match how & !FI_XPU_CNTR_ERR {
+            FI_XPU_CNTR_ADD => {
+                w.fetch_add(v, Ordering::AcqRel);
+            }
+            FI_XPU_CNTR_SET => w.store(v, Ordering::Release),
+            _ => return -FI_EINVAL,
+        }
+        0
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        release(&self.home);
+    }
+}
+
+pub struct AvEntry {
+    pub addr: Addr,
+    pub conn: u32,
+    pub at_peer: u64,
+}
+
+pub struct Av {
+    pub dom: Arc<Inner>,
+    pub id: u64,
+    pub entries: Mutex<Vec<Option<AvEntry>>>,
+    /// Device AV tables of bound endpoints (address, capacity).
+    pub tables: Mutex<Vec<usize>>,
+}
+
+impl Av {
+    pub fn insert(&self, raw: &[u8]) -> Result<u64, i32> {
+        let addr = Addr::decode(raw)?;
+        let (conn, at_peer) = self.dom.connect(&addr)?;
+        let mut e = self.entries.lock().unwrap();
+        let idx = e.len();
+        if idx >= AV_TAB_CAP {
+            return Err(-FI_ENOSPC);
+        }
+        e.push(Some(AvEntry {
+            addr,
+            conn,
+            at_peer,
+        }));
+        for &t in self.tables.lock().unwrap().iter() {
+            write_av_ent(t, idx, &addr);
+        }
+        Ok(idx as u64)
+    }
+
+    pub fn remove(&self, fi_addr: u64) -> i32 {
+        let mut e = self.entries.lock().unwrap();
+        match e.get_mut(fi_addr as usize) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                for &t in self.tables.lock().unwrap().iter() {
+                    store(t + 16 * fi_addr as usize, 0);
+                    store(t + 16 * fi_addr as usize + 8, u64::MAX);
+                }
+                0
+            }
+            _ => -FI_EINVAL,
+        }
+    }
+
+    /// The raw address (pointer to a `PeerAddr` in `ctx`'s memory).
+    pub fn lookup(&self, fi_addr: u64, ctx: &XpuCtx) -> Result<u64, i32> {
+        let e = self.entries.lock().unwrap();
+        let ent = e
+            .get(fi_addr as usize)
+            .and_then(|x| x.as_ref())
+            .ok_or(-FI_EINVAL)?;
+        let mut st = self.dom.lock();
+        let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
+        if let Some(p) = c.peer_addrs.get(&(self.id, fi_addr)) {
+            return Ok(*p as u64);
+        }
+        let map = *c.maps.get(&ent.conn).ok_or(-FI_ENOTCONN)?;
+        let (p, _) = core::alloc(c.core(), size_of::<PeerAddr>() as u64, false)?;
+        // SAFETY: fresh zeroed allocation of a PeerAddr.
+        unsafe {
+            let r = p as *mut PeerAddr;
+            (*r).map = map as u64;
+            (*r).heap_region = ent.addr.ep_region as u64;
+            (*r).ep_off = ent.addr.ep_off as u64;
+            (*r).nonce = ent.addr.nonce;
+            (*r).ep_id = ent.addr.ep_id as u64;
+            (*r).conn_at_peer = ent.at_peer;
+        }
+        c.peer_addrs.insert((self.id, fi_addr), p);
+        Ok(p as u64)
+    }
+
+    pub fn close(&self) {
+        let mut st = self.dom.lock();
+        for c in st.ctxs.values_mut() {
+            let core = c.core();
+            c.peer_addrs.retain(|(av, _), p| {
+                if *av == self.id {
+                    core::free(core, *p);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+}
+
+fn write_av_ent(tab: usize, idx: usize, a: &Addr) {
+    store(tab + 16 * idx, a.nonce);
+    store(tab + 16 * idx + 8, a.ep_id as u64);
+}
+
+pub struct Mr {
+    pub dom: Arc<Inner>,
+    pub ctx_id: u64,
+    pub slot: usize,
+    pub region: u32,
+    pub key: u64,
+    pub base: u64,
+    pub len: u64,
+}
+
+impl Mr {
+    pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
+        let (fd, off) =
+            core::export(ctx.core, args.buf as usize, args.len as u64).map_err(|e| {
+                core::warn(
+                "fi_xpu_mr_reg: shm registers only memory from fi_xpu_alloc on the same context",
+            );
+                e
+            })?;
+        let slot = {
+            let mut st = dom.lock();
+            let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
+            let s = c.mr_used.iter().position(|u| !u).ok_or(-FI_ENOSPC)?;
+            c.mr_used[s] = true;
+            s
+        };
+        let st = dom.lock();
+        let region = match dom.share_region(st, fd, off, args.len as u64) {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(c) = dom.lock().ctxs.get_mut(&ctx.id) {
+                    c.mr_used[slot] = false;
+                }
+                return Err(e);
+            }
+        };
+        let mut st = dom.lock();
+        let gen = Inner::next_gen(&mut st);
+        let c = st.ctxs.get(&ctx.id).ok_or(-FI_EINVAL)?;
+        let key = ((c.heap_region as u64) << 48) | ((slot as u64) << 32) | gen as u64;
+        let e = c.heap + 64 + slot * size_of::<MrEntry>();
+        store(e + 8, args.buf as u64);
+        store(e + 16, args.len as u64);
+        store(e + 24, args.access);
+        store(e + 32, region as u64);
+        store(e + 40, key);
+        // The generation is published last: a peer that sees it sees the rest.
+        store(e, gen as u64);
+        Ok(Mr {
+            dom: dom.clone(),
+            ctx_id: ctx.id,
+            slot,
+            region,
+            key,
+            base: args.buf as u64,
+            len: args.len as u64,
+        })
+    }
+
+    pub fn close(&self) {
+        let mut st = self.dom.lock();
+        if let Some(c) = st.ctxs.get_mut(&self.ctx_id) {
+            store(c.heap + 64 + self.slot * size_of::<MrEntry>(), 0);
+            c.mr_used[self.slot] = false;
+        }
+        self.dom.unshare_region(&mut st, self.region);
+    }
+
+    pub fn desc(&self) -> [u64; 4] {
+        [self.region as u64, self.base, self.len, self.key]
+    }
+}
+
+pub struct Ep {
+    pub ctx: *const XpuCtx,
+    pub id: u32,
+    pub block: usize,
+    pub block_off: u64,
+    block_size: u64,
+    pub dev: usize,
+    dev_off: u64,
+    pub av: Option<*const Av>,
+    av_tab: usize,
+    av_off: u64,
+    pub cqs: Vec<*const Cq>,
+    pub enabled: bool,
+}
+
+impl Ep {
+    pub fn open(ctx: *const XpuCtx, caps: u64) -> Result<Ep, i32> {
+        let c = ctx_ref(ctx);
+        let block_size = size_of::<EpBlock>() as u64 + INBOX_SLOTS * SLOT_SIZE;
+        let (block, block_off) = c.heap_alloc(block_size)?;
+        let dsz = size_of::<EpDev>() as u64;
+        let (dev, dev_off) = match c.heap_alloc(dsz) {
+            Ok(x) => x,
+            Err(e) => {
+                c.heap_free(block_off, block_size);
+                return Err(e);
+            }
+        };
+        let avsz = (AV_TAB_CAP * size_of::<AvEnt>()) as u64;
+        let (av_tab, av_off) = match c.heap_alloc(avsz) {
+            Ok(x) => x,
+            Err(e) => {
+                c.heap_free(block_off, block_size);
+                c.heap_free(dev_off, dsz);
+                return Err(e);
+            }
+        };
+        let id = c.dom.next_ep();
+        let caps = if caps == 0 {
+            FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC
+        } else {
+            caps
+        };
+        // SAFETY: fresh zeroed allocations of the right sizes.
+        unsafe {
+            let b = block as *mut EpBlock;
+            (*b).nonce = c.dom.nonce;
+            (*b).ep_id = id as u64;
+            (*b).caps = caps;
+            (*b).nslots = INBOX_SLOTS;
+            (*b).slot_size = SLOT_SIZE;
+            (*b).inbox_off = block_off + size_of::<EpBlock>() as u64;
+            (*b).magic = EP_MAGIC;
+            let d = dev as *mut EpDev;
+            (*d).block = block as u64;
+            (*d).ctx = c.dev() as u64;
+            (*d).nonce = c.dom.nonce;
+            (*d).ep_id = id as u64;
+            (*d).caps = caps;
+            (*d).av_tab = av_tab as u64;
+            (*d).av_count = AV_TAB_CAP as u64;
+        }
+        for i in 0..AV_TAB_CAP {
+            store(av_tab + 16 * i + 8, u64::MAX);
+        }
+        Ok(Ep {
+            ctx,
+            id,
+            block,
+            block_off,
+            block_size,
+            dev,
+            dev_off,
+            av: None,
+            av_tab,
+            av_off,
+            cqs: Vec::new(),
+            enabled: false,
+        })
+    }
+
+    pub fn bind_av(&mut self, av: *const Av) {
+        // SAFETY: the core holds the AV while it is bound.
+        let a = unsafe { &*av };
+        for (i, e) in a.entries.lock().unwrap().iter().enumerate() {
+            if let Some(e) = e {
+                write_av_ent(self.av_tab, i, &e.addr);
+            }
+        }
+        a.tables.lock().unwrap().push(self.av_tab);
+        self.av = Some(av);
+    }
+
+    pub fn bind_cq(&mut self, cq: *const Cq, flags: u64) -> Result<(), i32> {
+        // SAFETY: the core holds the CQ while it is bound.
+        let q = unsafe { &*cq };
+        if !q.is_host() && q.ctx_id != ctx_ref(self.ctx).id {
+            return Err(-FI_EINVAL);
+        }
+        q.add_progress(self.dev)?;
+        if flags & FI_TRANSMIT != 0 {
+            store(self.dev + 40, q.dev as u64);
+        }
+        if flags & FI_RECV != 0 {
+            store(self.dev + 48, q.dev as u64);
+            if !q.is_host() {
+                store(self.block + 32, q.ring_off);
+            }
+        }
+        self.cqs.push(cq);
+        Ok(())
+    }
+
+    pub fn bind_cntr(&mut self, c: &Counter, flags: u64) -> Result<(), i32> {
+        let pairs = [
+            (FI_SEND, CNTR_SEND),
+            (FI_RECV, CNTR_RECV),
+            (FI_READ, CNTR_READ),
+            (FI_WRITE, CNTR_WRITE),
+            (FI_REMOTE_READ, CNTR_REM_READ),
+            (FI_REMOTE_WRITE, CNTR_REM_WRITE),
+        ];
+        if c.is_host() && flags & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
+            core::warn("a host counter cannot count remote accesses: peers cannot reach it");
+            return Err(-FI_EOPNOTSUPP);
+        }
+        for (f, i) in pairs {
+            if flags & f != 0 {
+                store(self.dev + 56 + 8 * i, c.addr as u64);
+            }
+        }
+        if flags & FI_REMOTE_WRITE != 0 {
+            store(self.block + 40, c.off);
+        }
+        if flags & FI_REMOTE_READ != 0 {
+            store(self.block + 48, c.off);
+        }
+        Ok(())
+    }
+
+    pub fn name(&self) -> [u8; ADDR_LEN] {
+        let c = ctx_ref(self.ctx);
+        let region = c.dom.lock().ctxs.get(&c.id).map_or(0, |x| x.heap_region);
+        Addr {
+            boot_id: c.dom.boot_id,
+            pid: c.dom.pid,
+            ep_id: self.id,
+            nonce: c.dom.nonce,
+            secret: c.dom.secret,
+            ep_region: region,
+            ep_off: self.block_off as u32,
+        }
+        .encode()
+    }
+
+    pub fn close(&mut self) {
+        for &q in &self.cqs {
+            // SAFETY: bound CQs outlive the endpoint (the core holds them).
+            unsafe { &*q }.remove_progress(self.dev);
+        }
+        if let Some(av) = self.av {
+            // SAFETY: as above.
+            let a = unsafe { &*av };
+            a.tables.lock().unwrap().retain(|&t| t != self.av_tab);
+        }
+        store(self.block, 0);
+        let c = ctx_ref(self.ctx);
+        c.heap_free(self.block_off, self.block_size);
+        c.heap_free(self.dev_off, size_of::<EpDev>() as u64);
+        c.heap_free(self.av_off, (AV_TAB_CAP * size_of::<AvEnt>()) as u64);
+    }
+}
+
+pub fn class_of(fclass: usize) -> usize {
+    fclass
+}
+
+pub const EP_CLASS: u32 = FI_CLASS_EP as u32;
+pub const CQ_CLASS: u32 = FI_CLASS_CQ as u32;
+pub const CNTR_CLASS: u32 = FI_CLASS_CNTR as u32;
