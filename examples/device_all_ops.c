@@ -13,8 +13,9 @@
 
 #if defined(__CUDACC__) || defined(__CUDA__) || defined(__HIP__) || defined(__HIPCC__)
 #define EXAMPLE_KERNEL extern "C" __attribute__((global))
-#elif defined(__SYCL_DEVICE_ONLY__)
-#define EXAMPLE_KERNEL extern "C" __attribute__((sycl_device))
+#elif defined(__SYCL_DEVICE_ONLY__) && defined(SYCL_EXTERNAL)
+/* Called from a sycl::queue::parallel_for lambda in another translation unit. */
+#define EXAMPLE_KERNEL extern "C" SYCL_EXTERNAL
 #elif defined(__cplusplus)
 #define EXAMPLE_KERNEL extern "C"
 #else

@@ -164,7 +164,8 @@ FI_XPU_FUNC void fi_xpu_shm_add(uint64_t *p, uint64_t v)
 		fi_xpu_arch_fetch_add_u64(p, v, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS);
 }
 
-/* Copies [0, len) split among the `nranks` callers; byte-exact, no libc. */
+/* Copies [lo, hi) of a buffer of `len` bytes split among `nranks`
+ * callers, word-wise where both sides allow it; no libc. */
 FI_XPU_FUNC void fi_xpu_shm_copy_part(void *dst, const void *src, size_t len, uint32_t rank,
 				      uint32_t nranks)
 {
@@ -467,24 +468,6 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 	return 0;
 }
 
-FI_XPU_FUNC int fi_xpu_write_shm(const struct fid_xpu_ep *ep, const void *buf, size_t len,
-				 void *desc, const void *dest_addr, uint64_t addr, uint64_t key,
-				 uint64_t data, uint64_t flags, void *context, int scope)
-{
-	(void)desc;
-	return fi_xpu_shm_rma(ep, 1, (void *)(uintptr_t)buf, len, dest_addr, addr, key, data,
-			      flags, context, scope);
-}
-
-FI_XPU_FUNC int fi_xpu_read_shm(const struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
-				const void *dest_addr, uint64_t addr, uint64_t key,
-				uint64_t flags, void *context, int scope)
-{
-	(void)desc;
-	return fi_xpu_shm_rma(ep, 0, buf, len, dest_addr, addr, key, 0, flags & ~FI_REMOTE_CQ_DATA,
-			      context, scope);
-}
-
 /* ---- atomics ------------------------------------------------------------ */
 FI_XPU_FUNC int fi_xpu_shm_dt_size(int dt)
 {
@@ -716,46 +699,6 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 	}
 	rc = fi_xpu_shm_bcast(scope, rc);
 	return rc == 1 ? 0 : (int)rc;
-}
-
-FI_XPU_FUNC int fi_xpu_atomic_shm(const struct fid_xpu_ep *ep, const void *buf, size_t count,
-				  void *desc, const void *dest_addr, uint64_t addr, uint64_t key,
-				  int datatype, int op, uint64_t flags, void *context, int scope)
-{
-	(void)desc;
-	if (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP))
-		return -FI_EINVAL;
-	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, (void *)0, dest_addr, addr,
-				     key, datatype, op, flags, context, scope);
-}
-
-FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(const struct fid_xpu_ep *ep, const void *buf, size_t count,
-					void *desc, void *result, void *result_desc,
-					const void *dest_addr, uint64_t addr, uint64_t key,
-					int datatype, int op, uint64_t flags, void *context, int scope)
-{
-	(void)desc;
-	(void)result_desc;
-	if (op >= FI_CSWAP && op <= FI_MSWAP)
-		return -FI_EINVAL;
-	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, result, dest_addr, addr, key,
-				     datatype, op, flags, context, scope);
-}
-
-FI_XPU_FUNC int fi_xpu_compare_atomic_shm(const struct fid_xpu_ep *ep, const void *buf,
-					  size_t count, void *desc, const void *compare,
-					  void *compare_desc, void *result, void *result_desc,
-					  const void *dest_addr, uint64_t addr, uint64_t key,
-					  int datatype, int op, uint64_t flags, void *context,
-					  int scope)
-{
-	(void)desc;
-	(void)compare_desc;
-	(void)result_desc;
-	if (op < FI_CSWAP || op > FI_MSWAP)
-		return -FI_EINVAL;
-	return fi_xpu_shm_atomic_any(ep, buf, count, compare, result, dest_addr, addr, key,
-				     datatype, op, flags, context, scope);
 }
 
 /* ---- messages ----------------------------------------------------------- */
@@ -1023,39 +966,6 @@ FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, siz
 	return (int)rc;
 }
 
-FI_XPU_FUNC int fi_xpu_send_shm(const struct fid_xpu_ep *ep, const void *buf, size_t len,
-				void *desc, const void *dest_addr, uint64_t data, uint64_t flags,
-				void *context, int scope)
-{
-	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, 0, data, flags & ~FI_TAGGED,
-				   context, scope);
-}
-
-FI_XPU_FUNC int fi_xpu_tsend_shm(const struct fid_xpu_ep *ep, const void *buf, size_t len,
-				 void *desc, const void *dest_addr, uint64_t tag, uint64_t data,
-				 uint64_t flags, void *context, int scope)
-{
-	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, tag, data, flags | FI_TAGGED,
-				   context, scope);
-}
-
-FI_XPU_FUNC int fi_xpu_recv_shm(const struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
-				const void *src_addr, uint64_t flags, void *context, int scope)
-{
-	(void)desc;
-	(void)src_addr;
-	return fi_xpu_shm_recv_any(ep, buf, len, 0, 0, flags & ~FI_TAGGED, context, scope);
-}
-
-FI_XPU_FUNC int fi_xpu_trecv_shm(const struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
-				 const void *src_addr, uint64_t tag, uint64_t ignore,
-				 uint64_t flags, void *context, int scope)
-{
-	(void)desc;
-	(void)src_addr;
-	return fi_xpu_shm_recv_any(ep, buf, len, tag, ignore, flags | FI_TAGGED, context, scope);
-}
-
 /* ---- CQ reads ----------------------------------------------------------- */
 FI_XPU_FUNC uint64_t fi_xpu_shm_src(const struct fi_xpu_shm_cq_dev *q, uint64_t nonce, uint64_t ep)
 {
@@ -1123,108 +1033,10 @@ FI_XPU_FUNC ssize_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 	return (ssize_t)fi_xpu_shm_bcast(scope, rc);
 }
 
-FI_XPU_FUNC ssize_t fi_xpu_cq_read_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
-				       int scope)
-{
-	return fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)0, scope);
-}
-
-FI_XPU_FUNC ssize_t fi_xpu_cq_readfrom_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
-					   uint64_t *src_addr, int scope)
-{
-	return fi_xpu_shm_cq_read_any(cq, buf, count, src_addr, scope);
-}
-
-FI_XPU_FUNC ssize_t fi_xpu_cq_readerr_shm(const struct fid_xpu_cq *hcq, struct fi_cq_err_entry *buf,
-					  uint64_t flags, int scope)
-{
-	struct fi_xpu_shm_cq_dev *q;
-	struct fi_xpu_shm_cq_ring *r;
-	int64_t rc = -FI_EAGAIN;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
-	(void)flags;
-	q = hcq ? FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx)
-		: (struct fi_xpu_shm_cq_dev *)0;
-	if (!q || !buf)
-		return -FI_EINVAL;
-	if (rank == 0) {
-		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
-		for (;;) {
-			uint64_t t = fi_xpu_shm_ld(&r->tail);
-			struct fi_xpu_shm_cqe *e =
-				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
-				(t & (q->size - 1));
-			struct fi_cq_err_entry out;
-			if (fi_xpu_shm_ld(&e->seq) != t + 1 || !e->is_err)
-				break;
-			out.op_context = FI_XPU_SHM_P(void, e->context);
-			out.flags = e->flags;
-			out.len = (size_t)e->len;
-			out.buf = FI_XPU_SHM_P(void, e->buf);
-			out.data = e->data;
-			out.tag = e->tag;
-			out.olen = (size_t)e->olen;
-			out.err = (int)-e->err;
-			out.prov_errno = (int)e->err;
-			out.err_data = (void *)0;
-			out.err_data_size = 0;
-			if (!fi_xpu_shm_cas(&r->tail, t, t + 1))
-				continue;
-			*buf = out;
-			rc = 1;
-			break;
-		}
-	}
-	return (ssize_t)fi_xpu_shm_bcast(scope, rc);
-}
-
-/* Blocking read: waits up to `timeout_ms` (negative: the CQ's timeout
- * attribute; that negative too: no limit) for at least one entry. */
-FI_XPU_FUNC ssize_t fi_xpu_cq_sreadfrom_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
-					    uint64_t *src_addr, int timeout_ms, int scope)
-{
-	const struct fi_xpu_shm_cq_dev *q =
-		cq ? FI_XPU_SHM_P(const struct fi_xpu_shm_cq_dev, cq->fid.prov_ctx)
-		   : (const struct fi_xpu_shm_cq_dev *)0;
-	int64_t to = timeout_ms;
-	uint64_t start = fi_xpu_arch_clock_ns();
-	ssize_t rc;
-	if (!q)
-		return -FI_EINVAL;
-	if (to < 0)
-		to = q->timeout_ms;
-	for (;;) {
-		rc = fi_xpu_shm_cq_read_any(cq, buf, count, src_addr, scope);
-		if (rc != -FI_EAGAIN)
-			return rc;
-		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
-			return -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
-	}
-}
-
-FI_XPU_FUNC ssize_t fi_xpu_cq_sread_shm(const struct fid_xpu_cq *cq, void *buf, size_t count,
-					int timeout_ms, int scope)
-{
-	return fi_xpu_cq_sreadfrom_shm(cq, buf, count, (uint64_t *)0, timeout_ms, scope);
-}
-
 /* ---- counters ----------------------------------------------------------- */
 FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
 {
 	return c ? FI_XPU_SHM_P(uint64_t, c->fid.prov_ctx) : (uint64_t *)0;
-}
-
-FI_XPU_FUNC uint64_t fi_xpu_cntr_read_shm(const struct fid_xpu_cntr *c)
-{
-	uint64_t *p = fi_xpu_shm_cntr(c);
-	return p ? fi_xpu_shm_ld(p) : 0;
-}
-
-FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_shm(const struct fid_xpu_cntr *c)
-{
-	uint64_t *p = fi_xpu_shm_cntr(c);
-	return p ? fi_xpu_shm_ld(p + 1) : 0;
 }
 
 FI_XPU_FUNC int fi_xpu_shm_cntr_upd(const struct fid_xpu_cntr *c, int err, int set, uint64_t v)
@@ -1236,61 +1048,6 @@ FI_XPU_FUNC int fi_xpu_shm_cntr_upd(const struct fid_xpu_cntr *c, int err, int s
 		fi_xpu_shm_st(p + err, v);
 	else
 		fi_xpu_shm_add(p + err, v);
-	return 0;
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_add_shm(const struct fid_xpu_cntr *c, uint64_t v)
-{
-	return fi_xpu_shm_cntr_upd(c, 0, 0, v);
-}
-FI_XPU_FUNC int fi_xpu_cntr_set_shm(const struct fid_xpu_cntr *c, uint64_t v)
-{
-	return fi_xpu_shm_cntr_upd(c, 0, 1, v);
-}
-FI_XPU_FUNC int fi_xpu_cntr_adderr_shm(const struct fid_xpu_cntr *c, uint64_t v)
-{
-	return fi_xpu_shm_cntr_upd(c, 1, 0, v);
-}
-FI_XPU_FUNC int fi_xpu_cntr_seterr_shm(const struct fid_xpu_cntr *c, uint64_t v)
-{
-	return fi_xpu_shm_cntr_upd(c, 1, 1, v);
-}
-
-/* Waits until the value reaches `threshold`: 0, -FI_EAVAIL when the error
- * count moved meanwhile, -FI_ETIMEDOUT after `timeout_ms` (negative: no
- * limit). */
-FI_XPU_FUNC int fi_xpu_cntr_wait_shm(const struct fid_xpu_cntr *c, uint64_t threshold,
-				     int timeout_ms)
-{
-	uint64_t *p = fi_xpu_shm_cntr(c);
-	uint64_t err0, start = fi_xpu_arch_clock_ns();
-	if (!p)
-		return -FI_EINVAL;
-	err0 = fi_xpu_shm_ld(p + 1);
-	for (;;) {
-		if (fi_xpu_shm_ld(p) >= threshold)
-			return 0;
-		if (fi_xpu_shm_ld(p + 1) != err0)
-			return -FI_EAVAIL;
-		if (timeout_ms >= 0 &&
-		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
-			return -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
-	}
-}
-
-/* Makes every operation this caller posted visible at the peers: data
- * operations complete before they return, so a system-scope fence is all
- * that is left; rendezvous sends complete through the CQ. */
-FI_XPU_FUNC int fi_xpu_flush_shm(const struct fid_xpu_ep *ep, int scope)
-{
-	int rc = fi_xpu_arch_scope_check(scope);
-	if (rc)
-		return rc;
-	if (!ep)
-		return -FI_EINVAL;
-	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
-	fi_xpu_shm_progress(fi_xpu_shm_ep(ep));
 	return 0;
 }
 

@@ -109,7 +109,7 @@ impl Memory {
             warn!("fi_xpu_alloc: the memory backend returned no fd for FI_XPU_ALLOC_DMABUF");
             return Err(Error::OPNOTSUPP);
         }
-        if alignment != 0 && a.addr as u64 % alignment != 0 {
+        if alignment != 0 && !(a.addr as u64).is_multiple_of(alignment) {
             let _ = self.backend.free(a.addr);
             warn!("fi_xpu_alloc: the memory backend ignored the requested alignment {alignment}");
             return Err(Error(FI_EFAULT));

@@ -7,7 +7,10 @@ mod services;
 pub use loader::{check_descriptor, providers, Provider, Providers, Skipped};
 
 /// Calls a provider entry point that the loader has checked is present.
-/// Expands to the call's return value.
+/// Expands to the call's return value. Callers pass plain values (handles,
+/// pointers to locals, lengths), never expressions that need `unsafe` of
+/// their own; that is why clippy's `macro_metavars_in_unsafe` is allowed for
+/// the crate.
 #[macro_export]
 macro_rules! prov_call {
     ($prov:expr, $entry:ident ( $($arg:expr),* $(,)? )) => {{
