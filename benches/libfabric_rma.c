@@ -128,11 +128,12 @@ static void reap(struct res *r, int *outstanding, int target)
 	}
 }
 
-static void write_at(struct res *r, size_t off, size_t len, int *outstanding)
+/* Writes `len` bytes from local offset `src` to the peer's offset `dst`. */
+static void write_at(struct res *r, size_t src, size_t dst, size_t len, int *outstanding)
 {
 	for (;;) {
-		ssize_t ret = fi_write(r->ep, r->buf + off, len, r->desc, r->peer,
-				       r->peer_addr + off, r->peer_key, NULL);
+		ssize_t ret = fi_write(r->ep, r->buf + src, len, r->desc, r->peer,
+				       r->peer_addr + dst, r->peer_key, NULL);
 		if (ret == 0)
 			break;
 		if (ret != -FI_EAGAIN)
@@ -142,12 +143,16 @@ static void write_at(struct res *r, size_t off, size_t len, int *outstanding)
 	(*outstanding)++;
 }
 
-/* Waits until the 8-byte word at `off` equals `want`, progressing the provider. */
-static void wait_word(struct res *r, size_t off, uint64_t want)
+/* Waits until the 8-byte word at `off` equals `want`, progressing the
+ * provider and counting the completions that arrive meanwhile. */
+static void wait_word(struct res *r, size_t off, uint64_t want, int *outstanding)
 {
 	struct fi_cq_entry e[16];
-	while (__atomic_load_n((uint64_t *)(r->buf + off), __ATOMIC_ACQUIRE) != want)
-		(void)fi_cq_read(r->cq, e, 16);
+	while (__atomic_load_n((uint64_t *)(r->buf + off), __ATOMIC_ACQUIRE) != want) {
+		ssize_t n = fi_cq_read(r->cq, e, 16);
+		if (n > 0)
+			*outstanding -= (int)n;
+	}
 }
 
 static void barrier(struct res *r)
@@ -166,13 +171,12 @@ static void run(struct res *r, int initiator, int iters)
 		uint64_t *word = (uint64_t *)r->buf + 1;
 		if (initiator) {
 			*word = (uint64_t)i;
-			write_at(r, 8, 8, &out);
-			memmove(r->buf, r->buf, 0);
-			wait_word(r, 0, (uint64_t)i);
+			write_at(r, 8, 0, 8, &out);
+			wait_word(r, 0, (uint64_t)i, &out);
 		} else {
-			wait_word(r, 0, (uint64_t)i);
+			wait_word(r, 0, (uint64_t)i, &out);
 			*word = (uint64_t)i;
-			write_at(r, 8, 8, &out);
+			write_at(r, 8, 0, 8, &out);
 		}
 		reap(r, &out, 0);
 	}
@@ -184,7 +188,7 @@ static void run(struct res *r, int initiator, int iters)
 		int n = iters * 10;
 		t0 = now();
 		for (int i = 0; i < n; i++) {
-			write_at(r, 64 + (size_t)(i % 64) * 8, 8, &out);
+			write_at(r, 64, 64 + (size_t)(i % 64) * 8, 8, &out);
 			if (out >= WINDOW)
 				reap(r, &out, WINDOW / 2);
 		}
@@ -200,7 +204,7 @@ static void run(struct res *r, int initiator, int iters)
 				reps = 8;
 			t0 = now();
 			for (int i = 0; i < reps; i++) {
-				write_at(r, 0, len, &out);
+				write_at(r, 0, 0, len, &out);
 				if (out >= 8)
 					reap(r, &out, 4);
 			}

@@ -9,7 +9,7 @@
  *   cc -I include examples/hello.c -L target/debug -lfi_xpu -o hello && ./hello
  */
 #include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device_shm.h>
+#include <rdma/fi_xpu_device.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,10 +50,10 @@ static void xfer(int sock, const void *out, void *in, size_t len)
 static struct fi_cq_data_entry wait_one(struct fid_xpu_cq *cq)
 {
 	struct fi_cq_data_entry e;
-	ssize_t n = fi_xpu_cq_sread_shm(cq, &e, 1, 5000, FI_XPU_WORK_ITEM);
+	int64_t n = fi_xpu_cq_sread(cq, &e, 1, 1, FI_XPU_WORK_ITEM);
 	if (n == -FI_EAVAIL) {
 		struct fi_cq_err_entry err = { 0 };
-		fi_xpu_cq_readerr_shm(cq, &err, 0, FI_XPU_WORK_ITEM);
+		fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM);
 		fprintf(stderr, "[%d] error completion: %s\n", (int)getpid(),
 			fi_xpu_strerror(-err.err));
 		exit(1);
@@ -130,17 +130,16 @@ static int run(int sock, int rank)
 		int n = snprintf(msg, sizeof(msg), "hello from pid %d", (int)getpid());
 		/* Device code: write into the peer's heap, announce it with CQ data,
 		 * bump a counter word atomically, then send a message. */
-		CHECK(fi_xpu_write_shm(&ep, msg, (size_t)n + 1, NULL, &raw, peer.base, peer.key,
-				       0x2a, FI_REMOTE_CQ_DATA, NULL, FI_XPU_WORK_ITEM));
+		CHECK(fi_xpu_write(&ep, msg, (size_t)n + 1, NULL, 0x2a, &raw, peer.base, peer.key,
+				   NULL, FI_REMOTE_CQ_DATA, FI_XPU_WORK_ITEM));
 		wait_one(&cq);
-		CHECK(fi_xpu_atomic_shm(&ep, &one, 1, NULL, &raw, peer.base + 256, peer.key,
-					FI_UINT64, FI_SUM, 0, NULL, FI_XPU_WORK_ITEM));
+		CHECK(fi_xpu_atomic(&ep, &one, 1, NULL, &raw, peer.base + 256, peer.key, FI_UINT64,
+				    FI_SUM, NULL, 0, FI_XPU_WORK_ITEM));
 		wait_one(&cq);
 		if (read(sock, &ready, 1) != 1)
 			exit(1);
 		n = snprintf(msg, sizeof(msg), "a message from pid %d", (int)getpid());
-		CHECK(fi_xpu_send_shm(&ep, msg, (size_t)n + 1, NULL, &raw, 0, 0, NULL,
-				      FI_XPU_WORK_ITEM));
+		CHECK(fi_xpu_send(&ep, msg, (size_t)n + 1, NULL, 0, &raw, NULL, 0, FI_XPU_WORK_ITEM));
 		wait_one(&cq);
 		if (read(sock, &ready, 1) != 1)
 			exit(1);
@@ -148,15 +147,15 @@ static int run(int sock, int rank)
 		char box[64] = { 0 };
 		struct fi_cq_data_entry e;
 		uint64_t src = 0;
-		ssize_t n;
-		CHECK(fi_xpu_recv_shm(&ep, box, sizeof(box), NULL, NULL, 0, box, FI_XPU_WORK_ITEM));
+		int64_t n;
+		CHECK(fi_xpu_recv(&ep, box, sizeof(box), NULL, NULL, box, 0, FI_XPU_WORK_ITEM));
 		e = wait_one(&cq);
 		printf("[%d] remote write arrived (cq data 0x%" PRIx64 ", %zu bytes): \"%s\"\n",
 		       (int)getpid(), e.data, e.len, heap);
 		if (write(sock, "r", 1) != 1)
 			exit(1);
 		do
-			n = fi_xpu_cq_sreadfrom_shm(&cq, &e, 1, &src, 5000, FI_XPU_WORK_ITEM);
+			n = fi_xpu_cq_sreadfrom(&cq, &e, 1, &src, 1, FI_XPU_WORK_ITEM);
 		while (n == -FI_EAGAIN);
 		CHECK(n);
 		printf("[%d] atomic counter in my heap: %" PRIu64 "\n", (int)getpid(),

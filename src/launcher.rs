@@ -255,6 +255,9 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
         cv: Condvar::new(),
     };
     std::thread::scope(|s| {
+        // Joined explicitly (not just left to the scope) so that tools that
+        // follow pthread_join see the kernel's writes ordered before return.
+        let mut handles = Vec::with_capacity(shape.items() as usize);
         for global in 0..shape.items() {
             let item = shape.item(global);
             let shared = Arc::clone(&shared);
@@ -271,13 +274,21 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
                     LAUNCH.with(|l| *l.borrow_mut() = None);
                     ITEM.with(|c| c.set(SINGLE));
                 });
-            if let Err(e) = spawned {
-                crate::warn!("host launch: cannot start thread {global}: {e}");
-                gate.open(false);
-                return Err(Error(FI_EAGAIN));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    crate::warn!("host launch: cannot start thread {global}: {e}");
+                    gate.open(false);
+                    return Err(Error(FI_EAGAIN));
+                }
             }
         }
         gate.open(true);
+        for h in handles {
+            if let Err(p) = h.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
         Ok(())
     })
 }

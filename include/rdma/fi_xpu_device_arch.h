@@ -120,6 +120,11 @@
 #elif defined(__SYCL_DEVICE_ONLY__)
 #define FI_XPU_ARCH_SPIRV 1
 #define FI_XPU_ARCH_NAME "spirv"
+#elif defined(__CUDACC__) || defined(__CUDA__) || defined(__HIP__) || defined(__HIPCC__)
+/* The host pass of a CUDA or HIP translation unit: device functions are
+ * parsed but never generated or called here, so they get inert bodies. */
+#define FI_XPU_ARCH_GPU_HOST_PASS 1
+#define FI_XPU_ARCH_NAME "gpu-host-pass"
 #else
 #define FI_XPU_ARCH_HOST 1
 #define FI_XPU_ARCH_NAME "host"
@@ -698,6 +703,45 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 #define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
 
 /* ======================================================================= */
+#elif defined(FI_XPU_ARCH_GPU_HOST_PASS)
+#define fi_xpu_arch__atomic_load(p, o, s) __atomic_load_n(p, o)
+#define fi_xpu_arch__atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
+#define fi_xpu_arch__atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
+#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __atomic_fetch_add(p, v, o)
+#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __atomic_fetch_or(p, v, o)
+#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
+#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
+#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
+#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
+	do {                                                                  \
+		(void)mscope;                                                 \
+		CALL(__VA_ARGS__, 0)                                          \
+	} while (0)
+FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
+{
+	(void)order, (void)mscope;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void) { return 0; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void) { return 1; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void) { return 0; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void) { return 0; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void) { return 1; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void) { return 0; }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void) { return 1; }
+FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void) {}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void) {}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v) { return v; }
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+{
+	(void)rank;
+	return v;
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void) {}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return 0; }
+#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+
+/* ======================================================================= */
 #else /* FI_XPU_ARCH_HOST */
 /*
  * CPU threads. The memory scope makes no difference on a cache-coherent
@@ -717,9 +761,45 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 		CALL(__VA_ARGS__, 0)                                          \
 	} while (0)
 
+/*
+ * The host launcher synchronises its threads inside libfi_xpu, out of sight
+ * of ThreadSanitizer when only the C side is instrumented. Under TSan every
+ * host barrier and broadcast also passes through one atomic here (acq_rel
+ * before, acquire after), so the tool sees the ordering the barrier gives.
+ * TSan does not model fences; there they become an RMW of that atomic.
+ */
+#if defined(FI_XPU_ARCH_HOST)
+#if defined(__SANITIZE_THREAD__)
+#define FI_XPU_ARCH__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FI_XPU_ARCH__TSAN 1
+#endif
+#endif
+#ifdef FI_XPU_ARCH__TSAN
+static uint64_t fi_xpu_arch__tsan_sync;
+FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_release(void)
+{
+	__atomic_fetch_add(&fi_xpu_arch__tsan_sync, 1, __ATOMIC_ACQ_REL);
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_acquire(void)
+{
+	(void)__atomic_load_n(&fi_xpu_arch__tsan_sync, __ATOMIC_ACQUIRE);
+}
+#else
+FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_release(void) {}
+FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_acquire(void) {}
+#endif
+#endif
+
 FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 {
 	(void)mscope;
+#ifdef FI_XPU_ARCH__TSAN
+	if (order != FI_XPU_ARCH_RELAXED)
+		fi_xpu_arch__tsan_release();
+	return;
+#endif
 	switch (order) {
 	case FI_XPU_ARCH_RELAXED: break;
 	case FI_XPU_ARCH_ACQUIRE: __atomic_thread_fence(__ATOMIC_ACQUIRE); break;
@@ -879,7 +959,10 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_barrier(int scope)
 	if (ret)
 		return ret;
 #if defined(FI_XPU_ARCH_HOST)
-	return fi_xpu_host_barrier(scope);
+	fi_xpu_arch__tsan_release();
+	ret = fi_xpu_host_barrier(scope);
+	fi_xpu_arch__tsan_acquire();
+	return ret;
 #else
 	if (scope == FI_XPU_SUBGROUP)
 		fi_xpu_arch__subgroup_sync();
@@ -895,7 +978,10 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_broadcast_u64(int scope, uint64_t *value)
 	if (ret)
 		return ret;
 #if defined(FI_XPU_ARCH_HOST)
-	return fi_xpu_host_broadcast(scope, value);
+	fi_xpu_arch__tsan_release();
+	ret = fi_xpu_host_broadcast(scope, value);
+	fi_xpu_arch__tsan_acquire();
+	return ret;
 #else
 	if (scope == FI_XPU_SUBGROUP)
 		*value = fi_xpu_arch__subgroup_bcast(*value);

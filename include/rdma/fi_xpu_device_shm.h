@@ -417,7 +417,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			       uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t;
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
 	unsigned char *mem = 0;
 	int64_t rc = 0;
 	uint64_t cflags = (is_write ? FI_WRITE : FI_READ) | FI_RMA;
@@ -653,7 +653,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 				      uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t;
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
 	unsigned char *mem = 0;
 	int64_t rc = 0;
 	int sz = fi_xpu_shm_dt_size(datatype);
@@ -729,7 +729,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 				    uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t;
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
 	struct fi_xpu_shm_msg *m = 0;
 	uint64_t payload, h = 0, tl, src_region = 0, src_off = 0;
 	int64_t rc = 0;
@@ -980,7 +980,7 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_src(const struct fi_xpu_shm_cq_dev *q, uint64_t 
 	return FI_ADDR_NOTAVAIL;
 }
 
-FI_XPU_FUNC ssize_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
+FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
 					   uint64_t *src_addr, int scope)
 {
 	struct fi_xpu_shm_cq_dev *q;
@@ -1030,25 +1030,304 @@ FI_XPU_FUNC ssize_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 		if (rc == 0)
 			rc = n ? (int64_t)n : -FI_EAGAIN;
 	}
-	return (ssize_t)fi_xpu_shm_bcast(scope, rc);
+	return fi_xpu_shm_bcast(scope, rc);
 }
 
-/* ---- counters ----------------------------------------------------------- */
+FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
+					      struct fi_cq_err_entry *buf, uint64_t flags, int scope)
+{
+	struct fi_xpu_shm_cq_dev *q;
+	struct fi_xpu_shm_cq_ring *r;
+	int64_t rc = -FI_EAGAIN;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	(void)flags;
+	q = FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx);
+	if (!q || !buf)
+		return -FI_EINVAL;
+	if (rank == 0) {
+		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
+		for (;;) {
+			uint64_t t = fi_xpu_shm_ld(&r->tail);
+			struct fi_xpu_shm_cqe *e =
+				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
+				(t & (q->size - 1));
+			struct fi_cq_err_entry out;
+			if (fi_xpu_shm_ld(&e->seq) != t + 1 || !e->is_err)
+				break;
+			out.op_context = FI_XPU_SHM_P(void, e->context);
+			out.flags = e->flags;
+			out.len = (size_t)e->len;
+			out.buf = FI_XPU_SHM_P(void, e->buf);
+			out.data = e->data;
+			out.tag = e->tag;
+			out.olen = (size_t)e->olen;
+			/* libfabric reports a positive errno here. */
+			out.err = (int)-e->err;
+			out.prov_errno = (int)e->err;
+			out.err_data = (void *)0;
+			out.err_data_size = 0;
+			if (!fi_xpu_shm_cas(&r->tail, t, t + 1))
+				continue;
+			*buf = out;
+			rc = 1;
+			break;
+		}
+	}
+	return fi_xpu_shm_bcast(scope, rc);
+}
+
+/* ---- the provider entry points of fi_xpu_device.h ----------------------- */
+FI_XPU_FUNC int fi_xpu_write_shm(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
+				 uint64_t data, void *dest_addr, uint64_t addr, uint64_t key,
+				 void *context, uint64_t flags, int scope)
+{
+	(void)desc;
+	return fi_xpu_shm_rma(ep, 1, (void *)(uintptr_t)buf, len, dest_addr, addr, key, data,
+			      flags, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_read_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				void *src_addr, uint64_t addr, uint64_t key, void *context,
+				uint64_t flags, int scope)
+{
+	(void)desc;
+	return fi_xpu_shm_rma(ep, 0, buf, len, src_addr, addr, key, 0, flags & ~FI_REMOTE_CQ_DATA,
+			      context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_send_shm(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
+				uint64_t data, void *dest_addr, void *context, uint64_t flags,
+				int scope)
+{
+	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, 0, data, flags & ~FI_TAGGED,
+				   context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_tsend_shm(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
+				 uint64_t data, void *dest_addr, uint64_t tag, void *context,
+				 uint64_t flags, int scope)
+{
+	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, tag, data, flags | FI_TAGGED,
+				   context, scope);
+}
+
+/* Receives match any source (FI_DIRECTED_RECV is not offered). */
+FI_XPU_FUNC int fi_xpu_recv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				void *src_addr, void *context, uint64_t flags, int scope)
+{
+	(void)desc;
+	(void)src_addr;
+	return fi_xpu_shm_recv_any(ep, buf, len, 0, 0, flags & ~FI_TAGGED, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_trecv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				 void *src_addr, uint64_t tag, uint64_t ignore, void *context,
+				 uint64_t flags, int scope)
+{
+	(void)desc;
+	(void)src_addr;
+	return fi_xpu_shm_recv_any(ep, buf, len, tag, ignore, flags | FI_TAGGED, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
+				  void *desc, void *dest_addr, uint64_t addr, uint64_t key,
+				  enum fi_datatype datatype, enum fi_op op, void *context,
+				  uint64_t flags, int scope)
+{
+	(void)desc;
+	if (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP))
+		return -FI_EINVAL;
+	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, (void *)0, dest_addr, addr,
+				     key, (int)datatype, (int)op, flags, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
+					void *desc, void *result, void *result_desc,
+					void *dest_addr, uint64_t addr, uint64_t key,
+					enum fi_datatype datatype, enum fi_op op, void *context,
+					uint64_t flags, int scope)
+{
+	(void)desc;
+	(void)result_desc;
+	if (op >= FI_CSWAP && op <= FI_MSWAP)
+		return -FI_EINVAL;
+	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, result, dest_addr, addr, key,
+				     (int)datatype, (int)op, flags, context, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_compare_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
+					  void *desc, const void *compare, void *compare_desc,
+					  void *result, void *result_desc, void *dest_addr,
+					  uint64_t addr, uint64_t key, enum fi_datatype datatype,
+					  enum fi_op op, void *context, uint64_t flags, int scope)
+{
+	(void)desc;
+	(void)compare_desc;
+	(void)result_desc;
+	if (op < FI_CSWAP || op > FI_MSWAP)
+		return -FI_EINVAL;
+	return fi_xpu_shm_atomic_any(ep, buf, count, compare, result, dest_addr, addr, key,
+				     (int)datatype, (int)op, flags, context, scope);
+}
+
+/* Data operations are complete when they return, so a system-scope fence
+ * is all that is left; progress also reports rendezvous sends the peers
+ * have pulled. */
+FI_XPU_FUNC int fi_xpu_flush_shm(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+	int rc = fi_xpu_arch_scope_check(scope);
+	(void)flags;
+	if (rc)
+		return rc;
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
+	fi_xpu_shm_sync(scope);
+	if (scope == FI_XPU_WORK_ITEM || fi_xpu_arch_scope_rank(scope) == 0)
+		fi_xpu_shm_progress(fi_xpu_shm_ep(ep));
+	fi_xpu_shm_sync(scope);
+	return 0;
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_read_shm(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
+{
+	return fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)0, scope);
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
+					   void *src_addr, int scope)
+{
+	return fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)src_addr, scope);
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_readerr_shm(struct fid_xpu_cq *cq, void *buf, uint64_t flags,
+					  int scope)
+{
+	return fi_xpu_shm_cq_readerr_any(cq, (struct fi_cq_err_entry *)buf, flags, scope);
+}
+
+/* Blocking read: waits until `threshold` entries (at least one, at most
+ * `count`) have been read or an error entry is next, for at most the CQ's
+ * timeout attribute (negative: no limit). -FI_ETIMEDOUT when nothing came. */
+FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
+					    void *src_addr, uint64_t threshold, int scope)
+{
+	const struct fi_xpu_shm_cq_dev *q = FI_XPU_SHM_P(const struct fi_xpu_shm_cq_dev,
+							 cq->fid.prov_ctx);
+	uint64_t want = threshold == 0 ? 1 : threshold, start = fi_xpu_arch_clock_ns();
+	int64_t to = q ? q->timeout_ms : -1, rc;
+	size_t got = 0, esz;
+	if (!q || (!buf && count))
+		return -FI_EINVAL;
+	if (want > count)
+		want = count;
+	esz = q->format == FI_CQ_FORMAT_CONTEXT ? sizeof(struct fi_cq_entry)
+	    : q->format == FI_CQ_FORMAT_MSG    ? sizeof(struct fi_cq_msg_entry)
+	    : q->format == FI_CQ_FORMAT_DATA   ? sizeof(struct fi_cq_data_entry)
+					       : sizeof(struct fi_cq_tagged_entry);
+	for (;;) {
+		rc = fi_xpu_shm_cq_read_any(cq, (unsigned char *)buf + got * esz, count - got,
+					    src_addr ? (uint64_t *)src_addr + got : (uint64_t *)0,
+					    scope);
+		if (rc > 0)
+			got += (size_t)rc;
+		else if (rc != -FI_EAGAIN)
+			return got ? (int64_t)got : rc;
+		if (got >= want)
+			return (int64_t)got;
+		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
+			return got ? (int64_t)got : -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_sread_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
+					uint64_t threshold, int scope)
+{
+	return fi_xpu_cq_sreadfrom_shm(cq, buf, count, (void *)0, threshold, scope);
+}
+
+/* Counters: {value, errors} words in memory the owner's peers can reach;
+ * every work item of a scope may call these (reads are idempotent, and
+ * updates are made once, by the scope's leader). */
 FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
 {
-	return c ? FI_XPU_SHM_P(uint64_t, c->fid.prov_ctx) : (uint64_t *)0;
+	return FI_XPU_SHM_P(uint64_t, c->fid.prov_ctx);
 }
 
-FI_XPU_FUNC int fi_xpu_shm_cntr_upd(const struct fid_xpu_cntr *c, int err, int set, uint64_t v)
+FI_XPU_FUNC uint64_t fi_xpu_cntr_read_shm(struct fid_xpu_cntr *c, int scope)
 {
+	int rc = fi_xpu_arch_scope_check(scope);
+	return rc ? (uint64_t)(int64_t)rc : fi_xpu_shm_ld(fi_xpu_shm_cntr(c));
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_shm(struct fid_xpu_cntr *c, int scope)
+{
+	int rc = fi_xpu_arch_scope_check(scope);
+	return rc ? (uint64_t)(int64_t)rc : fi_xpu_shm_ld(fi_xpu_shm_cntr(c) + 1);
+}
+
+FI_XPU_FUNC int fi_xpu_shm_cntr_upd(struct fid_xpu_cntr *c, int err, int set, uint64_t v, int scope)
+{
+	int rc = fi_xpu_arch_scope_check(scope);
 	uint64_t *p = fi_xpu_shm_cntr(c);
+	if (rc)
+		return rc;
 	if (!p)
 		return -FI_EINVAL;
-	if (set)
-		fi_xpu_shm_st(p + err, v);
-	else
-		fi_xpu_shm_add(p + err, v);
+	fi_xpu_shm_sync(scope);
+	if (scope == FI_XPU_WORK_ITEM || fi_xpu_arch_scope_rank(scope) == 0) {
+		if (set)
+			fi_xpu_shm_st(p + err, v);
+		else
+			fi_xpu_shm_add(p + err, v);
+	}
+	fi_xpu_shm_sync(scope);
 	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_add_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_shm_cntr_upd(c, 0, 0, v, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_set_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_shm_cntr_upd(c, 0, 1, v, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_adderr_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_shm_cntr_upd(c, 1, 0, v, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_seterr_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_shm_cntr_upd(c, 1, 1, v, scope);
+}
+
+/* Waits until the value reaches `threshold`: 0; -FI_EAVAIL when the error
+ * count moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no
+ * limit). Every work item waits on its own; no barrier is needed. */
+FI_XPU_FUNC int fi_xpu_cntr_wait_shm(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
+				     int scope)
+{
+	uint64_t *p = fi_xpu_shm_cntr(c);
+	uint64_t err0, start = fi_xpu_arch_clock_ns();
+	int rc = fi_xpu_arch_scope_check(scope);
+	if (rc)
+		return rc;
+	if (!p)
+		return -FI_EINVAL;
+	err0 = fi_xpu_shm_ld(p + 1);
+	for (;;) {
+		if (fi_xpu_shm_ld(p) >= threshold)
+			return 0;
+		if (fi_xpu_shm_ld(p + 1) != err0)
+			return -FI_EAVAIL;
+		if (timeout_ms >= 0 &&
+		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
+			return -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
 }
 
 #endif /* FI_XPU_DEVICE_SHM_H */

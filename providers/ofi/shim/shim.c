@@ -10,6 +10,7 @@
  * -ENODEV and xo_available() says 0, so the plugin refuses to initialise and
  * the rest of the workspace still builds.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,934 @@
+//! Host objects of the ofi provider, each backed by libfabric: domain (fabric
+//! + domain + progress threads), XPU context, AV, MR, CQ, counter and
+//! endpoint. CQs and counters are plain memory the proxy writes and kernels
+//! read; the endpoint owns the work-request ring the kernels write.
+use crate::core::{self, Ctx};
+use crate::fabric::{check, Fid, Info};
+use crate::ffi;
+use crate::layout::*;
+use crate::proxy::{self, Worker};
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::flags::*;
+use fi_xpu_abi::*;
+use std::collections::HashSet;
+use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Size of an endpoint name (`fi_xpu_getname`): a header and the libfabric
+/// name.
+pub const ADDR_LEN: usize = 128;
+const ADDR_MAGIC: u32 = 0x4158_4f46; // "FOXA"
+const ADDR_HDR: usize = 16;
+/// Default and most progress threads per domain.
+const DEFAULT_THREADS: u32 = 1;
+const MAX_THREADS: u32 = 64;
+
+const BASE_CAPS: u64 = FI_MSG
+    | FI_RMA
+    | FI_TAGGED
+    | FI_READ
+    | FI_WRITE
+    | FI_SEND
+    | FI_RECV
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE;
+
+/// One registration, as the proxy checks buffers against it.
+#[derive(Clone, Copy)]
+pub struct MrRec {
+    pub base: u64,
+    pub len: u64,
+    pub desc: usize,
+}
+
+pub struct DomInner {
+    // Field order is drop order: the domain closes before its fabric, and
+    // the info is freed last.
+    pub domain: Fid,
+    pub _fabric: Fid,
+    pub info: Info,
+    pub prov: String,
+    pub caps: u64,
+    pub max_msg: u64,
+    pub mrs: Mutex<Vec<Option<MrRec>>>,
+    next_ep: AtomicUsize,
+    pub workers: Vec<Arc<Worker>>,
+}
+
+impl DomInner {
+    pub fn has(&self, cap: u64) -> bool {
+        self.caps & cap == cap
+    }
+
+    /// The registration a raw descriptor id names.
+    pub fn mr(&self, id: u64) -> Option<MrRec> {
+        if id >> 32 != MR_MAGIC {
+            return None;
+        }
+        let idx = (id & 0xffff_ffff) as usize;
+        self.mrs.lock().unwrap().get(idx).copied().flatten()
+    }
+}
+
+pub struct Domain {
+    pub inner: Arc<DomInner>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+extern "C" {
+    fn secure_getenv(name: *const std::ffi::c_char) -> *mut std::ffi::c_char;
+}
+
+/// libfabric's "no address vector bound" (not in every fi_errno.h we mirror).
+const FI_ENOAV: i32 = 267;
+
+fn env(name: &str) -> Option<String> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: a valid C string; the result is copied out at once.
+    let v = unsafe { secure_getenv(c.as_ptr()) };
+    if v.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returns a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+fn cstr_or_empty(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: libfabric strings are NUL-terminated.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+impl Domain {
+    pub fn open(attr: Option<&fi_xpu_domain_attr>) -> Result<Domain, i32> {
+        let prov = match attr.filter(|a| !a.fabric_prov.is_null()) {
+            // SAFETY: the core passes the caller's NUL-terminated string.
+            Some(a) => Some(cstr_or_empty(a.fabric_prov)),
+            None => env("FI_XPU_OFI_PROVIDER"),
+        };
+        let nthreads = match attr.map_or(0, |a| a.progress_threads) {
+            0 => env("FI_XPU_OFI_PROGRESS_THREADS")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(DEFAULT_THREADS),
+            n => n,
+        };
+        if nthreads == 0 || nthreads > MAX_THREADS {
+            core::warn(&format!(
+                "progress_threads {nthreads} out of range 1..={MAX_THREADS}"
+            ));
+            return Err(-FI_EINVAL);
+        }
+        let cprov = CString::new(prov.clone().unwrap_or_default()).map_err(|_| -FI_EINVAL)?;
+        let cdom = CString::new(env("FI_XPU_OFI_DOMAIN").unwrap_or_default())
+            .map_err(|_| -FI_EINVAL)?;
+        let optional = FI_ATOMIC | FI_HMEM | ffi::FI_RMA_EVENT | ffi::FI_SOURCE;
+        let (mut info, mut fabric, mut domain) =
+            (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        let mut caps = 0u64;
+        // SAFETY: valid strings and out-pointers.
+        let r = unsafe {
+            ffi::xo_open(
+                cprov.as_ptr(),
+                cdom.as_ptr(),
+                BASE_CAPS,
+                optional,
+                &mut info,
+                &mut fabric,
+                &mut domain,
+                &mut caps,
+            )
+        };
+        if r != 0 {
+            core::warn(&format!(
+                "no libfabric provider{} offers RDM endpoints with MSG, TAGGED and RMA: {}",
+                prov.as_deref()
+                    .map(|p| format!(" named '{p}'"))
+                    .unwrap_or_default(),
+                ffi::strerror(r)
+            ));
+            return Err(if r == -FI_ENODATA { -FI_ENODEV } else { r });
+        }
+        let info = Info(info);
+        // SAFETY: info is live for these reads.
+        let (name, dname, max_msg) = unsafe {
+            (
+                cstr_or_empty(ffi::xo_info_prov_name(info.0)),
+                cstr_or_empty(ffi::xo_info_domain_name(info.0)),
+                ffi::xo_info_max_msg_size(info.0),
+            )
+        };
+        core::info(&format!(
+            "domain on libfabric provider {name} ({dname}), {nthreads} progress thread(s){}{}",
+            if caps & FI_ATOMIC != 0 { "" } else { ", no atomics" },
+            if caps & ffi::FI_RMA_EVENT != 0 {
+                ""
+            } else {
+                ", no remote counters"
+            }
+        ));
+        let workers: Vec<Arc<Worker>> = (0..nthreads).map(|_| Arc::new(Worker::new())).collect();
+        let inner = Arc::new(DomInner {
+            domain: Fid(domain),
+            _fabric: Fid(fabric),
+            info,
+            prov: name,
+            caps,
+            max_msg,
+            mrs: Mutex::new(Vec::new()),
+            next_ep: AtomicUsize::new(0),
+            workers: workers.clone(),
+        });
+        let mut threads = Vec::new();
+        for (i, w) in workers.into_iter().enumerate() {
+            let t = std::thread::Builder::new()
+                .name(format!("fi_xpu-ofi-{i}"))
+                .spawn(move || proxy::run(w))
+                .map_err(|_| -FI_ENOMEM);
+            match t {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let d = Domain { inner, threads };
+                    drop(d);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Domain { inner, threads })
+    }
+}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        for w in &self.inner.workers {
+            w.stop();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+pub struct XpuCtx {
+    pub dom: Arc<DomInner>,
+    pub core_ctx: Ctx,
+}
+
+impl XpuCtx {
+    pub fn open(dom: &Arc<DomInner>, a: &fi_xpu_prov_ctx_args) -> Result<XpuCtx, i32> {
+        if a.iface != FI_HMEM_SYSTEM && !dom.has(FI_HMEM) {
+            core::warn(&format!(
+                "libfabric provider {} does not offer FI_HMEM: cannot serve iface {}",
+                dom.prov, a.iface
+            ));
+            return Err(-FI_EOPNOTSUPP);
+        }
+        Ok(XpuCtx {
+            dom: dom.clone(),
+            core_ctx: a.core_ctx,
+        })
+    }
+}
+
+pub struct AvInner {
+    pub fid: Fid,
+    pub live: Mutex<HashSet<u64>>,
+}
+
+pub struct Av {
+    pub inner: Arc<AvInner>,
+}
+
+/// An endpoint name: magic, length of the libfabric name, then the name.
+pub fn encode_name(raw: &[u8]) -> Result<[u8; ADDR_LEN], i32> {
+    if raw.len() > ADDR_LEN - ADDR_HDR {
+        return Err(-FI_EOVERFLOW);
+    }
+    let mut o = [0u8; ADDR_LEN];
+    o[0..4].copy_from_slice(&ADDR_MAGIC.to_le_bytes());
+    o[4..6].copy_from_slice(&1u16.to_le_bytes());
+    o[6..8].copy_from_slice(&(raw.len() as u16).to_le_bytes());
+    o[ADDR_HDR..ADDR_HDR + raw.len()].copy_from_slice(raw);
+    Ok(o)
+}
+
+/// The libfabric name inside an endpoint name.
+pub fn decode_name(b: &[u8]) -> Result<&[u8], i32> {
+    if b.len() < ADDR_LEN || u32::from_le_bytes(b[0..4].try_into().unwrap()) != ADDR_MAGIC {
+        return Err(-FI_EINVAL);
+    }
+    if u16::from_le_bytes(b[4..6].try_into().unwrap()) != 1 {
+        return Err(-FI_EINVAL);
+    }
+    let n = u16::from_le_bytes(b[6..8].try_into().unwrap()) as usize;
+    if n == 0 || n > ADDR_LEN - ADDR_HDR {
+        return Err(-FI_EINVAL);
+    }
+    Ok(&b[ADDR_HDR..ADDR_HDR + n])
+}
+
+impl Av {
+    pub fn open(dom: &Arc<DomInner>, count: usize) -> Result<Av, i32> {
+        let mut av = std::ptr::null_mut();
+        // SAFETY: live domain; valid out-pointer.
+        check(unsafe { ffi::xo_av_open(dom.domain.ptr(), count, &mut av) } as i64)?;
+        Ok(Av {
+            inner: Arc::new(AvInner {
+                fid: Fid(av),
+                live: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    pub fn insert(&self, name: &[u8]) -> Result<u64, i32> {
+        let raw = decode_name(name)?;
+        let mut out = 0u64;
+        // SAFETY: `raw` is a libfabric name of this provider's format, as
+        // long as the peer uses the same libfabric provider; libfabric
+        // parses it.
+        let r = unsafe {
+            ffi::xo_av_insert(self.inner.fid.ptr(), raw.as_ptr() as *const c_void, &mut out)
+        };
+        if r != 0 {
+            core::warn(&format!("fi_av_insert failed: {}", ffi::strerror(r)));
+            return Err(r);
+        }
+        self.inner.live.lock().unwrap().insert(out);
+        Ok(out)
+    }
+
+    pub fn remove(&self, fi_addr: u64) -> Result<(), i32> {
+        if !self.inner.live.lock().unwrap().remove(&fi_addr) {
+            return Err(-FI_EINVAL);
+        }
+        // SAFETY: live AV; the address was inserted.
+        check(unsafe { ffi::xo_av_remove(self.inner.fid.ptr(), fi_addr) } as i64)
+    }
+
+    pub fn lookup(&self, fi_addr: u64) -> Result<u64, i32> {
+        if self.inner.live.lock().unwrap().contains(&fi_addr) {
+            Ok(fi_addr)
+        } else {
+            Err(-FI_ENOENT)
+        }
+    }
+}
+
+pub struct Mr {
+    pub dom: Arc<DomInner>,
+    /// Deregistered on drop.
+    _fid: Fid,
+    pub key: u64,
+    pub index: usize,
+    pub base: u64,
+    pub len: u64,
+}
+
+impl Mr {
+    pub fn reg(dom: &Arc<DomInner>, a: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
+        let (mut mr, mut key, mut desc) = (std::ptr::null_mut(), 0u64, std::ptr::null_mut());
+        let mut access = a.access;
+        // Local access rights libfabric wants for the buffer to be a source
+        // or target of the endpoint's own operations.
+        access |= FI_READ | FI_WRITE | FI_SEND | FI_RECV;
+        // SAFETY: the core checked buf/len; out-pointers are live locals.
+        let r = unsafe {
+            ffi::xo_mr_reg(
+                dom.domain.ptr(),
+                a.buf,
+                a.len,
+                access,
+                a.requested_key,
+                a.iface,
+                a.device,
+                &mut mr,
+                &mut key,
+                &mut desc,
+            )
+        };
+        if r != 0 {
+            core::warn(&format!("fi_mr_regattr failed: {}", ffi::strerror(r)));
+            return Err(r);
+        }
+        let rec = MrRec {
+            base: a.buf as u64,
+            len: a.len as u64,
+            desc: desc as usize,
+        };
+        let mut mrs = dom.mrs.lock().unwrap();
+        let index = match mrs.iter().position(Option::is_none) {
+            Some(i) => {
+                mrs[i] = Some(rec);
+                i
+            }
+            None => {
+                mrs.push(Some(rec));
+                mrs.len() - 1
+            }
+        };
+        drop(mrs);
+        Ok(Mr {
+            dom: dom.clone(),
+            _fid: Fid(mr),
+            key,
+            index,
+            base: rec.base,
+            len: rec.len,
+        })
+    }
+
+    pub fn desc(&self) -> MrDesc {
+        MrDesc {
+            id: MR_MAGIC << 32 | self.index as u64,
+            key: self.key,
+            base: self.base,
+            len: self.len,
+        }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        self.dom.mrs.lock().unwrap()[self.index] = None;
+    }
+}
+
+/// Memory of a CQ or counter: in the XPU context for device objects, on the
+/// heap for host ones.
+struct Block {
+    addr: usize,
+    ctx: Option<Ctx>,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the block is plain memory owned by this object.
+unsafe impl Send for Block {}
+// SAFETY: shared access goes through atomics and the owner's locks.
+unsafe impl Sync for Block {}
+
+impl Block {
+    fn new(ctx: Option<Ctx>, size: usize) -> Result<Block, i32> {
+        let layout = std::alloc::Layout::from_size_align(size, 4096).map_err(|_| -FI_EINVAL)?;
+        let addr = match ctx {
+            Some(c) => core::alloc_host(c, size as u64)?,
+            None => {
+                // SAFETY: non-zero size.
+                let p = unsafe { std::alloc::alloc_zeroed(layout) };
+                if p.is_null() {
+                    return Err(-FI_ENOMEM);
+                }
+                p as usize
+            }
+        };
+        Ok(Block { addr, ctx, layout })
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        match self.ctx {
+            Some(c) => core::free(c, self.addr),
+            // SAFETY: allocated above with this layout.
+            None => unsafe { std::alloc::dealloc(self.addr as *mut u8, self.layout) },
+        }
+    }
+}
+
+/// A completion queue: a `CqDev` block and its ring of `Cqe`.
+pub struct CqShared {
+    mem: Block,
+    pub size: u64,
+    pub format: i32,
+    /// Serialises producers (progress threads of several endpoints).
+    lock: Mutex<()>,
+}
+
+fn at64(p: &u64) -> &AtomicU64 {
+    // SAFETY: every u64 of the shared blocks is 8-aligned and only ever
+    // accessed atomically once the block is shared.
+    unsafe { AtomicU64::from_ptr(p as *const u64 as *mut u64) }
+}
+
+impl CqShared {
+    pub fn open(ctx: Option<Ctx>, attr: &fi_xpu_cq_attr) -> Result<Arc<CqShared>, i32> {
+        let size = match attr.size {
+            0 => CQ_ENTRIES,
+            n => (n as u64).next_power_of_two(),
+        };
+        if size > 1 << 20 {
+            return Err(-FI_EINVAL);
+        }
+        let format = match attr.format {
+            FI_CQ_FORMAT_UNSPEC => FI_CQ_FORMAT_CONTEXT,
+            f => f,
+        };
+        let bytes = CQ_DEV_SIZE + size as usize * std::mem::size_of::<Cqe>();
+        let mem = Block::new(ctx, bytes)?;
+        let dev = mem.addr as *mut CqDev;
+        // SAFETY: fresh zeroed block, not shared yet.
+        unsafe {
+            (*dev).magic = CQ_MAGIC;
+            (*dev).ring = (mem.addr + CQ_DEV_SIZE) as u64;
+            (*dev).size = size;
+            (*dev).format = format as u64;
+            (*dev).timeout_ms = attr.timeout as i64;
+        }
+        Ok(Arc::new(CqShared {
+            mem,
+            size,
+            format,
+            lock: Mutex::new(()),
+        }))
+    }
+
+    pub fn dev(&self) -> *mut CqDev {
+        self.mem.addr as *mut CqDev
+    }
+
+    fn dev_ref(&self) -> &CqDev {
+        // SAFETY: the block lives as long as self.
+        unsafe { &*self.dev() }
+    }
+
+    fn slot(&self, pos: u64) -> *mut Cqe {
+        (self.mem.addr + CQ_DEV_SIZE + ((pos & (self.size - 1)) as usize) * 96) as *mut Cqe
+    }
+
+    /// Appends a completion; false (and the overflow count bumped) when the
+    /// ring is full.
+    pub fn push(&self, mut e: Cqe) -> bool {
+        let _g = self.lock.lock().unwrap();
+        let d = self.dev_ref();
+        let tail = at64(&d.tail).load(Ordering::Relaxed);
+        let head = at64(&d.head).load(Ordering::Acquire);
+        if tail.wrapping_sub(head) >= self.size {
+            at64(&d.overflow).fetch_add(1, Ordering::Relaxed);
+            core::warn("completion queue overflow: a completion was dropped");
+            return false;
+        }
+        let slot = self.slot(tail);
+        e.seq = 0;
+        // SAFETY: the slot lies inside the ring and readers ignore it until
+        // `seq` matches, which is stored last below.
+        unsafe {
+            let s = &mut *slot;
+            s.flags = e.flags;
+            s.context = e.context;
+            s.len = e.len;
+            s.buf = e.buf;
+            s.data = e.data;
+            s.tag = e.tag;
+            s.err = e.err;
+            s.olen = e.olen;
+            s.src = e.src;
+            s.is_err = e.is_err;
+            s.prov_errno = e.prov_errno;
+            at64(&s.seq).store(tail + 1, Ordering::Release);
+        }
+        at64(&d.tail).store(tail + 1, Ordering::Release);
+        true
+    }
+
+    /// Host read in the CQ's format.
+    pub fn host_read(&self, buf: *mut u8, count: usize, src: *mut fi_addr_t) -> isize {
+        let d = self.dev_ref();
+        let mut n = 0usize;
+        while n < count {
+            let head = at64(&d.head).load(Ordering::Relaxed);
+            // SAFETY: the slot is inside the ring.
+            let s = unsafe { &*self.slot(head) };
+            if at64(&s.seq).load(Ordering::Acquire) != head + 1 {
+                break;
+            }
+            if s.is_err != 0 {
+                if n == 0 {
+                    return -FI_EAVAIL as isize;
+                }
+                break;
+            }
+            let entry = entry_bytes(self.format);
+            // SAFETY: the core checked `buf` has room for `count` entries.
+            unsafe { write_entry(buf.add(n * entry), self.format, s) };
+            if !src.is_null() {
+                // SAFETY: as above for `src`.
+                unsafe { *src.add(n) = s.src };
+            }
+            at64(&d.head).store(head + 1, Ordering::Release);
+            n += 1;
+        }
+        if n == 0 {
+            -FI_EAGAIN as isize
+        } else {
+            n as isize
+        }
+    }
+
+    pub fn host_readerr(&self, out: &mut fi_cq_err_entry) -> isize {
+        let d = self.dev_ref();
+        let head = at64(&d.head).load(Ordering::Relaxed);
+        // SAFETY: the slot is inside the ring.
+        let s = unsafe { &*self.slot(head) };
+        if at64(&s.seq).load(Ordering::Acquire) != head + 1 || s.is_err == 0 {
+            return -FI_EAGAIN as isize;
+        }
+        out.op_context = s.context as *mut c_void;
+        out.flags = s.flags;
+        out.len = s.len as usize;
+        out.buf = s.buf as *mut c_void;
+        out.data = s.data;
+        out.tag = s.tag;
+        out.olen = s.olen as usize;
+        out.err = (-s.err) as i32;
+        out.prov_errno = s.prov_errno as i32;
+        out.err_data_size = 0;
+        at64(&d.head).store(head + 1, Ordering::Release);
+        1
+    }
+}
+
+pub fn entry_bytes(format: i32) -> usize {
+    match format {
+        FI_CQ_FORMAT_MSG => std::mem::size_of::<fi_cq_msg_entry>(),
+        FI_CQ_FORMAT_DATA => std::mem::size_of::<fi_cq_data_entry>(),
+        FI_CQ_FORMAT_TAGGED => std::mem::size_of::<fi_cq_tagged_entry>(),
+        _ => std::mem::size_of::<fi_cq_entry>(),
+    }
+}
+
+/// # Safety
+/// `out` has room for one entry of `format`.
+unsafe fn write_entry(out: *mut u8, format: i32, s: &Cqe) {
+    let ctx = s.context as *mut c_void;
+    let buf = s.buf as *mut c_void;
+    let len = s.len as usize;
+    // SAFETY: per the function contract; unaligned writes since the caller's
+    // buffer is only byte-addressed here.
+    unsafe {
+        match format {
+            FI_CQ_FORMAT_MSG => (out as *mut fi_cq_msg_entry).write_unaligned(fi_cq_msg_entry {
+                op_context: ctx,
+                flags: s.flags,
+                len,
+            }),
+            FI_CQ_FORMAT_DATA => (out as *mut fi_cq_data_entry).write_unaligned(fi_cq_data_entry {
+                op_context: ctx,
+                flags: s.flags,
+                len,
+                buf,
+                data: s.data,
+            }),
+            FI_CQ_FORMAT_TAGGED => {
+                (out as *mut fi_cq_tagged_entry).write_unaligned(fi_cq_tagged_entry {
+                    op_context: ctx,
+                    flags: s.flags,
+                    len,
+                    buf,
+                    data: s.data,
+                    tag: s.tag,
+                })
+            }
+            _ => (out as *mut fi_cq_entry).write_unaligned(fi_cq_entry { op_context: ctx }),
+        }
+    }
+}
+
+/// A counter: one `Cntr` block.
+pub struct CntrShared {
+    mem: Block,
+}
+
+impl CntrShared {
+    pub fn open(ctx: Option<Ctx>) -> Result<Arc<CntrShared>, i32> {
+        Ok(Arc::new(CntrShared {
+            mem: Block::new(ctx, std::mem::size_of::<Cntr>())?,
+        }))
+    }
+
+    pub fn dev(&self) -> *mut Cntr {
+        self.mem.addr as *mut Cntr
+    }
+
+    fn c(&self) -> &Cntr {
+        // SAFETY: the block lives as long as self.
+        unsafe { &*self.dev() }
+    }
+
+    pub fn add(&self, v: u64) {
+        at64(&self.c().value).fetch_add(v, Ordering::AcqRel);
+    }
+
+    pub fn add_err(&self, v: u64) {
+        at64(&self.c().err).fetch_add(v, Ordering::AcqRel);
+    }
+
+    pub fn read(&self) -> (u64, u64) {
+        (
+            at64(&self.c().value).load(Ordering::Acquire),
+            at64(&self.c().err).load(Ordering::Acquire),
+        )
+    }
+
+    pub fn update(&self, how: u32, v: u64) -> i32 {
+        let target = if how & FI_XPU_CNTR_ERR != 0 {
+            &self.c().err
+        } else {
+            &self.c().value
+        };
+        match how & !FI_XPU_CNTR_ERR {
+            FI_XPU_CNTR_ADD => {
+                at64(target).fetch_add(v, Ordering::AcqRel);
+            }
+            FI_XPU_CNTR_SET => at64(target).store(v, Ordering::Release),
+            _ => return -FI_EINVAL,
+        }
+        0
+    }
+}
+
+/// What an endpoint is bound to, fixed once it is enabled.
+#[derive(Default, Clone)]
+pub struct Bound {
+    pub av: Option<Arc<AvInner>>,
+    pub tx_cq: Option<Arc<CqShared>>,
+    pub rx_cq: Option<Arc<CqShared>>,
+    pub cntr: [Option<Arc<CntrShared>>; 6],
+}
+
+pub struct EpInner {
+    pub dom: Arc<DomInner>,
+    pub ring_mem: usize,
+    pub size: u64,
+    pub ep: Fid,
+    pub cq: Fid,
+    pub rem_write: Option<Fid>,
+    pub rem_read: Option<Fid>,
+    pub bound: OnceLock<Bound>,
+    pub state: Mutex<proxy::EpState>,
+    ctx: Ctx,
+}
+
+// SAFETY: the raw context handle is only passed back to the core's memory
+// services, which are thread-safe; everything else is owned or atomic.
+unsafe impl Send for EpInner {}
+// SAFETY: as above.
+unsafe impl Sync for EpInner {}
+
+impl EpInner {
+    pub fn dev(&self) -> *mut EpDev {
+        self.ring_mem as *mut EpDev
+    }
+
+    pub fn ring(&self) -> *mut Wqe {
+        (self.ring_mem + EP_DEV_SIZE) as *mut Wqe
+    }
+}
+
+impl Drop for EpInner {
+    fn drop(&mut self) {
+        // libfabric may use an operation's context until the endpoint is
+        // closed, so the requests outlive it.
+        drop(std::mem::replace(&mut self.ep, Fid(std::ptr::null_mut())));
+        drop(self.rem_write.take());
+        drop(self.rem_read.take());
+        drop(std::mem::replace(&mut self.cq, Fid(std::ptr::null_mut())));
+        proxy::release_requests(self);
+        core::free(self.ctx, self.ring_mem);
+    }
+}
+
+pub struct Ep {
+    pub inner: Arc<EpInner>,
+    pending: Bound,
+    worker: Option<usize>,
+}
+
+impl Ep {
+    pub fn open(c: &XpuCtx, attr: &fi_xpu_ep_attr) -> Result<Ep, i32> {
+        let dom = &c.dom;
+        let size = match attr.tx_size.max(attr.rx_size) {
+            0 => RING_ENTRIES,
+            n => (n as u64).next_power_of_two().max(2),
+        };
+        if size > 1 << 16 {
+            return Err(-FI_EINVAL);
+        }
+        let mut ep = std::ptr::null_mut();
+        // SAFETY: live domain and its info; valid out-pointer.
+        check(unsafe { ffi::xo_ep_open(dom.domain.ptr(), dom.info.0, &mut ep) } as i64)?;
+        let ep = Fid(ep);
+        let mut cq = std::ptr::null_mut();
+        // SAFETY: as above.
+        check(unsafe { ffi::xo_cq_open(dom.domain.ptr(), 4 * size as usize, &mut cq) } as i64)?;
+        let cq = Fid(cq);
+        let bytes = EP_DEV_SIZE as u64 + size * std::mem::size_of::<Wqe>() as u64;
+        let mem = core::alloc_host(c.core_ctx, bytes)?;
+        let dev = mem as *mut EpDev;
+        // SAFETY: fresh zeroed block, not shared yet.
+        unsafe {
+            (*dev).magic = EP_MAGIC;
+            (*dev).ring = (mem + EP_DEV_SIZE) as u64;
+            (*dev).size = size;
+            (*dev).caps = if attr.caps == 0 {
+                FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC
+            } else {
+                attr.caps
+            };
+            (*dev).max_msg = dom.max_msg;
+        }
+        Ok(Ep {
+            inner: Arc::new(EpInner {
+                dom: dom.clone(),
+                ring_mem: mem,
+                size,
+                ep,
+                cq,
+                rem_write: None,
+                rem_read: None,
+                bound: OnceLock::new(),
+                state: Mutex::new(proxy::EpState::default()),
+                ctx: c.core_ctx,
+            }),
+            pending: Bound::default(),
+            worker: None,
+        })
+    }
+
+    pub fn bind_av(&mut self, av: &Av) -> Result<(), i32> {
+        self.pending.av = Some(av.inner.clone());
+        Ok(())
+    }
+
+    pub fn bind_cq(&mut self, cq: &Arc<CqShared>, flags: u64) -> Result<(), i32> {
+        if flags & FI_TRANSMIT != 0 {
+            self.pending.tx_cq = Some(cq.clone());
+        }
+        if flags & FI_RECV != 0 {
+            self.pending.rx_cq = Some(cq.clone());
+        }
+        Ok(())
+    }
+
+    pub fn bind_cntr(&mut self, c: &Arc<CntrShared>, flags: u64) -> Result<(), i32> {
+        if flags & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 && !self.inner.dom.has(ffi::FI_RMA_EVENT)
+        {
+            core::warn(&format!(
+                "remote counters need FI_RMA_EVENT, which libfabric provider {} lacks",
+                self.inner.dom.prov
+            ));
+            return Err(-FI_EOPNOTSUPP);
+        }
+        let slots = [
+            (FI_SEND, CNTR_SEND),
+            (FI_RECV, CNTR_RECV),
+            (FI_READ, CNTR_READ),
+            (FI_WRITE, CNTR_WRITE),
+            (FI_REMOTE_READ, CNTR_REM_READ),
+            (FI_REMOTE_WRITE, CNTR_REM_WRITE),
+        ];
+        for (flag, i) in slots {
+            if flags & flag != 0 {
+                self.pending.cntr[i] = Some(c.clone());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn enable(&mut self) -> Result<(), i32> {
+        let av = self.pending.av.clone().ok_or_else(|| {
+            core::warn("fi_xpu_enable: bind an AV first");
+            -FI_ENOAV
+        })?;
+        let inner = Arc::get_mut(&mut self.inner).ok_or(-FI_EBUSY)?;
+        let (ep, dom) = (inner.ep.ptr(), inner.dom.clone());
+        // SAFETY: live libfabric objects of the same domain.
+        check(unsafe { ffi::xo_ep_bind(ep, av.fid.ptr(), 0) } as i64)?;
+        // SAFETY: as above.
+        check(unsafe { ffi::xo_ep_bind(ep, inner.cq.ptr(), FI_TRANSMIT | FI_RECV) } as i64)?;
+        for (i, flag) in [(CNTR_REM_WRITE, FI_REMOTE_WRITE), (CNTR_REM_READ, FI_REMOTE_READ)] {
+            if self.pending.cntr[i].is_none() {
+                continue;
+            }
+            let mut c = std::ptr::null_mut();
+            // SAFETY: live domain; valid out-pointer.
+            check(unsafe { ffi::xo_cntr_open(dom.domain.ptr(), &mut c) } as i64)?;
+            let c = Fid(c);
+            // SAFETY: live libfabric objects.
+            check(unsafe { ffi::xo_ep_bind(ep, c.ptr(), flag) } as i64)?;
+            if flag == FI_REMOTE_WRITE {
+                inner.rem_write = Some(c);
+            } else {
+                inner.rem_read = Some(c);
+            }
+        }
+        // SAFETY: live endpoint with AV and CQ bound.
+        let r = unsafe { ffi::xo_ep_enable(ep) };
+        if r != 0 {
+            core::warn(&format!("fi_enable failed: {}", ffi::strerror(r)));
+            return Err(r);
+        }
+        let b = self.pending.clone();
+        let dev = inner.dev();
+        // SAFETY: the block is not shared with a device yet (not exported
+        // before enable).
+        unsafe {
+            (*dev).tx_cq = b.tx_cq.as_ref().map_or(0, |c| c.dev() as u64);
+            (*dev).rx_cq = b.rx_cq.as_ref().map_or(0, |c| c.dev() as u64);
+            for i in 0..6 {
+                (*dev).cntr[i] = b.cntr[i].as_ref().map_or(0, |c| c.dev() as u64);
+            }
+        }
+        let _ = inner.bound.set(b);
+        let n = dom.workers.len();
+        let w = dom.next_ep.fetch_add(1, Ordering::Relaxed) % n;
+        dom.workers[w].add(self.inner.clone());
+        self.worker = Some(w);
+        Ok(())
+    }
+
+    pub fn name(&self) -> Result<[u8; ADDR_LEN], i32> {
+        if self.worker.is_none() {
+            return Err(-FI_EOPBADSTATE);
+        }
+        let mut raw = [0u8; ADDR_LEN - ADDR_HDR];
+        let mut len = raw.len();
+        // SAFETY: live enabled endpoint; buffer of `len` bytes.
+        let r = unsafe {
+            ffi::xo_getname(self.inner.ep.ptr(), raw.as_mut_ptr() as *mut c_void, &mut len)
+        };
+        if r != 0 {
+            return Err(if r == -FI_ETOOSMALL { -FI_EOVERFLOW } else { r });
+        }
+        encode_name(&raw[..len])
+    }
+}
+
+impl Drop for Ep {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker {
+            self.inner.dom.workers[w].remove(&self.inner);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let raw = [1u8, 2, 3, 4, 5];
+        let n = encode_name(&raw).unwrap();
+        assert_eq!(decode_name(&n).unwrap(), &raw);
+        let mut bad = n;
+        bad[0] ^= 1;
+        assert_eq!(decode_name(&bad), Err(-FI_EINVAL));
+        let mut long = n;
+        long[6..8].copy_from_slice(&200u16.to_le_bytes());
+        assert_eq!(decode_name(&long), Err(-FI_EINVAL));
+        assert_eq!(decode_name(&n[..20]), Err(-FI_EINVAL));
+        assert_eq!(encode_name(&[0u8; 200]), Err(-FI_EOVERFLOW));
+    }
+}

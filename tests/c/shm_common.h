@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * Helpers of the shm provider's multi-process C tests: fork N processes,
+ * set up one endpoint each on the host XPU, exchange addresses and keys
+ * through the parent over socketpairs, and barriers the same way.
+ */
+#ifndef SHM_COMMON_H
+#define SHM_COMMON_H
+
+#include <rdma/fi_xpu.h>
+#include <rdma/fi_xpu_device.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+static int my_rank;
+
+#define EXPECT(expr, want)                                                                  \
+	do {                                                                                \
+		long long got_ = (long long)(expr);                                         \
+		long long want_ = (long long)(want);                                        \
+		if (got_ != want_) {                                                        \
+			fprintf(stderr, "[rank %d] %s:%d: %s = %lld (%s), expected %lld\n", \
+				my_rank, __FILE__, __LINE__, #expr, got_,                   \
+				got_ < 0 && got_ > -1000 ? fi_xpu_strerror((int)got_) : "", \
+				want_);                                                     \
+			failures++;                                                         \
+		}                                                                           \
+	} while (0)
+
+#define REQUIRE(expr, want)                                                                 \
+	do {                                                                                \
+		int before_ = failures;                                                     \
+		EXPECT(expr, want);                                                         \
+		if (failures != before_)                                                    \
+			exit(1);                                                            \
+	} while (0)
+
+#define MAXP 8
+#define HEAP_SIZE (1u << 20)
+
+/* What every rank publishes. */
+struct card {
+	uint8_t name[64];
+	uint64_t base;
+	uint64_t key;
+	uint64_t ro_base;
+	uint64_t ro_key;
+};
+
+struct world {
+	int rank, n;
+	int sock; /* to the parent; the parent's own rank 0 uses socks[] */
+	int socks[MAXP];
+	struct card cards[MAXP];
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_cntr *hwc, *hrwc, *hrc;
+	struct fid_xpu_host_ep *hep;
+	struct fid_xpu_mr *mr, *ro_mr;
+	struct fid_xpu_ep ep;
+	struct fid_xpu_cq cq;
+	struct fid_xpu_cntr wcntr, rwcntr, rcntr;
+	uint64_t raw[MAXP];
+	fi_addr_t fa[MAXP];
+	unsigned char *heap, *ro;
+	int format;
+};
+
+static void io(int fd, void *buf, size_t len, int out)
+{
+	unsigned char *p = (unsigned char *)buf;
+	while (len) {
+		ssize_t r = out ? write(fd, p, len) : read(fd, p, len);
+		if (r <= 0) {
+			fprintf(stderr, "[rank %d] control channel closed\n", my_rank);
+			exit(1);
+		}
+		p += r;
+		len -= (size_t)r;
+	}
+}
+
+/* Everyone sends `len` bytes, everyone gets all n pieces in rank order. */
+static void allgather(struct world *w, const void *mine, void *all, size_t len)
+{
+	int i;
+	if (w->rank == 0) {
+		memcpy(all, mine, len);
+		for (i = 1; i < w->n; i++)
+			io(w->socks[i], (unsigned char *)all + (size_t)i * len, len, 0);
+		for (i = 1; i < w->n; i++)
+			io(w->socks[i], all, len * (size_t)w->n, 1);
+	} else {
+		io(w->sock, (void *)(uintptr_t)mine, len, 1);
+		io(w->sock, all, len * (size_t)w->n, 0);
+	}
+}
+
+static void barrier(struct world *w)
+{
+	char b[MAXP] = { 0 }, m = 1;
+	allgather(w, &m, b, 1);
+}
+
+static void open_world(struct world *w, int format)
+{
+	struct fi_xpu_info *info, *i;
+	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_cq_attr cattr = { .size = 1024, .flags = 0, .format = format,
+					.timeout = 10000, .xpu_ctx = NULL };
+	struct fi_xpu_cntr_attr nattr = { .flags = 0, .xpu_ctx = NULL };
+	struct fi_xpu_ep_attr eattr = { 0 };
+	struct card mine;
+	size_t len = sizeof(mine.name);
+	int fd, r;
+	uint64_t off;
+
+	w->format = format;
+	memset(&mine, 0, sizeof(mine));
+	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
+	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
+		;
+	REQUIRE(i != NULL, 1);
+	REQUIRE(fi_xpu_domain(i, NULL, &w->dom, NULL), 0);
+	fi_xpu_freeinfo(info);
+	REQUIRE(fi_xpu_ctx(w->dom, &xattr, &w->ctx, NULL), 0);
+	REQUIRE(fi_xpu_av_open(w->dom, NULL, &w->av, NULL), 0);
+	cattr.xpu_ctx = w->ctx;
+	nattr.xpu_ctx = w->ctx;
+	REQUIRE(fi_xpu_cq_open(w->dom, &cattr, &w->hcq, NULL), 0);
+	REQUIRE(fi_xpu_cntr_open(w->dom, &nattr, &w->hwc, NULL), 0);
+	REQUIRE(fi_xpu_cntr_open(w->dom, &nattr, &w->hrwc, NULL), 0);
+	REQUIRE(fi_xpu_cntr_open(w->dom, &nattr, &w->hrc, NULL), 0);
+	eattr.xpu_ctx = w->ctx;
+	REQUIRE(fi_xpu_endpoint(w->dom, &eattr, &w->hep, NULL), 0);
+	REQUIRE(fi_xpu_ep_bind(w->hep, &w->av->fid, 0), 0);
+	REQUIRE(fi_xpu_ep_bind(w->hep, &w->hcq->fid, FI_TRANSMIT | FI_RECV), 0);
+	REQUIRE(fi_xpu_ep_bind(w->hep, &w->hwc->fid, FI_WRITE), 0);
+	REQUIRE(fi_xpu_ep_bind(w->hep, &w->hrc->fid, FI_READ), 0);
+	REQUIRE(fi_xpu_ep_bind(w->hep, &w->hrwc->fid, FI_REMOTE_WRITE), 0);
+	REQUIRE(fi_xpu_enable(w->hep), 0);
+	REQUIRE(fi_xpu_getname(w->hep, mine.name, &len), 0);
+
+	REQUIRE(fi_xpu_alloc(w->ctx, HEAP_SIZE, 0, FI_XPU_ALLOC_DMABUF, (void **)&w->heap, &fd,
+			     &off), 0);
+	close(fd);
+	REQUIRE(fi_xpu_alloc(w->ctx, 4096, 0, FI_XPU_ALLOC_DMABUF, (void **)&w->ro, &fd, &off), 0);
+	close(fd);
+	memset(w->heap, 0, HEAP_SIZE);
+	memset(w->ro, 0x5a, 4096);
+	REQUIRE(fi_xpu_mr_reg(w->dom, w->ctx, w->heap, HEAP_SIZE,
+			      FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV, 0, 0, 0, &w->mr,
+			      NULL), 0);
+	REQUIRE(fi_xpu_mr_reg(w->dom, w->ctx, w->ro, 4096, FI_REMOTE_READ, 0, 0, 0, &w->ro_mr, NULL),
+		0);
+	REQUIRE(fi_xpu_mr_key(w->mr, &mine.key), 0);
+	REQUIRE(fi_xpu_mr_key(w->ro_mr, &mine.ro_key), 0);
+	mine.base = (uint64_t)(uintptr_t)w->heap;
+	mine.ro_base = (uint64_t)(uintptr_t)w->ro;
+
+	allgather(w, &mine, w->cards, sizeof(mine));
+	for (r = 0; r < w->n; r++) {
+		len = sizeof(w->raw[r]);
+		REQUIRE(fi_xpu_av_insert(w->av, w->cards[r].name, 1, &w->fa[r], 0, NULL), 1);
+		REQUIRE(w->fa[r], (fi_addr_t)r);
+		REQUIRE(fi_xpu_av_lookup(w->av, w->fa[r], &w->raw[r], &len, 0, w->ctx), 0);
+	}
+	REQUIRE(fi_xpu_export(&w->hep->fid, 0, &w->ep.fid), 0);
+	REQUIRE(fi_xpu_export(&w->hcq->fid, 0, &w->cq.fid), 0);
+	REQUIRE(fi_xpu_export(&w->hwc->fid, 0, &w->wcntr.fid), 0);
+	REQUIRE(fi_xpu_export(&w->hrwc->fid, 0, &w->rwcntr.fid), 0);
+	REQUIRE(fi_xpu_export(&w->hrc->fid, 0, &w->rcntr.fid), 0);
+	barrier(w);
+}
+
+static void close_world(struct world *w)
+{
+	barrier(w);
+	EXPECT(fi_xpu_close(&w->mr->fid), 0);
+	EXPECT(fi_xpu_close(&w->ro_mr->fid), 0);
+	EXPECT(fi_xpu_free(w->ctx, w->heap), 0);
+	EXPECT(fi_xpu_free(w->ctx, w->ro), 0);
+	EXPECT(fi_xpu_close(&w->hep->fid), 0);
+	EXPECT(fi_xpu_close(&w->hcq->fid), 0);
+	EXPECT(fi_xpu_close(&w->hwc->fid), 0);
+	EXPECT(fi_xpu_close(&w->hrwc->fid), 0);
+	EXPECT(fi_xpu_close(&w->hrc->fid), 0);
+	EXPECT(fi_xpu_close(&w->av->fid), 0);
+	EXPECT(fi_xpu_close(&w->ctx->fid), 0);
+	EXPECT(fi_xpu_close(&w->dom->fid), 0);
+}
+
+/* Forks n-1 children; returns in every process with w->rank set. */
+static void spawn(struct world *w, int n)
+{
+	int i, sv[2];
+	memset(w, 0, sizeof(*w));
+	w->n = n;
+	fflush(stdout);
+	fflush(stderr);
+	for (i = 1; i < n; i++) {
+		pid_t p;
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+			exit(2);
+		p = fork();
+		if (p < 0)
+			exit(2);
+		if (p == 0) {
+			int j;
+			for (j = 1; j < i; j++)
+				close(w->socks[j]);
+			close(sv[0]);
+			w->rank = i;
+			w->sock = sv[1];
+			my_rank = i;
+			return;
+		}
+		close(sv[1]);
+		w->socks[i] = sv[0];
+	}
+	w->rank = 0;
+}
+
+/* Children exit with their failure count; the parent collects them all. */
+static int finish(struct world *w, const char *name)
+{
+	int i, st, bad = failures;
+	if (w->rank != 0) {
+		fflush(stdout);
+		_exit(failures ? 1 : 0);
+	}
+	for (i = 1; i < w->n; i++) {
+		if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			bad++;
+	}
+	if (bad) {
+		fprintf(stderr, "%s: FAILED (%d)\n", name, bad);
+		return 1;
+	}
+	printf("%s: ok\n", name);
+	return 0;
+}
+
+/* Waits for one completion of the world's CQ, in the CQ's format. */
+static int64_t next(struct world *w, struct fi_cq_tagged_entry *e, fi_addr_t *src)
+{
+	int64_t n;
+	memset(e, 0, sizeof(*e));
+	n = src ? fi_xpu_cq_sreadfrom(&w->cq, e, 1, src, 1, FI_XPU_WORK_ITEM)
+		: fi_xpu_cq_sread(&w->cq, e, 1, 1, FI_XPU_WORK_ITEM);
+	return n;
+}
+
+static int count_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
+}
+
+/* Shared mappings of memfds (the provider's and its peers' regions). */
+static int count_memfd_maps(void)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "/memfd:") != NULL;
+	fclose(f);
+	return n;
+}
+
+#endif

@@ -1,0 +1,141 @@
+//! The device API on the host XPU: C programs built against the public
+//! headers and libfi_xpu.so, run on threads started by `fi_xpu_host_launch`.
+mod common;
+
+use common::{build, cc, root, run_ok, scratch};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn c_src(name: &str) -> PathBuf {
+    root().join("tests/c").join(name)
+}
+
+fn build_c(test: &str, src: &str, extra: &[&str]) -> PathBuf {
+    let dir = scratch(test);
+    let exe = dir.join(test);
+    let inc = format!("-I{}", root().join("tests/c").display());
+    let mut flags = vec![inc.as_str()];
+    flags.extend_from_slice(extra);
+    cc(&[&c_src(src)], &exe, &flags);
+    exe
+}
+
+fn stdout(exe: &Path, args: &[&str]) -> String {
+    let o = run_ok(Command::new(exe).args(args));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn launcher_errors_ids_and_barriers() {
+    let exe = build_c("device_launch", "device_launch.c", &[]);
+    assert!(stdout(&exe, &[]).contains("launch ok"));
+}
+
+#[test]
+fn coop_reserve_and_copy_every_scope() {
+    let exe = build_c("device_coop", "device_coop.c", &[]);
+    assert!(stdout(&exe, &["150"]).contains("coop ok: 150 iterations"));
+}
+
+/// ThreadSanitizer sees the C side (the kernel, the arch layer and the
+/// cooperative helpers); the launcher's joins and the arch layer's TSan
+/// hooks give it the ordering that libfi_xpu's barriers provide.
+#[test]
+fn coop_under_thread_sanitizer() {
+    let probe = scratch("tsan-probe");
+    let src = probe.join("p.c");
+    std::fs::write(&src, "int main(void){return 0;}\n").unwrap();
+    let ok = Command::new("cc")
+        .args(["-fsanitize=thread"])
+        .arg(&src)
+        .arg("-o")
+        .arg(probe.join("p"))
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(probe.join("p")).status().is_ok_and(|s| s.success());
+    assert!(ok, "the C compiler cannot build and run ThreadSanitizer programs here");
+    let exe = build_c("device_coop_tsan", "device_coop.c", &["-fsanitize=thread"]);
+    let o = run_ok(
+        Command::new(&exe)
+            .arg("4")
+            .env("TSAN_OPTIONS", "halt_on_error=1 exitcode=66"),
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("coop ok"));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("ThreadSanitizer"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn dispatch_with_test_provider() {
+    let exe = build_c("device_dispatch", "device_dispatch.c", &[]);
+    assert!(stdout(&exe, &[]).contains("dispatch ok"));
+}
+
+#[test]
+fn dispatch_with_no_provider() {
+    let exe = build_c("device_dispatch_none", "device_dispatch.c", &["-DNO_PROVIDERS"]);
+    assert!(stdout(&exe, &[]).contains("dispatch ok"));
+}
+
+/// The body of function `name` in GNU assembler output.
+fn function_body<'a>(asm: &'a str, name: &str) -> &'a str {
+    let start = asm
+        .find(&format!("\n{name}:"))
+        .unwrap_or_else(|| panic!("{name} not in assembly"));
+    let rest = &asm[start..];
+    let end = rest.find(".cfi_endproc").unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// With one provider compiled in, each operation is a check of prov_id and
+/// a direct call (or tail jump) to the provider's function: no jump table,
+/// no indirect branch.
+#[test]
+fn one_provider_dispatch_is_a_direct_call() {
+    build();
+    let dir = scratch("device_onecall");
+    for compiler in ["cc", "clang-19"] {
+        if !common::have(compiler) {
+            continue;
+        }
+        let out = dir.join(format!("onecall-{compiler}.s"));
+        run_ok(
+            Command::new(compiler)
+                .args(["-std=c11", "-O2", "-S", "-Wall", "-Wextra", "-Werror"])
+                .arg(format!("-I{}", root().join("include").display()))
+                .arg(format!("-I{}", root().join("tests/c").display()))
+                .arg(c_src("device_onecall.c"))
+                .arg("-o")
+                .arg(&out),
+        );
+        let asm = std::fs::read_to_string(&out).unwrap();
+        for (func, callee) in [
+            ("post_write", "fi_xpu_write_testprov"),
+            ("poll_cq", "fi_xpu_cq_read_testprov"),
+        ] {
+            let body = function_body(&asm, func);
+            assert!(
+                body.lines()
+                    .any(|l| {
+                        // call, jmp, or a conditional tail call (je) with a symbol operand
+                        let l = l.trim_start();
+                        (l.starts_with("call") || l.starts_with('j')) && l.contains(callee)
+                    }),
+                "{compiler}: {func} does not call {callee} directly:\n{body}"
+            );
+            assert!(
+                !body.contains("jmp\t*") && !body.contains("jmp *") && !body.contains("notrack"),
+                "{compiler}: {func} branches indirectly:\n{body}"
+            );
+            // Exactly one comparison against the provider id (135).
+            assert_eq!(
+                body.matches("$135").count(),
+                1,
+                "{compiler}: {func}:\n{body}"
+            );
+        }
+    }
+}
