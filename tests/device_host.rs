@@ -52,8 +52,13 @@ fn coop_under_thread_sanitizer() {
         .arg(probe.join("p"))
         .status()
         .is_ok_and(|s| s.success())
-        && Command::new(probe.join("p")).status().is_ok_and(|s| s.success());
-    assert!(ok, "the C compiler cannot build and run ThreadSanitizer programs here");
+        && Command::new(probe.join("p"))
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "the C compiler cannot build and run ThreadSanitizer programs here"
+    );
     let exe = build_c("device_coop_tsan", "device_coop.c", &["-fsanitize=thread"]);
     let o = run_ok(
         Command::new(&exe)
@@ -76,7 +81,11 @@ fn dispatch_with_test_provider() {
 
 #[test]
 fn dispatch_with_no_provider() {
-    let exe = build_c("device_dispatch_none", "device_dispatch.c", &["-DNO_PROVIDERS"]);
+    let exe = build_c(
+        "device_dispatch_none",
+        "device_dispatch.c",
+        &["-DNO_PROVIDERS"],
+    );
     assert!(stdout(&exe, &[]).contains("dispatch ok"));
 }
 
@@ -118,12 +127,11 @@ fn one_provider_dispatch_is_a_direct_call() {
         ] {
             let body = function_body(&asm, func);
             assert!(
-                body.lines()
-                    .any(|l| {
-                        // call, jmp, or a conditional tail call (je) with a symbol operand
-                        let l = l.trim_start();
-                        (l.starts_with("call") || l.starts_with('j')) && l.contains(callee)
-                    }),
+                body.lines().any(|l| {
+                    // call, jmp, or a conditional tail call (je) with a symbol operand
+                    let l = l.trim_start();
+                    (l.starts_with("call") || l.starts_with('j')) && l.contains(callee)
+                }),
                 "{compiler}: {func} does not call {callee} directly:\n{body}"
             );
             assert!(

@@ -102,18 +102,13 @@ fn generate(sources: &[&str], mut config: cbindgen::Config) -> String {
 
 fn public_header() -> String {
     let prelude = std::fs::read_to_string(root().join("cbindgen/prelude.h")).unwrap();
-    let mut sources = vec![
+    // src/capi/mod.rs names its submodules, which cbindgen follows from there.
+    let sources = [
         "abi/src/libfabric.rs",
         "abi/src/public.rs",
         "abi/src/launcher.rs",
+        "src/capi/mod.rs",
     ];
-    let capi: Vec<String> = std::fs::read_dir(root().join("src/capi"))
-        .unwrap()
-        .map(|e| format!("src/capi/{}", e.unwrap().file_name().to_str().unwrap()))
-        .collect();
-    let mut capi_sorted = capi;
-    capi_sorted.sort();
-    sources.extend(capi_sorted.iter().map(String::as_str));
     let consts = libfabric_consts();
     let excl: Vec<&str> = consts.iter().map(String::as_str).collect();
     generate(&sources, config("FI_XPU_H", prelude, &excl))

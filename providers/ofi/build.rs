@@ -65,10 +65,12 @@ fn main() {
     let found = have_libfabric(&out);
     let obj = out.join("shim.o");
     let mut cc = Command::new(compiler());
-    cc.args(["-c", "-O2", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror"])
-        .arg("shim/shim.c")
-        .arg("-o")
-        .arg(&obj);
+    cc.args([
+        "-c", "-O2", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
+    ])
+    .arg("shim/shim.c")
+    .arg("-o")
+    .arg(&obj);
     if found {
         cc.args(cflags());
     } else {

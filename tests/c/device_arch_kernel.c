@@ -38,6 +38,7 @@ KERNEL void arch_probe(struct probe *p)
 	fi_xpu_arch_fence(FI_XPU_ARCH_ACQ_REL, FI_XPU_ARCH_MS_DEVICE);
 
 	fi_xpu_coop_reserve(&p->sys64[4], 4, FI_XPU_WORK_GROUP, FI_XPU_ARCH_MS_SYSTEM, &p->out[0]);
+	fi_xpu_coop_reserve(&p->dev64[2], 2, FI_XPU_SUBGROUP, FI_XPU_ARCH_MS_DEVICE, &p->out[2]);
 	fi_xpu_coop_copy(p->buf + 128, p->buf, 128, FI_XPU_SUBGROUP, FI_XPU_ARCH_MS_SYSTEM);
 	p->out[1] = v + fi_xpu_arch_lane_id() + fi_xpu_arch_subgroup_size() +
 		    fi_xpu_arch_scope_size(FI_XPU_DEVICE) + fi_xpu_arch_clock_ns();

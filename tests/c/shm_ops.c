@@ -11,7 +11,19 @@
  */
 #include "shm_common.h"
 
-#include <math.h>
+/* The shared layouts agree with the provider's (providers/shm/src/layout.rs). */
+_Static_assert(sizeof(struct fi_xpu_shm_heap_hdr) == 64, "heap header");
+_Static_assert(sizeof(struct fi_xpu_shm_mr_entry) == 64, "mr entry");
+_Static_assert(sizeof(struct fi_xpu_shm_cq_ring) == FI_XPU_SHM_CQ_HDR, "cq ring");
+_Static_assert(sizeof(struct fi_xpu_shm_cqe) == 96, "cq entry");
+_Static_assert(sizeof(struct fi_xpu_shm_cntr) == 64, "counter");
+_Static_assert(sizeof(struct fi_xpu_shm_ep_block) == 256, "ep block");
+_Static_assert(sizeof(struct fi_xpu_shm_msg) == FI_XPU_SHM_MSG_HDR, "message header");
+_Static_assert(sizeof(struct fi_xpu_shm_peer_addr) == 64, "peer address");
+_Static_assert(sizeof(struct fi_xpu_shm_mr_desc) == 32, "mr descriptor");
+_Static_assert(sizeof(struct fi_xpu_shm_ep_dev) == 144 + 64 * 64 + 64 * 32, "ep device state");
+_Static_assert(sizeof(struct fi_xpu_shm_cq_dev) == 128, "cq device state");
+_Static_assert(sizeof(struct fi_xpu_shm_ctx_dev) == 32 + 8 * FI_XPU_SHM_MAX_CONNS, "ctx root");
 
 #define RMA_LEN 5000
 #define BIG_LEN (100 * 1024)
@@ -518,7 +530,7 @@ static void kernel(void *arg)
 	struct kargs *k = (struct kargs *)arg;
 	uint32_t item = fi_xpu_arch_local_id(), sg = fi_xpu_arch_subgroup_id();
 	uint64_t base = W.cards[k->to].base, key = W.cards[k->to].key, one = 1, old = 0;
-	struct fi_cq_entry e[4];
+	struct fi_cq_tagged_entry e[4]; /* room for any format */
 	int rc, n = 0;
 
 	rc = fi_xpu_write(&W.ep, k->src, 64 * 1024, NULL, 0, &W.raw[k->to], base + SCOPE_OFF, key,
@@ -559,6 +571,8 @@ static void test_scopes(void)
 	uint64_t rw0 = fi_xpu_cntr_read(&W.rwcntr, FI_XPU_WORK_ITEM), v;
 	size_t i;
 
+	/* Nobody writes to us until everyone has read its starting count. */
+	barrier(&W);
 	memset(&k, 0, sizeof(k));
 	k.to = to;
 	k.src = src;

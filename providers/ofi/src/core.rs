@@ -42,7 +42,17 @@ pub fn alloc_host(ctx: Ctx, size: u64) -> Result<usize, i32> {
     let mut fd: i32 = -1;
     let mut off = 0u64;
     // SAFETY: out-pointers are live locals; ctx is the application's handle.
-    let r = unsafe { f(ctx, size, 4096, FI_XPU_ALLOC_HOST, &mut addr, &mut fd, &mut off) };
+    let r = unsafe {
+        f(
+            ctx,
+            size,
+            4096,
+            FI_XPU_ALLOC_HOST,
+            &mut addr,
+            &mut fd,
+            &mut off,
+        )
+    };
     if r != 0 {
         return Err(r);
     }

@@ -100,6 +100,8 @@ pub const FI_RMA_EVENT: u64 = 1 << 56;
 pub const FI_SOURCE: u64 = 1 << 57;
 pub const FI_MR_LOCAL: u64 = 1 << 0;
 pub const FI_MR_HMEM: u64 = 1 << 10;
+pub const FI_MR_VIRT_ADDR: u64 = 1 << 4;
+pub const FI_MR_PROV_KEY: u64 = 1 << 6;
 
 extern "C" {
     pub fn xo_available() -> c_int;

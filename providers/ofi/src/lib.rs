@@ -143,7 +143,12 @@ unsafe extern "C" fn av_open(dom: H, attr: *const fi_xpu_av_attr, out: *mut H) -
     })
 }
 
-unsafe extern "C" fn av_insert(av: H, addr: *const c_void, fi_addr: *mut fi_addr_t, _f: u64) -> c_int {
+unsafe extern "C" fn av_insert(
+    av: H,
+    addr: *const c_void,
+    fi_addr: *mut fi_addr_t,
+    _f: u64,
+) -> c_int {
     guard(|| {
         // SAFETY: the core passes `addrlen` readable bytes.
         let raw = unsafe { std::slice::from_raw_parts(addr as *const u8, ADDR_LEN) };
@@ -186,7 +191,12 @@ unsafe extern "C" fn av_close(h: H) -> c_int {
     })
 }
 
-unsafe extern "C" fn mr_reg(dom: H, _ctx: H, args: *const fi_xpu_prov_mr_args, out: *mut H) -> c_int {
+unsafe extern "C" fn mr_reg(
+    dom: H,
+    _ctx: H,
+    args: *const fi_xpu_prov_mr_args,
+    out: *mut H,
+) -> c_int {
     guard(|| {
         // SAFETY: live handles and args from the core.
         let (d, a) = unsafe { (obj::<Domain>(dom), &*args) };
@@ -244,7 +254,12 @@ unsafe extern "C" fn cq_export(cq: H, _f: u64, out: *mut fid_xpu) -> c_int {
     })
 }
 
-unsafe extern "C" fn cq_host_read(cq: H, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
+unsafe extern "C" fn cq_host_read(
+    cq: H,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut fi_addr_t,
+) -> isize {
     // SAFETY: live CQ; the core checked buf for count entries.
     guard_ssize(|| unsafe { obj::<Arc<CqShared>>(cq) }.host_read(buf as *mut u8, count, src))
 }
@@ -262,7 +277,12 @@ unsafe extern "C" fn cq_close(h: H) -> c_int {
     })
 }
 
-unsafe extern "C" fn cntr_open(_dom: H, ctx: H, _attr: *const fi_xpu_cntr_attr, out: *mut H) -> c_int {
+unsafe extern "C" fn cntr_open(
+    _dom: H,
+    ctx: H,
+    _attr: *const fi_xpu_cntr_attr,
+    out: *mut H,
+) -> c_int {
     guard(|| {
         // SAFETY: ctx NULL or live.
         let c = unsafe { (ctx as *const XpuCtx).as_ref() }.map(|c| c.core_ctx);
@@ -311,7 +331,12 @@ unsafe extern "C" fn cntr_close(h: H) -> c_int {
 
 unsafe extern "C" fn ep_open(_dom: H, ctx: H, attr: *const fi_xpu_ep_attr, out: *mut H) -> c_int {
     // SAFETY: live context; attr from the core.
-    guard(|| boxed(Ep::open(unsafe { obj::<XpuCtx>(ctx) }, unsafe { &*attr })?, out))
+    guard(|| {
+        boxed(
+            Ep::open(unsafe { obj::<XpuCtx>(ctx) }, unsafe { &*attr })?,
+            out,
+        )
+    })
 }
 
 unsafe extern "C" fn ep_bind(ep: H, fclass: usize, o: H, flags: u64) -> c_int {

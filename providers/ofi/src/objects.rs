@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Size of an endpoint name (`fi_xpu_getname`): a header and the libfabric
 /// name.
-pub const ADDR_LEN: usize = 128;
+pub const ADDR_LEN: usize = 64;
 const ADDR_MAGIC: u32 = 0x4158_4f46; // "FOXA"
-const ADDR_HDR: usize = 16;
+const ADDR_HDR: usize = 8;
 /// Default and most progress threads per domain.
 const DEFAULT_THREADS: u32 = 1;
 const MAX_THREADS: u32 = 64;
@@ -51,8 +51,12 @@ pub struct DomInner {
     pub prov: String,
     pub caps: u64,
     pub max_msg: u64,
+    /// The provider addresses registrations by offset and takes our keys:
+    /// keys are base addresses and remote addresses are sent as offsets.
+    pub offset_keys: bool,
     pub mrs: Mutex<Vec<Option<MrRec>>>,
     next_ep: AtomicUsize,
+    next_key: AtomicU64,
     pub workers: Vec<Arc<Worker>>,
 }
 
@@ -123,11 +127,14 @@ impl Domain {
             return Err(-FI_EINVAL);
         }
         let cprov = CString::new(prov.clone().unwrap_or_default()).map_err(|_| -FI_EINVAL)?;
-        let cdom = CString::new(env("FI_XPU_OFI_DOMAIN").unwrap_or_default())
-            .map_err(|_| -FI_EINVAL)?;
+        let cdom =
+            CString::new(env("FI_XPU_OFI_DOMAIN").unwrap_or_default()).map_err(|_| -FI_EINVAL)?;
         let optional = FI_ATOMIC | FI_HMEM | ffi::FI_RMA_EVENT | ffi::FI_SOURCE;
-        let (mut info, mut fabric, mut domain) =
-            (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        let (mut info, mut fabric, mut domain) = (
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
         let mut caps = 0u64;
         // SAFETY: valid strings and out-pointers.
         let r = unsafe {
@@ -154,16 +161,21 @@ impl Domain {
         }
         let info = Info(info);
         // SAFETY: info is live for these reads.
-        let (name, dname, max_msg) = unsafe {
+        let (name, dname, mr_mode, max_msg) = unsafe {
             (
                 cstr_or_empty(ffi::xo_info_prov_name(info.0)),
                 cstr_or_empty(ffi::xo_info_domain_name(info.0)),
+                ffi::xo_info_mr_mode(info.0),
                 ffi::xo_info_max_msg_size(info.0),
             )
         };
         core::info(&format!(
             "domain on libfabric provider {name} ({dname}), {nthreads} progress thread(s){}{}",
-            if caps & FI_ATOMIC != 0 { "" } else { ", no atomics" },
+            if caps & FI_ATOMIC != 0 {
+                ""
+            } else {
+                ", no atomics"
+            },
             if caps & ffi::FI_RMA_EVENT != 0 {
                 ""
             } else {
@@ -178,8 +190,10 @@ impl Domain {
             prov: name,
             caps,
             max_msg,
+            offset_keys: mr_mode & (ffi::FI_MR_VIRT_ADDR | ffi::FI_MR_PROV_KEY) == 0,
             mrs: Mutex::new(Vec::new()),
             next_ep: AtomicUsize::new(0),
+            next_key: AtomicU64::new(1 << 32),
             workers: workers.clone(),
         });
         let mut threads = Vec::new();
@@ -290,7 +304,11 @@ impl Av {
         // long as the peer uses the same libfabric provider; libfabric
         // parses it.
         let r = unsafe {
-            ffi::xo_av_insert(self.inner.fid.ptr(), raw.as_ptr() as *const c_void, &mut out)
+            ffi::xo_av_insert(
+                self.inner.fid.ptr(),
+                raw.as_ptr() as *const c_void,
+                &mut out,
+            )
         };
         if r != 0 {
             core::warn(&format!("fi_av_insert failed: {}", ffi::strerror(r)));
@@ -334,6 +352,18 @@ impl Mr {
         // Local access rights libfabric wants for the buffer to be a source
         // or target of the endpoint's own operations.
         access |= FI_READ | FI_WRITE | FI_SEND | FI_RECV;
+        // Peers address memory by virtual address. A provider that wants
+        // offsets and takes the caller's key gets the base address as key,
+        // so that the initiator can turn an address into an offset; other
+        // providers that take keys need distinct ones.
+        let requested_key = if dom.offset_keys {
+            a.buf as u64
+        } else {
+            match a.requested_key {
+                0 => dom.next_key.fetch_add(1, Ordering::Relaxed),
+                k => k,
+            }
+        };
         // SAFETY: the core checked buf/len; out-pointers are live locals.
         let r = unsafe {
             ffi::xo_mr_reg(
@@ -341,7 +371,7 @@ impl Mr {
                 a.buf,
                 a.len,
                 access,
-                a.requested_key,
+                requested_key,
                 a.iface,
                 a.device,
                 &mut mr,
@@ -847,7 +877,10 @@ impl Ep {
         check(unsafe { ffi::xo_ep_bind(ep, av.fid.ptr(), 0) } as i64)?;
         // SAFETY: as above.
         check(unsafe { ffi::xo_ep_bind(ep, inner.cq.ptr(), FI_TRANSMIT | FI_RECV) } as i64)?;
-        for (i, flag) in [(CNTR_REM_WRITE, FI_REMOTE_WRITE), (CNTR_REM_READ, FI_REMOTE_READ)] {
+        for (i, flag) in [
+            (CNTR_REM_WRITE, FI_REMOTE_WRITE),
+            (CNTR_REM_READ, FI_REMOTE_READ),
+        ] {
             if self.pending.cntr[i].is_none() {
                 continue;
             }
@@ -896,7 +929,11 @@ impl Ep {
         let mut len = raw.len();
         // SAFETY: live enabled endpoint; buffer of `len` bytes.
         let r = unsafe {
-            ffi::xo_getname(self.inner.ep.ptr(), raw.as_mut_ptr() as *mut c_void, &mut len)
+            ffi::xo_getname(
+                self.inner.ep.ptr(),
+                raw.as_mut_ptr() as *mut c_void,
+                &mut len,
+            )
         };
         if r != 0 {
             return Err(if r == -FI_ETOOSMALL { -FI_EOVERFLOW } else { r });
@@ -929,6 +966,7 @@ mod tests {
         long[6..8].copy_from_slice(&200u16.to_le_bytes());
         assert_eq!(decode_name(&long), Err(-FI_EINVAL));
         assert_eq!(decode_name(&n[..20]), Err(-FI_EINVAL));
+        assert_eq!(encode_name(&[7u8; 56]).map(|n| n[63]), Ok(7));
         assert_eq!(encode_name(&[0u8; 200]), Err(-FI_EOVERFLOW));
     }
 }

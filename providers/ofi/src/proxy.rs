@@ -133,9 +133,7 @@ impl Worker {
         self.eps.lock().unwrap().retain(|e| !Arc::ptr_eq(e, ep));
         let start = self.epoch.load(Ordering::Acquire);
         // Two full loops: the one running at removal may still hold a clone.
-        while !self.stop.load(Ordering::Acquire)
-            && self.epoch.load(Ordering::Acquire) < start + 2
-        {
+        while !self.stop.load(Ordering::Acquire) && self.epoch.load(Ordering::Acquire) < start + 2 {
             self.kick(Some(ep));
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -264,6 +262,7 @@ fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
             context: w.context,
             buf: w.buf,
             tag: w.tag,
+            olen: w.len,
             err: err.min(-1) as i64,
             src: ffi::FI_ADDR_NOTAVAIL,
             is_err: 1,
@@ -291,8 +290,7 @@ fn issue(ep: &EpInner, b: &Bound, st: &mut EpState, pos: u64, w: &Wqe) -> Result
         })
     };
     let addr_ok = |a: u64| {
-        b.av
-            .as_ref()
+        b.av.as_ref()
             .is_some_and(|av| av.live.lock().unwrap().contains(&a))
     };
     if let Err(e) = ring::check(w, &lim, &mr, &addr_ok) {
@@ -358,6 +356,11 @@ fn local_desc(ep: &EpInner, id: u64, buf: u64, len: u64) -> *mut c_void {
 
 fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
     use ffi::*;
+    let raddr = if ep.dom.offset_keys {
+        w.raddr.wrapping_sub(w.rkey)
+    } else {
+        w.raddr
+    };
     let e = ep.ep.ptr();
     let mut desc = local_desc(ep, w.desc, w.buf, w.len);
     let iov = iovec {
@@ -369,7 +372,7 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
     let r = match w.op {
         OP_WRITE | OP_READ => {
             let rma = fi_rma_iov {
-                addr: w.raddr,
+                addr: raddr,
                 len: w.len as usize,
                 key: w.rkey,
             };
@@ -449,7 +452,7 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
                 count: w.len as usize,
             };
             let rioc = fi_rma_ioc {
-                addr: w.raddr,
+                addr: raddr,
                 count: w.len as usize,
                 key: w.rkey,
             };

@@ -57,7 +57,10 @@ pub fn check_atomic(w: &Wqe) -> Result<(i32, i32, u64), i32> {
         return Err(-FI_EINVAL);
     }
     // Bitwise and logical operations have no meaning on floats.
-    let bitwise = matches!(op, FI_LOR | FI_LAND | FI_BOR | FI_BAND | FI_LXOR | FI_BXOR | FI_MSWAP);
+    let bitwise = matches!(
+        op,
+        FI_LOR | FI_LAND | FI_BOR | FI_BAND | FI_LXOR | FI_BXOR | FI_MSWAP
+    );
     if bitwise && is_float(dt) {
         return Err(-FI_EOPNOTSUPP);
     }
@@ -96,8 +99,7 @@ pub fn check(
     if bytes > lim.max_msg {
         return Err(-FI_EMSGSIZE);
     }
-    let read_only_fetch =
-        w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
+    let read_only_fetch = w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
     if !read_only_fetch && !range_ok(w.buf, bytes) {
         return Err(-FI_EINVAL);
     }
@@ -266,7 +268,10 @@ mod tests {
             compare: 0x3000,
             ..Default::default()
         };
-        assert_eq!(check(&a(OP_ATOMIC, FI_UINT64, FI_SUM, 1), &l, &mr, &any), Ok(()));
+        assert_eq!(
+            check(&a(OP_ATOMIC, FI_UINT64, FI_SUM, 1), &l, &mr, &any),
+            Ok(())
+        );
         assert_eq!(
             check(&a(OP_ATOMIC, FI_UINT64, FI_CSWAP, 1), &l, &mr, &any),
             Err(-FI_EINVAL)

@@ -254,5 +254,9 @@ mod tests {
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 64);
         assert_eq!(size_of::<MrDesc>(), 32);
+        assert_eq!(size_of::<EpDev>(), 144 + 64 * 64 + 64 * 32);
+        assert_eq!(size_of::<CqDev>(), 128);
+        assert_eq!(size_of::<CtxDev>(), 32 + 8 * MAX_CONNS);
+        assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS);
     }
 }

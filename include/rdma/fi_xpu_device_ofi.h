@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * fi_xpu ofi provider, device side: every data-path operation of
+ * <rdma/fi_xpu_device.h> for endpoints, CQs and counters of the ofi provider
+ * (prov_id FI_XPU_PROV_OFI). Operations become 128-byte work requests in a
+ * ring in host-visible memory; a proxy thread of the host library issues
+ * them on a libfabric endpoint and writes completions and counters back
+ * (see fi_xpu_ofi(7) for the ring format).
+ *
+ * Header-only, written against <rdma/fi_xpu_device_arch.h>; no libc on
+ * device paths (the host XPU build may wake a sleeping proxy with a futex).
+ *
+ * Raw handles:
+ *   dest_addr  points to the 8 bytes fi_xpu_av_lookup wrote (the peer's
+ *              libfabric fi_addr_t). For receives, NULL means any source.
+ *   desc       points to the 32 bytes fi_xpu_mr_desc wrote, or is NULL.
+ *
+ * Semantics match the shm provider: arguments a caller can check (NULL
+ * handle, NULL buffer with a length) return -FI_EINVAL at once; everything
+ * else the proxy finds wrong becomes an error completion on the endpoint's
+ * CQ and counter. A full ring returns -FI_EAGAIN and posts nothing.
+ * Operations complete asynchronously: wait on the CQ or counter, or call
+ * fi_xpu_flush, before reusing a source buffer or reading a result.
+ */
+#ifndef FI_XPU_DEVICE_OFI_H
+#define FI_XPU_DEVICE_OFI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <rdma/fi_xpu.h>
+#include <rdma/fi_xpu_device_arch.h>
+#include <rdma/fi_xpu_device_coop.h>
+
+#if defined(FI_XPU_ARCH_HOST) && defined(__linux__) && !defined(FI_XPU_OFI_NO_FUTEX)
+#define FI_XPU_OFI__FUTEX 1
+#include <sys/syscall.h>
+#ifdef __cplusplus
+#include <unistd.h>
+#else
+extern long syscall(long number, ...);
+#endif
+#endif
+
+#ifndef FI_XPU_DEVICE_ID_ofi
+#define FI_XPU_DEVICE_ID_ofi FI_XPU_PROV_OFI
+#endif
+
+#ifndef FI_ADDR_UNSPEC
+#define FI_ADDR_UNSPEC ((uint64_t)-1)
+#endif
+#ifndef FI_ADDR_NOTAVAIL
+#define FI_ADDR_NOTAVAIL ((uint64_t)-1)
+#endif
+
+/* How long fi_xpu_flush waits for the proxy at most. */
+#ifndef FI_XPU_OFI_FLUSH_TIMEOUT_MS
+#define FI_XPU_OFI_FLUSH_TIMEOUT_MS 60000
+#endif
+
+/* ---- shared layouts (twins of providers/ofi/src/layout.rs) ------------ */
+#define FI_XPU_OFI_EP_MAGIC 0x66786f6669657062ULL
+#define FI_XPU_OFI_CQ_MAGIC 0x66786f6669637162ULL
+
+enum {
+	FI_XPU_OFI_OP_WRITE = 1,
+	FI_XPU_OFI_OP_READ = 2,
+	FI_XPU_OFI_OP_SEND = 3,
+	FI_XPU_OFI_OP_RECV = 4,
+	FI_XPU_OFI_OP_TSEND = 5,
+	FI_XPU_OFI_OP_TRECV = 6,
+	FI_XPU_OFI_OP_ATOMIC = 7,
+	FI_XPU_OFI_OP_FETCH_ATOMIC = 8,
+	FI_XPU_OFI_OP_COMPARE_ATOMIC = 9,
+	FI_XPU_OFI_OP_NOP = 10
+};
+
+/* One work request. `seq` (ring position + 1) is written last. */
+struct fi_xpu_ofi_wqe {
+	uint64_t seq;
+	uint32_t op;
+	uint32_t atomic; /* datatype | op << 16 */
+	uint64_t flags, addr, buf, len, desc, raddr, rkey, context, data, tag, ignore;
+	uint64_t compare, result, result_desc;
+};
+
+struct fi_xpu_ofi_ep_dev {
+	uint64_t magic, ring, size, caps, tx_cq, rx_cq;
+	uint64_t cntr[6];
+	uint64_t max_msg, p0[3];
+	uint64_t prod, p1[7];
+	uint64_t cons_cache, p2[7];
+	uint64_t cons, flushed, p3[6];
+	uint32_t doorbell, sleeping;
+	uint64_t p4[7];
+};
+
+struct fi_xpu_ofi_cq_dev {
+	uint64_t magic, ring, size, format;
+	int64_t timeout_ms;
+	uint64_t overflow, p0[2];
+	uint64_t head, p1[7];
+	uint64_t tail, p2[7];
+};
+
+struct fi_xpu_ofi_cqe {
+	uint64_t seq, flags, context, len, buf, data, tag;
+	int64_t err;
+	uint64_t olen, src, is_err;
+	int64_t prov_errno;
+};
+
+struct fi_xpu_ofi_cntr {
+	uint64_t value, err, pad[6];
+};
+
+struct fi_xpu_ofi_mr_desc {
+	uint64_t id, key, base, len;
+};
+
+/* ---- helpers ------------------------------------------------------------- */
+#define FI_XPU_OFI_P(T, v) ((T *)(uintptr_t)(v))
+#define FI_XPU_OFI_SYS FI_XPU_ARCH_MS_SYSTEM
+
+FI_XPU_FUNC uint64_t fi_xpu_ofi_ld(const uint64_t *p)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_ACQUIRE, FI_XPU_OFI_SYS);
+}
+
+FI_XPU_FUNC void fi_xpu_ofi_st(uint64_t *p, uint64_t v)
+{
+	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_OFI_SYS);
+}
+
+FI_XPU_FUNC int64_t fi_xpu_ofi_bcast(int scope, int64_t v)
+{
+	uint64_t u = (uint64_t)v;
+	if (scope == FI_XPU_WORK_ITEM)
+		return v;
+	fi_xpu_arch_broadcast_u64(scope, &u);
+	return (int64_t)u;
+}
+
+FI_XPU_FUNC uint32_t fi_xpu_ofi_rank(int scope)
+{
+	return scope == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope);
+}
+
+FI_XPU_FUNC void fi_xpu_ofi_sync(int scope)
+{
+	if (scope != FI_XPU_WORK_ITEM)
+		fi_xpu_arch_barrier(scope);
+}
+
+FI_XPU_FUNC struct fi_xpu_ofi_ep_dev *fi_xpu_ofi_ep(const struct fid_xpu_ep *ep)
+{
+	return ep ? FI_XPU_OFI_P(struct fi_xpu_ofi_ep_dev, ep->fid.prov_ctx)
+		  : (struct fi_xpu_ofi_ep_dev *)0;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_ofi_desc_id(const void *desc)
+{
+	return desc ? ((const struct fi_xpu_ofi_mr_desc *)desc)->id : 0;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_ofi_addr(const void *raw)
+{
+	return raw ? *(const uint64_t *)raw : FI_ADDR_UNSPEC;
+}
+
+FI_XPU_FUNC struct fi_xpu_ofi_wqe fi_xpu_ofi_wqe_zero(void)
+{
+	struct fi_xpu_ofi_wqe w;
+	w.seq = 0;
+	w.op = 0;
+	w.atomic = 0;
+	w.flags = w.addr = w.buf = w.len = w.desc = w.raddr = w.rkey = 0;
+	w.context = w.data = w.tag = w.ignore = 0;
+	w.compare = w.result = w.result_desc = 0;
+	return w;
+}
+
+/* Claims one ring slot: one CAS on `prod`, against the cached consumer
+ * index first and the proxy's own only when the ring looks full. */
+FI_XPU_FUNC int fi_xpu_ofi_claim(struct fi_xpu_ofi_ep_dev *ep, uint64_t *pos)
+{
+	uint64_t size = ep->size;
+	uint64_t p = fi_xpu_arch_load_u64(&ep->prod, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);
+	uint64_t c = fi_xpu_arch_load_u64(&ep->cons_cache, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);
+	for (;;) {
+		uint64_t old;
+		if (p - c >= size) {
+			c = fi_xpu_ofi_ld(&ep->cons);
+			fi_xpu_arch_store_u64(&ep->cons_cache, c, FI_XPU_ARCH_RELAXED,
+					      FI_XPU_OFI_SYS);
+			if (p - c >= size)
+				return -FI_EAGAIN;
+		}
+		old = fi_xpu_arch_cas_u64(&ep->prod, p, p + 1, FI_XPU_ARCH_ACQ_REL, FI_XPU_OFI_SYS);
+		if (old == p) {
+			*pos = p;
+			return 0;
+		}
+		p = old;
+	}
+}
+
+/* Writes a claimed entry and publishes it: `seq` last, with release order
+ * at system scope, then wakes the proxy if it announced it sleeps. */
+FI_XPU_FUNC int fi_xpu_ofi_post(struct fi_xpu_ofi_ep_dev *ep, const struct fi_xpu_ofi_wqe *w)
+{
+	uint64_t pos;
+	struct fi_xpu_ofi_wqe *e;
+	int rc;
+	if (!ep)
+		return -FI_EINVAL;
+	rc = fi_xpu_ofi_claim(ep, &pos);
+	if (rc)
+		return rc;
+	e = FI_XPU_OFI_P(struct fi_xpu_ofi_wqe, ep->ring) + (pos & (ep->size - 1));
+	e->op = w->op;
+	e->atomic = w->atomic;
+	e->flags = w->flags;
+	e->addr = w->addr;
+	e->buf = w->buf;
+	e->len = w->len;
+	e->desc = w->desc;
+	e->raddr = w->raddr;
+	e->rkey = w->rkey;
+	e->context = w->context;
+	e->data = w->data;
+	e->tag = w->tag;
+	e->ignore = w->ignore;
+	e->compare = w->compare;
+	e->result = w->result;
+	e->result_desc = w->result_desc;
+	fi_xpu_ofi_st(&e->seq, pos + 1);
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_OFI_SYS);
+	if (fi_xpu_arch_load_u32(&ep->sleeping, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS)) {
+		fi_xpu_arch_fetch_add_u32(&ep->doorbell, 1, FI_XPU_ARCH_SEQ_CST, FI_XPU_OFI_SYS);
+#ifdef FI_XPU_OFI__FUTEX
+		(void)syscall(SYS_futex, &ep->doorbell, 1 /* FUTEX_WAKE */, 1, 0, 0, 0);
+#endif
+	}
+	return 0;
+}
+
+/* Runs a post once for the scope (its leader) and gives everyone the
+ * leader's status. */
+FI_XPU_FUNC int fi_xpu_ofi_submit(const struct fid_xpu_ep *hep, const struct fi_xpu_ofi_wqe *w,
+				  int scope)
+{
+	int64_t rc = fi_xpu_arch_scope_check(scope);
+	if (rc)
+		return (int)rc;
+	if (fi_xpu_ofi_rank(scope) == 0)
+		rc = fi_xpu_ofi_post(fi_xpu_ofi_ep(hep), w);
+	return (int)fi_xpu_ofi_bcast(scope, rc);
+}
+
+/* ---- RMA, messages, atomics ------------------------------------------- */
+FI_XPU_FUNC int fi_xpu_write_ofi(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
+				 uint64_t data, void *dest_addr, uint64_t addr, uint64_t key,
+				 void *context, uint64_t flags, int scope)
+{
+	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	if (!ep || (!buf && len) || !dest_addr)
+		return -FI_EINVAL;
+	w.op = FI_XPU_OFI_OP_WRITE;
+	w.flags = flags;
+	w.addr = fi_xpu_ofi_addr(dest_addr);
+	w.buf = (uint64_t)(uintptr_t)buf;
+	w.len = len;
+	w.desc = fi_xpu_ofi_desc_id(desc);
+	w.raddr = addr;
+	w.rkey = key;
+	w.context = (uint64_t)(uintptr_t)context;
+	w.data = data;
+	return fi_xpu_ofi_submit(ep, &w, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_read_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				void *src_addr, uint64_t addr, uint64_t key, void *context,
+				uint64_t flags, int scope)
+{
+	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	if (!ep || (!buf && len) || !src_addr)
+		return -FI_EINVAL;
+	w.op = FI_XPU_OFI_OP_READ;
+	w.flags = flags & ~FI_REMOTE_CQ_DATA;
+	w.addr = fi_xpu_ofi_addr(src_addr);
+	w.buf = (uint64_t)(uintptr_t)buf;
+	w.len = len;
+	w.desc = fi_xpu_ofi_desc_id(desc);
+	w.raddr = addr;
+	w.rkey = key;
+	w.context = (uint64_t)(uintptr_t)context;
+	return fi_xpu_ofi_submit(ep, &w, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_ofi_msg(struct fid_xpu_ep *ep, uint32_t op, const void *buf, size_t len,
+			       void *desc, uint64_t data, uint64_t addr, uint64_t tag,
+			       uint64_t ignore, void *context, uint64_t flags, int scope)
+{
+	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	if (!ep || (!buf && len))
+		return -FI_EINVAL;
+	w.op = op;
+	w.flags = flags;
+	w.addr = addr;
+	w.buf = (uint64_t)(uintptr_t)buf;
+	w.len = len;
+	w.desc = fi_xpu_ofi_desc_id(desc);
+	w.context = (uint64_t)(uintptr_t)context;
+	w.data = data;
+	w.tag = tag;
+	w.ignore = ignore;
+	return fi_xpu_ofi_submit(ep, &w, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_send_ofi(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
+				uint64_t data, void *dest_addr, void *context, uint64_t flags,
+				int scope)
+{
+	if (!dest_addr)
+		return -FI_EINVAL;
+	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_SEND, buf, len, desc, data,
+			      fi_xpu_ofi_addr(dest_addr), 0, 0, context, flags, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_tsend_ofi(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
+				 uint64_t data, void *dest_addr, uint64_t tag, void *context,
+				 uint64_t flags, int scope)
+{
+	if (!dest_addr)
+		return -FI_EINVAL;
+	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_TSEND, buf, len, desc, data,
+			      fi_xpu_ofi_addr(dest_addr), tag, 0, context, flags, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_recv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				void *src_addr, void *context, uint64_t flags, int scope)
+{
+	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_RECV, buf, len, desc, 0,
+			      fi_xpu_ofi_addr(src_addr), 0, 0, context,
+			      flags & ~FI_REMOTE_CQ_DATA, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_trecv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				 void *src_addr, uint64_t tag, uint64_t ignore, void *context,
+				 uint64_t flags, int scope)
+{
+	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_TRECV, buf, len, desc, 0,
+			      fi_xpu_ofi_addr(src_addr), tag, ignore, context,
+			      flags & ~FI_REMOTE_CQ_DATA, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, const void *buf,
+				      size_t count, void *desc, const void *compare,
+				      void *result, void *result_desc, void *dest_addr,
+				      uint64_t addr, uint64_t key, int datatype, int op,
+				      void *context, uint64_t flags, int scope)
+{
+	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	if (!ep || !dest_addr || (!buf && op != FI_ATOMIC_READ) || count == 0 ||
+	    datatype < 0 || op < 0)
+		return -FI_EINVAL;
+	w.op = kind;
+	w.atomic = (uint32_t)datatype | (uint32_t)op << 16;
+	w.flags = flags & ~FI_REMOTE_CQ_DATA;
+	w.addr = fi_xpu_ofi_addr(dest_addr);
+	w.buf = (uint64_t)(uintptr_t)buf;
+	w.len = count;
+	w.desc = fi_xpu_ofi_desc_id(desc);
+	w.raddr = addr;
+	w.rkey = key;
+	w.context = (uint64_t)(uintptr_t)context;
+	w.compare = (uint64_t)(uintptr_t)compare;
+	w.result = (uint64_t)(uintptr_t)result;
+	w.result_desc = fi_xpu_ofi_desc_id(result_desc);
+	return fi_xpu_ofi_submit(ep, &w, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
+				  void *desc, void *dest_addr, uint64_t addr, uint64_t key,
+				  enum fi_datatype datatype, enum fi_op op, void *context,
+				  uint64_t flags, int scope)
+{
+	if (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP))
+		return -FI_EINVAL;
+	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_ATOMIC, buf, count, desc, (const void *)0,
+				     (void *)0, (void *)0, dest_addr, addr, key, (int)datatype,
+				     (int)op, context, flags, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_fetch_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
+					void *desc, void *result, void *result_desc,
+					void *dest_addr, uint64_t addr, uint64_t key,
+					enum fi_datatype datatype, enum fi_op op, void *context,
+					uint64_t flags, int scope)
+{
+	if ((op >= FI_CSWAP && op <= FI_MSWAP) || !result)
+		return -FI_EINVAL;
+	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_FETCH_ATOMIC, buf, count, desc,
+				     (const void *)0, result, result_desc, dest_addr, addr, key,
+				     (int)datatype, (int)op, context, flags, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_compare_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
+					  void *desc, const void *compare, void *compare_desc,
+					  void *result, void *result_desc, void *dest_addr,
+					  uint64_t addr, uint64_t key, enum fi_datatype datatype,
+					  enum fi_op op, void *context, uint64_t flags, int scope)
+{
+	(void)compare_desc;
+	if (op < FI_CSWAP || op > FI_MSWAP || !compare || !result)
+		return -FI_EINVAL;
+	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_COMPARE_ATOMIC, buf, count, desc, compare,
+				     result, result_desc, dest_addr, addr, key, (int)datatype,
+				     (int)op, context, flags, scope);
+}
+
+/* Waits until the proxy has issued every entry posted before the call and
+ * libfabric has completed every transmit operation among them. */
+FI_XPU_FUNC int fi_xpu_flush_ofi(struct fid_xpu_ep *hep, uint64_t flags, int scope)
+{
+	struct fi_xpu_ofi_ep_dev *ep = fi_xpu_ofi_ep(hep);
+	int64_t rc = fi_xpu_arch_scope_check(scope);
+	(void)flags;
+	if (rc)
+		return (int)rc;
+	if (!ep)
+		return -FI_EINVAL;
+	fi_xpu_ofi_sync(scope);
+	if (fi_xpu_ofi_rank(scope) == 0) {
+		uint64_t snap = fi_xpu_ofi_ld(&ep->prod), start = fi_xpu_arch_clock_ns();
+		while (fi_xpu_ofi_ld(&ep->flushed) < snap) {
+			if (fi_xpu_arch_clock_ns() - start >=
+			    (uint64_t)FI_XPU_OFI_FLUSH_TIMEOUT_MS * 1000000ULL) {
+				rc = -FI_ETIMEDOUT;
+				break;
+			}
+			fi_xpu_arch_pause();
+		}
+	}
+	return (int)fi_xpu_ofi_bcast(scope, rc);
+}
+
+/* ---- completion queues ------------------------------------------------ */
+FI_XPU_FUNC size_t fi_xpu_ofi_entry_size(uint64_t format)
+{
+	return format == FI_CQ_FORMAT_MSG    ? sizeof(struct fi_cq_msg_entry)
+	     : format == FI_CQ_FORMAT_DATA   ? sizeof(struct fi_cq_data_entry)
+	     : format == FI_CQ_FORMAT_TAGGED ? sizeof(struct fi_cq_tagged_entry)
+					     : sizeof(struct fi_cq_entry);
+}
+
+FI_XPU_FUNC void fi_xpu_ofi_copy_bytes(void *dst, const void *src, size_t n)
+{
+	unsigned char *d = (unsigned char *)dst;
+	const unsigned char *s = (const unsigned char *)src;
+	size_t i;
+	for (i = 0; i < n; i++)
+		d[i] = s[i];
+}
+
+FI_XPU_FUNC struct fi_xpu_ofi_cqe *fi_xpu_ofi_cqe_at(struct fi_xpu_ofi_cq_dev *q, uint64_t pos)
+{
+	return FI_XPU_OFI_P(struct fi_xpu_ofi_cqe, q->ring) + (pos & (q->size - 1));
+}
+
+FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
+					   uint64_t *src_addr, int scope)
+{
+	struct fi_xpu_ofi_cq_dev *q;
+	size_t n = 0, esz;
+	int64_t rc = fi_xpu_arch_scope_check(scope);
+	if (rc)
+		return rc;
+	q = hcq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, hcq->fid.prov_ctx)
+		: (struct fi_xpu_ofi_cq_dev *)0;
+	if (!q || (!buf && count))
+		return -FI_EINVAL;
+	if (fi_xpu_ofi_rank(scope) == 0) {
+		esz = fi_xpu_ofi_entry_size(q->format);
+		while (n < count) {
+			uint64_t h = fi_xpu_ofi_ld(&q->head);
+			struct fi_xpu_ofi_cqe *e = fi_xpu_ofi_cqe_at(q, h);
+			struct fi_cq_tagged_entry out;
+			uint64_t src;
+			if (fi_xpu_ofi_ld(&e->seq) != h + 1)
+				break;
+			if (e->is_err) {
+				if (n == 0)
+					rc = -FI_EAVAIL;
+				break;
+			}
+			out.op_context = FI_XPU_OFI_P(void, e->context);
+			out.flags = e->flags;
+			out.len = (size_t)e->len;
+			out.buf = FI_XPU_OFI_P(void, e->buf);
+			out.data = e->data;
+			out.tag = e->tag;
+			src = e->src;
+			if (fi_xpu_arch_cas_u64(&q->head, h, h + 1, FI_XPU_ARCH_ACQ_REL,
+						FI_XPU_OFI_SYS) != h)
+				continue;
+			fi_xpu_ofi_copy_bytes((unsigned char *)buf + n * esz, &out, esz);
+			if (src_addr)
+				src_addr[n] = src;
+			n++;
+		}
+		if (rc == 0)
+			rc = n ? (int64_t)n : -FI_EAGAIN;
+	}
+	return fi_xpu_ofi_bcast(scope, rc);
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_read_ofi(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
+{
+	return fi_xpu_ofi_cq_read_any(cq, buf, count, (uint64_t *)0, scope);
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
+					   void *src_addr, int scope)
+{
+	return fi_xpu_ofi_cq_read_any(cq, buf, count, (uint64_t *)src_addr, scope);
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_readerr_ofi(struct fid_xpu_cq *cq, void *buf, uint64_t flags,
+					  int scope)
+{
+	struct fi_xpu_ofi_cq_dev *q;
+	struct fi_cq_err_entry *out = (struct fi_cq_err_entry *)buf;
+	int64_t rc = fi_xpu_arch_scope_check(scope);
+	(void)flags;
+	if (rc)
+		return rc;
+	q = cq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
+	       : (struct fi_xpu_ofi_cq_dev *)0;
+	if (!q || !out)
+		return -FI_EINVAL;
+	rc = -FI_EAGAIN;
+	if (fi_xpu_ofi_rank(scope) == 0) {
+		for (;;) {
+			uint64_t h = fi_xpu_ofi_ld(&q->head);
+			struct fi_xpu_ofi_cqe *e = fi_xpu_ofi_cqe_at(q, h);
+			struct fi_cq_err_entry o;
+			if (fi_xpu_ofi_ld(&e->seq) != h + 1 || !e->is_err)
+				break;
+			o.op_context = FI_XPU_OFI_P(void, e->context);
+			o.flags = e->flags;
+			o.len = (size_t)e->len;
+			o.buf = FI_XPU_OFI_P(void, e->buf);
+			o.data = e->data;
+			o.tag = e->tag;
+			o.olen = (size_t)e->olen;
+			/* libfabric reports a positive errno here. */
+			o.err = (int)-e->err;
+			o.prov_errno = e->prov_errno ? (int)e->prov_errno : (int)e->err;
+			o.err_data = (void *)0;
+			o.err_data_size = 0;
+			if (fi_xpu_arch_cas_u64(&q->head, h, h + 1, FI_XPU_ARCH_ACQ_REL,
+						FI_XPU_OFI_SYS) != h)
+				continue;
+			*out = o;
+			rc = 1;
+			break;
+		}
+	}
+	return fi_xpu_ofi_bcast(scope, rc);
+}
+
+/* Blocking read: as shm, waits until `threshold` entries (at least one, at
+ * most `count`) were read or an error entry is next, for at most the CQ's
+ * timeout (negative: no limit); -FI_ETIMEDOUT when nothing came. */
+FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
+					    void *src_addr, uint64_t threshold, int scope)
+{
+	const struct fi_xpu_ofi_cq_dev *q =
+		cq ? FI_XPU_OFI_P(const struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
+		   : (const struct fi_xpu_ofi_cq_dev *)0;
+	uint64_t want = threshold == 0 ? 1 : threshold, start = fi_xpu_arch_clock_ns();
+	int64_t to, rc;
+	size_t got = 0, esz;
+	if (!q || (!buf && count))
+		return -FI_EINVAL;
+	to = q->timeout_ms;
+	if (want > count)
+		want = count;
+	esz = fi_xpu_ofi_entry_size(q->format);
+	for (;;) {
+		rc = fi_xpu_ofi_cq_read_any(cq, (unsigned char *)buf + got * esz, count - got,
+					    src_addr ? (uint64_t *)src_addr + got : (uint64_t *)0,
+					    scope);
+		if (rc > 0)
+			got += (size_t)rc;
+		else if (rc != -FI_EAGAIN)
+			return got ? (int64_t)got : rc;
+		if (got >= want)
+			return (int64_t)got;
+		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
+			return got ? (int64_t)got : -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_sread_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
+					uint64_t threshold, int scope)
+{
+	return fi_xpu_cq_sreadfrom_ofi(cq, buf, count, (void *)0, threshold, scope);
+}
+
+/* ---- counters ------------------------------------------------------------ */
+FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr(const struct fid_xpu_cntr *c)
+{
+	return c ? FI_XPU_OFI_P(uint64_t, c->fid.prov_ctx) : (uint64_t *)0;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_cntr_read_ofi(struct fid_xpu_cntr *c, int scope)
+{
+	int rc = fi_xpu_arch_scope_check(scope);
+	uint64_t *p = fi_xpu_ofi_cntr(c);
+	if (!rc && !p)
+		rc = -FI_EINVAL;
+	return rc ? (uint64_t)(int64_t)rc : fi_xpu_ofi_ld(p);
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_ofi(struct fid_xpu_cntr *c, int scope)
+{
+	int rc = fi_xpu_arch_scope_check(scope);
+	uint64_t *p = fi_xpu_ofi_cntr(c);
+	if (!rc && !p)
+		rc = -FI_EINVAL;
+	return rc ? (uint64_t)(int64_t)rc : fi_xpu_ofi_ld(p + 1);
+}
+
+FI_XPU_FUNC int fi_xpu_ofi_cntr_upd(struct fid_xpu_cntr *c, int err, int set, uint64_t v, int scope)
+{
+	int rc = fi_xpu_arch_scope_check(scope);
+	uint64_t *p = fi_xpu_ofi_cntr(c);
+	if (rc)
+		return rc;
+	if (!p)
+		return -FI_EINVAL;
+	fi_xpu_ofi_sync(scope);
+	if (fi_xpu_ofi_rank(scope) == 0) {
+		if (set)
+			fi_xpu_ofi_st(p + err, v);
+		else
+			(void)fi_xpu_arch_fetch_add_u64(p + err, v, FI_XPU_ARCH_ACQ_REL,
+							FI_XPU_OFI_SYS);
+	}
+	fi_xpu_ofi_sync(scope);
+	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_add_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_ofi_cntr_upd(c, 0, 0, v, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_set_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_ofi_cntr_upd(c, 0, 1, v, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_adderr_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_ofi_cntr_upd(c, 1, 0, v, scope);
+}
+
+FI_XPU_FUNC int fi_xpu_cntr_seterr_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
+{
+	return fi_xpu_ofi_cntr_upd(c, 1, 1, v, scope);
+}
+
+/* 0 once the value reaches `threshold`; -FI_EAVAIL when the error count
+ * moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no limit). */
+FI_XPU_FUNC int fi_xpu_cntr_wait_ofi(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
+				     int scope)
+{
+	uint64_t *p = fi_xpu_ofi_cntr(c);
+	uint64_t err0, start = fi_xpu_arch_clock_ns();
+	int rc = fi_xpu_arch_scope_check(scope);
+	if (rc)
+		return rc;
+	if (!p)
+		return -FI_EINVAL;
+	err0 = fi_xpu_ofi_ld(p + 1);
+	for (;;) {
+		if (fi_xpu_ofi_ld(p) >= threshold)
+			return 0;
+		if (fi_xpu_ofi_ld(p + 1) != err0)
+			return -FI_EAVAIL;
+		if (timeout_ms >= 0 &&
+		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
+			return -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
+}
+
+#endif /* FI_XPU_DEVICE_OFI_H */

@@ -1,0 +1,209 @@
+/* Two processes (fork + socketpair) on the ofi provider: RMA write and read,
+ * fetching and compare atomics, tagged send/receive, CQ data, counters and
+ * error completions, all posted through the device API and checked by value.
+ * The libfabric provider comes from FI_XPU_OFI_PROVIDER. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <rdma/fi_xpu.h>
+#include <rdma/fi_xpu_device.h>
+
+#define CHECK(expr)                                                                     \
+	do {                                                                            \
+		int64_t rc_ = (int64_t)(expr);                                          \
+		if (rc_ < 0) {                                                          \
+			fprintf(stderr, "[%d] %s:%d: %s = %" PRId64 " (%s)\n", (int)getpid(), \
+				__FILE__, __LINE__, #expr, rc_, fi_xpu_strerror((int)rc_)); \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+#define EXPECT(cond)                                                                    \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
+			fprintf(stderr, "[%d] %s:%d: expected %s\n", (int)getpid(), __FILE__, \
+				__LINE__, #cond);                                       \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+
+struct card {
+	uint8_t name[64];
+	uint64_t base, key;
+};
+
+static void xfer(int sock, const void *out, void *in, size_t len)
+{
+	if (write(sock, out, len) != (ssize_t)len || read(sock, in, len) != (ssize_t)len)
+		exit(1);
+}
+
+static struct fi_cq_tagged_entry wait_one(struct fid_xpu_cq *cq, struct fi_cq_err_entry *err)
+{
+	struct fi_cq_tagged_entry e;
+	int64_t n = fi_xpu_cq_sread(cq, &e, 1, 1, FI_XPU_WORK_ITEM);
+	if (n == -FI_EAVAIL && err) {
+		CHECK(fi_xpu_cq_readerr(cq, err, 0, FI_XPU_WORK_ITEM));
+		memset(&e, 0, sizeof e);
+		return e;
+	}
+	CHECK(n);
+	EXPECT(n == 1);
+	return e;
+}
+
+static int run(int sock, int rank)
+{
+	struct fi_xpu_info *info, *i;
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_cntr *hcntr;
+	struct fid_xpu_host_ep *hep;
+	struct fid_xpu_mr *mr;
+	struct fid_xpu_cq cq;
+	struct fid_xpu_cntr cntr;
+	struct fid_xpu_ep ep;
+	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_cq_attr cattr = { .size = 64, .format = FI_CQ_FORMAT_TAGGED,
+					.timeout = 10000 };
+	struct fi_xpu_cntr_attr nattr = { 0 };
+	struct fi_xpu_ep_attr eattr = { 0 };
+	struct card mine = { 0 }, peer;
+	struct fi_cq_err_entry err;
+	uint8_t desc[32];
+	size_t len = sizeof(mine.name);
+	fi_addr_t fa;
+	uint64_t raw, *heap, off;
+	int fd;
+	char c = 0;
+
+	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
+		;
+	EXPECT(i != NULL);
+	EXPECT(i->addrlen == 64);
+	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
+	fi_xpu_freeinfo(info);
+	CHECK(fi_xpu_ctx(dom, &xattr, &ctx, NULL));
+	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
+	cattr.xpu_ctx = ctx;
+	nattr.xpu_ctx = ctx;
+	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));
+	CHECK(fi_xpu_cntr_open(dom, &nattr, &hcntr, NULL));
+	eattr.xpu_ctx = ctx;
+	CHECK(fi_xpu_endpoint(dom, &eattr, &hep, NULL));
+	EXPECT(fi_xpu_getname(hep, mine.name, &len) == -FI_EOPBADSTATE);
+	CHECK(fi_xpu_ep_bind(hep, &av->fid, 0));
+	CHECK(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_xpu_ep_bind(hep, &hcntr->fid, FI_WRITE | FI_READ));
+	CHECK(fi_xpu_enable(hep));
+	CHECK(fi_xpu_getname(hep, mine.name, &len));
+	CHECK(fi_xpu_alloc(ctx, 4096, 0, 0, (void **)&heap, &fd, &off));
+	memset(heap, 0, 4096);
+	heap[0] = 1000 + (uint64_t)rank;
+	CHECK(fi_xpu_mr_reg(dom, ctx, heap, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
+			    NULL));
+	CHECK(fi_xpu_mr_key(mr, &mine.key));
+	len = sizeof(desc);
+	CHECK(fi_xpu_mr_desc(mr, desc, &len, 0, ctx));
+	mine.base = (uint64_t)(uintptr_t)heap;
+	xfer(sock, &mine, &peer, sizeof(mine));
+	EXPECT(fi_xpu_av_insert(av, peer.name, 1, &fa, 0, NULL) == 1);
+	len = sizeof(raw);
+	CHECK(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx));
+	CHECK(fi_xpu_export(&hep->fid, 0, &ep.fid));
+	CHECK(fi_xpu_export(&hcq->fid, 0, &cq.fid));
+	CHECK(fi_xpu_export(&hcntr->fid, 0, &cntr.fid));
+
+	if (rank == 0) {
+		struct fi_cq_tagged_entry e;
+		uint64_t v = 0xabcdef, got = 0, one = 5, cmp = 1006, swap = 77, old = 0;
+		uint64_t bad = 0;
+		/* write then read back */
+		CHECK(fi_xpu_write(&ep, &v, 8, desc, 0, &raw, peer.base + 8, peer.key, &v, 0,
+				   FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, NULL);
+		EXPECT(e.op_context == &v && (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+		CHECK(fi_xpu_read(&ep, &got, 8, NULL, &raw, peer.base + 8, peer.key, &got, 0,
+				  FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, NULL);
+		EXPECT(e.op_context == &got && got == 0xabcdef);
+		/* fetch-add then compare-swap on the peer's heap[0] (1001) */
+		CHECK(fi_xpu_fetch_atomic(&ep, &one, 1, NULL, &old, NULL, &raw, peer.base,
+					  peer.key, FI_UINT64, FI_SUM, NULL, 0, FI_XPU_WORK_ITEM));
+		(void)wait_one(&cq, NULL);
+		EXPECT(old == 1001);
+		CHECK(fi_xpu_compare_atomic(&ep, &swap, 1, NULL, &cmp, NULL, &old, NULL, &raw,
+					    peer.base, peer.key, FI_UINT64, FI_CSWAP, NULL, 0,
+					    FI_XPU_WORK_ITEM));
+		(void)wait_one(&cq, NULL);
+		EXPECT(old == 1006);
+		CHECK(fi_xpu_flush(&ep, 0, FI_XPU_WORK_ITEM));
+		EXPECT(fi_xpu_cntr_read(&cntr, FI_XPU_WORK_ITEM) == 4);
+		/* a local buffer outside its descriptor: an error completion */
+		CHECK(fi_xpu_write(&ep, &bad, 8, desc, 0, &raw, peer.base, peer.key, &bad, 0,
+				   FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, &err);
+		EXPECT(err.err == FI_EACCES && err.op_context == &bad);
+		EXPECT(fi_xpu_cntr_readerr(&cntr, FI_XPU_WORK_ITEM) == 1);
+		/* tagged message with CQ data */
+		if (read(sock, &c, 1) != 1)
+			exit(1);
+		CHECK(fi_xpu_tsend(&ep, &v, 8, NULL, 0x55, &raw, 0x1234, NULL, FI_REMOTE_CQ_DATA,
+				   FI_XPU_WORK_ITEM));
+		(void)wait_one(&cq, NULL);
+		if (read(sock, &c, 1) != 1)
+			exit(1);
+	} else {
+		struct fi_cq_tagged_entry e;
+		uint64_t box = 0;
+		CHECK(fi_xpu_trecv(&ep, &box, 8, NULL, NULL, 0x1200, 0xff, &box, 0,
+				   FI_XPU_WORK_ITEM));
+		if (write(sock, "r", 1) != 1)
+			exit(1);
+		e = wait_one(&cq, NULL);
+		EXPECT(e.op_context == &box && box == 0xabcdef && e.tag == 0x1234);
+		EXPECT((e.flags & (FI_TAGGED | FI_RECV)) == (FI_TAGGED | FI_RECV));
+		EXPECT((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0x55 && e.len == 8);
+		EXPECT(heap[1] == 0xabcdef && heap[0] == 77);
+		if (write(sock, "d", 1) != 1)
+			exit(1);
+	}
+	CHECK(fi_xpu_close(&hep->fid));
+	CHECK(fi_xpu_close(&mr->fid));
+	CHECK(fi_xpu_free(ctx, heap));
+	CHECK(fi_xpu_close(&hcq->fid));
+	CHECK(fi_xpu_close(&hcntr->fid));
+	CHECK(fi_xpu_close(&av->fid));
+	CHECK(fi_xpu_close(&ctx->fid));
+	CHECK(fi_xpu_close(&dom->fid));
+	return 0;
+}
+
+int main(void)
+{
+	int sv[2], st = 0;
+	pid_t child;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		return 1;
+	child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		close(sv[0]);
+		exit(run(sv[1], 1));
+	}
+	close(sv[1]);
+	if (run(sv[0], 0) != 0)
+		return 1;
+	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return 1;
+	printf("ofi_ops: ok\n");
+	return 0;
+}

@@ -1,0 +1,364 @@
+//! Compile matrix of the header-only device API: every device header, alone
+//! and included twice, with warnings as errors, for nvptx (sm_70, sm_90),
+//! amdgcn (gfx90a, gfx942), SYCL device mode, and host gcc/clang as C11 and
+//! C++17; plus the example kernel that calls every device operation, checked
+//! to be emitted for the device, and the arch layer's scoped operations,
+//! checked to map to the target's system- and device-scope instructions.
+//!
+//! Needs clang-19 (CI installs the Debian package). Without it the test
+//! fails unless FI_XPU_SKIP_DEVICE_MATRIX=1.
+mod common;
+
+use common::{have, root, scratch};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+const CLANG: &str = "clang-19";
+const WARN: &[&str] = &["-Wall", "-Wextra", "-Werror", "-O2"];
+
+fn clang_or_skip() -> bool {
+    if have(CLANG) {
+        return true;
+    }
+    if std::env::var("FI_XPU_SKIP_DEVICE_MATRIX").as_deref() == Ok("1") {
+        eprintln!("device matrix skipped: {CLANG} not found and FI_XPU_SKIP_DEVICE_MATRIX=1");
+        return false;
+    }
+    panic!(
+        "{CLANG} is needed for the device compile matrix (apt install clang-19); \
+         set FI_XPU_SKIP_DEVICE_MATRIX=1 to skip it"
+    );
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Nvptx(&'static str),
+    Amdgcn(&'static str),
+    Sycl,
+    Host {
+        compiler: &'static str,
+        cxx: bool,
+    },
+    /// The host half of a CUDA translation unit (device functions parsed,
+    /// not generated).
+    CudaHostPass,
+}
+
+use Target::*;
+
+const DEVICE_TARGETS: &[Target] = &[
+    Nvptx("sm_70"),
+    Nvptx("sm_90"),
+    Amdgcn("gfx90a"),
+    Amdgcn("gfx942"),
+    Sycl,
+];
+
+fn host_targets() -> Vec<Target> {
+    let mut v = Vec::new();
+    for compiler in ["gcc", CLANG] {
+        if have(compiler) {
+            v.push(Host {
+                compiler,
+                cxx: false,
+            });
+            v.push(Host {
+                compiler,
+                cxx: true,
+            });
+        }
+    }
+    v.push(CudaHostPass);
+    v
+}
+
+/// How SYCL device code is compiled here. Debian's clang-19 has no `-fsycl`
+/// driver mode, but its front end has SYCL device compilation
+/// (`-fsycl-is-device`, which defines __SYCL_DEVICE_ONLY__) for spir64.
+fn sycl_flags() -> &'static Vec<String> {
+    static FLAGS: OnceLock<Vec<String>> = OnceLock::new();
+    FLAGS.get_or_init(|| {
+        let dir = scratch("sycl-probe");
+        let src = dir.join("p.cpp");
+        std::fs::write(&src, "int f(void) { return 1; }\n").unwrap();
+        let driver = Command::new(CLANG)
+            .args(["-fsycl", "-fsycl-device-only", "-c", "-o"])
+            .arg(dir.join("p.bc"))
+            .arg(&src)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if driver {
+            return ["-fsycl", "-fsycl-device-only", "-S", "-emit-llvm"]
+                .map(String::from)
+                .to_vec();
+        }
+        eprintln!(
+            "note: {CLANG} has no `-fsycl` driver mode; compiling SYCL device code with \
+             its front end's -fsycl-is-device for spir64 instead"
+        );
+        let multiarch = Command::new("cc")
+            .arg("-print-multiarch")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let mut f: Vec<String> = [
+            "-target",
+            "spir64",
+            "-x",
+            "c++",
+            "-std=c++17",
+            "-Xclang",
+            "-fsycl-is-device",
+            "-Xclang",
+            "-aux-triple",
+            "-Xclang",
+            "x86_64-pc-linux-gnu",
+            "-S",
+            "-emit-llvm",
+        ]
+        .map(String::from)
+        .to_vec();
+        if !multiarch.is_empty() {
+            f.push(format!("-isystem/usr/include/{multiarch}"));
+        }
+        f
+    })
+}
+
+/// Compiles `src` for `target`; returns the generated code (PTX, AMDGPU
+/// assembly or LLVM IR; empty for host targets). Panics with the compiler's
+/// output on failure.
+fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
+    let mut cmd;
+    match target {
+        Nvptx(arch) => {
+            cmd = Command::new(CLANG);
+            cmd.args([
+                "-x",
+                "cuda",
+                "-nocudainc",
+                "-nocudalib",
+                "--cuda-device-only",
+                "-S",
+            ])
+            .arg(format!("--cuda-gpu-arch={arch}"));
+        }
+        Amdgcn(arch) => {
+            cmd = Command::new(CLANG);
+            cmd.args([
+                "-x",
+                "hip",
+                "-nogpuinc",
+                "-nogpulib",
+                "--cuda-device-only",
+                "-S",
+            ])
+            .arg(format!("--offload-arch={arch}"));
+        }
+        Sycl => {
+            cmd = Command::new(CLANG);
+            cmd.args(sycl_flags());
+        }
+        Host { compiler, cxx } => {
+            cmd = Command::new(compiler);
+            if cxx {
+                cmd.args(["-x", "c++", "-std=c++17"]);
+            } else {
+                cmd.args(["-std=c11", "-pedantic"]);
+            }
+            cmd.arg("-c");
+        }
+        CudaHostPass => {
+            cmd = Command::new(CLANG);
+            cmd.args([
+                "-x",
+                "cuda",
+                "-nocudainc",
+                "-nocudalib",
+                "--cuda-host-only",
+                "-c",
+            ]);
+        }
+    }
+    cmd.args(WARN)
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(format!("-I{}", root().join("tests/c").display()))
+        .args(extra)
+        .arg(src)
+        .arg("-o")
+        .arg(out);
+    let o = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{target:?}: {cmd:?} failed\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    match target {
+        Host { .. } | CudaHostPass => String::new(),
+        _ => std::fs::read_to_string(out).unwrap(),
+    }
+}
+
+fn device_headers() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root().join("include/rdma"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("fi_xpu_device") && n.ends_with(".h"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 3, "device headers missing: {v:?}");
+    v
+}
+
+#[test]
+fn every_device_header_alone_and_twice() {
+    if !clang_or_skip() {
+        return;
+    }
+    let dir = scratch("device-matrix-headers");
+    let mut targets = DEVICE_TARGETS.to_vec();
+    targets.extend(host_targets());
+    for h in device_headers() {
+        for (suffix, text) in [
+            ("once", format!("#include <rdma/{h}>\n")),
+            (
+                "twice",
+                format!("#include <rdma/{h}>\n#include <rdma/{h}>\n"),
+            ),
+        ] {
+            let src = dir.join(format!("{h}.{suffix}.c"));
+            std::fs::write(&src, text).unwrap();
+            for &t in &targets {
+                compile(t, &src, &[], &dir.join("out"));
+            }
+        }
+    }
+}
+
+const TESTPROV: &[&str] = &[
+    "-DFI_XPU_DEVICE_EXTRA_HEADER=<testprov/fi_xpu_device_testprov.h>",
+    "-DFI_XPU_DEVICE_PROVIDERS(P)=P(testprov)",
+];
+
+fn example() -> PathBuf {
+    root().join("examples/device_all_ops.c")
+}
+
+/// The example kernel, with the default provider list and with the test
+/// provider alone, is emitted as a kernel of each device target.
+#[test]
+fn example_kernel_is_emitted_for_every_target() {
+    if !clang_or_skip() {
+        return;
+    }
+    let dir = scratch("device-matrix-example");
+    for (variant, extra) in [("default", &[][..]), ("testprov", TESTPROV)] {
+        for &t in DEVICE_TARGETS {
+            let code = compile(t, &example(), extra, &dir.join(format!("{variant}.out")));
+            let ok = match t {
+                Nvptx(_) => code.contains(".entry device_all_ops("),
+                Amdgcn(_) => code.contains(".amdhsa_kernel device_all_ops"),
+                Sycl => code.lines().any(|l| {
+                    l.starts_with("define")
+                        && l.contains("spir_func")
+                        && l.contains("@device_all_ops(")
+                }),
+                _ => unreachable!(),
+            };
+            assert!(
+                ok,
+                "{t:?} ({variant}): device_all_ops not emitted as device code"
+            );
+            if variant == "testprov" {
+                // One provider: no jump table in the device code either.
+                assert!(
+                    !code.contains("brx.idx"),
+                    "{t:?}: PTX jump table in one-provider build"
+                );
+                match t {
+                    Nvptx(_) => assert!(code.contains(".sys."), "{t:?}: no system-scope op"),
+                    Sycl => assert!(code.contains("__spirv_Atomic"), "{t:?}: no SPIR-V atomics"),
+                    _ => {}
+                }
+            }
+        }
+        for t in host_targets() {
+            compile(t, &example(), extra, &dir.join("host.o"));
+        }
+    }
+}
+
+/// System-scope operations become the targets' system-scope instructions,
+/// device-scope ones the device-scope forms.
+#[test]
+fn memory_scopes_map_to_scoped_instructions() {
+    if !clang_or_skip() {
+        return;
+    }
+    let dir = scratch("device-matrix-scopes");
+    let src = root().join("tests/c/device_arch_kernel.c");
+    for arch in ["sm_70", "sm_90"] {
+        let ptx = compile(Nvptx(arch), &src, &[], &dir.join(format!("{arch}.ptx")));
+        assert!(ptx.contains(".entry arch_probe("), "{arch}: kernel missing");
+        for want in [
+            "atom.relaxed.sys.add.u64",
+            "atom.acq_rel.sys.cas.b64",
+            "atom.relaxed.sys.exch.b32",
+            "ld.acquire.sys.b64",
+            "st.release.sys.b64",
+            "fence.sc.sys",
+            "atom.relaxed.gpu.add.u64",
+            "atom.release.gpu.or.b64",
+            "atom.acquire.gpu.and.b32",
+            "ld.acquire.gpu.b32",
+            "st.release.gpu.b32",
+            "fence.acq_rel.gpu",
+            "bar.sync",
+            "shfl.sync.idx.b32",
+            "bar.warp.sync",
+        ] {
+            assert!(ptx.contains(want), "{arch}: `{want}` missing from PTX");
+        }
+    }
+    for arch in ["gfx90a", "gfx942"] {
+        let asm = compile(Amdgcn(arch), &src, &[], &dir.join(format!("{arch}.s")));
+        assert!(
+            asm.contains(".amdhsa_kernel arch_probe"),
+            "{arch}: kernel missing"
+        );
+        assert!(asm.contains("s_barrier"), "{arch}: no work-group barrier");
+        // The IR keeps the scopes by name: "one-as" is system, "agent-one-as" the GPU.
+        let ir = compile(
+            Amdgcn(arch),
+            &src,
+            &["-emit-llvm"],
+            &dir.join(format!("{arch}.ll")),
+        );
+        let sys = ir
+            .lines()
+            .filter(|l| {
+                (l.contains("atomicrmw") || l.contains("cmpxchg") || l.contains("atomic"))
+                    && l.contains("syncscope(\"one-as\")")
+            })
+            .count();
+        let dev = ir
+            .lines()
+            .filter(|l| l.contains("syncscope(\"agent-one-as\")"))
+            .count();
+        assert!(
+            sys >= 5 && dev >= 5,
+            "{arch}: system {sys}, agent {dev} scoped atomics"
+        );
+    }
+    let ir = compile(Sycl, &src, &[], &dir.join("sycl.ll"));
+    // SPIR-V scopes: 0 = CrossDevice (system), 1 = Device.
+    assert!(
+        ir.contains("__spirv_AtomicIAdd")
+            && ir.contains("i32 noundef 0")
+            && ir.contains("i32 noundef 1"),
+        "SYCL: scoped SPIR-V atomics missing"
+    );
+}
