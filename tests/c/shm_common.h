@@ -255,7 +255,7 @@ static int finish(struct world *w, const char *name)
 }
 
 /* Waits for one completion of the world's CQ, in the CQ's format. */
-static int64_t next(struct world *w, struct fi_cq_tagged_entry *e, fi_addr_t *src)
+static inline int64_t next(struct world *w, struct fi_cq_tagged_entry *e, fi_addr_t *src)
 {
 	int64_t n;
 	memset(e, 0, sizeof(*e));
@@ -264,7 +264,7 @@ static int64_t next(struct world *w, struct fi_cq_tagged_entry *e, fi_addr_t *sr
 	return n;
 }
 
-static int count_fds(void)
+static inline int count_fds(void)
 {
 	int n = 0;
 	DIR *d = opendir("/proc/self/fd");
@@ -278,7 +278,7 @@ static int count_fds(void)
 }
 
 /* Shared mappings of memfds (the provider's and its peers' regions). */
-static int count_memfd_maps(void)
+static inline int count_memfd_maps(void)
 {
 	char line[512];
 	int n = 0;

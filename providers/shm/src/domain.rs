@@ -206,6 +206,8 @@ pub struct Conn {
     pub remote_nonce: u64,
     /// The id the other side gave this connection (clients only).
     pub at_peer: u64,
+    /// The secret this connection was authenticated with (clients only).
+    pub secret: [u8; 16],
     pub regions: HashMap<u32, (OwnedFd, u64, u64)>,
     pub imports: HashMap<(u64, u32), usize>,
     pub pushed: u64,
@@ -530,6 +532,7 @@ impl Inner {
                 client,
                 remote_nonce: 0,
                 at_peer: 0,
+                secret: [0; 16],
                 regions: HashMap::new(),
                 imports: HashMap::new(),
                 pushed: 0,
@@ -630,6 +633,7 @@ impl Inner {
             let c = st.conns.get_mut(&cid).unwrap();
             c.remote_nonce = addr.nonce;
             c.at_peer = welcome.a;
+            c.secret = addr.secret;
             Self::send_regions(&st, raw).map_err(|e| -e)?;
             cid
         };
