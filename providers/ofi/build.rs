@@ -8,7 +8,7 @@ fn compiler() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".into())
 }
 
-fn have_libfabric(out: &PathBuf) -> bool {
+fn have_libfabric(out: &std::path::Path) -> bool {
     if std::env::var_os("FI_XPU_OFI_NO_LIBFABRIC").is_some_and(|v| v == "1") {
         return false;
     }

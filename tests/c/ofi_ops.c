@@ -126,7 +126,7 @@ static int run(int sock, int rank)
 		uint64_t v = 0xabcdef, got = 0, one = 5, cmp = 1006, swap = 77, old = 0;
 		uint64_t bad = 0;
 		/* write then read back */
-		CHECK(fi_xpu_write(&ep, &v, 8, desc, 0, &raw, peer.base + 8, peer.key, &v, 0,
+		CHECK(fi_xpu_write(&ep, &v, 8, NULL, 0, &raw, peer.base + 8, peer.key, &v, 0,
 				   FI_XPU_WORK_ITEM));
 		e = wait_one(&cq, NULL);
 		EXPECT(e.op_context == &v && (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));

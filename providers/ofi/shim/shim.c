@@ -180,9 +180,6 @@ int xo_mr_reg(void *domain, const void *buf, size_t len, uint64_t access, uint64
 	attr.iov_count = 1;
 	attr.access = access;
 	attr.requested_key = requested_key;
-	/* Peers address registered memory by virtual address; without
-	 * FI_MR_VIRT_ADDR libfabric takes `offset` as the region's start. */
-	attr.offset = (uint64_t)(uintptr_t)buf;
 	attr.iface = (enum fi_hmem_iface)iface;
 	/* Every member of the device union is an int at offset 0. */
 	memcpy(&attr.device, &dev, sizeof dev);

@@ -1,6 +1,6 @@
-//! Host objects of the ofi provider, each backed by libfabric: domain (fabric
-//! + domain + progress threads), XPU context, AV, MR, CQ, counter and
-//! endpoint. CQs and counters are plain memory the proxy writes and kernels
+//! Host objects of the ofi provider, each backed by libfabric: domain (a
+//! libfabric fabric and domain, and the progress threads), XPU context, AV,
+//! MR, CQ, counter and endpoint. CQs and counters are plain memory the proxy writes and kernels
 //! read; the endpoint owns the work-request ring the kernels write.
 use crate::core::{self, Ctx};
 use crate::fabric::{check, Fid, Info};

@@ -183,7 +183,6 @@ pub struct CtxSt {
     pub core: usize,
     pub dev: usize,
     pub heap: usize,
-    pub heap_size: u64,
     pub heap_region: u32,
     pub heap_alloc: FreeList,
     pub mr_used: Vec<bool>,
@@ -471,7 +470,7 @@ impl Inner {
         conn.regions.remove(&rid);
         for (ctx_id, core, map) in maps {
             if let Some(d) = conn.imports.remove(&(ctx_id, rid)) {
-                set_map(map, rid as u32, 0, 0);
+                set_map(map, rid, 0, 0);
                 core::unimport(core, d);
             }
         }
@@ -587,6 +586,15 @@ impl Inner {
             if let Some((cid, c)) = st.conns.iter().find(|(_, c)| {
                 c.client && c.ready && c.sock.is_some() && c.remote_nonce == addr.nonce
             }) {
+                // The peer checked the secret once, on connecting; an address
+                // reusing the connection must carry the same one.
+                if !ct_eq(&c.secret, &addr.secret) {
+                    core::warn(&format!(
+                        "address of pid {} carries the wrong secret; refused",
+                        addr.pid
+                    ));
+                    return Err(-FI_EACCES);
+                }
                 return Ok((*cid, c.at_peer));
             }
         }

@@ -204,7 +204,8 @@ pub struct AvEnt {
     pub ep_id: u64,
 }
 
-/// Raw MR descriptor (`fi_xpu_mr_desc`).
+/// Raw MR descriptor (`fi_xpu_mr_desc`); written field by field in mr.rs.
+#[allow(dead_code)]
 #[repr(C)]
 pub struct MrDesc {
     pub region: u64,
@@ -213,7 +214,9 @@ pub struct MrDesc {
     pub key: u64,
 }
 
-/// Inbox slot header; the payload follows at +128.
+/// Inbox slot header; the payload follows at +128. Only device code
+/// touches it; the host sizes the inbox with `SLOT_SIZE`.
+#[allow(dead_code)]
 #[repr(C)]
 pub struct MsgHdr {
     pub seq: u64,
@@ -229,6 +232,7 @@ pub struct MsgHdr {
     pub src_off: u64,
     pub _pad: [u64; 5],
 }
+#[allow(dead_code)]
 pub const MSG_HDR: u64 = 128;
 
 pub const CNTR_SEND: usize = 0;

@@ -344,12 +344,10 @@ unsafe extern "C" fn cntr_close(h: H) -> c_int {
 }
 
 unsafe extern "C" fn ep_open(_dom: H, ctx: H, attr: *const fi_xpu_ep_attr, out: *mut H) -> c_int {
-    // SAFETY: attr from the core.
     guard(|| {
-        boxed(
-            Ep::open(ctx as *const XpuCtx, unsafe { (*attr).caps })?,
-            out,
-        )
+        // SAFETY: the core passes a valid attribute struct.
+        let caps = unsafe { (*attr).caps };
+        boxed(Ep::open(ctx as *const XpuCtx, caps)?, out)
     })
 }
 

@@ -3,7 +3,6 @@
 use crate::core::{self, Ctx};
 use crate::domain::{load, store, Addr, CtxSt, FreeList, Inner, ADDR_LEN};
 use crate::layout::*;
-use fi_xpu_abi::class::*;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
@@ -69,7 +68,6 @@ impl XpuCtx {
                 core: core_ctx as usize,
                 dev,
                 heap,
-                heap_size: size,
                 heap_region: region,
                 heap_alloc: FreeList::new(first, size),
                 mr_used: vec![false; MR_SLOTS],
@@ -109,6 +107,16 @@ impl XpuCtx {
         Ok((a, off))
     }
 
+    /// Device memory of this context that no peer can map: what the owner
+    /// follows pointers through lives here, out of other processes' reach.
+    pub fn local_alloc(&self, size: u64) -> Result<usize, i32> {
+        core::alloc(self.core, size, false).map(|(a, _)| a)
+    }
+
+    pub fn local_free(&self, addr: usize) {
+        core::free(self.core, addr);
+    }
+
     pub fn heap_free(&self, off: u64, size: u64) {
         let mut st = self.dom.lock();
         if let Some(c) = st.ctxs.get_mut(&self.id) {
@@ -140,7 +148,10 @@ enum Home {
         off: u64,
         size: u64,
     },
-    Host(HostBuf),
+    /// Device memory private to this process (see `local_alloc`).
+    Local { ctx: *const XpuCtx, addr: usize },
+    /// Owns the memory; only its address is used.
+    Host(#[allow(dead_code)] HostBuf),
 }
 
 pub struct Cq {
@@ -181,7 +192,7 @@ impl Cq {
         } else {
             let c = ctx_ref(ctx);
             let (r, off) = c.heap_alloc(bytes)?;
-            let (dv, doff) = match c.heap_alloc(size_of::<CqDev>() as u64) {
+            let dv = match c.local_alloc(size_of::<CqDev>() as u64) {
                 Ok(x) => x,
                 Err(e) => {
                     c.heap_free(off, bytes);
@@ -196,11 +207,7 @@ impl Cq {
                 },
                 r,
                 off,
-                Home::Heap {
-                    ctx,
-                    off: doff,
-                    size: size_of::<CqDev>() as u64,
-                },
+                Home::Local { ctx, addr: dv },
                 dv,
                 c.id,
             )
@@ -338,8 +345,10 @@ impl Cq {
 }
 
 fn release(h: &Home) {
-    if let Home::Heap { ctx, off, size } = h {
-        ctx_ref(*ctx).heap_free(*off, *size);
+    match h {
+        Home::Heap { ctx, off, size } => ctx_ref(*ctx).heap_free(*off, *size),
+        Home::Local { ctx, addr } => ctx_ref(*ctx).local_free(*addr),
+        Home::Host(_) => {}
     }
 }
 
@@ -357,7 +366,6 @@ pub struct Counter {
     home: Home,
     pub addr: usize,
     pub off: u64,
-    pub ctx_id: u64,
 }
 
 impl Counter {
@@ -370,7 +378,6 @@ impl Counter {
                 home: Home::Host(h),
                 addr: a,
                 off: 0,
-                ctx_id: 0,
             });
         }
         let c = ctx_ref(ctx);
@@ -379,7 +386,6 @@ impl Counter {
             home: Home::Heap { ctx, off, size: sz },
             addr: a,
             off,
-            ctx_id: c.id,
         })
     }
 
@@ -528,13 +534,10 @@ pub struct Mr {
 
 impl Mr {
     pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
-        let (fd, off) =
-            core::export(ctx.core, args.buf as usize, args.len as u64).map_err(|e| {
-                core::warn(
-                "fi_xpu_mr_reg: shm registers only memory from fi_xpu_alloc on the same context",
-            );
-                e
-            })?;
+        const RULE: &str =
+            "fi_xpu_mr_reg: shm registers only memory from fi_xpu_alloc on the same context";
+        let (fd, off) = core::export(ctx.core, args.buf as usize, args.len as u64)
+            .inspect_err(|_| core::warn(RULE))?;
         let slot = {
             let mut st = dom.lock();
             let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
@@ -596,10 +599,8 @@ pub struct Ep {
     pub block_off: u64,
     block_size: u64,
     pub dev: usize,
-    dev_off: u64,
     pub av: Option<*const Av>,
     av_tab: usize,
-    av_off: u64,
     pub cqs: Vec<*const Cq>,
     pub enabled: bool,
 }
@@ -610,7 +611,7 @@ impl Ep {
         let block_size = size_of::<EpBlock>() as u64 + INBOX_SLOTS * SLOT_SIZE;
         let (block, block_off) = c.heap_alloc(block_size)?;
         let dsz = size_of::<EpDev>() as u64;
-        let (dev, dev_off) = match c.heap_alloc(dsz) {
+        let dev = match c.local_alloc(dsz) {
             Ok(x) => x,
             Err(e) => {
                 c.heap_free(block_off, block_size);
@@ -618,11 +619,11 @@ impl Ep {
             }
         };
         let avsz = (AV_TAB_CAP * size_of::<AvEnt>()) as u64;
-        let (av_tab, av_off) = match c.heap_alloc(avsz) {
+        let av_tab = match c.local_alloc(avsz) {
             Ok(x) => x,
             Err(e) => {
                 c.heap_free(block_off, block_size);
-                c.heap_free(dev_off, dsz);
+                c.local_free(dev);
                 return Err(e);
             }
         };
@@ -661,10 +662,8 @@ impl Ep {
             block_off,
             block_size,
             dev,
-            dev_off,
             av: None,
             av_tab,
-            av_off,
             cqs: Vec::new(),
             enabled: false,
         })
@@ -757,15 +756,7 @@ impl Ep {
         store(self.block, 0);
         let c = ctx_ref(self.ctx);
         c.heap_free(self.block_off, self.block_size);
-        c.heap_free(self.dev_off, size_of::<EpDev>() as u64);
-        c.heap_free(self.av_off, (AV_TAB_CAP * size_of::<AvEnt>()) as u64);
+        c.local_free(self.dev);
+        c.local_free(self.av_tab);
     }
 }
-
-pub fn class_of(fclass: usize) -> usize {
-    fclass
-}
-
-pub const EP_CLASS: u32 = FI_CLASS_EP as u32;
-pub const CQ_CLASS: u32 = FI_CLASS_CQ as u32;
-pub const CNTR_CLASS: u32 = FI_CLASS_CNTR as u32;

@@ -1,0 +1,106 @@
+//! The shm provider between real processes: the C programs in tests/c fork
+//! their peers, run every device operation on the host XPU and check the
+//! results against values they compute themselves.
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn program(src: &str) -> PathBuf {
+    let dir = common::scratch(&format!("shm-{}", src.replace(['/', '.'], "_")));
+    let out = dir.join("prog");
+    common::cc(&[&common::root().join(src)], &out, &[]);
+    out
+}
+
+fn run(prog: &PathBuf, args: &[&str]) -> String {
+    let o = common::run_ok(
+        Command::new(prog)
+            .args(args)
+            .env("FI_XPU_PROVIDER", "shm")
+            .env("FI_XPU_LOG_LEVEL", "none"),
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn hello_example_runs() {
+    let p = program("examples/hello.c");
+    let out = run(&p, &[]);
+    assert!(out.contains("hello: ok"), "{out}");
+    assert!(out.contains("cq data 0x2a"), "{out}");
+    assert!(out.contains("atomic counter in my heap: 1"), "{out}");
+    assert!(
+        out.contains("received from fi_addr 0 (25 bytes): \"a message from pid"),
+        "{out}"
+    );
+}
+
+#[test]
+fn pingpong_example_prints_its_table() {
+    let p = program("examples/pingpong.c");
+    let out = run(&p, &["-n", "50", "-S", "65536"]);
+    let rows: Vec<&str> = out.lines().collect();
+    assert!(rows[0].starts_with("bytes"), "{out}");
+    let sizes: Vec<&str> = rows[1..]
+        .iter()
+        .map(|r| r.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(sizes, ["1", "8", "64", "512", "4096", "65536"], "{out}");
+}
+
+#[test]
+fn every_operation_two_processes_every_format() {
+    let p = program("tests/c/shm_ops.c");
+    for format in 1..=4 {
+        let out = run(&p, &["2", &format.to_string()]);
+        assert!(
+            out.contains(&format!("shm_ops n=2 format={format}: ok")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn every_operation_four_processes() {
+    let p = program("tests/c/shm_ops.c");
+    for format in [1, 4] {
+        let out = run(&p, &["4", &format.to_string()]);
+        assert!(
+            out.contains(&format!("shm_ops n=4 format={format}: ok")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn refusals_and_a_peer_that_dies() {
+    let p = program("tests/c/shm_peer.c");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_peer: ok"), "{out}");
+}
+
+#[test]
+fn device_header_compiles_as_cxx17() {
+    if !common::have("c++") {
+        return;
+    }
+    let dir = common::scratch("shm-cxx");
+    let src = dir.join("t.cpp");
+    std::fs::write(
+        &src,
+        "#include <rdma/fi_xpu_device.h>\n\
+         int post(struct fid_xpu_ep *ep, void *a) {\n\
+         return fi_xpu_write(ep, a, 8, nullptr, 0, a, 0, 0, nullptr, 0, FI_XPU_WORK_GROUP);\n}\n",
+    )
+    .unwrap();
+    let o = Command::new("c++")
+        .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-c"])
+        .arg(format!("-I{}", common::root().join("include").display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("t.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
