@@ -6,8 +6,10 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn program(src: &str) -> PathBuf {
-    let dir = common::scratch(&format!("shm-{}", src.replace(['/', '.'], "_")));
+/// Compiles `src` into a scratch directory of its own: tests run in
+/// parallel, and `scratch` empties the directory it hands out.
+fn program(src: &str, test: &str) -> PathBuf {
+    let dir = common::scratch(&format!("shm-{test}"));
     let out = dir.join("prog");
     common::cc(&[&common::root().join(src)], &out, &[]);
     out
@@ -25,20 +27,18 @@ fn run(prog: &PathBuf, args: &[&str]) -> String {
 
 #[test]
 fn hello_example_runs() {
-    let p = program("examples/hello.c");
+    let p = program("examples/hello.c", "hello");
     let out = run(&p, &[]);
     assert!(out.contains("hello: ok"), "{out}");
     assert!(out.contains("cq data 0x2a"), "{out}");
     assert!(out.contains("atomic counter in my heap: 1"), "{out}");
-    assert!(
-        out.contains("received from fi_addr 0 (25 bytes): \"a message from pid"),
-        "{out}"
-    );
+    assert!(out.contains("received from fi_addr 0 ("), "{out}");
+    assert!(out.contains("bytes): \"a message from pid"), "{out}");
 }
 
 #[test]
 fn pingpong_example_prints_its_table() {
-    let p = program("examples/pingpong.c");
+    let p = program("examples/pingpong.c", "pingpong");
     let out = run(&p, &["-n", "50", "-S", "65536"]);
     let rows: Vec<&str> = out.lines().collect();
     assert!(rows[0].starts_with("bytes"), "{out}");
@@ -51,7 +51,7 @@ fn pingpong_example_prints_its_table() {
 
 #[test]
 fn every_operation_two_processes_every_format() {
-    let p = program("tests/c/shm_ops.c");
+    let p = program("tests/c/shm_ops.c", "ops2");
     for format in 1..=4 {
         let out = run(&p, &["2", &format.to_string()]);
         assert!(
@@ -63,7 +63,7 @@ fn every_operation_two_processes_every_format() {
 
 #[test]
 fn every_operation_four_processes() {
-    let p = program("tests/c/shm_ops.c");
+    let p = program("tests/c/shm_ops.c", "ops4");
     for format in [1, 4] {
         let out = run(&p, &["4", &format.to_string()]);
         assert!(
@@ -75,7 +75,7 @@ fn every_operation_four_processes() {
 
 #[test]
 fn refusals_and_a_peer_that_dies() {
-    let p = program("tests/c/shm_peer.c");
+    let p = program("tests/c/shm_peer.c", "peer");
     let out = run(&p, &[]);
     assert!(out.contains("shm_peer: ok"), "{out}");
 }

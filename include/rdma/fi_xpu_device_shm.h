@@ -45,6 +45,9 @@
 #define FI_XPU_SHM_EP_MAGIC 0x6669787075657062ULL
 #define FI_XPU_SHM_CQ_HDR 192
 #define FI_XPU_SHM_MSG_HDR 128
+#define FI_XPU_SHM_INBOX_SLOTS 64
+#define FI_XPU_SHM_SLOT_SIZE 4096
+#define FI_XPU_SHM_EAGER_MAX (FI_XPU_SHM_SLOT_SIZE - FI_XPU_SHM_MSG_HDR)
 
 struct fi_xpu_shm_heap_hdr {
 	uint64_t magic, size, mr_off, mr_slots, pad[4];
@@ -309,6 +312,10 @@ FI_XPU_FUNC int fi_xpu_shm_target(const void *dest_addr, struct fi_xpu_shm_targe
 	t->ep = (struct fi_xpu_shm_ep_block *)(void *)(t->heap + t->pa->ep_off);
 	if (fi_xpu_shm_ld(&t->ep->magic) != FI_XPU_SHM_EP_MAGIC)
 		return -FI_ECONNRESET;
+	if (t->pa->ep_off + sizeof(struct fi_xpu_shm_ep_block) +
+		    (uint64_t)FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE >
+	    t->heap_size)
+		return -FI_EIO;
 	return 0;
 }
 
@@ -658,7 +665,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 	int64_t rc = 0;
 	int sz = fi_xpu_shm_dt_size(datatype);
 	int is_cmp = op >= FI_CSWAP && op <= FI_MSWAP;
-	uint64_t need, cflags = FI_ATOMIC | (result ? FI_READ : FI_WRITE);
+	uint64_t need, cflags = FI_ATOMIC | (result ? FI_READ : FI_WRITE), old1 = 0;
 	size_t i;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
 	(void)flags;
@@ -689,6 +696,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 				uint64_t old = fi_xpu_shm_atomic1(mem + i * sz, op, datatype, v, c);
 				if (result)
 					fi_xpu_shm_put((unsigned char *)result + i * sz, sz, old);
+				old1 = old;
 			}
 			fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? t.ep->rem_read_cntr
 										  : t.ep->rem_write_cntr),
@@ -698,15 +706,24 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 		}
 	}
 	rc = fi_xpu_shm_bcast(scope, rc);
+	/* Every work item gets a single fetched value, even when each passed
+	 * a result buffer of its own. */
+	if (rc == 0 && result && count == 1 && scope != FI_XPU_WORK_ITEM) {
+		old1 = (uint64_t)fi_xpu_shm_bcast(scope, (int64_t)old1);
+		if (rank != 0)
+			fi_xpu_shm_put(result, sz, old1);
+	}
 	return rc == 1 ? 0 : (int)rc;
 }
 
 /* ---- messages ----------------------------------------------------------- */
-FI_XPU_FUNC struct fi_xpu_shm_msg *fi_xpu_shm_slot(unsigned char *heap,
-						   const struct fi_xpu_shm_ep_block *b, uint64_t pos)
+/* The inbox follows its endpoint block; its geometry is fixed, so no value
+ * another process can write decides where a slot is. */
+FI_XPU_FUNC struct fi_xpu_shm_msg *fi_xpu_shm_slot(struct fi_xpu_shm_ep_block *b, uint64_t pos)
 {
-	return (struct fi_xpu_shm_msg *)(void *)(heap + b->inbox_off +
-						 (pos % b->nslots) * b->slot_size);
+	return (struct fi_xpu_shm_msg *)(void *)((unsigned char *)(b + 1) +
+						 (pos % FI_XPU_SHM_INBOX_SLOTS) *
+							 FI_XPU_SHM_SLOT_SIZE);
 }
 
 FI_XPU_FUNC int fi_xpu_shm_lock(struct fi_xpu_shm_ep_dev *ep, int wait)
@@ -740,7 +757,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 	if (rank == 0) {
 		rc = fi_xpu_shm_target(dest_addr, &t);
 		if (rc == 0) {
-			payload = t.ep->slot_size - FI_XPU_SHM_MSG_HDR;
+			payload = FI_XPU_SHM_EAGER_MAX;
 			if (len > payload) {
 				const struct fi_xpu_shm_mr_desc *d =
 					(const struct fi_xpu_shm_mr_desc *)desc;
@@ -760,12 +777,12 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 		while (rc == 0) {
 			h = fi_xpu_shm_ld(&t.ep->head);
 			tl = fi_xpu_shm_ld(&t.ep->tail);
-			if (h - tl >= t.ep->nslots) {
+			if (h - tl >= FI_XPU_SHM_INBOX_SLOTS) {
 				rc = -FI_EAGAIN;
 				break;
 			}
 			if (fi_xpu_shm_cas(&t.ep->head, h, h + 1)) {
-				m = fi_xpu_shm_slot(t.heap, t.ep, h);
+				m = fi_xpu_shm_slot(t.ep, h);
 				break;
 			}
 		}
@@ -847,6 +864,8 @@ FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_
 					FI_XPU_SHM_P(const void, base + m->src_off), n);
 			state = FI_XPU_SHM_SLOT_RDV_DONE;
 		}
+	} else if (m->len > FI_XPU_SHM_EAGER_MAX) {
+		err = -FI_EIO; /* a slot cannot hold that much: corrupt header */
 	} else {
 		fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), (const unsigned char *)m + FI_XPU_SHM_MSG_HDR,
 				n);
@@ -876,19 +895,18 @@ FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_
 FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 {
 	struct fi_xpu_shm_ep_block *b;
-	unsigned char *heap;
-	const struct fi_xpu_shm_ctx_dev *cx;
 	uint64_t pos, head, tail;
 	int i;
 	if (!ep || !fi_xpu_shm_lock(ep, 0))
 		return;
 	b = FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ep->block);
-	cx = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
-	heap = FI_XPU_SHM_P(unsigned char, cx->heap_base);
 	tail = fi_xpu_shm_ld(&b->tail);
 	head = fi_xpu_shm_ld(&b->head);
+	/* Senders move head; never scan more than the inbox holds. */
+	if (head - tail > FI_XPU_SHM_INBOX_SLOTS)
+		head = tail + FI_XPU_SHM_INBOX_SLOTS;
 	for (pos = tail; pos != head; pos++) {
-		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(heap, b, pos);
+		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, pos);
 		struct fi_xpu_shm_posted *best = 0;
 		if (fi_xpu_shm_ld(&m->seq) != pos + 1)
 			break;
@@ -905,7 +923,7 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 	}
 	/* Retire the prefix the sender no longer needs. */
 	for (;;) {
-		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(heap, b, tail);
+		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, tail);
 		if (tail == head || fi_xpu_shm_ld(&m->seq) != tail + 1 ||
 		    fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_CONSUMED)
 			break;

@@ -529,7 +529,7 @@ static void kernel(void *arg)
 {
 	struct kargs *k = (struct kargs *)arg;
 	uint32_t item = fi_xpu_arch_local_id(), sg = fi_xpu_arch_subgroup_id();
-	uint64_t base = W.cards[k->to].base, key = W.cards[k->to].key, one = 1, old = 0;
+	uint64_t base = W.cards[k->to].base, key = W.cards[k->to].key, one = 1, old = 77;
 	struct fi_cq_tagged_entry e[4]; /* room for any format */
 	int rc, n = 0;
 
@@ -548,6 +548,8 @@ static void kernel(void *arg)
 	if (item == 0) {
 		k->rc[2] = rc;
 		k->old = old;
+	} else if (rc == 0 && old != 0) {
+		k->rc[2] = -FI_EIO; /* every item sees the one fetched value */
 	}
 	/* Four completions, read by the whole group at once. */
 	while (n < 4) {

@@ -55,10 +55,19 @@ pub fn build() -> &'static Path {
 /// Copies `libfi_xpu_<name>.so` (cargo's name) to `libfi_xpu-<name>.so`, and
 /// links the soname `libfi_xpu.so.0` to the built library so that programs
 /// linked against it run from the build tree.
+///
+/// Other test binaries may be running programs that have these files
+/// mapped. Rewriting a mapped library in place changes its pages under them
+/// (SIGBUS or garbage instructions), and removing the symlink first leaves
+/// a moment where it is missing, so both are built under a temporary name
+/// and renamed over the old one: running programs keep the old inode.
 pub fn stage_providers(dir: &Path) {
+    let tmp = |name: &str| dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let soname = dir.join("libfi_xpu.so.0");
-    let _ = std::fs::remove_file(&soname);
-    std::os::unix::fs::symlink("libfi_xpu.so", &soname).unwrap();
+    let link = tmp("libfi_xpu.so.0");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("libfi_xpu.so", &link).unwrap();
+    std::fs::rename(&link, &soname).unwrap();
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let file = entry.file_name().to_string_lossy().into_owned();
@@ -66,8 +75,10 @@ pub fn stage_providers(dir: &Path) {
             .strip_prefix("libfi_xpu_")
             .and_then(|f| f.strip_suffix(".so"))
         {
-            let to = dir.join(format!("libfi_xpu-{name}.so"));
-            std::fs::copy(entry.path(), &to).unwrap();
+            let staged = format!("libfi_xpu-{name}.so");
+            let part = tmp(&staged);
+            std::fs::copy(entry.path(), &part).unwrap();
+            std::fs::rename(&part, dir.join(staged)).unwrap();
         }
     }
 }
