@@ -83,10 +83,14 @@ static void setup(struct peer *p, int sock, size_t max)
 	uint64_t off;
 
 	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
+	/* The provider FI_XPU_PROVIDER selects (e.g. "ofi"), by default shm. */
+	const char *want = getenv("FI_XPU_PROVIDER");
+	if (!want || !*want || strchr(want, ',') || want[0] == '^')
+		want = "shm";
+	for (i = info; i && strcmp(i->prov_name, want) != 0; i = i->next)
 		;
 	if (!i) {
-		fprintf(stderr, "the shm provider is not available\n");
+		fprintf(stderr, "the %s provider is not available\n", want);
 		exit(1);
 	}
 	CHECK(fi_xpu_domain(i, NULL, &p->dom, NULL));

@@ -474,6 +474,11 @@ pub struct CqShared {
     pub format: i32,
     /// Serialises producers (progress threads of several endpoints).
     lock: Mutex<()>,
+    /// Completions promised to operations taken from rings and not yet
+    /// written: the proxy takes an entry only when its completion is sure
+    /// to fit, so a queue nobody reaps stops the rings instead of dropping
+    /// completions.
+    reserved: AtomicU64,
 }
 
 fn at64(p: &u64) -> &AtomicU64 {
@@ -511,6 +516,7 @@ impl CqShared {
             size,
             format,
             lock: Mutex::new(()),
+            reserved: AtomicU64::new(0),
         }))
     }
 
@@ -527,10 +533,46 @@ impl CqShared {
         (self.mem.addr + CQ_DEV_SIZE + ((pos & (self.size - 1)) as usize) * 96) as *mut Cqe
     }
 
-    /// Appends a completion; false (and the overflow count bumped) when the
-    /// ring is full.
-    pub fn push(&self, mut e: Cqe) -> bool {
+    /// Promises room for one completion; false when the entries not yet
+    /// read and those already promised fill the queue.
+    pub fn reserve(&self) -> bool {
         let _g = self.lock.lock().unwrap();
+        let d = self.dev_ref();
+        let used = at64(&d.tail)
+            .load(Ordering::Relaxed)
+            .wrapping_sub(at64(&d.head).load(Ordering::Acquire));
+        let reserved = self.reserved.load(Ordering::Relaxed);
+        if used + reserved >= self.size {
+            return false;
+        }
+        self.reserved.store(reserved + 1, Ordering::Relaxed);
+        true
+    }
+
+    /// Gives back a promise that will not be used.
+    pub fn unreserve(&self) {
+        let _g = self.lock.lock().unwrap();
+        let r = self.reserved.load(Ordering::Relaxed);
+        self.reserved.store(r.saturating_sub(1), Ordering::Relaxed);
+    }
+
+    /// Appends the completion a `reserve` promised.
+    pub fn push_reserved(&self, e: Cqe) -> bool {
+        self.push_inner(e, true)
+    }
+
+    /// Appends a completion nobody reserved room for (a remote write's CQ
+    /// data); false (and the overflow count bumped) when the ring is full.
+    pub fn push(&self, e: Cqe) -> bool {
+        self.push_inner(e, false)
+    }
+
+    fn push_inner(&self, mut e: Cqe, reserved: bool) -> bool {
+        let _g = self.lock.lock().unwrap();
+        if reserved {
+            let r = self.reserved.load(Ordering::Relaxed);
+            self.reserved.store(r.saturating_sub(1), Ordering::Relaxed);
+        }
         let d = self.dev_ref();
         let tail = at64(&d.tail).load(Ordering::Relaxed);
         let head = at64(&d.head).load(Ordering::Acquire);

@@ -51,6 +51,9 @@ pub struct EpState {
     reqs: HashSet<usize>,
     rem_write_seen: (u64, u64),
     rem_read_seen: (u64, u64),
+    /// The next entry waits for room in its CQ: it is not work the thread
+    /// can do until the application reads completions.
+    blocked: bool,
 }
 
 pub struct Worker {
@@ -198,7 +201,9 @@ fn has_work(ep: &EpInner) -> bool {
     let st = ep.state.lock().unwrap();
     let slot = slot(ep, st.cons);
     // SAFETY: the slot lies in the ring.
-    at64(unsafe { std::ptr::addr_of_mut!((*slot).seq) }).load(Ordering::Acquire) == st.cons + 1
+    let ready = at64(unsafe { std::ptr::addr_of_mut!((*slot).seq) }).load(Ordering::Acquire)
+        == st.cons + 1;
+    (ready && !st.blocked)
         || !st.inflight.is_empty()
         || !st.reqs.is_empty()
 }
@@ -216,6 +221,7 @@ fn progress(ep: &EpInner) -> bool {
     let mut st = ep.state.lock().unwrap();
     let mut busy = false;
     let dev = ep.dev();
+    st.blocked = false;
     for _ in 0..BATCH {
         let pos = st.cons;
         let s = slot(ep, pos);
@@ -229,8 +235,18 @@ fn progress(ep: &EpInner) -> bool {
         // SAFETY: the entry is complete (seq matched); the device does not
         // touch it again until `cons` moves past it.
         let w = unsafe { std::ptr::read_volatile(s) };
+        let cq = cq_for(b, w.op);
+        if cq.is_some_and(|cq| !cq.reserve()) {
+            st.blocked = true;
+            break;
+        }
         match issue(ep, b, &mut st, pos, &w) {
-            Err(e) if e == -FI_EAGAIN => break,
+            Err(e) if e == -FI_EAGAIN => {
+                if let Some(cq) = cq {
+                    cq.unreserve();
+                }
+                break;
+            }
             _ => {}
         }
         st.cons = pos + 1;
@@ -254,10 +270,12 @@ fn cq_for(b: &Bound, op: u32) -> Option<&crate::objects::CqShared> {
     }
 }
 
-/// Publishes a failed entry: an error completion and the error count.
+/// Publishes a failed entry (whose completion was reserved): an error
+/// completion and the error count. An entry whose opcode is unknown counts
+/// on the send counter, the one every transmit request can reach.
 fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
     if let Some(cq) = cq_for(b, w.op) {
-        cq.push(Cqe {
+        cq.push_reserved(Cqe {
             flags: ring::completion_flags(w.op),
             context: w.context,
             buf: w.buf,
@@ -270,7 +288,8 @@ fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
             ..Default::default()
         });
     }
-    if let Some(c) = ring::counter_of(w.op).and_then(|i| b.cntr[i].as_deref()) {
+    let idx = ring::counter_of(w.op).unwrap_or(CNTR_SEND);
+    if let Some(c) = b.cntr[idx].as_deref() {
         c.add_err(1);
     }
 }
@@ -303,6 +322,9 @@ fn issue(ep: &EpInner, b: &Bound, st: &mut EpState, pos: u64, w: &Wqe) -> Result
         return Ok(());
     }
     if w.op == OP_NOP {
+        if let Some(cq) = cq_for(b, w.op) {
+            cq.unreserve();
+        }
         return Ok(());
     }
     let req = Box::into_raw(Box::new(Req {
@@ -585,7 +607,7 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
     };
     let recv = ring::is_receive(req.op);
     if let Some(cq) = cq_for(b, req.op) {
-        cq.push(Cqe {
+        cq.push_reserved(Cqe {
             flags: ring::completion_flags(req.op) | (e.flags & FI_REMOTE_CQ_DATA),
             context: req.context,
             len: if recv { e.len as u64 } else { req.len },
@@ -633,7 +655,11 @@ pub fn release_requests(ep: &EpInner) {
     for r in st.reqs.drain() {
         // SAFETY: registered requests are live boxes that libfabric no
         // longer references once its endpoint is closed.
-        drop(unsafe { Box::from_raw(r as *mut Req) });
+        let req = unsafe { Box::from_raw(r as *mut Req) };
+        // The completion it reserved will never come.
+        if let Some(cq) = ep.bound.get().and_then(|b| cq_for(b, req.op)) {
+            cq.unreserve();
+        }
     }
     st.inflight.clear();
 }

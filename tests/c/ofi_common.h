@@ -1,0 +1,185 @@
+/* Shared set-up of the two-process ofi tests: one domain, XPU context, AV,
+ * registered heap and up to two endpoints (each with its own CQ; one
+ * counter for all), addresses swapped over a socket. */
+#ifndef OFI_COMMON_H
+#define OFI_COMMON_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fi_xpu.h>
+#include <rdma/fi_xpu_device.h>
+
+#define CHECK(expr)                                                                     \
+	do {                                                                            \
+		int64_t rc_ = (int64_t)(expr);                                          \
+		if (rc_ < 0) {                                                          \
+			fprintf(stderr, "[%d] %s:%d: %s = %" PRId64 " (%s)\n", (int)getpid(), \
+				__FILE__, __LINE__, #expr, rc_, fi_xpu_strerror((int)rc_)); \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+#define EXPECT(cond)                                                                    \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
+			fprintf(stderr, "[%d] %s:%d: expected %s\n", (int)getpid(), __FILE__, \
+				__LINE__, #cond);                                       \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+#define EXPECT_EQ(a, b)                                                                 \
+	do {                                                                            \
+		int64_t a_ = (int64_t)(a), b_ = (int64_t)(b);                           \
+		if (a_ != b_) {                                                         \
+			fprintf(stderr, "[%d] %s:%d: %s = %" PRId64 ", expected %" PRId64 "\n", \
+				(int)getpid(), __FILE__, __LINE__, #a, a_, b_);         \
+			exit(1);                                                        \
+		}                                                                       \
+	} while (0)
+
+#define OFI_MAX_EP 2
+
+struct ofi_card {
+	uint8_t name[OFI_MAX_EP][64];
+	uint64_t base, key;
+};
+
+struct ofi_opts {
+	int nep;               /* endpoints, 1 or 2 */
+	size_t ring;           /* ring entries (0: default) */
+	size_t cq_size;        /* XPU CQ entries */
+	int cq_timeout_ms;     /* fi_xpu_cq_sread limit */
+	uint32_t threads;      /* progress threads (0: default) */
+	size_t heap;           /* registered bytes */
+};
+
+struct ofi_node {
+	int sock, rank, nep;
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq[OFI_MAX_EP];
+	struct fid_xpu_host_cntr *hcntr;
+	struct fid_xpu_host_ep *hep[OFI_MAX_EP];
+	struct fid_xpu_mr *mr;
+	struct fid_xpu_cq cq[OFI_MAX_EP];
+	struct fid_xpu_cntr cntr;
+	struct fid_xpu_ep ep[OFI_MAX_EP];
+	uint64_t raw[OFI_MAX_EP]; /* the peer's endpoints, as fi_xpu_av_lookup gives them */
+	uint8_t desc[32];
+	unsigned char *heap;
+	size_t heap_len;
+	struct ofi_card me, peer;
+};
+
+static inline void ofi_xfer(int sock, const void *out, void *in, size_t len)
+{
+	if (write(sock, out, len) != (ssize_t)len || read(sock, in, len) != (ssize_t)len) {
+		fprintf(stderr, "[%d] the peer is gone\n", (int)getpid());
+		exit(1);
+	}
+}
+
+/* Both sides reach this point (the socket carries one byte each way). */
+static inline void ofi_barrier(struct ofi_node *n)
+{
+	char c = 'b', d;
+	ofi_xfer(n->sock, &c, &d, 1);
+}
+
+static inline uint64_t ofi_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struct ofi_opts *o)
+{
+	struct fi_xpu_info *info, *i;
+	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_domain_attr dattr;
+	struct fi_xpu_cq_attr cattr;
+	struct fi_xpu_cntr_attr nattr;
+	struct fi_xpu_ep_attr eattr;
+	size_t len;
+	uint64_t off;
+	int fd, e;
+
+	memset(n, 0, sizeof(*n));
+	n->sock = sock;
+	n->rank = rank;
+	n->nep = o->nep ? o->nep : 1;
+	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
+		;
+	EXPECT(i != NULL);
+	memset(&dattr, 0, sizeof(dattr));
+	dattr.size = sizeof(dattr);
+	dattr.progress_threads = o->threads;
+	CHECK(fi_xpu_domain(i, &dattr, &n->dom, NULL));
+	fi_xpu_freeinfo(info);
+	CHECK(fi_xpu_ctx(n->dom, &xattr, &n->ctx, NULL));
+	CHECK(fi_xpu_av_open(n->dom, NULL, &n->av, NULL));
+	memset(&nattr, 0, sizeof(nattr));
+	nattr.xpu_ctx = n->ctx;
+	CHECK(fi_xpu_cntr_open(n->dom, &nattr, &n->hcntr, NULL));
+	for (e = 0; e < n->nep; e++) {
+		memset(&cattr, 0, sizeof(cattr));
+		cattr.size = o->cq_size ? o->cq_size : 64;
+		cattr.format = FI_CQ_FORMAT_TAGGED;
+		cattr.timeout = o->cq_timeout_ms ? o->cq_timeout_ms : 10000;
+		cattr.xpu_ctx = n->ctx;
+		CHECK(fi_xpu_cq_open(n->dom, &cattr, &n->hcq[e], NULL));
+		memset(&eattr, 0, sizeof(eattr));
+		eattr.xpu_ctx = n->ctx;
+		eattr.tx_size = o->ring;
+		CHECK(fi_xpu_endpoint(n->dom, &eattr, &n->hep[e], NULL));
+		CHECK(fi_xpu_ep_bind(n->hep[e], &n->av->fid, 0));
+		CHECK(fi_xpu_ep_bind(n->hep[e], &n->hcq[e]->fid, FI_TRANSMIT | FI_RECV));
+		CHECK(fi_xpu_ep_bind(n->hep[e], &n->hcntr->fid, FI_SEND | FI_WRITE | FI_READ));
+		CHECK(fi_xpu_enable(n->hep[e]));
+		len = sizeof(n->me.name[e]);
+		CHECK(fi_xpu_getname(n->hep[e], n->me.name[e], &len));
+		CHECK(fi_xpu_export(&n->hep[e]->fid, 0, &n->ep[e].fid));
+		CHECK(fi_xpu_export(&n->hcq[e]->fid, 0, &n->cq[e].fid));
+	}
+	CHECK(fi_xpu_export(&n->hcntr->fid, 0, &n->cntr.fid));
+	n->heap_len = o->heap ? o->heap : 4096;
+	CHECK(fi_xpu_alloc(n->ctx, n->heap_len, 0, 0, (void **)&n->heap, &fd, &off));
+	memset(n->heap, 0, n->heap_len);
+	CHECK(fi_xpu_mr_reg(n->dom, n->ctx, n->heap, n->heap_len,
+			    FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &n->mr, NULL));
+	CHECK(fi_xpu_mr_key(n->mr, &n->me.key));
+	len = sizeof(n->desc);
+	CHECK(fi_xpu_mr_desc(n->mr, n->desc, &len, 0, n->ctx));
+	n->me.base = (uint64_t)(uintptr_t)n->heap;
+	ofi_xfer(sock, &n->me, &n->peer, sizeof(n->me));
+	for (e = 0; e < n->nep; e++) {
+		fi_addr_t fa;
+		EXPECT(fi_xpu_av_insert(n->av, n->peer.name[e], 1, &fa, 0, NULL) == 1);
+		len = sizeof(n->raw[e]);
+		CHECK(fi_xpu_av_lookup(n->av, fa, &n->raw[e], &len, 0, n->ctx));
+	}
+}
+
+static inline void ofi_teardown(struct ofi_node *n)
+{
+	int e;
+	for (e = 0; e < n->nep; e++)
+		CHECK(fi_xpu_close(&n->hep[e]->fid));
+	CHECK(fi_xpu_close(&n->mr->fid));
+	CHECK(fi_xpu_free(n->ctx, n->heap));
+	for (e = 0; e < n->nep; e++)
+		CHECK(fi_xpu_close(&n->hcq[e]->fid));
+	CHECK(fi_xpu_close(&n->hcntr->fid));
+	CHECK(fi_xpu_close(&n->av->fid));
+	CHECK(fi_xpu_close(&n->ctx->fid));
+	CHECK(fi_xpu_close(&n->dom->fid));
+}
+
+#endif
