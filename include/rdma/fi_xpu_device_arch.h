@@ -958,6 +958,9 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_barrier(int scope)
 	int ret = fi_xpu_arch_scope_check(scope);
 	if (ret)
 		return ret;
+	/* A work item is its own scope: nothing to meet or share. */
+	if (scope == FI_XPU_WORK_ITEM)
+		return 0;
 #if defined(FI_XPU_ARCH_HOST)
 	fi_xpu_arch__tsan_release();
 	ret = fi_xpu_host_barrier(scope);
@@ -977,6 +980,9 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_broadcast_u64(int scope, uint64_t *value)
 	int ret = fi_xpu_arch_scope_check(scope);
 	if (ret)
 		return ret;
+	/* A work item is its own scope: nothing to meet or share. */
+	if (scope == FI_XPU_WORK_ITEM)
+		return 0;
 #if defined(FI_XPU_ARCH_HOST)
 	fi_xpu_arch__tsan_release();
 	ret = fi_xpu_host_broadcast(scope, value);

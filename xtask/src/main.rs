@@ -3,6 +3,7 @@
 //! Cargo builds the Rust parts; this adds what cargo does not know about:
 //! plugin file names the loader looks for, the C demo, man pages, and a
 //! `make install`-style layout with a pkg-config file.
+mod bench;
 mod man;
 
 use std::env;
@@ -27,6 +28,7 @@ commands:
                              pkg-config file and fi_xpu_info under P
   demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
   test                       everything CI checks: fmt, clippy, build, tests
+  bench [--quick]            run the benchmarks and their baselines, print a table
   ci-deps                    install the system packages CI needs (.ci/run --deps-only)
 ";
 
@@ -58,6 +60,8 @@ fn main() -> ExitCode {
         }
         "demo" => demo(rest),
         "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
+        "bench" => Opts::parse(rest, &["--quick"], &[])
+            .and_then(|o| bench::run(build(true)?, o.flag("--quick"))),
         "ci-deps" => Opts::parse(rest, &[], &[]).and_then(|_| {
             run(Command::new("bash")
                 .arg(root().join(".ci/run"))
@@ -106,8 +110,12 @@ impl Opts {
         Ok(o)
     }
 
+    fn flag(&self, name: &str) -> bool {
+        self.flags.iter().any(|f| f == name)
+    }
+
     fn release(&self) -> bool {
-        self.flags.iter().any(|f| f == "--release")
+        self.flag("--release")
     }
 
     fn value(&self, key: &str) -> Option<&str> {
@@ -178,6 +186,8 @@ fn run(cmd: &mut Command) -> Result {
 /// Copies cargo's `libfi_xpu_<name>.so` to `libfi_xpu-<name>.so`, the name
 /// the plugin loader accepts, in the same directory.
 fn stage_providers(dir: &Path) -> Result<Vec<PathBuf>> {
+    // Programs linked against the build tree ask for the soname.
+    symlink("libfi_xpu.so", &dir.join("libfi_xpu.so.0"))?;
     let mut staged = Vec::new();
     for (name, path) in provider_artifacts(dir)? {
         let to = dir.join(format!("libfi_xpu-{name}.so"));

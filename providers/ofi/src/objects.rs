@@ -23,6 +23,10 @@ const ADDR_HDR: usize = 8;
 /// Default and most progress threads per domain.
 const DEFAULT_THREADS: u32 = 1;
 const MAX_THREADS: u32 = 64;
+/// Longest operation the proxy passes on, whatever libfabric allows (tcp
+/// and shm say SIZE_MAX): no buffer of a device or host reaches 2^48
+/// bytes, so a longer length in a ring entry is garbage, not a transfer.
+pub const MAX_LEN: u64 = 1 << 48;
 
 const BASE_CAPS: u64 = FI_MSG
     | FI_RMA
@@ -166,7 +170,7 @@ impl Domain {
                 cstr_or_empty(ffi::xo_info_prov_name(info.0)),
                 cstr_or_empty(ffi::xo_info_domain_name(info.0)),
                 ffi::xo_info_mr_mode(info.0),
-                ffi::xo_info_max_msg_size(info.0),
+                ffi::xo_info_max_msg_size(info.0).min(MAX_LEN),
             )
         };
         core::info(&format!(

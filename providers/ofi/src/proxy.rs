@@ -189,7 +189,7 @@ fn sleep(w: &Worker, eps: &[Arc<EpInner>]) {
         // Re-check after announcing sleep: a device that published before
         // it saw `sleeping` left its entry for this check.
         if !has_work(ep) && w.wake.load(Ordering::SeqCst) == wake {
-            futex_wait(bell, b, MAX_SLEEP * 10);
+            futex_wait(bell, b, MAX_SLEEP);
         }
         sleeping.store(0, Ordering::SeqCst);
     } else {
@@ -201,11 +201,9 @@ fn has_work(ep: &EpInner) -> bool {
     let st = ep.state.lock().unwrap();
     let slot = slot(ep, st.cons);
     // SAFETY: the slot lies in the ring.
-    let ready = at64(unsafe { std::ptr::addr_of_mut!((*slot).seq) }).load(Ordering::Acquire)
-        == st.cons + 1;
-    (ready && !st.blocked)
-        || !st.inflight.is_empty()
-        || !st.reqs.is_empty()
+    let ready =
+        at64(unsafe { std::ptr::addr_of_mut!((*slot).seq) }).load(Ordering::Acquire) == st.cons + 1;
+    (ready && !st.blocked) || !st.inflight.is_empty() || !st.reqs.is_empty()
 }
 
 fn slot(ep: &EpInner, pos: u64) -> *mut Wqe {

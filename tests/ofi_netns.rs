@@ -1,0 +1,180 @@
+//! The ofi provider across a real network link: the two sides of the ops
+//! test (tests/c/ofi_ops.c) run in two network namespaces joined by a veth
+//! pair, over libfabric's tcp provider, and the link's byte counters must
+//! show the traffic. Needs root and `ip`; skipped with a message otherwise.
+//! Only the two addresses assigned here, inside the namespaces, are used.
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output, Stdio};
+
+const ADDR: [&str; 2] = ["10.77.0.1/24", "10.77.0.2/24"];
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let o = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+/// Two namespaces and the veth pair between them, deleted on drop even when
+/// the test fails (deleting a namespace deletes its end of the pair).
+struct Netns {
+    ns: [String; 2],
+    dev: [String; 2],
+    made: Vec<String>,
+}
+
+impl Netns {
+    fn new() -> Result<Netns, String> {
+        let id = std::process::id();
+        let mut n = Netns {
+            ns: [format!("fxo-{id}-a"), format!("fxo-{id}-b")],
+            // Interface names are limited to 15 bytes.
+            dev: [
+                format!("fxo{}a", id % 1_000_000),
+                format!("fxo{}b", id % 1_000_000),
+            ],
+            made: Vec::new(),
+        };
+        for i in 0..2 {
+            ip(&["netns", "add", &n.ns[i]])?;
+            n.made.push(n.ns[i].clone());
+        }
+        ip(&[
+            "link", "add", &n.dev[0], "netns", &n.ns[0], "type", "veth", "peer", "name", &n.dev[1],
+            "netns", &n.ns[1],
+        ])?;
+        for i in 0..2 {
+            ip(&["-n", &n.ns[i], "addr", "add", ADDR[i], "dev", &n.dev[i]])?;
+            ip(&["-n", &n.ns[i], "link", "set", &n.dev[i], "up"])?;
+            ip(&["-n", &n.ns[i], "link", "set", "lo", "up"])?;
+        }
+        Ok(n)
+    }
+
+    /// (rx, tx) bytes of side `i`'s end of the link.
+    fn bytes(&self, i: usize) -> (u64, u64) {
+        let read = |what: &str| -> u64 {
+            let o = Command::new("ip")
+                .args(["netns", "exec", &self.ns[i], "cat"])
+                .arg(format!("/sys/class/net/{}/statistics/{what}", self.dev[i]))
+                .output()
+                .expect("read the interface counters");
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("counter {what} of {}: {o:?}", self.dev[i]))
+        };
+        (read("rx_bytes"), read("tx_bytes"))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in self.made.drain(..) {
+            if let Err(e) = ip(&["netns", "del", &ns]) {
+                eprintln!("cleanup: {e}");
+            }
+        }
+    }
+}
+
+fn have_libfabric() -> bool {
+    Command::new("pkg-config")
+        .args(["--exists", "libfabric"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn ops_across_veth_over_tcp() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping the ofi netns test");
+        return;
+    }
+    if !common::have("ip") {
+        eprintln!("`ip` (iproute2) is not installed: skipping the ofi netns test");
+        return;
+    }
+    let net = match Netns::new() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("cannot set up network namespaces ({e}): skipping the ofi netns test");
+            return;
+        }
+    };
+    let dir = common::scratch("ofi-netns");
+    let exe = dir.join("ofi_ops");
+    common::cc(&[&common::root().join("tests/c/ofi_ops.c")], &exe, &[]);
+    let before = [net.bytes(0), net.bytes(1)];
+
+    let (s0, s1) = UnixStream::pair().unwrap();
+    let mut kids = Vec::new();
+    for (rank, sock) in [s0, s1].into_iter().enumerate() {
+        let fd = sock.as_raw_fd();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &net.ns[rank], "timeout", "120"])
+            .arg(&exe)
+            .env("FI_XPU_PROVIDER", "ofi")
+            .env("FI_XPU_OFI_PROVIDER", "tcp")
+            .env("FI_TCP_IFACE", &net.dev[rank])
+            .env("OFI_OPS_FD", "3")
+            .env("OFI_OPS_RANK", rank.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: dup2 is async-signal-safe and touches only the child's
+        // descriptor table; the copy at 3 has no close-on-exec flag, so the
+        // program inherits its end of the socket pair.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        kids.push(cmd.spawn().expect("start one side"));
+        drop(sock);
+    }
+    let outs: Vec<Output> = kids
+        .into_iter()
+        .map(|k| k.wait_with_output().unwrap())
+        .collect();
+    for (rank, o) in outs.iter().enumerate() {
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && stdout.contains(&format!("ofi_ops rank {rank}: ok")),
+            "rank {rank} in {} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{}",
+            net.ns[rank],
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // The operations crossed the link: each end sent and received at least
+    // the 8-byte payloads, libfabric's headers and TCP's own, which is far
+    // more than the few frames an idle link exchanges.
+    let after = [net.bytes(0), net.bytes(1)];
+    for i in 0..2 {
+        let rx = after[i].0 - before[i].0;
+        let tx = after[i].1 - before[i].1;
+        assert!(
+            rx >= 1000 && tx >= 1000,
+            "{} moved only rx {rx} / tx {tx} bytes",
+            net.dev[i]
+        );
+        eprintln!("{}: rx {rx} bytes, tx {tx} bytes", net.dev[i]);
+    }
+}

@@ -1,0 +1,166 @@
+//! The ofi provider under pressure, over libfabric's tcp and shm providers
+//! (tests/c/ofi_stress.c): a peer killed mid-run, a flood that fills the
+//! ring, malformed ring entries written by hand, and posts from the host
+//! launcher with work-group, subgroup and device scopes on two progress
+//! threads.
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn have_libfabric() -> bool {
+    Command::new("pkg-config")
+        .args(["--exists", "libfabric"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn exe() -> &'static PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = common::scratch("ofi-stress");
+        let exe = dir.join("ofi_stress");
+        // A short flush limit: the survivor of a dead peer flushes a write
+        // libfabric may never finish.
+        common::cc(
+            &[&common::root().join("tests/c/ofi_stress.c")],
+            &exe,
+            &["-DFI_XPU_OFI_FLUSH_TIMEOUT_MS=2000"],
+        );
+        exe
+    })
+}
+
+/// Removes what libfabric's shm provider leaves in /dev/shm for processes
+/// that could not clean up (killed, or failed): files named `<pid>:...`.
+struct ShmLeftovers(Vec<u32>);
+
+impl Drop for ShmLeftovers {
+    fn drop(&mut self) {
+        let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if self.0.iter().any(|p| name.starts_with(&format!("{p}:"))) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// Runs one mode; returns (stdout, stderr) of a successful run.
+fn run(mode: &str, fabric: &str) -> Option<(String, String)> {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping ofi_stress {mode} over {fabric}");
+        return None;
+    }
+    let start = Instant::now();
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(exe())
+        .arg(mode)
+        .env("FI_XPU_PROVIDER", "ofi")
+        .env("FI_XPU_OFI_PROVIDER", fabric)
+        .env("FI_TCP_IFACE", "lo")
+        .output()
+        .expect("run ofi_stress");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let pids = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ofi_stress pids "))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let _cleanup = ShmLeftovers(pids);
+    assert!(
+        out.status.success(),
+        "ofi_stress {mode} over {fabric} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains(&format!("ofi_stress {mode}: ok")),
+        "{stdout}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(100));
+    Some((stdout, stderr))
+}
+
+fn death(fabric: &str) {
+    let Some((stdout, _)) = run("death", fabric) else {
+        return;
+    };
+    // Each wait on the dead peer ended with an error or a timeout.
+    for what in ["cntr_wait: ", "cq_sread: ", "flush: "] {
+        assert!(stdout.contains(&format!("death: {what}")), "{stdout}");
+    }
+}
+
+#[test]
+fn killed_peer_over_tcp() {
+    death("tcp");
+}
+
+#[test]
+fn killed_peer_over_shm() {
+    death("shm");
+}
+
+#[test]
+fn flood_over_tcp() {
+    run("flood", "tcp");
+}
+
+#[test]
+fn flood_over_shm() {
+    run("flood", "shm");
+}
+
+fn malformed(fabric: &str) {
+    let Some((_, stderr)) = run("malformed", fabric) else {
+        return;
+    };
+    // One log line per bad entry, at the ring positions the test used
+    // (each bad entry is followed by a good one).
+    for line in [
+        "malformed ring entry at 0 (op 99): Invalid argument",
+        "malformed ring entry at 2 (op 1): Message too long",
+        "malformed ring entry at 4 (op 1): Invalid argument",
+        "malformed ring entry at 6 (op 1): Invalid argument",
+        "malformed ring entry at 8 (op 1): Flags not supported",
+        "malformed ring entry at 10 (op 1): Permission denied",
+    ] {
+        assert!(stderr.contains(line), "missing '{line}' in\n{stderr}");
+    }
+    assert_eq!(
+        stderr.matches("malformed ring entry").count(),
+        6,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn malformed_entries_over_tcp() {
+    malformed("tcp");
+}
+
+#[test]
+fn malformed_entries_over_shm() {
+    malformed("shm");
+}
+
+#[test]
+fn launcher_scopes_over_tcp() {
+    run("scopes", "tcp");
+}
+
+#[test]
+fn launcher_scopes_over_shm() {
+    run("scopes", "shm");
+}
