@@ -104,3 +104,12 @@ fn device_header_compiles_as_cxx17() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn large_unregistered_directed_and_overrun_two_and_four_processes() {
+    let p = program("tests/c/shm_msg.c", "msg");
+    for n in ["2", "4"] {
+        let out = run(&p, &[n]);
+        assert!(out.contains(&format!("shm_msg n={n}: ok")), "{out}");
+    }
+}

@@ -35,6 +35,9 @@
 #ifndef FI_TAGGED
 #define FI_TAGGED (1ULL << 3)
 #endif
+#if !defined(FI_XPU_HAVE_LIBFABRIC_HEADERS) && !defined(FI_EOVERRUN)
+#define FI_EOVERRUN 268
+#endif
 
 /* ---- shared layouts (twins of providers/shm/src/layout.rs) ----------- */
 #define FI_XPU_SHM_MAX_REGIONS 256
@@ -48,6 +51,8 @@
 #define FI_XPU_SHM_INBOX_SLOTS 64
 #define FI_XPU_SHM_SLOT_SIZE 4096
 #define FI_XPU_SHM_EAGER_MAX (FI_XPU_SHM_SLOT_SIZE - FI_XPU_SHM_MSG_HDR)
+#define FI_XPU_SHM_STAGE_LANES 4
+#define FI_XPU_SHM_STAGE_LANE_SIZE 65536
 
 struct fi_xpu_shm_heap_hdr {
 	uint64_t magic, size, mr_off, mr_slots, pad[4];
@@ -58,7 +63,7 @@ struct fi_xpu_shm_mr_entry {
 struct fi_xpu_shm_cq_ring {
 	uint64_t head, p0[7];
 	uint64_t tail, p1[7];
-	uint64_t size, format, overflow, p2[5];
+	uint64_t size, format, overflow, overflow_seen, p2[4];
 };
 struct fi_xpu_shm_cqe {
 	uint64_t seq, flags, context, len, buf, data, tag;
@@ -76,27 +81,33 @@ struct fi_xpu_shm_ep_block {
 	uint64_t tail, p2[7];
 };
 struct fi_xpu_shm_peer_map {
-	uint64_t state, pad;
+	uint64_t state, gen;
 	uint64_t base[FI_XPU_SHM_MAX_REGIONS];
 	uint64_t size[FI_XPU_SHM_MAX_REGIONS];
 };
 struct fi_xpu_shm_peer_addr {
-	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, pad[2];
+	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, pad;
 };
 struct fi_xpu_shm_ctx_dev {
 	uint64_t heap_base, heap_region, nonce, pad;
 	uint64_t maps[FI_XPU_SHM_MAX_CONNS];
 };
+/* A posted receive. Matched to a streamed message it stays ACTIVE, with
+ * the message's length, tag, data and source copied in, until the last
+ * byte arrived; `map` is the sender's peer map, checked for liveness. */
 struct fi_xpu_shm_posted {
 	uint64_t state, buf, len, tag, ignore, context, flags, seq;
+	uint64_t slot, src_nonce, src_ep, mlen, done, stage, data, map;
 };
+/* An outstanding rendezvous (kind RDV) or streamed (STREAM, then STAGED
+ * once every byte is in the lane and the send was reported) send. */
 struct fi_xpu_shm_rdv {
-	uint64_t slot, context, len, flags;
+	uint64_t slot, context, len, flags, buf, sent, lane, kind;
 };
 struct fi_xpu_shm_ep_dev {
 	uint64_t block, ctx, nonce, ep_id, caps, tx_cq, rx_cq;
 	uint64_t cntr[6];
-	uint64_t av_tab, av_count, lock, post_seq, pad;
+	uint64_t av_tab, av_count, lock, post_seq, lanes;
 	struct fi_xpu_shm_posted posted[FI_XPU_SHM_MAX_POSTED];
 	struct fi_xpu_shm_rdv rdv[FI_XPU_SHM_MAX_POSTED];
 };
@@ -115,7 +126,8 @@ struct fi_xpu_shm_mr_desc {
 };
 struct fi_xpu_shm_msg {
 	uint64_t seq, state, len, tag, data, flags;
-	uint64_t src_nonce, src_ep, src_conn, src_region, src_off, pad[5];
+	uint64_t src_nonce, src_ep, src_conn, src_region, src_off;
+	uint64_t produced, consumed, src_gen, pad[2];
 };
 
 enum {
@@ -132,9 +144,20 @@ enum {
 #define FI_XPU_SHM_SLOT_CONSUMED 1
 #define FI_XPU_SHM_SLOT_RDV_DONE 2
 #define FI_XPU_SHM_SLOT_RDV_FAILED 3
+#define FI_XPU_SHM_SLOT_STREAMING 4
 #define FI_XPU_SHM_MSG_RDV (1ULL << 62)
+#define FI_XPU_SHM_MSG_STREAM (1ULL << 61)
 #define FI_XPU_SHM_POSTED_FREE 0
 #define FI_XPU_SHM_POSTED_READY 1
+#define FI_XPU_SHM_POSTED_ACTIVE 2
+#define FI_XPU_SHM_POSTED_DIRECTED (1ULL << 61)
+#define FI_XPU_SHM_RDV_REG 1
+#define FI_XPU_SHM_RDV_STREAM 2
+#define FI_XPU_SHM_RDV_STAGED 3
+#define FI_XPU_SHM_PEER_BLOCK                                          \
+	(sizeof(struct fi_xpu_shm_ep_block) +                           \
+	 (uint64_t)FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE +      \
+	 (uint64_t)FI_XPU_SHM_STAGE_LANES * FI_XPU_SHM_STAGE_LANE_SIZE)
 
 /* ---- small helpers ----------------------------------------------------- */
 #define FI_XPU_SHM_P(T, v) ((T *)(uintptr_t)(v))
@@ -214,8 +237,8 @@ FI_XPU_FUNC struct fi_xpu_shm_cqe_in fi_xpu_shm_cqe_zero(void)
 
 /* Claims a slot of a ring with `size` entries (a power of two) and
  * publishes `in`; -FI_EAGAIN when the ring is full. */
-FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size,
-				     const struct fi_xpu_shm_cqe_in *in)
+FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
+				    const struct fi_xpu_shm_cqe_in *in, int count_overflow)
 {
 	uint64_t h, t;
 	struct fi_xpu_shm_cqe *e;
@@ -223,7 +246,10 @@ FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size
 		h = fi_xpu_shm_ld(&r->head);
 		t = fi_xpu_shm_ld(&r->tail);
 		if (h - t >= size) {
-			fi_xpu_shm_add(&r->overflow, 1);
+			/* Nobody waits for room: the loss is counted, and the
+			 * reader reports it as an FI_EOVERRUN entry. */
+			if (count_overflow)
+				fi_xpu_shm_add(&r->overflow, 1);
 			return -FI_EAGAIN;
 		}
 		if (fi_xpu_shm_cas(&r->head, h, h + 1))
@@ -243,6 +269,28 @@ FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size
 	e->is_err = in->err != 0;
 	fi_xpu_shm_st(&e->seq, h + 1);
 	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size,
+				     const struct fi_xpu_shm_cqe_in *in)
+{
+	return fi_xpu_shm_ring_put(r, size, in, 1);
+}
+
+/* Completions lost to a full ring since the last report become one error
+ * entry (err FI_EOVERRUN, olen the number lost) as soon as there is room
+ * for it. Run by the ring's reader. */
+FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_t size)
+{
+	uint64_t ov = fi_xpu_shm_ld(&r->overflow), seen = fi_xpu_shm_ld(&r->overflow_seen);
+	struct fi_xpu_shm_cqe_in in;
+	if (ov == seen || !fi_xpu_shm_cas(&r->overflow_seen, seen, ov))
+		return;
+	in = fi_xpu_shm_cqe_zero();
+	in.err = -FI_EOVERRUN;
+	in.olen = ov - seen;
+	if (fi_xpu_shm_ring_put(r, size, &in, 0) != 0)
+		fi_xpu_shm_add(&r->overflow_seen, (uint64_t)0 - (ov - seen));
 }
 
 FI_XPU_FUNC int fi_xpu_shm_cq_push(uint64_t cq_dev, const struct fi_xpu_shm_cqe_in *in)
@@ -312,9 +360,7 @@ FI_XPU_FUNC int fi_xpu_shm_target(const void *dest_addr, struct fi_xpu_shm_targe
 	t->ep = (struct fi_xpu_shm_ep_block *)(void *)(t->heap + t->pa->ep_off);
 	if (fi_xpu_shm_ld(&t->ep->magic) != FI_XPU_SHM_EP_MAGIC)
 		return -FI_ECONNRESET;
-	if (t->pa->ep_off + sizeof(struct fi_xpu_shm_ep_block) +
-		    (uint64_t)FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE >
-	    t->heap_size)
+	if (t->pa->ep_off + FI_XPU_SHM_PEER_BLOCK > t->heap_size)
 		return -FI_EIO;
 	return 0;
 }
@@ -741,6 +787,52 @@ FI_XPU_FUNC void fi_xpu_shm_unlock(struct fi_xpu_shm_ep_dev *ep)
 	fi_xpu_shm_st(&ep->lock, 0);
 }
 
+FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep);
+
+/* Where lane `lane` of an endpoint's staging area starts, from its block. */
+FI_XPU_FUNC unsigned char *fi_xpu_shm_lane(struct fi_xpu_shm_ep_block *b, uint64_t lane)
+{
+	return (unsigned char *)(b + 1) +
+	       (uint64_t)FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE +
+	       lane * FI_XPU_SHM_STAGE_LANE_SIZE;
+}
+
+/* Copies `n` bytes between a flat buffer and a lane (a byte ring) at
+ * stream position `pos`, in two pieces where the ring wraps. */
+FI_XPU_FUNC void fi_xpu_shm_lane_copy(unsigned char *lane, uint64_t pos, unsigned char *flat,
+				      uint64_t n, int into_lane)
+{
+	uint64_t at = pos % FI_XPU_SHM_STAGE_LANE_SIZE;
+	uint64_t first = FI_XPU_SHM_STAGE_LANE_SIZE - at < n ? FI_XPU_SHM_STAGE_LANE_SIZE - at : n;
+	if (into_lane) {
+		fi_xpu_shm_copy(lane + at, flat, first);
+		fi_xpu_shm_copy(lane, flat + first, n - first);
+	} else {
+		fi_xpu_shm_copy(flat, lane + at, first);
+		fi_xpu_shm_copy(flat + first, lane, n - first);
+	}
+}
+
+/* The map of the connection a message came through, when it is still the
+ * connection the message was sent on (same generation); 0 otherwise. */
+FI_XPU_FUNC const struct fi_xpu_shm_peer_map *fi_xpu_shm_src_map(const struct fi_xpu_shm_ep_dev *ep,
+								 uint64_t conn, uint64_t gen)
+{
+	const struct fi_xpu_shm_ctx_dev *cx = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
+	const struct fi_xpu_shm_peer_map *map;
+	if (conn >= FI_XPU_SHM_MAX_CONNS)
+		return 0;
+	map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, fi_xpu_shm_ld(&cx->maps[conn]));
+	if (!map || fi_xpu_shm_ld(&map->gen) != gen)
+		return 0;
+	return map;
+}
+
+FI_XPU_FUNC int fi_xpu_shm_peer_alive(const struct fi_xpu_shm_peer_map *map)
+{
+	return map && fi_xpu_shm_ld(&map->state) == FI_XPU_SHM_PEER_ALIVE;
+}
+
 FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *buf, size_t len,
 				    void *desc, const void *dest_addr, uint64_t tag, uint64_t data,
 				    uint64_t flags, void *context, int scope)
@@ -748,30 +840,49 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
 	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
 	struct fi_xpu_shm_msg *m = 0;
-	uint64_t payload, h = 0, tl, src_region = 0, src_off = 0;
+	uint64_t h = 0, tl, src_region = 0, src_off = 0, lane = 0;
+	uint64_t cflags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
 	int64_t rc = 0;
-	int rdv = 0, r;
+	int large = 0, kind = 0, r = 0, locked = 0;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
 	if (rank == 0) {
 		rc = fi_xpu_shm_target(dest_addr, &t);
-		if (rc == 0) {
-			payload = FI_XPU_SHM_EAGER_MAX;
-			if (len > payload) {
-				const struct fi_xpu_shm_mr_desc *d =
-					(const struct fi_xpu_shm_mr_desc *)desc;
-				uint64_t a = (uint64_t)(uintptr_t)buf;
-				rdv = 1;
-				if (!d || a < d->base || len > d->len || a - d->base > d->len - len)
-					rc = -FI_EMSGSIZE;
-				src_region = d ? d->region : 0;
-				src_off = d ? a - d->base : 0;
-				for (r = 0; rc == 0 && r < FI_XPU_SHM_MAX_POSTED; r++)
-					if (ep->rdv[r].slot == 0)
+		if (rc == 0 && len > FI_XPU_SHM_EAGER_MAX) {
+			const struct fi_xpu_shm_mr_desc *d = (const struct fi_xpu_shm_mr_desc *)desc;
+			uint64_t a = (uint64_t)(uintptr_t)buf;
+			large = 1;
+			fi_xpu_shm_lock(ep, 1);
+			locked = 1;
+			for (r = 0; r < FI_XPU_SHM_MAX_POSTED; r++)
+				if (ep->rdv[r].slot == 0)
+					break;
+			if (r == FI_XPU_SHM_MAX_POSTED) {
+				rc = -FI_EAGAIN;
+			} else if (d && a >= d->base && len <= d->len && a - d->base <= d->len - len) {
+				/* Registered: the receiver pulls straight from it. */
+				kind = FI_XPU_SHM_RDV_REG;
+				src_region = d->region;
+				src_off = a - d->base;
+			} else {
+				/* Unregistered: streamed through a staging lane in
+				 * our heap, which every peer maps. */
+				const struct fi_xpu_shm_ctx_dev *cx =
+					FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
+				for (lane = 0; lane < FI_XPU_SHM_STAGE_LANES; lane++)
+					if (!(ep->lanes & (1ULL << lane)))
 						break;
-				if (rc == 0 && r == FI_XPU_SHM_MAX_POSTED)
+				if (lane == FI_XPU_SHM_STAGE_LANES) {
 					rc = -FI_EAGAIN;
+				} else {
+					kind = FI_XPU_SHM_RDV_STREAM;
+					src_region = cx->heap_region;
+					src_off = (uint64_t)(uintptr_t)fi_xpu_shm_lane(
+							  FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ep->block),
+							  lane) -
+						  cx->heap_base;
+				}
 			}
 		}
 		while (rc == 0) {
@@ -791,40 +902,52 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			m->len = len;
 			m->tag = tag;
 			m->data = data;
-			m->flags = (flags & (FI_TAGGED | FI_REMOTE_CQ_DATA)) | (rdv ? FI_XPU_SHM_MSG_RDV : 0);
+			m->flags = (flags & (FI_TAGGED | FI_REMOTE_CQ_DATA)) |
+				   (kind == FI_XPU_SHM_RDV_REG      ? FI_XPU_SHM_MSG_RDV
+				    : kind == FI_XPU_SHM_RDV_STREAM ? FI_XPU_SHM_MSG_STREAM
+								    : 0);
 			m->src_nonce = ep->nonce;
 			m->src_ep = ep->ep_id;
 			m->src_conn = t.pa->conn_at_peer;
+			m->src_gen = t.pa->conn_gen;
 			m->src_region = src_region;
 			m->src_off = src_off;
+			m->produced = 0;
+			m->consumed = 0;
 		}
+		if (rc == 0 && large) {
+			/* The receiver finishes the transfer; our progress
+			 * reports the send (and feeds a stream) until then. */
+			struct fi_xpu_shm_rdv *q = &ep->rdv[r];
+			q->context = (uint64_t)(uintptr_t)context;
+			q->len = len;
+			q->flags = cflags;
+			q->buf = (uint64_t)(uintptr_t)buf;
+			q->sent = 0;
+			q->lane = lane;
+			q->kind = (uint64_t)kind;
+			if (kind == FI_XPU_SHM_RDV_STREAM)
+				ep->lanes |= 1ULL << lane;
+			fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m);
+			fi_xpu_shm_st(&m->seq, h + 1);
+		}
+		if (locked)
+			fi_xpu_shm_unlock(ep);
+		if (rc == 0 && kind == FI_XPU_SHM_RDV_STREAM)
+			fi_xpu_shm_progress(ep);
 	}
 	rc = fi_xpu_shm_bcast(scope, rc);
 	if (rc)
 		return (int)rc;
-	rdv = (int)fi_xpu_shm_bcast(scope, rdv);
-	if (!rdv) {
+	large = (int)fi_xpu_shm_bcast(scope, large);
+	if (!large) {
 		m = (struct fi_xpu_shm_msg *)(uintptr_t)fi_xpu_shm_bcast(scope, (int64_t)(uintptr_t)m);
 		fi_xpu_coop_copy((unsigned char *)m + FI_XPU_SHM_MSG_HDR, buf, len, scope,
 				 FI_XPU_SHM_SYS);
-	}
-	if (rank == 0) {
-		if (rdv) {
-			/* The receiver pulls from our registration and marks the
-			 * slot; our CQ reports the send once it has. */
-			for (r = 0; r < FI_XPU_SHM_MAX_POSTED; r++)
-				if (ep->rdv[r].slot == 0)
-					break;
-			ep->rdv[r].context = (uint64_t)(uintptr_t)context;
-			ep->rdv[r].len = len;
-			ep->rdv[r].flags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
-			fi_xpu_shm_st(&ep->rdv[r].slot, (uint64_t)(uintptr_t)m);
+		if (rank == 0) {
+			fi_xpu_shm_st(&m->seq, h + 1);
+			fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, cflags, context, len, 0);
 		}
-		fi_xpu_shm_st(&m->seq, h + 1);
-		if (!rdv)
-			fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND,
-					    FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG),
-					    context, len, 0);
 	}
 	fi_xpu_shm_sync(scope);
 	return 0;
@@ -834,64 +957,155 @@ FI_XPU_FUNC int fi_xpu_shm_matches(const struct fi_xpu_shm_posted *p, const stru
 {
 	if ((p->flags & FI_TAGGED) != (m->flags & FI_TAGGED))
 		return 0;
+	if ((p->flags & FI_XPU_SHM_POSTED_DIRECTED) &&
+	    (m->src_nonce != p->src_nonce || m->src_ep != p->src_ep))
+		return 0;
 	if (!(p->flags & FI_TAGGED))
 		return 1;
 	return ((m->tag ^ p->tag) & ~p->ignore) == 0;
 }
 
-/* Delivers message `m` into posted receive `p` and writes the completion. */
-FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
-				    struct fi_xpu_shm_msg *m)
+/* Completes receive `p`, which holds the message's length, tag, data,
+ * flags and source by now, with `n` bytes delivered. */
+FI_XPU_FUNC void fi_xpu_shm_rx_complete(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
+					uint64_t n, int err)
 {
 	struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
-	uint64_t n = m->len < p->len ? m->len : p->len;
 	uint64_t *c = FI_XPU_SHM_P(uint64_t, ep->cntr[FI_XPU_SHM_CNTR_RECV]);
-	int err = m->len > p->len ? -FI_ETRUNC : 0;
-	uint64_t state = FI_XPU_SHM_SLOT_CONSUMED;
-	if (m->flags & FI_XPU_SHM_MSG_RDV) {
-		const struct fi_xpu_shm_ctx_dev *cx = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
-		const struct fi_xpu_shm_peer_map *map = 0;
-		uint64_t size = 0, base = 0;
-		if (m->src_conn < FI_XPU_SHM_MAX_CONNS)
-			map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map,
-					   fi_xpu_shm_ld(&cx->maps[m->src_conn]));
-		base = fi_xpu_shm_region(map, m->src_region, &size);
-		if (!base || m->src_off > size || n > size - m->src_off) {
-			err = -FI_EIO;
-			state = FI_XPU_SHM_SLOT_RDV_FAILED;
-		} else {
-			fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf),
-					FI_XPU_SHM_P(const void, base + m->src_off), n);
-			state = FI_XPU_SHM_SLOT_RDV_DONE;
-		}
-	} else if (m->len > FI_XPU_SHM_EAGER_MAX) {
-		err = -FI_EIO; /* a slot cannot hold that much: corrupt header */
-	} else {
-		fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), (const unsigned char *)m + FI_XPU_SHM_MSG_HDR,
-				n);
-	}
-	in.flags = FI_RECV | ((m->flags & FI_TAGGED) ? FI_TAGGED : FI_MSG) |
-		   (m->flags & FI_REMOTE_CQ_DATA);
+	if (err == 0 && p->mlen > p->len)
+		err = -FI_ETRUNC;
+	in.flags = FI_RECV | ((p->flags & FI_TAGGED) ? FI_TAGGED : FI_MSG) |
+		   (p->flags & FI_REMOTE_CQ_DATA);
 	in.context = p->context;
-	in.len = err == -FI_EIO ? 0 : n;
+	in.len = err && err != -FI_ETRUNC ? 0 : n;
 	in.buf = p->buf;
-	in.data = m->data;
-	in.tag = m->tag;
-	in.olen = err == -FI_ETRUNC ? m->len - p->len : 0;
+	in.data = p->data;
+	in.tag = p->tag;
+	in.olen = err == -FI_ETRUNC ? p->mlen - p->len : 0;
 	in.err = err;
-	in.src_nonce = m->src_nonce;
-	in.src_ep = m->src_ep;
+	in.src_nonce = p->src_nonce;
+	in.src_ep = p->src_ep;
 	fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
 	(void)fi_xpu_shm_cq_push(ep->rx_cq, &in);
 	if (c)
 		fi_xpu_shm_add(err ? c + 1 : c, 1);
 	fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_FREE);
+}
+
+/* Takes what the sender has staged for the streamed message of receive
+ * `p`; completes the receive after the last byte or when the sender is
+ * gone. Every value read from the slot is bounded before use. */
+FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p)
+{
+	struct fi_xpu_shm_msg *m = FI_XPU_SHM_P(struct fi_xpu_shm_msg, p->slot);
+	const struct fi_xpu_shm_peer_map *map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, p->map);
+	uint64_t produced = fi_xpu_shm_ld(&m->produced), done = p->done;
+	if (produced > p->mlen || produced < done || produced - done > FI_XPU_SHM_STAGE_LANE_SIZE) {
+		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED);
+		fi_xpu_shm_rx_complete(ep, p, 0, -FI_EIO);
+		return;
+	}
+	if (produced > done) {
+		/* Bytes past the posted buffer are taken and dropped, so that
+		 * the sender can finish; the receive reports FI_ETRUNC. */
+		uint64_t lo = done < p->len ? done : p->len, hi = produced < p->len ? produced : p->len;
+		if (hi > lo)
+			fi_xpu_shm_lane_copy(FI_XPU_SHM_P(unsigned char, p->stage), lo,
+					     FI_XPU_SHM_P(unsigned char, p->buf) + lo, hi - lo, 0);
+		p->done = produced;
+		fi_xpu_shm_st(&m->consumed, produced);
+	}
+	if (p->done == p->mlen) {
+		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_DONE);
+		fi_xpu_shm_rx_complete(ep, p, p->mlen < p->len ? p->mlen : p->len, 0);
+	} else if (!fi_xpu_shm_peer_alive(map) || fi_xpu_shm_ld(&map->gen) != p->seq) {
+		/* Nobody will finish or retire the slot: the sender is gone. */
+		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED);
+		fi_xpu_shm_rx_complete(ep, p, 0, -FI_ECONNRESET);
+	}
+}
+
+/* Delivers message `m` into posted receive `p`: at once for eager and
+ * rendezvous messages, by `fi_xpu_shm_stream_rx` for streamed ones. */
+FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
+				    struct fi_xpu_shm_msg *m)
+{
+	uint64_t mflags = m->flags, n, state = FI_XPU_SHM_SLOT_CONSUMED;
+	int err = 0;
+	p->mlen = m->len;
+	p->tag = m->tag;
+	p->data = m->data;
+	p->src_nonce = m->src_nonce;
+	p->src_ep = m->src_ep;
+	p->flags = (mflags & (FI_TAGGED | FI_REMOTE_CQ_DATA));
+	n = p->mlen < p->len ? p->mlen : p->len;
+	if (mflags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM)) {
+		uint64_t gen = m->src_gen, size = 0, base, off = m->src_off;
+		const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_src_map(ep, m->src_conn, gen);
+		uint64_t need = (mflags & FI_XPU_SHM_MSG_STREAM) ? FI_XPU_SHM_STAGE_LANE_SIZE : n;
+		base = fi_xpu_shm_region(map, m->src_region, &size);
+		if (!fi_xpu_shm_peer_alive(map)) {
+			/* A departed sender, or one whose connection id was
+			 * reused since: never read from whoever holds it now. */
+			err = -FI_ECONNRESET;
+		} else if (!base || off > size || need > size - off) {
+			err = -FI_EIO;
+			state = FI_XPU_SHM_SLOT_RDV_FAILED;
+		} else if (mflags & FI_XPU_SHM_MSG_STREAM) {
+			p->slot = (uint64_t)(uintptr_t)m;
+			p->map = (uint64_t)(uintptr_t)map;
+			p->seq = gen; /* posting order matters no more */
+			p->stage = base + off;
+			p->done = 0;
+			fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_STREAMING);
+			fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_ACTIVE);
+			fi_xpu_shm_stream_rx(ep, p);
+			return;
+		} else {
+			fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), FI_XPU_SHM_P(const void, base + off),
+					n);
+			state = FI_XPU_SHM_SLOT_RDV_DONE;
+		}
+	} else if (p->mlen > FI_XPU_SHM_EAGER_MAX) {
+		err = -FI_EIO; /* a slot cannot hold that much: corrupt header */
+	} else {
+		fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), (const unsigned char *)m + FI_XPU_SHM_MSG_HDR,
+				n);
+	}
+	fi_xpu_shm_rx_complete(ep, p, n, err);
 	fi_xpu_shm_st(&m->state, state);
 }
 
+/* Feeds streamed send `q` (lock held): stages as much as the lane has
+ * room for and publishes it; reports the send once every byte is staged. */
+FI_XPU_FUNC void fi_xpu_shm_stream_tx(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_rdv *q,
+				      struct fi_xpu_shm_msg *m)
+{
+	uint64_t consumed = fi_xpu_shm_ld(&m->consumed), room, n;
+	if (consumed > q->sent)
+		return; /* the receiver cannot be ahead: ignore the value */
+	room = FI_XPU_SHM_STAGE_LANE_SIZE - (q->sent - consumed);
+	n = q->len - q->sent < room ? q->len - q->sent : room;
+	if (n) {
+		fi_xpu_shm_lane_copy(fi_xpu_shm_lane(FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ep->block),
+						     q->lane),
+				     q->sent, FI_XPU_SHM_P(unsigned char, q->buf) + q->sent, n, 1);
+		fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
+		q->sent += n;
+		fi_xpu_shm_st(&m->produced, q->sent);
+	}
+	if (q->sent == q->len) {
+		/* The buffer is no longer needed: the send is complete. */
+		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, q->flags, FI_XPU_SHM_P(void, q->context),
+				    q->len, 0);
+		q->kind = FI_XPU_SHM_RDV_STAGED;
+	}
+}
+
 /* Device-side progress of one endpoint: matches arrived messages against
- * posted receives (in arrival and posting order), retires consumed slots,
- * and completes rendezvous sends the peer has pulled. */
+ * posted receives (in arrival and posting order), moves streamed messages
+ * in both directions, retires consumed slots, and completes sends the
+ * receivers have finished with. */
 FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 {
 	struct fi_xpu_shm_ep_block *b;
@@ -921,6 +1135,9 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 		if (best)
 			fi_xpu_shm_deliver(ep, best, m);
 	}
+	for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++)
+		if (ep->posted[i].state == FI_XPU_SHM_POSTED_ACTIVE)
+			fi_xpu_shm_stream_rx(ep, &ep->posted[i]);
 	/* Retire the prefix the sender no longer needs. */
 	for (;;) {
 		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, tail);
@@ -938,26 +1155,41 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 			continue;
 		st = fi_xpu_shm_ld(&m->state);
 		if (st == FI_XPU_SHM_SLOT_RDV_DONE || st == FI_XPU_SHM_SLOT_RDV_FAILED) {
-			fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, r->flags,
-					    FI_XPU_SHM_P(void, r->context), r->len,
-					    st == FI_XPU_SHM_SLOT_RDV_DONE ? 0 : -FI_EIO);
+			/* A streamed send was reported when fully staged. */
+			if (r->kind != FI_XPU_SHM_RDV_STAGED)
+				fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, r->flags,
+						    FI_XPU_SHM_P(void, r->context), r->len,
+						    st == FI_XPU_SHM_SLOT_RDV_DONE && r->kind == FI_XPU_SHM_RDV_REG
+							    ? 0
+							    : -FI_EIO);
+			if (r->kind != FI_XPU_SHM_RDV_REG)
+				ep->lanes &= ~(1ULL << r->lane);
 			fi_xpu_shm_st(&r->slot, 0);
 			fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED);
+		} else if (r->kind == FI_XPU_SHM_RDV_STREAM) {
+			fi_xpu_shm_stream_tx(ep, r, m);
 		}
 	}
 	fi_xpu_shm_unlock(ep);
 }
 
 FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, size_t len,
-				    uint64_t tag, uint64_t ignore, uint64_t flags, void *context,
-				    int scope)
+				    const void *src_addr, uint64_t tag, uint64_t ignore,
+				    uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	const struct fi_xpu_shm_peer_addr *src = 0;
 	int64_t rc = 0;
 	int i;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
+	if (src_addr) {
+		/* Directed receive: the raw address of the one source. */
+		src = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, *(const uint64_t *)src_addr);
+		if (!src)
+			return -FI_EINVAL;
+	}
 	if (rank == 0) {
 		fi_xpu_shm_lock(ep, 1);
 		for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++)
@@ -972,7 +1204,9 @@ FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, siz
 			p->tag = tag;
 			p->ignore = ignore;
 			p->context = (uint64_t)(uintptr_t)context;
-			p->flags = flags & FI_TAGGED;
+			p->flags = (flags & FI_TAGGED) | (src ? FI_XPU_SHM_POSTED_DIRECTED : 0);
+			p->src_nonce = src ? src->nonce : 0;
+			p->src_ep = src ? src->ep_id : 0;
 			p->seq = ++ep->post_seq;
 			fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_READY);
 		}
@@ -1019,6 +1253,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 						       : sizeof(struct fi_cq_tagged_entry);
 		for (i = 0; i < q->nprog; i++)
 			fi_xpu_shm_progress(FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, q->prog[i]));
+		fi_xpu_shm_report_overrun(r, q->size);
 		while (n < count) {
 			uint64_t t = fi_xpu_shm_ld(&r->tail);
 			struct fi_xpu_shm_cqe *e =
@@ -1064,6 +1299,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 		return -FI_EINVAL;
 	if (rank == 0) {
 		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
+		fi_xpu_shm_report_overrun(r, q->size);
 		for (;;) {
 			uint64_t t = fi_xpu_shm_ld(&r->tail);
 			struct fi_xpu_shm_cqe *e =
@@ -1129,13 +1365,14 @@ FI_XPU_FUNC int fi_xpu_tsend_shm(struct fid_xpu_ep *ep, const void *buf, size_t 
 				   context, scope);
 }
 
-/* Receives match any source (FI_DIRECTED_RECV is not offered). */
+/* A NULL src_addr matches any source; otherwise only messages from that
+ * raw address (FI_DIRECTED_RECV semantics). */
 FI_XPU_FUNC int fi_xpu_recv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
 				void *src_addr, void *context, uint64_t flags, int scope)
 {
 	(void)desc;
-	(void)src_addr;
-	return fi_xpu_shm_recv_any(ep, buf, len, 0, 0, flags & ~FI_TAGGED, context, scope);
+	return fi_xpu_shm_recv_any(ep, buf, len, src_addr, 0, 0, flags & ~FI_TAGGED, context,
+				   scope);
 }
 
 FI_XPU_FUNC int fi_xpu_trecv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -1143,8 +1380,8 @@ FI_XPU_FUNC int fi_xpu_trecv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, v
 				 uint64_t flags, int scope)
 {
 	(void)desc;
-	(void)src_addr;
-	return fi_xpu_shm_recv_any(ep, buf, len, tag, ignore, flags | FI_TAGGED, context, scope);
+	return fi_xpu_shm_recv_any(ep, buf, len, src_addr, tag, ignore, flags | FI_TAGGED, context,
+				   scope);
 }
 
 FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,

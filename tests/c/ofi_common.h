@@ -46,6 +46,7 @@
 struct ofi_card {
 	uint8_t name[OFI_MAX_EP][64];
 	uint64_t base, key;
+	uint64_t base2, key2; /* the second registration, when there is one */
 };
 
 struct ofi_opts {
@@ -55,6 +56,7 @@ struct ofi_opts {
 	int cq_timeout_ms;     /* fi_xpu_cq_sread limit */
 	uint32_t threads;      /* progress threads (0: default) */
 	size_t heap;           /* registered bytes */
+	size_t heap2;          /* bytes of a second registration (0: none) */
 };
 
 struct ofi_node {
@@ -65,13 +67,13 @@ struct ofi_node {
 	struct fid_xpu_host_cq *hcq[OFI_MAX_EP];
 	struct fid_xpu_host_cntr *hcntr;
 	struct fid_xpu_host_ep *hep[OFI_MAX_EP];
-	struct fid_xpu_mr *mr;
+	struct fid_xpu_mr *mr, *mr2;
 	struct fid_xpu_cq cq[OFI_MAX_EP];
 	struct fid_xpu_cntr cntr;
 	struct fid_xpu_ep ep[OFI_MAX_EP];
 	uint64_t raw[OFI_MAX_EP]; /* the peer's endpoints, as fi_xpu_av_lookup gives them */
 	uint8_t desc[32];
-	unsigned char *heap;
+	unsigned char *heap, *heap2;
 	size_t heap_len;
 	struct ofi_card me, peer;
 };
@@ -158,6 +160,14 @@ static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struc
 	len = sizeof(n->desc);
 	CHECK(fi_xpu_mr_desc(n->mr, n->desc, &len, 0, n->ctx));
 	n->me.base = (uint64_t)(uintptr_t)n->heap;
+	if (o->heap2) {
+		CHECK(fi_xpu_alloc(n->ctx, o->heap2, 0, 0, (void **)&n->heap2, &fd, &off));
+		memset(n->heap2, 0, o->heap2);
+		CHECK(fi_xpu_mr_reg(n->dom, n->ctx, n->heap2, o->heap2,
+				    FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &n->mr2, NULL));
+		CHECK(fi_xpu_mr_key(n->mr2, &n->me.key2));
+		n->me.base2 = (uint64_t)(uintptr_t)n->heap2;
+	}
 	ofi_xfer(sock, &n->me, &n->peer, sizeof(n->me));
 	for (e = 0; e < n->nep; e++) {
 		fi_addr_t fa;
@@ -174,6 +184,10 @@ static inline void ofi_teardown(struct ofi_node *n)
 		CHECK(fi_xpu_close(&n->hep[e]->fid));
 	CHECK(fi_xpu_close(&n->mr->fid));
 	CHECK(fi_xpu_free(n->ctx, n->heap));
+	if (n->mr2) {
+		CHECK(fi_xpu_close(&n->mr2->fid));
+		CHECK(fi_xpu_free(n->ctx, n->heap2));
+	}
 	for (e = 0; e < n->nep; e++)
 		CHECK(fi_xpu_close(&n->hcq[e]->fid));
 	CHECK(fi_xpu_close(&n->hcntr->fid));

@@ -13,7 +13,8 @@
  *   scopes     the host launcher posts with FI_XPU_WORK_GROUP,
  *              FI_XPU_SUBGROUP and FI_XPU_DEVICE scopes on two endpoints
  *              served by two progress threads: one ring entry per scope
- *              group, correct data and fetched value.
+ *              group, correct data and fetched value; then a write and
+ *              read through the peer's second registration.
  */
 #include <signal.h>
 #include <sys/socket.h>
@@ -470,6 +471,22 @@ static void scopes_sender(struct ofi_node *n)
 	for (int g = 0; g < SC_GROUPS; g++)
 		for (int i = 0; i < SC_ITEMS; i++)
 			EXPECT_EQ(out.old[g][i], 0);
+	/* A second registration of the peer, addressed by its own key (on
+	 * libfabric providers that address by offset the proxy turns each
+	 * address into an offset from the right base), then read back. */
+	{
+		static uint64_t v = 0x2e9157e2, back;
+		struct fi_cq_tagged_entry c;
+		EXPECT(n->peer.key2 != n->peer.key);
+		CHECK(fi_xpu_write(&n->ep[1], &v, 8, NULL, 0, &n->raw[1], n->peer.base2 + 40,
+				   n->peer.key2, &v, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
+		EXPECT_EQ(fi_xpu_cq_sread(&n->cq[1], &c, 1, 1, FI_XPU_WORK_ITEM), 1);
+		EXPECT(c.op_context == &v);
+		CHECK(fi_xpu_read(&n->ep[1], &back, 8, NULL, &n->raw[1], n->peer.base2 + 40,
+				  n->peer.key2, &back, 0, FI_XPU_WORK_ITEM));
+		EXPECT_EQ(fi_xpu_cq_sread(&n->cq[1], &c, 1, 1, FI_XPU_WORK_ITEM), 1);
+		EXPECT_EQ(back, v);
+	}
 	printf("scopes: %d + %d ring entries for %d items\n", want[0], want[1],
 	       SC_GROUPS * SC_ITEMS);
 }
@@ -477,6 +494,8 @@ static void scopes_sender(struct ofi_node *n)
 static void scopes_target(struct ofi_node *n)
 {
 	uint64_t v;
+	/* Checked after every write, the one to the second registration
+	 * included: a write sent to the wrong registration would show here. */
 	for (size_t i = 0; i < SC_ATOMIC_OFF; i++)
 		if (n->heap[i] != scope_pat(i)) {
 			fprintf(stderr, "scopes: byte %zu is %u\n", i, n->heap[i]);
@@ -484,6 +503,8 @@ static void scopes_target(struct ofi_node *n)
 		}
 	memcpy(&v, n->heap + SC_ATOMIC_OFF, 8);
 	EXPECT_EQ(v, 1);
+	memcpy(&v, n->heap2 + 40, 8);
+	EXPECT_EQ(v, 0x2e9157e2);
 }
 
 /* ---- driver -------------------------------------------------------------- */
@@ -502,6 +523,7 @@ static int run(const char *mode, int sock, int rank)
 		o.nep = 2;
 		o.threads = 2;
 		o.heap = SC_ATOMIC_OFF + 4096;
+		o.heap2 = 4096;
 	} else if (strcmp(mode, "malformed") != 0) {
 		fprintf(stderr, "unknown mode %s\n", mode);
 		return 2;

@@ -78,6 +78,24 @@ static void host_side(void)
 		EXPECT(v, 1);
 		EXPECT(fi_xpu_cntr_host_readerr(hc, &v), 0);
 		EXPECT(v, 1);
+		/* 18 completions into a 16-entry host CQ: the two lost ones
+		 * come back as one FI_EOVERRUN entry once there is room. */
+		{
+			struct fi_cq_msg_entry all[16];
+			int k;
+			for (k = 0; k < 18; k++)
+				EXPECT(fi_xpu_write(&dev, plain, 8, NULL, 0, &W.raw[0], W.cards[0].base,
+						    W.cards[0].key, plain + k, 0, FI_XPU_WORK_ITEM),
+				       0);
+			EXPECT(fi_xpu_cq_host_read(hq, all, 16), 16);
+			EXPECT(all[15].op_context == plain + 15, 1);
+			EXPECT(fi_xpu_cq_host_read(hq, all, 16), -FI_EAVAIL);
+			memset(&ee, 0, sizeof(ee));
+			EXPECT(fi_xpu_cq_host_readerr(hq, &ee, 0), 1);
+			EXPECT(ee.err, FI_EOVERRUN);
+			EXPECT(ee.olen, 2);
+			EXPECT(fi_xpu_cq_host_read(hq, all, 16), -FI_EAGAIN);
+		}
 	}
 	EXPECT(fi_xpu_close(&ep2->fid), 0);
 	EXPECT(fi_xpu_close(&hq->fid), 0);

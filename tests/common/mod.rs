@@ -52,35 +52,12 @@ pub fn build() -> &'static Path {
     })
 }
 
-/// Copies `libfi_xpu_<name>.so` (cargo's name) to `libfi_xpu-<name>.so`, and
-/// links the soname `libfi_xpu.so.0` to the built library so that programs
-/// linked against it run from the build tree.
-///
-/// Other test binaries may be running programs that have these files
-/// mapped. Rewriting a mapped library in place changes its pages under them
-/// (SIGBUS or garbage instructions), and removing the symlink first leaves
-/// a moment where it is missing, so both are built under a temporary name
-/// and renamed over the old one: running programs keep the old inode.
+#[path = "../../xtask/src/stage.rs"]
+mod stage;
+
+/// Stages `dir` (plugins under the loader's names, the soname link).
 pub fn stage_providers(dir: &Path) {
-    let tmp = |name: &str| dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let soname = dir.join("libfi_xpu.so.0");
-    let link = tmp("libfi_xpu.so.0");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink("libfi_xpu.so", &link).unwrap();
-    std::fs::rename(&link, &soname).unwrap();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let file = entry.file_name().to_string_lossy().into_owned();
-        if let Some(name) = file
-            .strip_prefix("libfi_xpu_")
-            .and_then(|f| f.strip_suffix(".so"))
-        {
-            let staged = format!("libfi_xpu-{name}.so");
-            let part = tmp(&staged);
-            std::fs::copy(entry.path(), &part).unwrap();
-            std::fs::rename(&part, dir.join(staged)).unwrap();
-        }
-    }
+    stage::stage(dir).expect("staging the build directory");
 }
 
 /// Compiles C sources into `out` with warnings as errors, against the

@@ -5,6 +5,7 @@
 //! `make install`-style layout with a pkg-config file.
 mod bench;
 mod man;
+mod stage;
 
 use std::env;
 use std::ffi::OsStr;
@@ -183,37 +184,12 @@ fn run(cmd: &mut Command) -> Result {
     }
 }
 
-/// Copies cargo's `libfi_xpu_<name>.so` to `libfi_xpu-<name>.so`, the name
-/// the plugin loader accepts, in the same directory.
 fn stage_providers(dir: &Path) -> Result<Vec<PathBuf>> {
-    // Programs linked against the build tree ask for the soname.
-    symlink("libfi_xpu.so", &dir.join("libfi_xpu.so.0"))?;
-    let mut staged = Vec::new();
-    for (name, path) in provider_artifacts(dir)? {
-        let to = dir.join(format!("libfi_xpu-{name}.so"));
-        fs::copy(&path, &to)
-            .map_err(|e| format!("copy {} -> {}: {e}", path.display(), to.display()))?;
-        staged.push(to);
-    }
-    Ok(staged)
+    stage::stage(dir).map_err(|e| format!("staging {}: {e}", dir.display()))
 }
 
-/// `(name, path)` of every provider cdylib cargo left in `dir`.
 fn provider_artifacts(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
-    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let file = entry.file_name().to_string_lossy().into_owned();
-        if let Some(name) = file
-            .strip_prefix("libfi_xpu_")
-            .and_then(|f| f.strip_suffix(".so"))
-        {
-            out.push((name.to_string(), entry.path()));
-        }
-    }
-    out.sort();
-    Ok(out)
+    stage::provider_artifacts(dir).map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// `cargo build --workspace` plus plugin staging; returns `target/<profile>`.

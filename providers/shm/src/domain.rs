@@ -189,6 +189,10 @@ pub struct CtxSt {
     pub maps: HashMap<u32, usize>,
     /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.
     pub peer_addrs: HashMap<(u64, u64), usize>,
+    /// Maps and imports of departed peers whose connection id was reused:
+    /// kept until the context closes, so an access under way cannot fault.
+    pub retired_maps: Vec<usize>,
+    pub retired_imports: Vec<usize>,
 }
 
 impl CtxSt {
@@ -197,14 +201,27 @@ impl CtxSt {
     }
 }
 
+/// What an AV entry needs to know of its connection.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnRef {
+    pub cid: u32,
+    pub gen: u64,
+    pub at_peer: u64,
+    pub at_peer_gen: u64,
+}
+
 /// A connection to another domain (either direction).
 pub struct Conn {
     pub sock: Option<OwnedFd>,
     pub ready: bool,
     pub client: bool,
     pub remote_nonce: u64,
-    /// The id the other side gave this connection (clients only).
+    /// This id's generation: ids of departed peers are reused, and the
+    /// generation tells the connections that held one apart.
+    pub gen: u64,
+    /// The id and generation the other side gave this connection (clients only).
     pub at_peer: u64,
+    pub at_peer_gen: u64,
     /// The secret this connection was authenticated with (clients only).
     pub secret: [u8; 16],
     pub regions: HashMap<u32, (OwnedFd, u64, u64)>,
@@ -218,7 +235,7 @@ pub struct State {
     pub regions: BTreeMap<u32, Region>,
     pub ctxs: HashMap<u64, CtxSt>,
     pub conns: HashMap<u32, Conn>,
-    next_conn: u32,
+    next_conn_gen: u64,
     next_ctx: u64,
     next_ep: u32,
     next_gen: u32,
@@ -269,7 +286,7 @@ impl Domain {
             listener,
             wake,
             st: Mutex::new(State {
-                next_conn: 0,
+                next_conn_gen: 1,
                 next_ctx: 1,
                 next_ep: 1,
                 next_gen: 1,
@@ -413,8 +430,8 @@ impl Inner {
         };
         let (map, _) = core::alloc(core, std::mem::size_of::<PeerMap>() as u64, false)?;
         store(map, PEER_ALIVE);
-        st.ctxs.get_mut(&ctx_id).unwrap().maps.insert(cid, map);
         let conn = st.conns.get_mut(&cid).ok_or(-FI_EINVAL)?;
+        store(map + 8, conn.gen);
         for (&rid, (fd, off, size)) in conn.regions.iter() {
             match core::import(core, fd.as_raw_fd(), *off, *size) {
                 Ok(d) => {
@@ -427,6 +444,7 @@ impl Inner {
         if conn.sock.is_none() {
             store(map, PEER_DEAD);
         }
+        st.ctxs.get_mut(&ctx_id).unwrap().maps.insert(cid, map);
         store(dev + 32 + 8 * cid as usize, map as u64);
         Ok(())
     }
@@ -505,7 +523,10 @@ impl Inner {
                 core::unimport(c.core(), d);
             }
         }
-        for (_, m) in c.maps.iter() {
+        for &d in c.retired_imports.iter() {
+            core::unimport(c.core(), d);
+        }
+        for m in c.maps.values().chain(c.retired_maps.iter()) {
             core::free(c.core(), *m);
         }
         for (_, p) in c.peer_addrs.iter() {
@@ -514,15 +535,64 @@ impl Inner {
         Some(c)
     }
 
+    /// The lowest connection id that is free or held by a departed peer.
+    fn free_conn_id(st: &State) -> Option<u32> {
+        (0..MAX_CONNS as u32).find(|i| st.conns.get(i).is_none_or(|c| c.sock.is_none()))
+    }
+
+    /// Marks connections whose peer hung up as lost, without waiting for
+    /// the control loop to notice. Only the control thread may call this:
+    /// it closes sockets that loop polls.
+    fn reap(st: &mut State) {
+        let mut fds: Vec<(u32, libc::pollfd)> = st
+            .conns
+            .iter()
+            .filter_map(|(cid, c)| {
+                c.sock.as_ref().map(|s| {
+                    (
+                        *cid,
+                        libc::pollfd {
+                            fd: s.as_raw_fd(),
+                            events: 0,
+                            revents: 0,
+                        },
+                    )
+                })
+            })
+            .collect();
+        for (cid, p) in fds.iter_mut() {
+            // SAFETY: polling one live descriptor without waiting.
+            let n = unsafe { libc::poll(p, 1, 0) };
+            if n == 1 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                Self::mark_lost(st, *cid);
+            }
+        }
+    }
+
     fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32, i32> {
-        if st.next_conn as usize >= MAX_CONNS {
+        let Some(cid) = Self::free_conn_id(st) else {
             core::warn(&format!(
-                "connection limit ({MAX_CONNS} per domain) reached"
+                "connection limit ({MAX_CONNS} live connections per domain) reached"
             ));
             return Err(-FI_ENOSPC);
+        };
+        // A departed peer's id is reused: its maps and imports stay mapped
+        // (and marked dead) until their context closes.
+        if let Some(old) = st.conns.remove(&cid) {
+            for ((ctx_id, _), d) in old.imports {
+                if let Some(c) = st.ctxs.get_mut(&ctx_id) {
+                    c.retired_imports.push(d);
+                }
+            }
+            for c in st.ctxs.values_mut() {
+                if let Some(m) = c.maps.remove(&cid) {
+                    store(m, PEER_DEAD);
+                    c.retired_maps.push(m);
+                }
+            }
         }
-        let cid = st.next_conn;
-        st.next_conn += 1;
+        let gen = st.next_conn_gen;
+        st.next_conn_gen += 1;
         st.conns.insert(
             cid,
             Conn {
@@ -530,7 +600,9 @@ impl Inner {
                 ready: false,
                 client,
                 remote_nonce: 0,
+                gen,
                 at_peer: 0,
+                at_peer_gen: 0,
                 secret: [0; 16],
                 regions: HashMap::new(),
                 imports: HashMap::new(),
@@ -572,8 +644,8 @@ impl Inner {
     }
 
     /// Connects to the domain that owns `addr`, or reuses a live connection
-    /// to it. Returns (local connection id, id at the peer).
-    pub fn connect(&self, addr: &Addr) -> Result<(u32, u64), i32> {
+    /// to it.
+    pub fn connect(&self, addr: &Addr) -> Result<ConnRef, i32> {
         if !ct_eq(&addr.boot_id, &self.boot_id) {
             core::warn(&format!(
                 "address of pid {} is on another node (boot id differs); shm reaches peers on this node only",
@@ -595,7 +667,12 @@ impl Inner {
                     ));
                     return Err(-FI_EACCES);
                 }
-                return Ok((*cid, c.at_peer));
+                return Ok(ConnRef {
+                    cid: *cid,
+                    gen: c.gen,
+                    at_peer: c.at_peer,
+                    at_peer_gen: c.at_peer_gen,
+                });
             }
         }
         let sock = wire::connect(&addr.socket_name()).map_err(|e| {
@@ -641,6 +718,7 @@ impl Inner {
             let c = st.conns.get_mut(&cid).unwrap();
             c.remote_nonce = addr.nonce;
             c.at_peer = welcome.a;
+            c.at_peer_gen = welcome.c;
             c.secret = addr.secret;
             Self::send_regions(&st, raw).map_err(|e| -e)?;
             cid
@@ -652,10 +730,15 @@ impl Inner {
         let mut st = self.lock();
         let c = st.conns.get_mut(&cid).unwrap();
         c.ready = true;
-        let at = c.at_peer;
+        let r = ConnRef {
+            cid,
+            gen: c.gen,
+            at_peer: c.at_peer,
+            at_peer_gen: c.at_peer_gen,
+        };
         drop(st);
         self.poke();
-        Ok((cid, at))
+        Ok(r)
     }
 
     /// Server side of the handshake, on the control thread.
@@ -690,12 +773,14 @@ impl Inner {
             refuse(FI_EACCES);
             return;
         }
-        let cid = {
+        let (cid, gen) = {
             let mut st = self.lock();
+            Self::reap(&mut st);
             match Self::new_conn(&mut st, sock, false) {
                 Ok(cid) => {
-                    st.conns.get_mut(&cid).unwrap().remote_nonce = hello.a;
-                    cid
+                    let c = st.conns.get_mut(&cid).unwrap();
+                    c.remote_nonce = hello.a;
+                    (cid, c.gen)
                 }
                 Err(e) => {
                     refuse(-e);
@@ -705,7 +790,7 @@ impl Inner {
         };
         if wire::send(
             raw,
-            &Msg::new(wire::WELCOME, cid as u64, self.nonce, 0),
+            &Msg::new(wire::WELCOME, cid as u64, self.nonce, gen),
             None,
         )
         .is_err()
@@ -728,6 +813,12 @@ impl Inner {
     /// access already under way does not fault.
     fn conn_lost(&self, cid: u32) {
         let mut st = self.lock();
+        Self::mark_lost(&mut st, cid);
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    fn mark_lost(st: &mut State, cid: u32) {
         let maps: Vec<usize> = st
             .ctxs
             .values()
@@ -740,8 +831,6 @@ impl Inner {
             c.sock = None;
             c.regions.clear();
         }
-        drop(st);
-        self.cv.notify_all();
     }
 
     fn handle(&self, cid: u32, raw: RawFd) {

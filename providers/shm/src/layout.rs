@@ -18,6 +18,11 @@ pub const INBOX_SLOTS: u64 = 64;
 pub const SLOT_SIZE: u64 = 4096;
 /// Posted receives and outstanding rendezvous sends per endpoint.
 pub const MAX_POSTED: usize = 64;
+/// Staging lanes per endpoint: large sends from unregistered memory stream
+/// through one lane each, so this many may be under way at once.
+pub const STAGE_LANES: u64 = 4;
+/// Bytes per staging lane (a byte ring the receiver drains).
+pub const STAGE_LANE_SIZE: u64 = 64 * 1024;
 /// Endpoints whose receive side a CQ drives when it is read.
 pub const MAX_PROGRESS: usize = 8;
 
@@ -56,9 +61,11 @@ pub struct CqRing {
     pub _p1: [u64; 7],
     pub size: u64,
     pub format: u64,
-    /// Remote completions that found the ring full.
+    /// Completions that found the ring full.
     pub overflow: u64,
-    pub _p2: [u64; 5],
+    /// Of those, how many an `FI_EOVERRUN` error entry has reported.
+    pub overflow_seen: u64,
+    pub _p2: [u64; 4],
 }
 pub const CQ_RING_HDR: u64 = 192;
 
@@ -115,7 +122,10 @@ pub struct EpBlock {
 pub struct PeerMap {
     /// 1 alive, 2 the peer is gone.
     pub state: u64,
-    pub _pad: u64,
+    /// Generation of the connection id this map serves: messages carry
+    /// the generation they were sent under, so a late one from a departed
+    /// peer never resolves against the peer that reused its id.
+    pub gen: u64,
     pub base: [u64; MAX_REGIONS],
     pub size: [u64; MAX_REGIONS],
 }
@@ -130,9 +140,10 @@ pub struct PeerAddr {
     pub ep_off: u64,
     pub nonce: u64,
     pub ep_id: u64,
-    /// The id this domain's connection has at the peer.
+    /// The id this domain's connection has at the peer, and its generation.
     pub conn_at_peer: u64,
-    pub _pad: [u64; 2],
+    pub conn_gen: u64,
+    pub _pad: u64,
 }
 
 /// A context's device-visible root (local).
@@ -145,6 +156,10 @@ pub struct CtxDev {
     pub maps: [u64; MAX_CONNS],
 }
 
+/// A posted receive; once matched to a streamed message it stays busy
+/// (with the message's length, tag, data and source copied in) until the
+/// last byte arrived. Only device code touches it.
+#[allow(dead_code)]
 #[repr(C)]
 pub struct Posted {
     pub state: u64,
@@ -154,15 +169,29 @@ pub struct Posted {
     pub ignore: u64,
     pub context: u64,
     pub flags: u64,
+    pub seq: u64,
+    pub slot: u64,
+    pub src_nonce: u64,
+    pub src_ep: u64,
+    pub mlen: u64,
+    pub done: u64,
+    pub stage: u64,
+    pub data: u64,
     pub _pad: u64,
 }
 
+/// An outstanding rendezvous or streamed send. Only device code touches it.
+#[allow(dead_code)]
 #[repr(C)]
 pub struct Rdv {
     pub slot: u64,
     pub context: u64,
     pub len: u64,
     pub flags: u64,
+    pub buf: u64,
+    pub sent: u64,
+    pub lane: u64,
+    pub kind: u64,
 }
 
 /// Endpoint device state (local); `fid_xpu.prov_ctx` points here.
@@ -180,7 +209,9 @@ pub struct EpDev {
     pub av_tab: u64,
     pub av_count: u64,
     pub lock: u64,
-    pub _pad: [u64; 2],
+    pub post_seq: u64,
+    /// Busy staging lanes (bit mask).
+    pub lanes: u64,
     pub posted: [Posted; MAX_POSTED],
     pub rdv: [Rdv; MAX_POSTED],
 }
@@ -230,7 +261,12 @@ pub struct MsgHdr {
     pub src_conn: u64,
     pub src_region: u64,
     pub src_off: u64,
-    pub _pad: [u64; 5],
+    /// Streamed messages: bytes the sender has staged, bytes the receiver
+    /// has taken.
+    pub produced: u64,
+    pub consumed: u64,
+    pub src_gen: u64,
+    pub _pad: [u64; 2],
 }
 #[allow(dead_code)]
 pub const MSG_HDR: u64 = 128;
@@ -258,7 +294,7 @@ mod tests {
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 64);
         assert_eq!(size_of::<MrDesc>(), 32);
-        assert_eq!(size_of::<EpDev>(), 144 + 64 * 64 + 64 * 32);
+        assert_eq!(size_of::<EpDev>(), 144 + 64 * 128 + 64 * 64);
         assert_eq!(size_of::<CqDev>(), 128);
         assert_eq!(size_of::<CtxDev>(), 32 + 8 * MAX_CONNS);
         assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS);

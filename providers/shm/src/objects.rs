@@ -1,7 +1,7 @@
 //! Host objects of the shm provider: contexts, AVs, registrations, CQs,
 //! counters and endpoints, laid out in the shared structures of layout.rs.
 use crate::core::{self, Ctx};
-use crate::domain::{load, store, Addr, CtxSt, FreeList, Inner, ADDR_LEN};
+use crate::domain::{load, store, Addr, ConnRef, CtxSt, FreeList, Inner, ADDR_LEN};
 use crate::layout::*;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 const DEFAULT_HEAP: u64 = 8 << 20;
+/// libfabric's "queue has been overrun" (not in every fi_errno.h copy).
+const FI_EOVERRUN: i32 = 268;
 const AV_TAB_CAP: usize = 1024;
 
 fn heap_size() -> u64 {
@@ -73,6 +75,8 @@ impl XpuCtx {
                 mr_used: vec![false; MR_SLOTS],
                 maps: HashMap::new(),
                 peer_addrs: HashMap::new(),
+                retired_maps: Vec::new(),
+                retired_imports: Vec::new(),
             },
         );
         Ok(XpuCtx {
@@ -260,6 +264,62 @@ impl Cq {
         store(self.ring + 64, tail + 1);
     }
 
+    fn word(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: the ring header is live and 8-byte aligned for the CQ's life.
+        unsafe { AtomicU64::from_ptr((self.ring + off) as *mut u64) }
+    }
+
+    /// Turns completions the device dropped on a full ring into one
+    /// `FI_EOVERRUN` error entry, once there is room for it; the twin of
+    /// `fi_xpu_shm_report_overrun` in the device header.
+    fn report_overrun(&self) {
+        let (ov, seen) = (self.word(144), self.word(152));
+        let (o, s) = (ov.load(Ordering::Acquire), seen.load(Ordering::Acquire));
+        if o == s
+            || seen
+                .compare_exchange(s, o, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return;
+        }
+        let head = self.word(0);
+        loop {
+            let h = head.load(Ordering::Acquire);
+            if h.wrapping_sub(load(self.ring + 64)) >= self.size {
+                seen.fetch_sub(o - s, Ordering::AcqRel);
+                return;
+            }
+            if head
+                .compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                let e = self.entry(h);
+                // SAFETY: the claimed entry is ours until its seq is published.
+                unsafe {
+                    std::ptr::write(
+                        e,
+                        Cqe {
+                            seq: 0,
+                            flags: 0,
+                            context: 0,
+                            len: 0,
+                            buf: 0,
+                            data: 0,
+                            tag: 0,
+                            err: -(FI_EOVERRUN as i64),
+                            olen: o - s,
+                            src_nonce: 0,
+                            src_ep: 0,
+                            is_err: 1,
+                        },
+                    )
+                };
+                store(e as usize, h + 1);
+                return;
+            }
+        }
+    }
+
     pub fn host_read(&self, buf: *mut u8, count: usize, src: *mut u64) -> isize {
         let esz = match self.format {
             FI_CQ_FORMAT_CONTEXT => 8,
@@ -267,6 +327,7 @@ impl Cq {
             FI_CQ_FORMAT_DATA => 40,
             _ => 48,
         };
+        self.report_overrun();
         let mut n = 0;
         while n < count {
             let Some((tail, e)) = self.peek() else { break };
@@ -295,6 +356,7 @@ impl Cq {
     }
 
     pub fn host_readerr(&self, out: &mut fi_cq_err_entry) -> isize {
+        self.report_overrun();
         match self.peek() {
             Some((tail, e)) if e.is_err != 0 => {
                 *out = fi_cq_err_entry {
@@ -426,8 +488,7 @@ impl Drop for Counter {
 
 pub struct AvEntry {
     pub addr: Addr,
-    pub conn: u32,
-    pub at_peer: u64,
+    pub conn: ConnRef,
 }
 
 pub struct Av {
@@ -441,17 +502,13 @@ pub struct Av {
 impl Av {
     pub fn insert(&self, raw: &[u8]) -> Result<u64, i32> {
         let addr = Addr::decode(raw)?;
-        let (conn, at_peer) = self.dom.connect(&addr)?;
+        let conn = self.dom.connect(&addr)?;
         let mut e = self.entries.lock().unwrap();
         let idx = e.len();
         if idx >= AV_TAB_CAP {
             return Err(-FI_ENOSPC);
         }
-        e.push(Some(AvEntry {
-            addr,
-            conn,
-            at_peer,
-        }));
+        e.push(Some(AvEntry { addr, conn }));
         for &t in self.tables.lock().unwrap().iter() {
             write_av_ent(t, idx, &addr);
         }
@@ -485,7 +542,12 @@ impl Av {
         if let Some(p) = c.peer_addrs.get(&(self.id, fi_addr)) {
             return Ok(*p as u64);
         }
-        let map = *c.maps.get(&ent.conn).ok_or(-FI_ENOTCONN)?;
+        // The peer left and its connection id went to another one since.
+        if st.conns.get(&ent.conn.cid).map(|x| x.gen) != Some(ent.conn.gen) {
+            return Err(-FI_ECONNRESET);
+        }
+        let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
+        let map = *c.maps.get(&ent.conn.cid).ok_or(-FI_ENOTCONN)?;
         let (p, _) = core::alloc(c.core(), size_of::<PeerAddr>() as u64, false)?;
         // SAFETY: fresh zeroed allocation of a PeerAddr.
         unsafe {
@@ -495,7 +557,8 @@ impl Av {
             (*r).ep_off = ent.addr.ep_off as u64;
             (*r).nonce = ent.addr.nonce;
             (*r).ep_id = ent.addr.ep_id as u64;
-            (*r).conn_at_peer = ent.at_peer;
+            (*r).conn_at_peer = ent.conn.at_peer;
+            (*r).conn_gen = ent.conn.at_peer_gen;
         }
         c.peer_addrs.insert((self.id, fi_addr), p);
         Ok(p as u64)
@@ -608,7 +671,10 @@ pub struct Ep {
 impl Ep {
     pub fn open(ctx: *const XpuCtx, caps: u64) -> Result<Ep, i32> {
         let c = ctx_ref(ctx);
-        let block_size = size_of::<EpBlock>() as u64 + INBOX_SLOTS * SLOT_SIZE;
+        // The staging lanes follow the inbox: peers find them at a fixed offset
+        // from the block, in the heap they already map.
+        let block_size =
+            size_of::<EpBlock>() as u64 + INBOX_SLOTS * SLOT_SIZE + STAGE_LANES * STAGE_LANE_SIZE;
         let (block, block_off) = c.heap_alloc(block_size)?;
         let dsz = size_of::<EpDev>() as u64;
         let dev = match c.local_alloc(dsz) {
