@@ -113,3 +113,10 @@ fn large_unregistered_directed_and_overrun_two_and_four_processes() {
         assert!(out.contains(&format!("shm_msg n={n}: ok")), "{out}");
     }
 }
+
+#[test]
+fn more_peers_over_a_domain_life_than_connections() {
+    let p = program("tests/c/shm_conn.c", "conn");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_conn: ok"), "{out}");
+}

@@ -13,30 +13,33 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Opens a provider handle, registers it, and gives back the uses in `holds`
-/// if the provider refuses.
-fn open_child(
+/// Opens a child of `dom`, on the context `ctx` if any: `open` receives the
+/// provider's domain and context handles and the out-pointer for the new
+/// handle. Registers the child, or gives back the uses it took if the
+/// provider refuses.
+fn open_in_domain(
     kind: Kind,
-    holds: Vec<Arc<Object>>,
-    prov: Arc<crate::provider::Provider>,
-    memory: Option<Memory>,
+    dom: &Arc<Object>,
+    ctx: Option<Arc<Object>>,
     xpu: bool,
     context: *mut c_void,
-    open: impl FnOnce() -> (c_int, *mut c_void),
+    open: impl FnOnce(*mut c_void, *mut c_void, &mut *mut c_void) -> c_int,
 ) -> Result<*mut fid> {
-    let refs: Vec<&Arc<Object>> = holds.iter().collect();
-    acquire(&refs)?;
-    let (ret, handle) = open();
-    if let Err(e) = Error::check(ret) {
+    let ctx_h = ctx.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
+    let mut holds = vec![dom.clone()];
+    holds.extend(ctx);
+    acquire(&holds.iter().collect::<Vec<_>>())?;
+    let mut handle = std::ptr::null_mut();
+    if let Err(e) = Error::check(open(dom.handle(), ctx_h, &mut handle)) {
         release(&holds);
         return Err(e);
     }
     Ok(register(New {
         kind,
-        prov,
+        prov: dom.prov.clone(),
         handle,
         holds,
-        memory,
+        memory: None,
         xpu,
         context,
     }))
@@ -72,11 +75,20 @@ pub unsafe extern "C" fn fi_xpu_domain(
             Some(a) if a.flags != 0 => return Err(Error::BADFLAGS),
             Some(a) => a,
         };
-        let mut h = std::ptr::null_mut();
-        let p = prov.clone();
-        let fid = open_child(Kind::Domain, vec![], prov, None, false, context, || {
-            (prov_call!(p, domain_open(p.handle(), attr, &mut h)), h)
-        })?;
+        let mut handle = std::ptr::null_mut();
+        Error::check(prov_call!(
+            prov,
+            domain_open(prov.handle(), attr, &mut handle)
+        ))?;
+        let fid = register(New {
+            kind: Kind::Domain,
+            prov,
+            handle,
+            holds: vec![],
+            memory: None,
+            xpu: false,
+            context,
+        });
         put(domain, fid as *mut fid_xpu_domain);
         Ok(0)
     })
@@ -175,17 +187,9 @@ pub unsafe extern "C" fn fi_xpu_av_open(
         if attr.flags != 0 {
             return Err(Error::BADFLAGS);
         }
-        let mut h = std::ptr::null_mut();
-        let p = dom.prov.clone();
-        let fid = open_child(
-            Kind::Av,
-            vec![dom.clone()],
-            p.clone(),
-            None,
-            false,
-            context,
-            || (prov_call!(p, av_open(dom.handle(), attr, &mut h)), h),
-        )?;
+        let fid = open_in_domain(Kind::Av, &dom, None, false, context, |d, _, h| {
+            prov_call!(dom.prov, av_open(d, attr, h))
+        })?;
         put(av, fid as *mut fid_xpu_av);
         Ok(0)
     })
@@ -365,13 +369,8 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
             device,
             core_ctx,
         };
-        let mut holds = vec![dom.clone()];
-        holds.extend(c.clone());
-        let ctx_h = c.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
-        let mut h = std::ptr::null_mut();
-        let p = dom.prov.clone();
-        let fid = open_child(Kind::Mr, holds, p.clone(), None, false, context, || {
-            (prov_call!(p, mr_reg(dom.handle(), ctx_h, &args, &mut h)), h)
+        let fid = open_in_domain(Kind::Mr, &dom, c, false, context, |d, x, h| {
+            prov_call!(dom.prov, mr_reg(d, x, &args, h))
         })?;
         put(mr, fid as *mut fid_xpu_mr);
         Ok(0)
@@ -462,20 +461,10 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
             return Err(Error(FI_EOVERFLOW));
         }
         let c = attr_ctx(&dom, attr.xpu_ctx)?;
-        let mut holds = vec![dom.clone()];
-        holds.extend(c.clone());
-        let ctx_h = c.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
-        let mut h = std::ptr::null_mut();
-        let p = dom.prov.clone();
-        let fid = open_child(
-            Kind::Cq,
-            holds,
-            p.clone(),
-            None,
-            c.is_some(),
-            context,
-            || (prov_call!(p, cq_open(dom.handle(), ctx_h, attr, &mut h)), h),
-        )?;
+        let xpu = c.is_some();
+        let fid = open_in_domain(Kind::Cq, &dom, c, xpu, context, |d, x, h| {
+            prov_call!(dom.prov, cq_open(d, x, attr, h))
+        })?;
         put(cq, fid as *mut fid_xpu_host_cq);
         Ok(0)
     })
@@ -569,25 +558,10 @@ pub unsafe extern "C" fn fi_xpu_cntr_open(
             return Err(Error::BADFLAGS);
         }
         let c = attr_ctx(&dom, attr.xpu_ctx)?;
-        let mut holds = vec![dom.clone()];
-        holds.extend(c.clone());
-        let ctx_h = c.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
-        let mut h = std::ptr::null_mut();
-        let p = dom.prov.clone();
-        let fid = open_child(
-            Kind::Cntr,
-            holds,
-            p.clone(),
-            None,
-            c.is_some(),
-            context,
-            || {
-                (
-                    prov_call!(p, cntr_open(dom.handle(), ctx_h, attr, &mut h)),
-                    h,
-                )
-            },
-        )?;
+        let xpu = c.is_some();
+        let fid = open_in_domain(Kind::Cntr, &dom, c, xpu, context, |d, x, h| {
+            prov_call!(dom.prov, cntr_open(d, x, attr, h))
+        })?;
         put(cntr, fid as *mut fid_xpu_host_cntr);
         Ok(0)
     })
@@ -692,22 +666,9 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
             return Err(Error::BADFLAGS);
         }
         let c = attr_ctx(&dom, attr.xpu_ctx)?.ok_or(Error::INVAL)?;
-        let mut h = std::ptr::null_mut();
-        let p = dom.prov.clone();
-        let fid = open_child(
-            Kind::Ep,
-            vec![dom.clone(), c.clone()],
-            p.clone(),
-            None,
-            true,
-            context,
-            || {
-                (
-                    prov_call!(p, ep_open(dom.handle(), c.handle(), attr, &mut h)),
-                    h,
-                )
-            },
-        )?;
+        let fid = open_in_domain(Kind::Ep, &dom, Some(c), true, context, |d, x, h| {
+            prov_call!(dom.prov, ep_open(d, x, attr, h))
+        })?;
         put(ep, fid as *mut fid_xpu_host_ep);
         Ok(0)
     })

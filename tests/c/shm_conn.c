@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * Connection ids of the shm provider are reused: one domain meets more
+ * peers over its life than it can hold connections at once (70 > 64),
+ * each connecting, sending and leaving in turn (half of them without
+ * closing anything). A rendezvous message that a departed peer left in the
+ * inbox is not resolved against the peer that took its id afterwards: its
+ * receive fails with FI_ECONNRESET. No descriptor is left behind.
+ * Prints "shm_conn: ok".
+ */
+#include "shm_common.h"
+
+#define PEERS 70
+#define STALE 66
+#define RDV_BYTES 8000
+
+static struct world W;
+
+/* A departed peer: connects to the parent, sends its index (and, for
+ * STALE, a rendezvous message from registered memory), then leaves. */
+static void child(int i, int sock)
+{
+	struct fi_xpu_info *info, *it;
+	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
+					.timeout = 5000, .xpu_ctx = NULL };
+	struct fi_xpu_ep_attr eattr = { 0 };
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_ep *hep;
+	struct fid_xpu_mr *mr = NULL;
+	struct fid_xpu_ep ep;
+	struct fid_xpu_cq cq;
+	struct fi_cq_msg_entry e;
+	unsigned char desc[32], *mem = NULL;
+	uint64_t raw, v = (uint64_t)i, off;
+	size_t len = sizeof(raw), dlen = sizeof(desc);
+	fi_addr_t fa;
+	int fd, k;
+
+	my_rank = i + 1;
+	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
+	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
+		;
+	REQUIRE(it != NULL, 1);
+	REQUIRE(fi_xpu_domain(it, NULL, &dom, NULL), 0);
+	fi_xpu_freeinfo(info);
+	REQUIRE(fi_xpu_ctx(dom, &xattr, &ctx, NULL), 0);
+	REQUIRE(fi_xpu_av_open(dom, NULL, &av, NULL), 0);
+	cattr.xpu_ctx = ctx;
+	eattr.xpu_ctx = ctx;
+	REQUIRE(fi_xpu_cq_open(dom, &cattr, &hcq, NULL), 0);
+	REQUIRE(fi_xpu_endpoint(dom, &eattr, &hep, NULL), 0);
+	REQUIRE(fi_xpu_ep_bind(hep, &av->fid, 0), 0);
+	REQUIRE(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV), 0);
+	REQUIRE(fi_xpu_enable(hep), 0);
+	REQUIRE(fi_xpu_export(&hep->fid, 0, &ep.fid), 0);
+	REQUIRE(fi_xpu_export(&hcq->fid, 0, &cq.fid), 0);
+	REQUIRE(fi_xpu_av_insert(av, W.cards[0].name, 1, &fa, 0, NULL), 1);
+	REQUIRE(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx), 0);
+	if (i == STALE) {
+		REQUIRE(fi_xpu_alloc(ctx, 65536, 0, FI_XPU_ALLOC_DMABUF, (void **)&mem, &fd, &off), 0);
+		close(fd);
+		for (k = 0; k < RDV_BYTES; k++)
+			mem[k] = (unsigned char)(k + 1);
+		REQUIRE(fi_xpu_mr_reg(dom, ctx, mem, 65536, FI_SEND, 0, 0, 0, &mr, NULL), 0);
+		REQUIRE(fi_xpu_mr_desc(mr, desc, &dlen, 0, ctx), 0);
+		EXPECT(fi_xpu_send(&ep, mem, RDV_BYTES, desc, 0, &raw, NULL, 0, FI_XPU_WORK_ITEM), 0);
+	}
+	EXPECT(fi_xpu_send(&ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
+	EXPECT(fi_xpu_cq_sread(&cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	EXPECT(e.op_context == &v, 1);
+	if (write(sock, "x", 1) != 1)
+		_exit(2);
+	if (i % 2 == 0 || mr) {
+		/* Leave as a crashed process would. */
+		_exit(failures ? 1 : 0);
+	}
+	EXPECT(fi_xpu_close(&hep->fid), 0);
+	EXPECT(fi_xpu_close(&hcq->fid), 0);
+	EXPECT(fi_xpu_close(&av->fid), 0);
+	EXPECT(fi_xpu_close(&ctx->fid), 0);
+	EXPECT(fi_xpu_close(&dom->fid), 0);
+	_exit(failures ? 1 : 0);
+}
+
+/* Receives one message into buf; returns its err (0 or positive). */
+static int recv_one(void *buf, size_t len)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ee;
+	int64_t rc;
+	EXPECT(fi_xpu_recv(&W.ep, buf, len, NULL, NULL, buf, 0, FI_XPU_WORK_ITEM), 0);
+	rc = next(&W, &e, NULL);
+	if (rc == -FI_EAVAIL) {
+		memset(&ee, 0, sizeof(ee));
+		EXPECT(fi_xpu_cq_readerr(&W.cq, &ee, 0, FI_XPU_WORK_ITEM), 1);
+		EXPECT(ee.op_context == buf, 1);
+		return ee.err;
+	}
+	EXPECT(rc, 1);
+	EXPECT(e.op_context == buf, 1);
+	return 0;
+}
+
+int main(void)
+{
+	int i, fds0, st;
+	static unsigned char big[RDV_BYTES];
+	uint64_t v;
+
+	setenv("FI_XPU_SHM_HEAP_SIZE", "1048576", 1);
+	spawn(&W, 1);
+	open_world(&W, FI_CQ_FORMAT_TAGGED);
+	fds0 = count_fds();
+	for (i = 0; i < PEERS; i++) {
+		int sv[2];
+		pid_t p;
+		char c;
+		REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		fflush(stdout);
+		fflush(stderr);
+		p = fork();
+		REQUIRE(p >= 0, 1);
+		if (p == 0) {
+			close(sv[0]);
+			child(i, sv[1]);
+		}
+		close(sv[1]);
+		EXPECT(read(sv[0], &c, 1), 1);
+		close(sv[0]);
+		EXPECT(waitpid(p, &st, 0), p);
+		EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, 1);
+		if (i == STALE)
+			continue; /* its messages wait for the next peer */
+		if (i == STALE + 1) {
+			/* The stale rendezvous comes first; its sender's id
+			 * belongs to this peer now, so nothing is read. */
+			memset(big, 0, sizeof(big));
+			EXPECT(recv_one(big, sizeof(big)), FI_ECONNRESET);
+			EXPECT(big[0], 0);
+			v = ~0ULL;
+			EXPECT(recv_one(&v, sizeof(v)), 0);
+			EXPECT(v, (uint64_t)STALE);
+		}
+		v = ~0ULL;
+		EXPECT(recv_one(&v, sizeof(v)), 0);
+		EXPECT(v, (uint64_t)i);
+	}
+	/* Every departed peer's socket and region descriptors are closed. */
+	for (i = 0; i < 200 && count_fds() != fds0; i++)
+		usleep(10000);
+	EXPECT(count_fds(), fds0);
+	{ char cmd[64]; snprintf(cmd, 64, "ls -l /proc/%d/fd | tail -5", getpid()); if (system(cmd)) {} }
+	close_world(&W);
+	return finish(&W, "shm_conn");
+}
