@@ -86,7 +86,7 @@ struct fi_xpu_shm_peer_map {
 	uint64_t size[FI_XPU_SHM_MAX_REGIONS];
 };
 struct fi_xpu_shm_peer_addr {
-	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, pad;
+	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
 };
 struct fi_xpu_shm_ctx_dev {
 	uint64_t heap_base, heap_region, nonce, pad;
@@ -352,6 +352,9 @@ FI_XPU_FUNC int fi_xpu_shm_target(const void *dest_addr, struct fi_xpu_shm_targe
 	if (!t->map)
 		return -FI_ENOTCONN;
 	if (fi_xpu_shm_ld(&t->map->state) != FI_XPU_SHM_PEER_ALIVE)
+		return -FI_ECONNRESET;
+	/* The peer left and another one has its connection id now. */
+	if (fi_xpu_shm_ld(&t->map->gen) != t->pa->map_gen)
 		return -FI_ECONNRESET;
 	t->heap = FI_XPU_SHM_P(unsigned char,
 			       fi_xpu_shm_region(t->map, t->pa->heap_region, &t->heap_size));

@@ -189,9 +189,8 @@ pub struct CtxSt {
     pub maps: HashMap<u32, usize>,
     /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.
     pub peer_addrs: HashMap<(u64, u64), usize>,
-    /// Maps and imports of departed peers whose connection id was reused:
-    /// kept until the context closes, so an access under way cannot fault.
-    pub retired_maps: Vec<usize>,
+    /// Imports of departed peers whose connection id was reused: kept
+    /// until the context closes, so an access under way cannot fault.
     pub retired_imports: Vec<usize>,
 }
 
@@ -428,10 +427,21 @@ impl Inner {
             let c = st.ctxs.get(&ctx_id).ok_or(-FI_EINVAL)?;
             (c.core(), c.dev)
         };
-        let (map, _) = core::alloc(core, std::mem::size_of::<PeerMap>() as u64, false)?;
-        store(map, PEER_ALIVE);
+        // A reused id keeps its map: raw addresses of the departed peer
+        // still point here and now fail the generation check.
+        let map = match st.ctxs.get(&ctx_id).and_then(|c| c.maps.get(&cid)) {
+            Some(&m) => {
+                store(m, PEER_DEAD);
+                for rid in 1..MAX_REGIONS as u32 {
+                    set_map(m, rid, 0, 0);
+                }
+                m
+            }
+            None => core::alloc(core, std::mem::size_of::<PeerMap>() as u64, false)?.0,
+        };
         let conn = st.conns.get_mut(&cid).ok_or(-FI_EINVAL)?;
         store(map + 8, conn.gen);
+        store(map, PEER_ALIVE);
         for (&rid, (fd, off, size)) in conn.regions.iter() {
             match core::import(core, fd.as_raw_fd(), *off, *size) {
                 Ok(d) => {
@@ -526,7 +536,7 @@ impl Inner {
         for &d in c.retired_imports.iter() {
             core::unimport(c.core(), d);
         }
-        for m in c.maps.values().chain(c.retired_maps.iter()) {
+        for m in c.maps.values() {
             core::free(c.core(), *m);
         }
         for (_, p) in c.peer_addrs.iter() {
@@ -576,18 +586,12 @@ impl Inner {
             ));
             return Err(-FI_ENOSPC);
         };
-        // A departed peer's id is reused: its maps and imports stay mapped
-        // (and marked dead) until their context closes.
+        // A departed peer's id is reused: its imports stay mapped until
+        // their context closes; its maps are cleared and reused (add_map).
         if let Some(old) = st.conns.remove(&cid) {
             for ((ctx_id, _), d) in old.imports {
                 if let Some(c) = st.ctxs.get_mut(&ctx_id) {
                     c.retired_imports.push(d);
-                }
-            }
-            for c in st.ctxs.values_mut() {
-                if let Some(m) = c.maps.remove(&cid) {
-                    store(m, PEER_DEAD);
-                    c.retired_maps.push(m);
                 }
             }
         }

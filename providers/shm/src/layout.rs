@@ -143,7 +143,8 @@ pub struct PeerAddr {
     /// The id this domain's connection has at the peer, and its generation.
     pub conn_at_peer: u64,
     pub conn_gen: u64,
-    pub _pad: u64,
+    /// Generation of `map` this record is valid for.
+    pub map_gen: u64,
 }
 
 /// A context's device-visible root (local).

@@ -6,6 +6,8 @@
 //! calls the safe code in the other modules.
 mod core;
 mod domain;
+#[cfg(test)]
+mod fuzz;
 mod layout;
 mod objects;
 mod wire;

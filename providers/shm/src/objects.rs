@@ -75,7 +75,6 @@ impl XpuCtx {
                 mr_used: vec![false; MR_SLOTS],
                 maps: HashMap::new(),
                 peer_addrs: HashMap::new(),
-                retired_maps: Vec::new(),
                 retired_imports: Vec::new(),
             },
         );
@@ -559,6 +558,7 @@ impl Av {
             (*r).ep_id = ent.addr.ep_id as u64;
             (*r).conn_at_peer = ent.conn.at_peer;
             (*r).conn_gen = ent.conn.at_peer_gen;
+            (*r).map_gen = ent.conn.gen;
         }
         c.peer_addrs.insert((self.id, fi_addr), p);
         Ok(p as u64)

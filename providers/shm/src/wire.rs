@@ -37,7 +37,7 @@ impl Msg {
         }
     }
 
-    fn encode(&self) -> [u8; WIRE_LEN] {
+    pub(crate) fn encode(&self) -> [u8; WIRE_LEN] {
         let mut o = [0u8; WIRE_LEN];
         o[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         o[4..8].copy_from_slice(&self.kind.to_le_bytes());
