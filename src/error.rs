@@ -119,6 +119,9 @@ pub fn strerror_c(errnum: i32) -> &'static CStr {
         FI_ECRC => c"CRC error",
         FI_ETRUNC => c"Truncation error",
         FI_ENOKEY => c"Required key not available",
+        FI_ENOAV => c"Missing or unavailable address vector",
+        FI_EOVERRUN => c"Queue has been overrun",
+        FI_ENORX => c"Receiver not ready, no receive buffers available",
         _ => c"Unknown error",
     }
 }

@@ -154,6 +154,9 @@ fn expected_from_rust() -> Vec<String> {
         ("FI_ECRC", FI_ECRC),
         ("FI_ETRUNC", FI_ETRUNC),
         ("FI_ENOKEY", FI_ENOKEY),
+        ("FI_ENOAV", FI_ENOAV),
+        ("FI_EOVERRUN", FI_EOVERRUN),
+        ("FI_ENORX", FI_ENORX),
     ] {
         v.push(format!("{n} {x}"));
     }

@@ -149,6 +149,9 @@ pub mod errno {
     pub const FI_ECRC: i32 = 264;
     pub const FI_ETRUNC: i32 = 265;
     pub const FI_ENOKEY: i32 = 266;
+    pub const FI_ENOAV: i32 = 267;
+    pub const FI_EOVERRUN: i32 = 268;
+    pub const FI_ENORX: i32 = 269;
 }
 
 /// `struct fi_ops`: the generic operations every fid points to.

@@ -29,6 +29,7 @@
 
 typedef uint64_t fi_addr_t;
 #define FI_ADDR_UNSPEC ((uint64_t)-1)
+#define FI_ADDR_NOTAVAIL ((uint64_t)-1)
 #define FI_KEY_NOTAVAIL ((uint64_t)-1)
 
 #define FI_MSG (1ULL << 1)
@@ -105,6 +106,9 @@ typedef uint64_t fi_addr_t;
 #define FI_ECRC 264
 #define FI_ETRUNC 265
 #define FI_ENOKEY 266
+#define FI_ENOAV 267
+#define FI_EOVERRUN 268
+#define FI_ENORX 269
 
 enum {
 	FI_CLASS_UNSPEC,

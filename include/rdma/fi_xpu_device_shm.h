@@ -29,16 +29,6 @@
 #define FI_XPU_DEVICE_ID_shm FI_XPU_PROV_SHM
 #endif
 
-#ifndef FI_ADDR_NOTAVAIL
-#define FI_ADDR_NOTAVAIL ((uint64_t)-1)
-#endif
-#ifndef FI_TAGGED
-#define FI_TAGGED (1ULL << 3)
-#endif
-#if !defined(FI_XPU_HAVE_LIBFABRIC_HEADERS) && !defined(FI_EOVERRUN)
-#define FI_EOVERRUN 268
-#endif
-
 /* ---- shared layouts (twins of providers/shm/src/layout.rs) ----------- */
 #define FI_XPU_SHM_MAX_REGIONS 256
 #define FI_XPU_SHM_MAX_CONNS 64

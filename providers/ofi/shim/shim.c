@@ -192,14 +192,43 @@ int xo_mr_reg(void *domain, const void *buf, size_t len, uint64_t access, uint64
 	return 0;
 }
 
-int xo_cq_open(void *domain, size_t size, void **cq)
+/* Opens a CQ with a file descriptor the progress thread can sleep on
+ * (*fd), or, where the provider has no such wait object, one without
+ * (*fd = -1). */
+int xo_cq_open(void *domain, size_t size, void **cq, int *fd)
 {
 	struct fi_cq_attr attr;
+	int ret, wfd = -1;
 	memset(&attr, 0, sizeof attr);
 	attr.size = size;
 	attr.format = FI_CQ_FORMAT_TAGGED;
+	attr.wait_obj = FI_WAIT_FD;
+	ret = fi_cq_open(domain, &attr, (struct fid_cq **)cq, NULL);
+	if (ret == 0) {
+		if (fi_control(&((struct fid_cq *)*cq)->fid, FI_GETWAIT, &wfd) == 0 && wfd >= 0) {
+			*fd = wfd;
+			return 0;
+		}
+		fi_close(&((struct fid_cq *)*cq)->fid);
+	}
 	attr.wait_obj = FI_WAIT_NONE;
-	return fi_cq_open(domain, &attr, (struct fid_cq **)cq, NULL);
+	ret = fi_cq_open(domain, &attr, (struct fid_cq **)cq, NULL);
+	if (ret == 0)
+		*fd = -1;
+	return ret;
+}
+
+/* 0 when the caller may block on the wait fds of `fids`, -FI_EAGAIN when
+ * they have events to read first. */
+int xo_trywait(void *fabric, void **fids, int count)
+{
+	return fi_trywait(fabric, (struct fid **)fids, count);
+}
+
+/* Whether libfabric moves data without the application's calls. */
+int xo_info_auto_progress(const void *info)
+{
+	return ((const struct fi_info *)info)->domain_attr->data_progress == FI_PROGRESS_AUTO;
 }
 
 int xo_cntr_open(void *domain, void **cntr)
@@ -340,7 +369,9 @@ int xo_mr_reg(void *domain, const void *buf, size_t len, uint64_t access, uint64
 	(void)device; (void)mr; (void)key; (void)desc;
 	return XO_ENODEV;
 }
-int xo_cq_open(void *domain, size_t size, void **cq) { (void)domain; (void)size; (void)cq; return XO_ENODEV; }
+int xo_cq_open(void *domain, size_t size, void **cq, int *fd) { (void)domain; (void)size; (void)cq; (void)fd; return XO_ENODEV; }
+int xo_trywait(void *fabric, void **fids, int count) { (void)fabric; (void)fids; (void)count; return XO_ENODEV; }
+int xo_info_auto_progress(const void *info) { (void)info; return 0; }
 int xo_cntr_open(void *domain, void **cntr) { (void)domain; (void)cntr; return XO_ENODEV; }
 uint64_t xo_cntr_read(void *cntr) { (void)cntr; return 0; }
 uint64_t xo_cntr_readerr(void *cntr) { (void)cntr; return 0; }

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 
 const DEFAULT_HEAP: u64 = 8 << 20;
 /// libfabric's "queue has been overrun" (not in every fi_errno.h copy).
-const FI_EOVERRUN: i32 = 268;
 const AV_TAB_CAP: usize = 1024;
 
 fn heap_size() -> u64 {
