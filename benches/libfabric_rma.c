@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -248,6 +250,9 @@ int main(int argc, char **argv)
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		DIE("socketpair");
 	pid_t pid = fork();
+	/* A parent killed by a time limit must not leave its child spinning. */
+	if (pid == 0)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	struct res r = { .sock = pid == 0 ? sv[1] : sv[0] };
 	close(pid == 0 ? sv[0] : sv[1]);
 	setup(&r, argv[1]);

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,6 +36,11 @@
 #define HEAP (40u << 20)
 #define BIG (16u << 20)
 #define WINDOW 64
+/* Ping-pong sources: round i writes the word at VALUES + 8 * i, which holds
+ * i and never changes, since a source may be read until its write
+ * completes (the ofi provider issues it later, from its proxy). */
+#define VALUES (2 * BIG + 8192)
+#define MAX_ITERS ((HEAP - VALUES) / 8 - 1)
 
 struct card {
 	uint8_t name[64];
@@ -204,16 +211,18 @@ static void memcpy_baseline(void)
 static void run(struct bench *b, int initiator, int iters)
 {
 	int out = 0;
+	for (int i = 1; i <= iters; i++)
+		*(uint64_t *)(b->heap + VALUES + 8 * (size_t)i) = (uint64_t)i;
 	barrier(b);
 	double t0 = now();
 	for (int i = 1; i <= iters; i++) {
-		*(uint64_t *)(b->heap + 8) = (uint64_t)i;
+		size_t src = VALUES + 8 * (size_t)i;
 		if (initiator) {
-			write_at(b, 8, 0, 8, &out);
+			write_at(b, src, 0, 8, &out);
 			wait_word(b, 0, (uint64_t)i, &out);
 		} else {
 			wait_word(b, 0, (uint64_t)i, &out);
-			write_at(b, 8, 0, 8, &out);
+			write_at(b, src, 0, 8, &out);
 		}
 	}
 	reap(b, &out, 0);
@@ -254,12 +263,15 @@ int main(int argc, char **argv)
 	int post = argc > 2 && strcmp(argv[1], "--post") == 0;
 	int iters = post ? atoi(argv[2]) : (argc > 1 ? atoi(argv[1]) : 10000);
 	int sv[2];
-	if (iters < 1 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+	if (iters < 1 || iters > (int)MAX_ITERS || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
 		return 2;
 	fflush(stdout);
 	pid_t pid = fork();
 	struct bench b;
 	memset(&b, 0, sizeof(b));
+	/* A parent killed by a time limit must not leave its child spinning. */
+	if (pid == 0)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	b.sock = pid == 0 ? sv[1] : sv[0];
 	close(pid == 0 ? sv[0] : sv[1]);
 	setup(&b);

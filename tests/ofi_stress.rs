@@ -1,6 +1,7 @@
 //! The ofi provider under pressure, over libfabric's tcp and shm providers
 //! (tests/c/ofi_stress.c): a peer killed mid-run, a flood that fills the
-//! ring, malformed ring entries written by hand, and posts from the host
+//! ring, malformed ring entries written by hand, a ring slot whose `seq` is
+//! never written right, and posts from the host
 //! launcher with work-group, subgroup and device scopes on two progress
 //! threads.
 mod common;
@@ -153,6 +154,29 @@ fn malformed_entries_over_tcp() {
 #[test]
 fn malformed_entries_over_shm() {
     malformed("shm");
+}
+
+fn stalled(fabric: &str) {
+    let Some((_, stderr)) = run("stalled", fabric) else {
+        return;
+    };
+    // Only the entry whose `seq` was wrong (position 1) was given up; the
+    // slow producer's (position 0) was waited for.
+    assert!(
+        stderr.contains("ring entry at 1 never published (seq 258)"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("never published").count(), 1, "{stderr}");
+}
+
+#[test]
+fn stalled_slot_over_tcp() {
+    stalled("tcp");
+}
+
+#[test]
+fn stalled_slot_over_shm() {
+    stalled("shm");
 }
 
 #[test]

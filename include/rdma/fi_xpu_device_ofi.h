@@ -8,7 +8,7 @@
  * (see fi_xpu_ofi(7) for the ring format).
  *
  * Header-only, written against <rdma/fi_xpu_device_arch.h>; no libc on
- * device paths (the host XPU build may wake a sleeping proxy with a futex).
+ * device paths (the host XPU build wakes a sleeping proxy through its eventfd).
  *
  * Raw handles:
  *   dest_addr  points to the 8 bytes fi_xpu_av_lookup wrote (the peer's
@@ -31,8 +31,9 @@
 #include <rdma/fi_xpu_device_arch.h>
 #include <rdma/fi_xpu_device_coop.h>
 
-#if defined(FI_XPU_ARCH_HOST) && defined(__linux__) && !defined(FI_XPU_OFI_NO_FUTEX)
-#define FI_XPU_OFI__FUTEX 1
+#if defined(FI_XPU_ARCH_HOST) && defined(__linux__) && !defined(FI_XPU_OFI_NO_WAKE) &&       \
+	!defined(FI_XPU_OFI_NO_FUTEX)
+#define FI_XPU_OFI__WAKE 1
 #include <sys/syscall.h>
 #ifdef __cplusplus
 #include <unistd.h>
@@ -91,7 +92,9 @@ struct fi_xpu_ofi_ep_dev {
 	uint64_t cons_cache, p2[7];
 	uint64_t cons, flushed, p3[6];
 	uint32_t doorbell, sleeping;
-	uint64_t p4[7];
+	int32_t wake_fd;
+	uint32_t p4a;
+	uint64_t p4[6];
 };
 
 struct fi_xpu_ofi_cq_dev {
@@ -234,13 +237,21 @@ FI_XPU_FUNC int fi_xpu_ofi_post(struct fi_xpu_ofi_ep_dev *ep, const struct fi_xp
 	e->result = w->result;
 	e->result_desc = w->result_desc;
 	fi_xpu_ofi_st(&e->seq, pos + 1);
+#ifdef FI_XPU_OFI__WAKE
+	/* Pairs with the proxy's store of `sleeping` and its re-check of the
+	 * ring: either it sees this entry or this poster sees it sleeping. Only
+	 * the first poster to clear the flag pays for the system call. A GPU
+	 * cannot make one, so device builds skip the handshake (and its
+	 * system-scope fence); the proxy polls their rings instead. */
 	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_OFI_SYS);
-	if (fi_xpu_arch_load_u32(&ep->sleeping, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS)) {
-		fi_xpu_arch_fetch_add_u32(&ep->doorbell, 1, FI_XPU_ARCH_SEQ_CST, FI_XPU_OFI_SYS);
-#ifdef FI_XPU_OFI__FUTEX
-		(void)syscall(SYS_futex, &ep->doorbell, 1 /* FUTEX_WAKE */, 1, 0, 0, 0);
-#endif
+	if (fi_xpu_arch_load_u32(&ep->sleeping, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS) &&
+	    fi_xpu_arch_exchange_u32(&ep->sleeping, 0, FI_XPU_ARCH_SEQ_CST, FI_XPU_OFI_SYS)) {
+		uint64_t one = 1;
+		fi_xpu_arch_fetch_add_u32(&ep->doorbell, 1, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);
+		if (ep->wake_fd >= 0)
+			(void)syscall(SYS_write, ep->wake_fd, &one, sizeof one);
 	}
+#endif
 	return 0;
 }
 

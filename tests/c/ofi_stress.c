@@ -10,6 +10,10 @@
  *              address, flags or buffer: error completions with the
  *              documented codes, error counts, and good entries around
  *              them still served.
+ *   stalled    a claimed slot left unpublished is waited for as long as
+ *              nothing behind it is published; one whose `seq` is wrong
+ *              while the next entry is published becomes an error
+ *              completion after FI_XPU_OFI_STALL_MS, and the ring goes on.
  *   scopes     the host launcher posts with FI_XPU_WORK_GROUP,
  *              FI_XPU_SUBGROUP and FI_XPU_DEVICE scopes on two endpoints
  *              served by two progress threads: one ring entry per scope
@@ -371,6 +375,96 @@ static void malformed_target(struct ofi_node *n)
 	EXPECT_EQ(v, 0x600d0000);
 }
 
+/* ---- stalled slot -------------------------------------------------------- */
+#define STALL_MS 100
+
+/* Claims the next ring position without publishing it. */
+static uint64_t claim(struct fid_xpu_ep *ep)
+{
+	struct fi_xpu_ofi_ep_dev *d = (struct fi_xpu_ofi_ep_dev *)(uintptr_t)ep->fid.prov_ctx;
+	return __atomic_fetch_add(&d->prod, 1, __ATOMIC_ACQ_REL);
+}
+
+static struct fi_xpu_ofi_wqe write_wqe(struct ofi_node *n, uint64_t *src, uint64_t off)
+{
+	struct fi_xpu_ofi_wqe w;
+	memset(&w, 0, sizeof(w));
+	w.op = FI_XPU_OFI_OP_WRITE;
+	w.addr = n->raw[0];
+	w.buf = (uint64_t)(uintptr_t)src;
+	w.len = 8;
+	w.raddr = n->peer.base + off;
+	w.rkey = n->peer.key;
+	w.context = (uint64_t)(uintptr_t)src;
+	w.flags = FI_DELIVERY_COMPLETE;
+	return w;
+}
+
+static void stalled_sender(struct ofi_node *n)
+{
+	struct fi_xpu_ofi_ep_dev *d = (struct fi_xpu_ofi_ep_dev *)(uintptr_t)n->ep[0].fid.prov_ctx;
+	struct fi_xpu_ofi_wqe *ring = (struct fi_xpu_ofi_wqe *)(uintptr_t)d->ring, w;
+	static uint64_t slow = 0x510e, bad = 0xbad, after = 0xa17e4;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	uint64_t pos;
+
+	/* The block as providers/ofi/src/layout.rs lays it out; the host build
+	 * of the device code wakes the proxy through `wake_fd`. */
+	EXPECT_EQ(sizeof(struct fi_xpu_ofi_ep_dev), 384);
+	EXPECT_EQ(offsetof(struct fi_xpu_ofi_ep_dev, doorbell), 320);
+	EXPECT_EQ(offsetof(struct fi_xpu_ofi_ep_dev, wake_fd), 328);
+	EXPECT(d->wake_fd >= 0);
+
+	/* A slow producer: nothing behind its slot is published, so the proxy
+	 * waits for it however long it takes. */
+	pos = claim(&n->ep[0]);
+	usleep(4 * STALL_MS * 1000);
+	EXPECT_EQ(fi_xpu_cq_read(&n->cq[0], &e, 1, FI_XPU_WORK_ITEM), -FI_EAGAIN);
+	EXPECT_EQ(__atomic_load_n(&d->cons, __ATOMIC_ACQUIRE), pos);
+	w = write_wqe(n, &slow, 0);
+	memcpy((char *)&ring[pos & (d->size - 1)] + 8, (const char *)&w + 8, sizeof(w) - 8);
+	__atomic_store_n(&ring[pos & (d->size - 1)].seq, pos + 1, __ATOMIC_RELEASE);
+	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	EXPECT(e.op_context == &slow);
+
+	/* A buggy one: its entry carries the next lap's `seq`, and the entry
+	 * behind it is published. */
+	pos = claim(&n->ep[0]);
+	w = write_wqe(n, &bad, 8);
+	memcpy((char *)&ring[pos & (d->size - 1)] + 8, (const char *)&w + 8, sizeof(w) - 8);
+	__atomic_store_n(&ring[pos & (d->size - 1)].seq, pos + 1 + d->size, __ATOMIC_RELEASE);
+	inject(&n->ep[0], (w = write_wqe(n, &after, 16), &w));
+	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), -FI_EAVAIL);
+	EXPECT_EQ(fi_xpu_cq_readerr(&n->cq[0], &err, 0, FI_XPU_WORK_ITEM), 1);
+	EXPECT_EQ(err.err, FI_EINVAL);
+	EXPECT(err.op_context == &bad);
+	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	EXPECT(e.op_context == &after);
+	EXPECT_EQ(fi_xpu_cntr_readerr(&n->cntr, FI_XPU_WORK_ITEM), 1);
+	EXPECT_EQ(fi_xpu_cntr_read(&n->cntr, FI_XPU_WORK_ITEM), 2);
+
+	/* The device API goes on with the ring. */
+	CHECK(fi_xpu_write(&n->ep[0], &after, 8, NULL, 0, &n->raw[0], n->peer.base + 24,
+			   n->peer.key, &after, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
+	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	EXPECT(e.op_context == &after);
+	printf("stalled: slow slot served, bad slot failed after %d ms, ring goes on\n", STALL_MS);
+}
+
+static void stalled_target(struct ofi_node *n)
+{
+	uint64_t v;
+	memcpy(&v, n->heap, 8);
+	EXPECT_EQ(v, 0x510e);
+	memcpy(&v, n->heap + 8, 8);
+	EXPECT_EQ(v, 0); /* the skipped entry was never issued */
+	memcpy(&v, n->heap + 16, 8);
+	EXPECT_EQ(v, 0xa17e4);
+	memcpy(&v, n->heap + 24, 8);
+	EXPECT_EQ(v, 0xa17e4);
+}
+
 /* ---- cooperative scopes -------------------------------------------------- */
 #define SC_GROUPS 2
 #define SC_ITEMS 8
@@ -524,6 +618,10 @@ static int run(const char *mode, int sock, int rank)
 		o.threads = 2;
 		o.heap = SC_ATOMIC_OFF + 4096;
 		o.heap2 = 4096;
+	} else if (!strcmp(mode, "stalled")) {
+		char ms[16];
+		snprintf(ms, sizeof(ms), "%d", STALL_MS);
+		setenv("FI_XPU_OFI_STALL_MS", ms, 1);
 	} else if (strcmp(mode, "malformed") != 0) {
 		fprintf(stderr, "unknown mode %s\n", mode);
 		return 2;
@@ -542,6 +640,8 @@ static int run(const char *mode, int sock, int rank)
 			flood_sender(&n);
 		else if (!strcmp(mode, "malformed"))
 			malformed_sender(&n);
+		else if (!strcmp(mode, "stalled"))
+			stalled_sender(&n);
 		else
 			scopes_sender(&n);
 	}
@@ -551,6 +651,8 @@ static int run(const char *mode, int sock, int rank)
 			flood_target(&n);
 		else if (!strcmp(mode, "malformed"))
 			malformed_target(&n);
+		else if (!strcmp(mode, "stalled"))
+			stalled_target(&n);
 		else
 			scopes_target(&n);
 	}

@@ -162,6 +162,16 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
 }
 
 pub fn run(lib: PathBuf, quick: bool) -> Result {
+    // `cargo run` puts the debug target directory first in the library
+    // path, which beats the programs' runpath: without this they would load
+    // the debug libfi_xpu.so and whatever plugins were staged beside it.
+    let mut paths = vec![lib.clone()];
+    paths.extend(
+        std::env::var_os("LD_LIBRARY_PATH")
+            .map_or_else(Vec::new, |v| std::env::split_paths(&v).collect()),
+    );
+    let paths = std::env::join_paths(paths).map_err(|e| format!("LD_LIBRARY_PATH: {e}"))?;
+    std::env::set_var("LD_LIBRARY_PATH", paths);
     let dir = lib.join("bench");
     mkdir(&dir)?;
     let xpu = dir.join("xpu_rma");

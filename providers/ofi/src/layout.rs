@@ -101,11 +101,17 @@ pub struct EpDev {
     /// operation among them has completed.
     pub flushed: u64,
     pub _p3: [u64; 6],
-    /// Bumped by the device after it publishes an entry while `sleeping` is
-    /// set; the proxy waits on it (a futex on the host).
+    /// Counts the wake-ups host-side posters sent (diagnostic only).
     pub doorbell: u32,
+    /// Set by a progress thread about to block; the first host-side poster
+    /// to see it clears it and writes `wake_fd`.
     pub sleeping: u32,
-    pub _p4: [u64; 7],
+    /// The progress thread's eventfd, -1 before the endpoint is enabled.
+    /// Only meaningful in the process that owns the endpoint: a GPU cannot
+    /// write it, which is why device-filled rings are polled.
+    pub wake_fd: i32,
+    pub _p4a: u32,
+    pub _p4: [u64; 6],
 }
 pub const EP_DEV_SIZE: usize = 384;
 
@@ -185,6 +191,7 @@ mod tests {
         assert_eq!(offset_of!(EpDev, cons_cache), 192);
         assert_eq!(offset_of!(EpDev, cons), 256);
         assert_eq!(offset_of!(EpDev, doorbell), 320);
+        assert_eq!(offset_of!(EpDev, wake_fd), 328);
         assert_eq!(size_of::<CqDev>(), CQ_DEV_SIZE);
         assert_eq!(offset_of!(CqDev, head), 64);
         assert_eq!(offset_of!(CqDev, tail), 128);

@@ -6,7 +6,7 @@ use crate::core::{self, Ctx};
 use crate::fabric::{check, Fid, Info};
 use crate::ffi;
 use crate::layout::*;
-use crate::proxy::{self, Worker};
+use crate::proxy::{self, Tuning, Worker};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
@@ -55,6 +55,9 @@ pub struct DomInner {
     pub prov: String,
     pub caps: u64,
     pub max_msg: u64,
+    /// libfabric places incoming data on its own; otherwise only the
+    /// progress threads' calls do, so they cannot sleep without a limit.
+    pub auto_progress: bool,
     /// The provider addresses registrations by offset and takes our keys:
     /// keys are base addresses and remote addresses are sent as offsets.
     pub offset_keys: bool,
@@ -186,7 +189,23 @@ impl Domain {
                 ", no remote counters"
             }
         ));
-        let workers: Vec<Arc<Worker>> = (0..nthreads).map(|_| Arc::new(Worker::new())).collect();
+        let tuning = Tuning::from_env(env);
+        let mut workers = Vec::new();
+        for _ in 0..nthreads {
+            match Worker::new(fabric, tuning) {
+                Ok(w) => workers.push(Arc::new(w)),
+                Err(e) => {
+                    // SAFETY: the objects were just opened and are unused.
+                    unsafe {
+                        ffi::xo_close(domain);
+                        ffi::xo_close(fabric);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        // SAFETY: info is live.
+        let auto_progress = unsafe { ffi::xo_info_auto_progress(info.0) } != 0;
         let inner = Arc::new(DomInner {
             domain: Fid(domain),
             _fabric: Fid(fabric),
@@ -194,6 +213,7 @@ impl Domain {
             prov: name,
             caps,
             max_msg,
+            auto_progress,
             offset_keys: mr_mode & (ffi::FI_MR_VIRT_ADDR | ffi::FI_MR_PROV_KEY) == 0,
             mrs: Mutex::new(Vec::new()),
             next_ep: AtomicUsize::new(0),
@@ -233,6 +253,7 @@ impl Drop for Domain {
 pub struct XpuCtx {
     pub dom: Arc<DomInner>,
     pub core_ctx: Ctx,
+    pub iface: i32,
 }
 
 impl XpuCtx {
@@ -247,6 +268,7 @@ impl XpuCtx {
         Ok(XpuCtx {
             dom: dom.clone(),
             core_ctx: a.core_ctx,
+            iface: a.iface,
         })
     }
 }
@@ -779,6 +801,11 @@ pub struct EpInner {
     pub size: u64,
     pub ep: Fid,
     pub cq: Fid,
+    /// Wait fd of `cq`, -1 where the libfabric provider has none.
+    pub cq_fd: i32,
+    /// A device fills the ring (the XPU context's memory is not plain host
+    /// memory): it cannot wake the progress thread, which must poll.
+    pub device_ring: bool,
     pub rem_write: Option<Fid>,
     pub rem_read: Option<Fid>,
     pub bound: OnceLock<Bound>,
@@ -835,9 +862,12 @@ impl Ep {
         // SAFETY: live domain and its info; valid out-pointer.
         check(unsafe { ffi::xo_ep_open(dom.domain.ptr(), dom.info.0, &mut ep) } as i64)?;
         let ep = Fid(ep);
-        let mut cq = std::ptr::null_mut();
+        let (mut cq, mut cq_fd) = (std::ptr::null_mut(), -1);
         // SAFETY: as above.
-        check(unsafe { ffi::xo_cq_open(dom.domain.ptr(), 4 * size as usize, &mut cq) } as i64)?;
+        check(
+            unsafe { ffi::xo_cq_open(dom.domain.ptr(), 4 * size as usize, &mut cq, &mut cq_fd) }
+                as i64,
+        )?;
         let cq = Fid(cq);
         let bytes = EP_DEV_SIZE as u64 + size * std::mem::size_of::<Wqe>() as u64;
         let mem = core::alloc_host(c.core_ctx, bytes)?;
@@ -853,6 +883,7 @@ impl Ep {
                 attr.caps
             };
             (*dev).max_msg = dom.max_msg;
+            (*dev).wake_fd = -1;
         }
         Ok(Ep {
             inner: Arc::new(EpInner {
@@ -861,6 +892,8 @@ impl Ep {
                 size,
                 ep,
                 cq,
+                cq_fd,
+                device_ring: c.iface != FI_HMEM_SYSTEM,
                 rem_write: None,
                 rem_read: None,
                 bound: OnceLock::new(),
@@ -923,11 +956,15 @@ impl Ep {
         check(unsafe { ffi::xo_ep_bind(ep, av.fid.ptr(), 0) } as i64)?;
         // SAFETY: as above.
         check(unsafe { ffi::xo_ep_bind(ep, inner.cq.ptr(), FI_TRANSMIT | FI_RECV) } as i64)?;
+        // With FI_RMA_EVENT the counters are opened even when no XPU counter
+        // is bound: their movement tells the progress thread that peers are
+        // writing or reading here, which libfabric's manual progress only
+        // completes inside its calls.
         for (i, flag) in [
             (CNTR_REM_WRITE, FI_REMOTE_WRITE),
             (CNTR_REM_READ, FI_REMOTE_READ),
         ] {
-            if self.pending.cntr[i].is_none() {
+            if self.pending.cntr[i].is_none() && !dom.has(ffi::FI_RMA_EVENT) {
                 continue;
             }
             let mut c = std::ptr::null_mut();
@@ -962,6 +999,8 @@ impl Ep {
         let _ = inner.bound.set(b);
         let n = dom.workers.len();
         let w = dom.next_ep.fetch_add(1, Ordering::Relaxed) % n;
+        // SAFETY: as above, not shared yet.
+        unsafe { (*dev).wake_fd = dom.workers[w].bell_fd() };
         dom.workers[w].add(self.inner.clone());
         self.worker = Some(w);
         Ok(())

@@ -2,10 +2,16 @@
 //! operations on libfabric, reads libfabric's completions and publishes them
 //! to the XPU CQs and counters.
 //!
-//! An idle thread spins briefly, then yields, then sleeps: on the endpoint's
-//! doorbell word (a futex the device side bumps after publishing while the
-//! `sleeping` flag is set) when it serves one endpoint, otherwise for at
-//! most `MAX_SLEEP`.
+//! After its last activity a thread keeps polling for `Tuning::spin` (a
+//! ping-pong partner answers within that; no spin by default on machines
+//! too small for it), then blocks in `epoll` on its
+//! eventfd (written by host-side posters that find `sleeping` set, and by
+//! closers) and on the wait fds of its endpoints' libfabric CQs, after
+//! `fi_trywait` said that is safe. libfabric providers with manual progress
+//! (tcp, shm) place incoming RMA data only inside the target's calls and
+//! signal no fd for it, and a GPU cannot write an eventfd, so the sleep is
+//! bounded by `Tuning::poll` unless libfabric progresses on its own, every
+//! CQ has a wait fd and every ring is filled by the host.
 use crate::ffi::{self, fi_cq_err_entry, fi_cq_tagged_entry};
 use crate::layout::*;
 use crate::objects::{Bound, EpInner};
@@ -14,18 +20,98 @@ use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Entries taken from one ring per pass, so that one busy endpoint does not
 /// starve the others or its own completions.
 const BATCH: usize = 64;
 /// Completions read from libfabric per call.
 const CQ_BATCH: usize = 16;
-const SPIN_PASSES: u32 = 200;
-const YIELD_PASSES: u32 = 2000;
-const MAX_SLEEP: Duration = Duration::from_millis(1);
+/// Idle passes that only spin before the thread starts yielding its core
+/// (within the spin period): a peer on the same core needs it to answer.
+const SPIN_PASSES: u32 = 64;
+/// Longest sleep when nothing needs polling: a safety net for posters
+/// built without the wake-up.
+const MAX_SLEEP: Duration = Duration::from_secs(1);
+/// Spin after activity where the process may use `SPIN_MIN_CPUS` CPUs or
+/// more. With fewer, a communicating process's threads (application and
+/// progress, on both sides) outnumber the cores, and a spinning thread only
+/// delays the ones that would produce its work (measured: milliseconds per
+/// ping-pong instead of tens of microseconds on two cores); a sleeper is
+/// scheduled at once when woken.
+const DEFAULT_SPIN_US: u64 = 100;
+const SPIN_MIN_CPUS: usize = 4;
+const DEFAULT_POLL_US: u64 = 200;
+const MAX_TUNING_US: u64 = 1_000_000;
+const DEFAULT_STALL_MS: u64 = 1000;
+const MAX_STALL_MS: u64 = 3_600_000;
+/// Later ring positions looked at for a published entry behind a stalled
+/// one.
+const STALL_SCAN: u64 = 64;
+
+/// How an idle progress thread waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Polling continues this long after the last activity.
+    pub spin: Duration,
+    /// Longest sleep while something can only be noticed by polling.
+    pub poll: Duration,
+    /// How long the entry at the consumer position may stay unpublished
+    /// while a later one is published before it is failed and skipped.
+    pub stall: Duration,
+}
+
+impl Tuning {
+    /// `FI_XPU_OFI_SPIN_US` and `FI_XPU_OFI_POLL_US` (microseconds), read
+    /// through `env`; out-of-range or malformed values keep the defaults.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Tuning {
+        Self::from_env_cpus(env, usable_cpus())
+    }
+
+    fn from_env_cpus(env: impl Fn(&str) -> Option<String>, cpus: usize) -> Tuning {
+        let default_spin = if cpus >= SPIN_MIN_CPUS {
+            DEFAULT_SPIN_US
+        } else {
+            0
+        };
+        let get = |name: &str, default: u64, range: std::ops::RangeInclusive<u64>| match env(name) {
+            None => default,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if range.contains(&n) => n,
+                _ => {
+                    crate::core::warn(&format!(
+                        "{name}={v} is not a number in {}..={}; using {default}",
+                        range.start(),
+                        range.end()
+                    ));
+                    default
+                }
+            },
+        };
+        Tuning {
+            spin: Duration::from_micros(get("FI_XPU_OFI_SPIN_US", default_spin, 0..=MAX_TUNING_US)),
+            poll: Duration::from_micros(get(
+                "FI_XPU_OFI_POLL_US",
+                DEFAULT_POLL_US,
+                1..=MAX_TUNING_US,
+            )),
+            stall: Duration::from_millis(get(
+                "FI_XPU_OFI_STALL_MS",
+                DEFAULT_STALL_MS,
+                1..=MAX_STALL_MS,
+            )),
+        }
+    }
+}
+
+/// CPUs this process may run on.
+fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// One outstanding libfabric operation. The first 64 bytes are the
 /// `struct fi_context2` libfabric may use while it runs.
@@ -54,6 +140,9 @@ pub struct EpState {
     /// The next entry waits for room in its CQ: it is not work the thread
     /// can do until the application reads completions.
     blocked: bool,
+    /// Since when the entry at `cons` has been unpublished while a later
+    /// one is published.
+    stalled_since: Option<Instant>,
 }
 
 pub struct Worker {
@@ -61,33 +150,14 @@ pub struct Worker {
     stop: AtomicBool,
     /// Bumped once per loop; closers wait for it to move.
     epoch: AtomicU64,
-    /// Futex word for host-side wake-ups (new endpoint, close, stop).
-    wake: AtomicU32,
-}
-
-fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: a futex wait on a live, aligned u32 with a valid timeout; it
-    // only reads the word.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: waking waiters of a live, aligned u32.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
-    }
+    /// eventfd that wakes the thread: host-side posts, new endpoints,
+    /// closers, stop.
+    bell: OwnedFd,
+    /// epoll set of `bell` and the endpoints' libfabric CQ wait fds.
+    poller: OwnedFd,
+    /// The libfabric fabric, for `fi_trywait`.
+    fabric: usize,
+    tuning: Tuning,
 }
 
 fn at64(p: *mut u64) -> &'static AtomicU64 {
@@ -101,71 +171,229 @@ fn at32(p: *mut u32) -> &'static AtomicU32 {
     unsafe { AtomicU32::from_ptr(p) }
 }
 
+fn sleeping_word(ep: &EpInner) -> &'static AtomicU32 {
+    // SAFETY: the block is live while `ep` is.
+    at32(unsafe { std::ptr::addr_of_mut!((*ep.dev()).sleeping) })
+}
+
+/// Token of the eventfd in the epoll set; CQ fds carry their fd number.
+const BELL: u64 = u64::MAX;
+
+fn epoll_ctl(poller: &OwnedFd, op: i32, fd: i32, token: u64) -> Result<(), i32> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    // SAFETY: live epoll fd; `ev` is a valid event for the call.
+    let r = unsafe { libc::epoll_ctl(poller.as_raw_fd(), op, fd, &mut ev) };
+    if r != 0 {
+        return Err(-std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(FI_EIO));
+    }
+    Ok(())
+}
+
 impl Worker {
-    pub fn new() -> Worker {
-        Worker {
+    pub fn new(fabric: *mut c_void, tuning: Tuning) -> Result<Worker, i32> {
+        let os_err = || {
+            -std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(FI_ENOMEM)
+        };
+        // SAFETY: plain system calls; each new fd is owned at once.
+        let bell = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if bell < 0 {
+            return Err(os_err());
+        }
+        // SAFETY: `bell` is a fresh fd nobody else owns.
+        let bell = unsafe { OwnedFd::from_raw_fd(bell) };
+        // SAFETY: as above.
+        let poller = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if poller < 0 {
+            return Err(os_err());
+        }
+        // SAFETY: as above.
+        let poller = unsafe { OwnedFd::from_raw_fd(poller) };
+        epoll_ctl(&poller, libc::EPOLL_CTL_ADD, bell.as_raw_fd(), BELL)?;
+        Ok(Worker {
             eps: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             epoch: AtomicU64::new(0),
-            wake: AtomicU32::new(0),
-        }
+            bell,
+            poller,
+            fabric: fabric as usize,
+            tuning,
+        })
     }
 
-    fn kick(&self, ep: Option<&EpInner>) {
-        self.wake.fetch_add(1, Ordering::SeqCst);
-        futex_wake(&self.wake);
-        let eps = match ep {
-            Some(e) => vec![e.dev()],
-            None => self.eps.lock().unwrap().iter().map(|e| e.dev()).collect(),
+    /// The eventfd host-side posters write (`EpDev.wake_fd`).
+    pub fn bell_fd(&self) -> i32 {
+        self.bell.as_raw_fd()
+    }
+
+    fn kick(&self) {
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd. A full
+        // counter (EAGAIN) already wakes the thread.
+        unsafe {
+            libc::write(
+                self.bell.as_raw_fd(),
+                &one as *const u64 as *const c_void,
+                8,
+            )
         };
-        for dev in eps {
-            // SAFETY: the endpoint block is live while its EpInner is.
-            let bell = at32(unsafe { std::ptr::addr_of_mut!((*dev).doorbell) });
-            bell.fetch_add(1, Ordering::SeqCst);
-            futex_wake(bell);
-        }
     }
 
     pub fn add(&self, ep: Arc<EpInner>) {
+        if ep.cq_fd >= 0 {
+            if let Err(e) = epoll_ctl(&self.poller, libc::EPOLL_CTL_ADD, ep.cq_fd, ep.cq_fd as u64)
+            {
+                // The thread still polls the CQ, only less promptly.
+                crate::core::warn(&format!(
+                    "cannot wait on the libfabric CQ's fd: {}",
+                    std::io::Error::from_raw_os_error(-e)
+                ));
+            }
+        }
         self.eps.lock().unwrap().push(ep);
-        self.kick(None);
+        self.kick();
     }
 
     /// Removes an endpoint and returns once the thread no longer uses it.
     pub fn remove(&self, ep: &Arc<EpInner>) {
         self.eps.lock().unwrap().retain(|e| !Arc::ptr_eq(e, ep));
+        if ep.cq_fd >= 0 {
+            // Before libfabric closes the fd; failure means it was never added.
+            let _ = epoll_ctl(&self.poller, libc::EPOLL_CTL_DEL, ep.cq_fd, 0);
+        }
         let start = self.epoch.load(Ordering::Acquire);
         // Two full loops: the one running at removal may still hold a clone.
         while !self.stop.load(Ordering::Acquire) && self.epoch.load(Ordering::Acquire) < start + 2 {
-            self.kick(Some(ep));
+            self.kick();
             std::thread::sleep(Duration::from_micros(50));
         }
     }
 
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-        self.kick(None);
+        self.kick();
+    }
+
+    /// Blocks until a wake-up, a libfabric event or the time limit, unless
+    /// a ring has work or libfabric has events to read first. `pending`:
+    /// transmits are in flight, which only polling moves on.
+    fn sleep(&self, eps: &[Arc<EpInner>], pending: bool) {
+        let mut fids = Vec::with_capacity(eps.len());
+        let mut bounded = pending;
+        for ep in eps {
+            sleeping_word(ep).store(1, Ordering::SeqCst);
+            if ep.cq_fd >= 0 {
+                fids.push(ep.cq.ptr());
+            }
+            bounded |= ep.cq_fd < 0 || ep.device_ring || !ep.dom.auto_progress;
+        }
+        // Re-check after announcing sleep: a poster that published before
+        // it saw `sleeping` left its entry for this check.
+        let mut ready = self.stop.load(Ordering::SeqCst);
+        for ep in eps {
+            let (r, poll) = ring_ready(ep);
+            ready |= r;
+            bounded |= poll;
+        }
+        let may_block = !ready
+            && match fids.len() {
+                0 => true,
+                // SAFETY: live fabric and CQs of this domain.
+                n => match unsafe {
+                    ffi::xo_trywait(self.fabric as *mut c_void, fids.as_mut_ptr(), n as i32)
+                } {
+                    0 => true,
+                    r if r == -FI_EAGAIN => false,
+                    // libfabric cannot say: the fds may miss events.
+                    _ => {
+                        bounded = true;
+                        true
+                    }
+                },
+            };
+        if may_block {
+            let limit = if bounded { self.tuning.poll } else { MAX_SLEEP };
+            if self.wait(limit) {
+                let mut v = 0u64;
+                // SAFETY: reads the 8-byte counter of our non-blocking eventfd.
+                unsafe { libc::read(self.bell.as_raw_fd(), &mut v as *mut u64 as *mut c_void, 8) };
+            }
+        }
+        for ep in eps {
+            sleeping_word(ep).store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// `epoll` with a microsecond limit; true when the bell rang.
+    fn wait(&self, limit: Duration) -> bool {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        let ts = libc::timespec {
+            tv_sec: limit.as_secs() as libc::time_t,
+            tv_nsec: limit.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: live epoll fd, event buffer of 8, valid timeout, no mask.
+        let mut n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                self.poller.as_raw_fd(),
+                evs.as_mut_ptr(),
+                evs.len() as i32,
+                &ts as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            // Kernels before 5.11: milliseconds, rounded up.
+            let ms = limit.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+            // SAFETY: as above.
+            n = unsafe {
+                libc::epoll_wait(
+                    self.poller.as_raw_fd(),
+                    evs.as_mut_ptr(),
+                    evs.len() as i32,
+                    ms,
+                )
+            } as libc::c_long;
+        }
+        n > 0 && evs[..n as usize].iter().any(|e| e.u64 == BELL)
     }
 }
 
 pub fn run(w: Arc<Worker>) {
+    let mut last = Instant::now();
     let mut idle = 0u32;
     while !w.stop.load(Ordering::Acquire) {
         let eps: Vec<Arc<EpInner>> = w.eps.lock().unwrap().clone();
-        let mut busy = false;
+        let (mut busy, mut pending) = (false, false);
         for ep in &eps {
-            busy |= progress(ep);
+            let p = progress(ep, &w.tuning);
+            busy |= p.busy;
+            pending |= p.pending;
         }
+        let now = Instant::now();
         if busy {
             idle = 0;
+            last = now;
         } else {
             idle = idle.saturating_add(1);
-            if idle < SPIN_PASSES {
-                std::hint::spin_loop();
-            } else if idle < YIELD_PASSES {
-                std::thread::yield_now();
+            // Transmits in flight need libfabric's progress calls to move
+            // their data (a full socket, a peer's queue), and report
+            // nothing until they finish.
+            if pending || now.duration_since(last) < w.tuning.spin {
+                if idle < SPIN_PASSES {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
             } else {
-                sleep(&w, &eps);
+                w.sleep(&eps, pending);
             }
         }
         drop(eps);
@@ -173,37 +401,42 @@ pub fn run(w: Arc<Worker>) {
     }
 }
 
-fn sleep(w: &Worker, eps: &[Arc<EpInner>]) {
-    let wake = w.wake.load(Ordering::SeqCst);
-    if let [ep] = eps {
-        let dev = ep.dev();
-        // SAFETY: the block is live while `ep` is.
-        let (bell, sleeping) = unsafe {
-            (
-                at32(std::ptr::addr_of_mut!((*dev).doorbell)),
-                at32(std::ptr::addr_of_mut!((*dev).sleeping)),
-            )
-        };
-        let b = bell.load(Ordering::SeqCst);
-        sleeping.store(1, Ordering::SeqCst);
-        // Re-check after announcing sleep: a device that published before
-        // it saw `sleeping` left its entry for this check.
-        if !has_work(ep) && w.wake.load(Ordering::SeqCst) == wake {
-            futex_wait(bell, b, MAX_SLEEP);
-        }
-        sleeping.store(0, Ordering::SeqCst);
-    } else {
-        futex_wait(&w.wake, wake, MAX_SLEEP);
-    }
-}
-
-fn has_work(ep: &EpInner) -> bool {
+/// Whether the entry at the consumer position is published and has room
+/// in its CQ, and whether only polling will notice when that changes: a
+/// stall being timed, or a CQ the application has to make room in (reads
+/// ring no bell).
+fn ring_ready(ep: &EpInner) -> (bool, bool) {
     let st = ep.state.lock().unwrap();
     let slot = slot(ep, st.cons);
     // SAFETY: the slot lies in the ring.
     let ready =
-        at64(unsafe { std::ptr::addr_of_mut!((*slot).seq) }).load(Ordering::Acquire) == st.cons + 1;
-    (ready && !st.blocked) || !st.inflight.is_empty() || !st.reqs.is_empty()
+        at64(unsafe { std::ptr::addr_of_mut!((*slot).seq) }).load(Ordering::SeqCst) == st.cons + 1;
+    (
+        ready && !st.blocked,
+        st.blocked || st.stalled_since.is_some(),
+    )
+}
+
+/// Whether the unpublished entry at `pos` has been passed by a published
+/// later one for longer than the limit. A producer that claimed a position
+/// and is still filling it looks the same for a while, which is why the
+/// limit is generous; one that wrote a wrong `seq` would stop the ring for
+/// good.
+fn stalled(ep: &EpInner, st: &mut EpState, pos: u64, limit: Duration) -> bool {
+    // SAFETY: aligned word of the live endpoint block.
+    let prod = at64(unsafe { std::ptr::addr_of_mut!((*ep.dev()).prod) }).load(Ordering::Acquire);
+    let claimed = prod.wrapping_sub(pos).min(ep.size);
+    let overtaken = (1..claimed.min(STALL_SCAN + 1)).any(|k| {
+        let s = slot(ep, pos + k);
+        // SAFETY: the slot lies in the ring.
+        at64(unsafe { std::ptr::addr_of_mut!((*s).seq) }).load(Ordering::Acquire) == pos + k + 1
+    });
+    if !overtaken {
+        st.stalled_since = None;
+        return false;
+    }
+    let since = *st.stalled_since.get_or_insert_with(Instant::now);
+    since.elapsed() >= limit
 }
 
 fn slot(ep: &EpInner, pos: u64) -> *mut Wqe {
@@ -211,10 +444,21 @@ fn slot(ep: &EpInner, pos: u64) -> *mut Wqe {
     unsafe { ep.ring().add((pos & (ep.size - 1)) as usize) }
 }
 
-/// One pass over an endpoint; true if anything happened.
-fn progress(ep: &EpInner) -> bool {
+/// What one pass over an endpoint found.
+struct Pass {
+    /// Something happened: an entry was taken or a completion arrived.
+    busy: bool,
+    /// Transmit operations are in flight.
+    pending: bool,
+}
+
+/// One pass over an endpoint.
+fn progress(ep: &EpInner, tuning: &Tuning) -> Pass {
     let Some(b) = ep.bound.get() else {
-        return false;
+        return Pass {
+            busy: false,
+            pending: false,
+        };
     };
     let mut st = ep.state.lock().unwrap();
     let mut busy = false;
@@ -227,18 +471,31 @@ fn progress(ep: &EpInner) -> bool {
         // the rest of the entry is copied (acquire pairs with the device's
         // release store).
         let seq = at64(unsafe { std::ptr::addr_of_mut!((*s).seq) }).load(Ordering::Acquire);
-        if seq != pos + 1 {
+        let skip = seq != pos + 1;
+        if skip && !stalled(ep, &mut st, pos, tuning.stall) {
             break;
         }
-        // SAFETY: the entry is complete (seq matched); the device does not
-        // touch it again until `cons` moves past it.
+        // SAFETY: the entry is complete (seq matched), or its producer had
+        // its time; the device does not touch it again until `cons` moves
+        // past it.
         let w = unsafe { std::ptr::read_volatile(s) };
         let cq = cq_for(b, w.op);
         if cq.is_some_and(|cq| !cq.reserve()) {
             st.blocked = true;
             break;
         }
-        match issue(ep, b, &mut st, pos, &w) {
+        st.stalled_since = None;
+        let r = if skip {
+            crate::core::warn(&format!(
+                "ring entry at {pos} never published (seq {seq}) while later ones were, for {} ms: failed and skipped",
+                tuning.stall.as_millis()
+            ));
+            fail(b, &w, -FI_EINVAL, 0);
+            Ok(())
+        } else {
+            issue(ep, b, &mut st, pos, &w)
+        };
+        match r {
             Err(e) if e == -FI_EAGAIN => {
                 if let Some(cq) = cq {
                     cq.unreserve();
@@ -257,7 +514,10 @@ fn progress(ep: &EpInner) -> bool {
     let flushed = st.inflight.keys().next().copied().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
     at64(unsafe { std::ptr::addr_of_mut!((*dev).flushed) }).store(flushed, Ordering::Release);
-    busy
+    Pass {
+        busy,
+        pending: !st.inflight.is_empty(),
+    }
 }
 
 fn cq_for(b: &Bound, op: u32) -> Option<&crate::objects::CqShared> {
@@ -534,14 +794,9 @@ fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
 
 fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
     let mut busy = false;
-    let mut buf = [fi_cq_tagged_entry {
-        op_context: std::ptr::null_mut(),
-        flags: 0,
-        len: 0,
-        buf: std::ptr::null_mut(),
-        data: 0,
-        tag: 0,
-    }; CQ_BATCH];
+    // Entries left uninitialised: this runs on every pass and libfabric
+    // writes the entries it reports. Not every provider writes sources.
+    let mut buf = [const { MaybeUninit::<fi_cq_tagged_entry>::uninit() }; CQ_BATCH];
     let mut src = [ffi::FI_ADDR_NOTAVAIL; CQ_BATCH];
     loop {
         // SAFETY: live CQ; buffers of CQ_BATCH entries.
@@ -555,8 +810,10 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
         };
         if n > 0 {
             busy = true;
-            for i in 0..n as usize {
-                complete(ep, b, st, &buf[i], src[i]);
+            for i in 0..(n as usize).min(CQ_BATCH) {
+                // SAFETY: libfabric wrote the first `n` entries.
+                let e = unsafe { buf[i].assume_init_ref() };
+                complete(ep, b, st, e, src[i]);
             }
             continue;
         }
@@ -622,24 +879,40 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
 }
 
 /// Adds what libfabric's remote-access counters gained since the last look
-/// to the XPU counters bound for remote reads and writes.
+/// to the XPU counters bound for remote reads and writes; any gain is
+/// activity, bound or not.
 fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
     let mut busy = false;
     for (fid, idx, seen) in [
         (&ep.rem_write, CNTR_REM_WRITE, &mut st.rem_write_seen),
         (&ep.rem_read, CNTR_REM_READ, &mut st.rem_read_seen),
     ] {
-        let (Some(f), Some(c)) = (fid, b.cntr[idx].as_deref()) else {
+        let Some(f) = fid else {
             continue;
         };
-        // SAFETY: live libfabric counter.
-        let (v, e) = unsafe { (ffi::xo_cntr_read(f.ptr()), ffi::xo_cntr_readerr(f.ptr())) };
+        let c = b.cntr[idx].as_deref();
+        // SAFETY: live libfabric counter. Errors only matter to a bound
+        // XPU counter; reading them costs a second call every pass.
+        let (v, e) = unsafe {
+            (
+                ffi::xo_cntr_read(f.ptr()),
+                if c.is_some() {
+                    ffi::xo_cntr_readerr(f.ptr())
+                } else {
+                    seen.1
+                },
+            )
+        };
         if v > seen.0 {
-            c.add(v - seen.0);
+            if let Some(c) = c {
+                c.add(v - seen.0);
+            }
             busy = true;
         }
         if e > seen.1 {
-            c.add_err(e - seen.1);
+            if let Some(c) = c {
+                c.add_err(e - seen.1);
+            }
             busy = true;
         }
         *seen = (v.max(seen.0), e.max(seen.1));
@@ -660,4 +933,63 @@ pub fn release_requests(ep: &EpInner) {
         }
     }
     st.inflight.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tuning(vars: &[(&str, &str)]) -> Tuning {
+        Tuning::from_env_cpus(
+            |n| {
+                vars.iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| v.to_string())
+            },
+            16,
+        )
+    }
+
+    #[test]
+    fn tuning_from_env() {
+        let d = tuning(&[]);
+        assert_eq!(d.spin, Duration::from_micros(DEFAULT_SPIN_US));
+        assert_eq!(d.poll, Duration::from_micros(DEFAULT_POLL_US));
+        assert_eq!(d.stall, Duration::from_millis(DEFAULT_STALL_MS));
+        let t = tuning(&[
+            ("FI_XPU_OFI_SPIN_US", "0"),
+            ("FI_XPU_OFI_POLL_US", " 50 "),
+            ("FI_XPU_OFI_STALL_MS", "20"),
+        ]);
+        assert_eq!(t.spin, Duration::ZERO);
+        assert_eq!(t.poll, Duration::from_micros(50));
+        assert_eq!(t.stall, Duration::from_millis(20));
+        // A zero poll period would busy-wait; junk and out-of-range values
+        // keep the defaults.
+        let bad = tuning(&[
+            ("FI_XPU_OFI_SPIN_US", "2000000"),
+            ("FI_XPU_OFI_POLL_US", "0"),
+            ("FI_XPU_OFI_STALL_MS", "-5"),
+        ]);
+        assert_eq!(bad.spin, d.spin);
+        assert_eq!(bad.poll, d.poll);
+        assert_eq!(bad.stall, d.stall);
+        // Too few CPUs for the threads of a communicating process: no spin
+        // unless asked for.
+        let few = |vars: &[(&str, &str)]| {
+            Tuning::from_env_cpus(
+                |n| {
+                    vars.iter()
+                        .find(|(k, _)| *k == n)
+                        .map(|(_, v)| v.to_string())
+                },
+                2,
+            )
+        };
+        assert_eq!(few(&[]).spin, Duration::ZERO);
+        assert_eq!(
+            few(&[("FI_XPU_OFI_SPIN_US", "30")]).spin,
+            Duration::from_micros(30)
+        );
+    }
 }

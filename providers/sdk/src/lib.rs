@@ -1,0 +1,248 @@
+//! Writing an fi_xpu provider in Rust.
+//!
+//! The plugin ABI (`rdma/fi_xpu_provider.h`, see fi_xpu_provider(7)) is a
+//! table of 32 `extern "C"` entry points over opaque handles. This crate
+//! owns that unsafe layer once: a provider implements the safe [`Provider`]
+//! trait on its own types and writes
+//!
+//! ```text
+//! fi_xpu_prov_sdk::export_provider!(MyProvider);
+//! ```
+//!
+//! which emits the static descriptor and `fi_xpu_prov_ini`. Each entry point
+//! is a generic function of the SDK instantiated for the provider: it turns
+//! handles back into references, calls the trait, writes out-parameters only
+//! on success, answers size queries with `-FI_ETOOSMALL` and `*len`, and
+//! catches panics so that none crosses the C boundary (`-FI_EOTHER`, with a
+//! log line). [`services`] wraps the core's table: logging under the
+//! provider's name and the memory services.
+//!
+//! What the SDK relies on is what the core guarantees (fi_xpu_provider(7)):
+//! every handle it passes is one this provider returned and has not closed,
+//! of the right kind; attributes and out-pointers are valid; closes come
+//! once, after every object that depends on the one closed.
+mod glue;
+pub mod services;
+
+pub use fi_xpu_abi as abi;
+
+use fi_xpu_abi::*;
+use std::ffi::CStr;
+use std::marker::PhantomData;
+use std::sync::{Mutex, MutexGuard};
+
+/// What `ep_bind` receives: an object of this provider, by class.
+pub enum Bind<'a, P: Provider + ?Sized> {
+    Av(&'a P::Av),
+    Cq(&'a P::Cq),
+    Cntr(&'a P::Cntr),
+}
+
+/// The application's buffer of a host CQ read: room for `count()` entries
+/// in the CQ's format, and `count()` source addresses when `src()` is not
+/// NULL. The core checked that the buffer is non-NULL and `count()` > 0;
+/// its size follows from the format the CQ was opened with, which only the
+/// provider knows, so entries are written through the raw pointers.
+pub struct HostCqBuf<'a> {
+    buf: *mut u8,
+    count: usize,
+    src: *mut fi_addr_t,
+    _app: PhantomData<&'a mut [u8]>,
+}
+
+impl HostCqBuf<'_> {
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.buf
+    }
+
+    /// NULL when the application did not ask for source addresses.
+    pub fn src(&mut self) -> *mut fi_addr_t {
+        self.src
+    }
+}
+
+/// A provider: its identity, its object types and the safe operations on
+/// them. Errors are negative libfabric codes (`-FI_EINVAL`...), returned to
+/// the application unchanged.
+///
+/// Entry points may run on any thread and concurrently, also on one object
+/// (fi_xpu_provider(7), THREADING), hence `&` references and `Send + Sync`
+/// objects: state that operations change needs interior mutability. Close
+/// methods get `&mut`: the core calls them once, when nothing else holds
+/// the object. A close that returns an error keeps the object alive and
+/// usable; on success the SDK drops it.
+pub trait Provider: 'static {
+    /// Must equal `<name>` of the file name `libfi_xpu-<name>.so`.
+    const NAME: &'static CStr;
+    /// `FI_XPU_VERSION(major, minor)` of the provider itself.
+    const VERSION: u32;
+    /// The id kernels dispatch on (`fid_xpu.prov_id`).
+    const PROV_ID: u32;
+    /// `FI_XPU_CAP_*` offered.
+    const CAPS: u64;
+    /// Bit `1 << iface` per `enum fi_hmem_iface` served.
+    const IFACES: u64;
+    /// Bytes of an endpoint name (`ep_getname`, `av_insert`).
+    const ADDRLEN: usize;
+
+    type Domain: Send + Sync;
+    type Ctx: Send + Sync;
+    type Av: Send + Sync;
+    type Mr: Send + Sync;
+    type Cq: Send + Sync;
+    type Cntr: Send + Sync;
+    type Ep: Send + Sync;
+
+    /// Runs once after the core's services are in place; an error skips the
+    /// provider (log why first).
+    fn init() -> Result<(), i32> {
+        Ok(())
+    }
+
+    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Self::Domain, i32>;
+    fn domain_close(_domain: &mut Self::Domain) -> Result<(), i32> {
+        Ok(())
+    }
+
+    fn ctx_open(domain: &Self::Domain, args: &fi_xpu_prov_ctx_args) -> Result<Self::Ctx, i32>;
+    /// Also sizes the buffers of `av_lookup` and `mr_desc`: smaller ones are
+    /// answered with `-FI_ETOOSMALL` before the provider is asked.
+    fn ctx_query(ctx: &Self::Ctx) -> Result<fi_xpu_ctx_attr, i32>;
+    fn ctx_close(_ctx: &mut Self::Ctx) -> Result<(), i32> {
+        Ok(())
+    }
+
+    fn av_open(domain: &Self::Domain, attr: &fi_xpu_av_attr) -> Result<Self::Av, i32>;
+    /// `addr` is `ADDRLEN` bytes; returns the new `fi_addr`.
+    fn av_insert(av: &Self::Av, addr: &[u8], flags: u64) -> Result<fi_addr_t, i32>;
+    fn av_remove(av: &Self::Av, fi_addr: fi_addr_t, flags: u64) -> Result<(), i32>;
+    /// The raw address a kernel on `ctx` uses for `fi_addr`.
+    fn av_lookup(
+        av: &Self::Av,
+        fi_addr: fi_addr_t,
+        ctx: &Self::Ctx,
+        flags: u64,
+    ) -> Result<Vec<u8>, i32>;
+    fn av_close(_av: &mut Self::Av) -> Result<(), i32> {
+        Ok(())
+    }
+
+    /// `ctx` is `None` for plain host memory.
+    fn mr_reg(
+        domain: &Self::Domain,
+        ctx: Option<&Self::Ctx>,
+        args: &fi_xpu_prov_mr_args,
+    ) -> Result<Self::Mr, i32>;
+    fn mr_key(mr: &Self::Mr) -> Result<u64, i32>;
+    /// The raw descriptor a kernel on `ctx` passes as `desc`.
+    fn mr_desc(mr: &Self::Mr, ctx: &Self::Ctx, flags: u64) -> Result<Vec<u8>, i32>;
+    fn mr_close(_mr: &mut Self::Mr) -> Result<(), i32> {
+        Ok(())
+    }
+
+    /// `ctx` is `None` for a host CQ.
+    fn cq_open(
+        domain: &Self::Domain,
+        ctx: Option<&Self::Ctx>,
+        attr: &fi_xpu_cq_attr,
+    ) -> Result<Self::Cq, i32>;
+    /// The device-visible address of the CQ's state (`fid_xpu.prov_ctx`).
+    fn cq_export(cq: &Self::Cq, flags: u64) -> Result<u64, i32>;
+    /// Host CQs only: the number of entries read, `-FI_EAGAIN` when empty.
+    fn cq_host_read(cq: &Self::Cq, out: HostCqBuf<'_>) -> Result<usize, i32>;
+    fn cq_host_readerr(cq: &Self::Cq, out: &mut fi_cq_err_entry, flags: u64) -> Result<usize, i32>;
+    fn cq_close(_cq: &mut Self::Cq) -> Result<(), i32> {
+        Ok(())
+    }
+
+    /// `ctx` is `None` for a host counter.
+    fn cntr_open(
+        domain: &Self::Domain,
+        ctx: Option<&Self::Ctx>,
+        attr: &fi_xpu_cntr_attr,
+    ) -> Result<Self::Cntr, i32>;
+    fn cntr_export(cntr: &Self::Cntr, flags: u64) -> Result<u64, i32>;
+    /// Host counters only: (value, error count).
+    fn cntr_host_read(cntr: &Self::Cntr) -> Result<(u64, u64), i32>;
+    /// `FI_XPU_CNTR_ADD` / `FI_XPU_CNTR_SET`, or-ed with `FI_XPU_CNTR_ERR`.
+    fn cntr_host_update(cntr: &Self::Cntr, how: u32, value: u64) -> Result<(), i32>;
+    fn cntr_close(_cntr: &mut Self::Cntr) -> Result<(), i32> {
+        Ok(())
+    }
+
+    fn ep_open(
+        domain: &Self::Domain,
+        ctx: &Self::Ctx,
+        attr: &fi_xpu_ep_attr,
+    ) -> Result<Self::Ep, i32>;
+    /// The core checked domain and context; the object stays open while bound.
+    fn ep_bind(ep: &Self::Ep, obj: Bind<'_, Self>, flags: u64) -> Result<(), i32>;
+    fn ep_enable(ep: &Self::Ep) -> Result<(), i32>;
+    /// The endpoint's name, `ADDRLEN` bytes.
+    fn ep_getname(ep: &Self::Ep) -> Result<Vec<u8>, i32>;
+    fn ep_export(ep: &Self::Ep, flags: u64) -> Result<u64, i32>;
+    fn ep_close(_ep: &mut Self::Ep) -> Result<(), i32> {
+        Ok(())
+    }
+}
+
+/// A count-or-error from code that speaks the C convention.
+pub fn ssize(r: isize) -> Result<usize, i32> {
+    if r < 0 {
+        Err(r as i32)
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// A status in the C convention (0 or a negative code) as a `Result`.
+pub fn status(r: i32) -> Result<(), i32> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(r)
+    }
+}
+
+/// Locks `m` even if a panic poisoned it: the SDK turns a panic into
+/// `-FI_EOTHER` and the object stays in use, so its lock must stay usable.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The static descriptor `fi_xpu_prov_ini` returns.
+pub struct Descriptor(fi_xpu_provider);
+
+// SAFETY: the descriptor is immutable static data: pointers to a static
+// name and to functions.
+unsafe impl Sync for Descriptor {}
+
+impl Descriptor {
+    pub const fn of<P: Provider>() -> Descriptor {
+        Descriptor(glue::descriptor::<P>())
+    }
+
+    pub const fn as_ptr(&'static self) -> *const fi_xpu_provider {
+        &self.0
+    }
+}
+
+/// Makes the crate a plugin of provider `$p`: a static descriptor whose
+/// entry points are the SDK's functions instantiated for `$p`, and the exported
+/// `fi_xpu_prov_ini` returning it. Use once, in the plugin's cdylib.
+#[macro_export]
+macro_rules! export_provider {
+    ($p:ty) => {
+        static FI_XPU_PROV_DESCRIPTOR: $crate::Descriptor = $crate::Descriptor::of::<$p>();
+
+        /// The plugin's entry point.
+        #[no_mangle]
+        pub extern "C" fn fi_xpu_prov_ini() -> *const $crate::abi::fi_xpu_provider {
+            FI_XPU_PROV_DESCRIPTOR.as_ptr()
+        }
+    };
+}

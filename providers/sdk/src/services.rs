@@ -1,0 +1,172 @@
+//! The core's services (logging, memory) as safe calls.
+//!
+//! `init` stores the core's table here before the provider's own `init`
+//! runs; until then logging is silent and memory services answer
+//! `-FI_ENOSYS`. A plugin links its own copy of this crate, so the table and
+//! the provider name are per plugin.
+// The context pointers passed on here are tokens, not references: the core
+// finds them in its registry of live objects before it touches anything,
+// so a safe caller cannot make it follow a bad pointer.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::*;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+static CORE: AtomicPtr<fi_xpu_core> = AtomicPtr::new(std::ptr::null_mut());
+static NAME: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The application's handle of an XPU context
+/// (`fi_xpu_prov_ctx_args::core_ctx`). The core looks it up in its registry
+/// on every call, so a stale or foreign value is answered with an error,
+/// never followed.
+pub type CoreCtx = *mut fid_xpu_ctx;
+
+pub(crate) fn set(core: *const fi_xpu_core, name: &'static CStr) {
+    NAME.store(name.as_ptr() as *mut c_char, Ordering::Release);
+    CORE.store(core as *mut fi_xpu_core, Ordering::Release);
+}
+
+fn core() -> Option<&'static fi_xpu_core> {
+    let p = CORE.load(Ordering::Acquire);
+    // SAFETY: the core's service table is static data that outlives every
+    // provider call; `init` checked its size before storing it.
+    unsafe { p.as_ref() }
+}
+
+/// One line through the core's logger, tagged with the provider's name.
+pub fn log(level: i32, msg: &str) {
+    let Some(f) = core().and_then(|c| c.log) else {
+        return;
+    };
+    let m = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    // SAFETY: NAME points to the provider's static name (stored with CORE);
+    // both strings are NUL-terminated and live for the call.
+    unsafe { f(level, NAME.load(Ordering::Acquire), m.as_ptr()) };
+}
+
+/// Whether a message of `level` would be printed, to skip formatting it.
+pub fn log_enabled(level: i32) -> bool {
+    match core().and_then(|c| c.log_enabled) {
+        // SAFETY: a plain function of the core taking an integer.
+        Some(f) => unsafe { f(level) != 0 },
+        None => false,
+    }
+}
+
+pub fn warn(msg: &str) {
+    log(FI_XPU_LOG_WARN, msg);
+}
+
+pub fn info(msg: &str) {
+    log(FI_XPU_LOG_INFO, msg);
+}
+
+pub fn debug(msg: &str) {
+    log(FI_XPU_LOG_DEBUG, msg);
+}
+
+/// What `mem_alloc` hands back.
+#[derive(Debug)]
+pub struct Allocation {
+    /// Device address (for `FI_HMEM_SYSTEM` and `FI_XPU_ALLOC_HOST`, also
+    /// the host's).
+    pub addr: usize,
+    /// The exported DMA-BUF, with `FI_XPU_ALLOC_DMABUF` only.
+    pub fd: Option<OwnedFd>,
+    /// Where the allocation starts inside `fd`.
+    pub offset: u64,
+}
+
+/// `fi_xpu_alloc` on the context `ctx`. The memory is not cleared: only
+/// the provider knows whether the host may write it.
+pub fn mem_alloc(ctx: CoreCtx, size: u64, alignment: u64, flags: u64) -> Result<Allocation, i32> {
+    let f = core().and_then(|c| c.mem_alloc).ok_or(-FI_ENOSYS)?;
+    let mut addr: *mut c_void = std::ptr::null_mut();
+    let mut fd: i32 = -1;
+    let mut offset = 0u64;
+    // SAFETY: out-pointers are live locals; the core validates ctx.
+    let r = unsafe { f(ctx, size, alignment, flags, &mut addr, &mut fd, &mut offset) };
+    if r != 0 {
+        return Err(r);
+    }
+    let fd = (flags & FI_XPU_ALLOC_DMABUF != 0 && fd >= 0).then(|| {
+        // SAFETY: the core hands over ownership of the exported fd.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    });
+    Ok(Allocation {
+        addr: addr as usize,
+        fd,
+        offset,
+    })
+}
+
+/// Releases memory from `mem_alloc`. A failure is not reported: there is
+/// nothing a provider could do, and the core releases whatever is left
+/// when the context closes.
+pub fn mem_free(ctx: CoreCtx, addr: usize) {
+    if let Some(f) = core().and_then(|c| c.mem_free) {
+        // SAFETY: the core validates ctx and looks addr up among the
+        // context's allocations.
+        unsafe { f(ctx, addr as *mut c_void) };
+    }
+}
+
+/// `fi_xpu_import`: maps `[host_addr, host_addr+size)`, or with
+/// `FI_XPU_IMPORT_DMABUF` the file `fd` at `offset`, into the context.
+pub fn mem_import(
+    ctx: CoreCtx,
+    host_addr: usize,
+    fd: RawFd,
+    offset: u64,
+    size: u64,
+    flags: u64,
+) -> Result<usize, i32> {
+    let f = core().and_then(|c| c.mem_import).ok_or(-FI_ENOSYS)?;
+    let mut dev: *mut c_void = std::ptr::null_mut();
+    // SAFETY: dev is a live local; the core validates ctx, flags and fd.
+    let r = unsafe {
+        f(
+            ctx,
+            host_addr as *mut c_void,
+            fd,
+            offset,
+            size,
+            flags,
+            &mut dev,
+        )
+    };
+    if r != 0 {
+        return Err(r);
+    }
+    Ok(dev as usize)
+}
+
+/// Maps a DMA-BUF (a peer's memfd, a NIC's doorbell page) into the context.
+pub fn import_dmabuf(ctx: CoreCtx, fd: RawFd, offset: u64, size: u64) -> Result<usize, i32> {
+    mem_import(ctx, 0, fd, offset, size, FI_XPU_IMPORT_DMABUF)
+}
+
+/// Undoes `mem_import`; failures are not reported (see `mem_free`).
+pub fn mem_unimport(ctx: CoreCtx, dev: usize) {
+    if let Some(f) = core().and_then(|c| c.mem_unimport) {
+        // SAFETY: the core validates ctx and looks dev up among its imports.
+        unsafe { f(ctx, dev as *mut c_void) };
+    }
+}
+
+/// A DMA-BUF fd (owned by the caller) and offset for application memory of
+/// `ctx`, to share it with a peer process or a NIC.
+pub fn mem_export(ctx: CoreCtx, addr: usize, size: u64) -> Result<(OwnedFd, u64), i32> {
+    let f = core().and_then(|c| c.mem_export).ok_or(-FI_ENOSYS)?;
+    let mut fd = -1;
+    let mut off = 0u64;
+    // SAFETY: out-pointers are live locals; the core validates the range.
+    let r = unsafe { f(ctx, addr as *mut c_void, size, &mut fd, &mut off) };
+    if r != 0 {
+        return Err(r);
+    }
+    // SAFETY: on success the core hands over ownership of the fd.
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, off))
+}
