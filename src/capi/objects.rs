@@ -285,6 +285,29 @@ fn size_query(buf: *mut c_void, len: *mut usize) -> Result<usize> {
     Ok(n)
 }
 
+/// The checks of a raw-bytes query for a kernel (AV address, MR descriptor):
+/// the object and the context are live and share a domain, no flags, and a
+/// valid `(buf, len)` size query. Returns the object and the context.
+fn raw_query(
+    obj: *const c_void,
+    kind: Kind,
+    ctx: *mut fid_xpu_ctx,
+    buf: *mut c_void,
+    len: *mut usize,
+    flags: u64,
+) -> Result<(Arc<Object>, Arc<Object>)> {
+    let o = lookup(obj, kind)?;
+    let c = lookup(ctx as *const c_void, Kind::Ctx)?;
+    if !o.same_domain(&c) {
+        return Err(Error::INVAL);
+    }
+    if flags != 0 {
+        return Err(Error::BADFLAGS);
+    }
+    size_query(buf, len)?;
+    Ok((o, c))
+}
+
 /// The raw address a kernel on `ctx` uses to reach `fi_addr`.
 ///
 /// # Safety
@@ -299,15 +322,7 @@ pub unsafe extern "C" fn fi_xpu_av_lookup(
     ctx: *mut fid_xpu_ctx,
 ) -> c_int {
     guard(|| {
-        let a = lookup(av as *const c_void, Kind::Av)?;
-        let c = lookup(ctx as *const c_void, Kind::Ctx)?;
-        if !a.same_domain(&c) {
-            return Err(Error::INVAL);
-        }
-        if flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        size_query(buf, len)?;
+        let (a, c) = raw_query(av as *const c_void, Kind::Av, ctx, buf, len, flags)?;
         Error::check(prov_call!(
             a.prov,
             av_lookup(a.handle(), fi_addr, c.handle(), buf, len, 0)
@@ -406,15 +421,7 @@ pub unsafe extern "C" fn fi_xpu_mr_desc(
     ctx: *mut fid_xpu_ctx,
 ) -> c_int {
     guard(|| {
-        let m = lookup(mr as *const c_void, Kind::Mr)?;
-        let c = lookup(ctx as *const c_void, Kind::Ctx)?;
-        if !m.same_domain(&c) {
-            return Err(Error::INVAL);
-        }
-        if flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        size_query(buf, len)?;
+        let (m, c) = raw_query(mr as *const c_void, Kind::Mr, ctx, buf, len, flags)?;
         Error::check(prov_call!(
             m.prov,
             mr_desc(m.handle(), c.handle(), buf, len, 0)
