@@ -355,6 +355,11 @@ FI_XPU_FUNC int fi_xpu_shm_target(const void *dest_addr, struct fi_xpu_shm_targe
 		return -FI_ECONNRESET;
 	if (t->pa->ep_off + FI_XPU_SHM_PEER_BLOCK > t->heap_size)
 		return -FI_EIO;
+	/* The id may have been handed to a new peer while we looked: its
+	 * regions are published after its generation, so a heap of the new
+	 * peer read above implies the new generation is visible here. */
+	if (fi_xpu_shm_ld(&t->map->gen) != t->pa->map_gen)
+		return -FI_ECONNRESET;
 	return 0;
 }
 
@@ -392,6 +397,9 @@ FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr
 	/* A registration closed while we checked: its generation changed. */
 	if (fi_xpu_shm_ld(&e->gen) != gen)
 		return -FI_EACCES;
+	/* As in fi_xpu_shm_target: the region must be the addressed peer's. */
+	if (fi_xpu_shm_ld(&t->map->gen) != t->pa->map_gen)
+		return -FI_ECONNRESET;
 	*out = mem + (addr - base);
 	return 0;
 }

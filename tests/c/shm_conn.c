@@ -5,7 +5,12 @@
  * each connecting, sending and leaving in turn (half of them without
  * closing anything). A rendezvous message that a departed peer left in the
  * inbox is not resolved against the peer that took its id afterwards: its
- * receive fails with FI_ECONNRESET. No descriptor is left behind.
+ * receive fails with FI_ECONNRESET. Then the same the other way round:
+ * this domain connects out to 70 peers in turn, each of which leaves once
+ * it received its message; every new connection finds the previous peer
+ * gone and takes its id, so the previous peer's raw address, and a lookup
+ * of its second AV entry, fail with FI_ECONNRESET while sends to the live
+ * peer succeed. No descriptor is left behind.
  * Prints "shm_conn: ok".
  */
 #include "shm_common.h"
@@ -41,6 +46,7 @@ static void child(int i, int sock)
 	int fd, k;
 
 	my_rank = i + 1;
+	failures = 0; /* the parent's, inherited through fork */
 	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
 	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
 		;
@@ -84,6 +90,115 @@ static void child(int i, int sock)
 	EXPECT(fi_xpu_close(&ctx->fid), 0);
 	EXPECT(fi_xpu_close(&dom->fid), 0);
 	_exit(failures ? 1 : 0);
+}
+
+/* A peer this domain connects to: publishes its address on `sock`,
+ * receives its index, acknowledges and leaves. */
+static void target_child(int i, int sock)
+{
+	struct fi_xpu_info *info, *it;
+	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
+					.timeout = 10000, .xpu_ctx = NULL };
+	struct fi_xpu_ep_attr eattr = { 0 };
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_ep *hep;
+	struct fid_xpu_ep ep;
+	struct fid_xpu_cq cq;
+	struct fi_cq_msg_entry e;
+	uint8_t name[64];
+	size_t len = sizeof(name);
+	uint64_t v = ~0ULL;
+
+	my_rank = 100 + i;
+	failures = 0; /* the parent's, inherited through fork */
+	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
+	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
+		;
+	REQUIRE(it != NULL, 1);
+	REQUIRE(fi_xpu_domain(it, NULL, &dom, NULL), 0);
+	fi_xpu_freeinfo(info);
+	REQUIRE(fi_xpu_ctx(dom, &xattr, &ctx, NULL), 0);
+	cattr.xpu_ctx = ctx;
+	eattr.xpu_ctx = ctx;
+	REQUIRE(fi_xpu_cq_open(dom, &cattr, &hcq, NULL), 0);
+	REQUIRE(fi_xpu_endpoint(dom, &eattr, &hep, NULL), 0);
+	REQUIRE(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV), 0);
+	REQUIRE(fi_xpu_enable(hep), 0);
+	REQUIRE(fi_xpu_getname(hep, name, &len), 0);
+	REQUIRE(fi_xpu_export(&hep->fid, 0, &ep.fid), 0);
+	REQUIRE(fi_xpu_export(&hcq->fid, 0, &cq.fid), 0);
+	EXPECT(fi_xpu_recv(&ep, &v, sizeof(v), NULL, NULL, &v, 0, FI_XPU_WORK_ITEM), 0);
+	io(sock, name, sizeof(name), 1);
+	EXPECT(fi_xpu_cq_sread(&cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	EXPECT(e.op_context == &v, 1);
+	EXPECT(v, (uint64_t)i);
+	if (write(sock, "x", 1) != 1)
+		_exit(2);
+	if (i % 2 == 0)
+		_exit(failures ? 1 : 0);
+	EXPECT(fi_xpu_close(&hep->fid), 0);
+	EXPECT(fi_xpu_close(&hcq->fid), 0);
+	EXPECT(fi_xpu_close(&ctx->fid), 0);
+	EXPECT(fi_xpu_close(&dom->fid), 0);
+	_exit(failures ? 1 : 0);
+}
+
+/* This domain connects out to PEERS peers in turn (see the top). */
+static void connect_out(void)
+{
+	struct fid_xpu_av *av;
+	struct fi_cq_tagged_entry e;
+	uint64_t raw, prev_raw = 0, v;
+	fi_addr_t fa, fa2, prev_fa2 = 0;
+	size_t len;
+	int i, st;
+
+	REQUIRE(fi_xpu_av_open(W.dom, NULL, &av, NULL), 0);
+	for (i = 0; i < PEERS; i++) {
+		uint8_t name[64];
+		int sv[2];
+		pid_t p;
+		char c;
+		REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		fflush(stdout);
+		fflush(stderr);
+		p = fork();
+		REQUIRE(p >= 0, 1);
+		if (p == 0) {
+			close(sv[0]);
+			target_child(i, sv[1]);
+		}
+		close(sv[1]);
+		io(sv[0], name, sizeof(name), 0);
+		REQUIRE(fi_xpu_av_insert(av, name, 1, &fa, 0, NULL), 1);
+		/* A second entry for the same peer shares its connection. */
+		REQUIRE(fi_xpu_av_insert(av, name, 1, &fa2, 0, NULL), 1);
+		len = sizeof(raw);
+		REQUIRE(fi_xpu_av_lookup(av, fa, &raw, &len, 0, W.ctx), 0);
+		if (i > 0) {
+			/* The previous peer is gone and this one holds its id. */
+			v = 0;
+			EXPECT(fi_xpu_send(&W.ep, &v, 8, NULL, 0, &prev_raw, &v, 0,
+					   FI_XPU_WORK_ITEM), -FI_ECONNRESET);
+			len = sizeof(v);
+			EXPECT(fi_xpu_av_lookup(av, prev_fa2, &v, &len, 0, W.ctx), -FI_ECONNRESET);
+		}
+		v = (uint64_t)i;
+		EXPECT(fi_xpu_send(&W.ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
+		EXPECT(next(&W, &e, NULL), 1);
+		EXPECT(e.op_context == &v, 1);
+		EXPECT(read(sv[0], &c, 1), 1);
+		close(sv[0]);
+		EXPECT(waitpid(p, &st, 0), p);
+		EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, 1);
+		prev_raw = raw;
+		prev_fa2 = fa2;
+	}
+	/* Closing the AV frees the raw addresses looked up through it. */
+	EXPECT(fi_xpu_close(&av->fid), 0);
 }
 
 /* Receives one message into buf; returns its err (0 or positive). */
@@ -151,6 +266,10 @@ int main(void)
 	}
 	/* Every departed peer's socket and region descriptors are closed;
 	 * what stays is the one map (one allocation) of the reused id. */
+	for (i = 0; i < 200 && count_fds() != fds0 + 1; i++)
+		usleep(10000);
+	EXPECT(count_fds(), fds0 + 1);
+	connect_out();
 	for (i = 0; i < 200 && count_fds() != fds0 + 1; i++)
 		usleep(10000);
 	EXPECT(count_fds(), fds0 + 1);

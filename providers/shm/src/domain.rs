@@ -234,6 +234,11 @@ pub struct State {
     pub regions: BTreeMap<u32, Region>,
     pub ctxs: HashMap<u64, CtxSt>,
     pub conns: HashMap<u32, Conn>,
+    /// Sockets of lost connections, closed by the control thread between
+    /// two polls: a descriptor number the control thread may be polling
+    /// must not be handed out again (to a new peer's socket or a received
+    /// region) while it still acts on what that poll returned.
+    retired_socks: Vec<OwnedFd>,
     next_conn_gen: u64,
     next_ctx: u64,
     next_ep: u32,
@@ -376,16 +381,18 @@ impl Inner {
                 let m = Msg::new(wire::REGION, id as u64, size, offset);
                 if wire::send(s.as_raw_fd(), &m, Some(raw)).is_ok() {
                     c.pushed += 1;
-                    waits.push((*cid, c.pushed));
+                    waits.push((*cid, c.gen, c.pushed));
                 }
             }
         }
         let deadline = Instant::now() + PUSH_TIMEOUT;
         loop {
-            let pending = waits.iter().any(|(cid, n)| {
+            // A peer that left no longer counts, nor does the one that
+            // took its id since (it was sent every region on connecting).
+            let pending = waits.iter().any(|(cid, gen, n)| {
                 st.conns
                     .get(cid)
-                    .is_some_and(|c| c.sock.is_some() && c.acked < *n)
+                    .is_some_and(|c| c.gen == *gen && c.sock.is_some() && c.acked < *n)
             });
             if !pending {
                 break;
@@ -459,13 +466,17 @@ impl Inner {
         Ok(())
     }
 
-    /// A peer shared region `rid`: map it into every context.
-    fn peer_region(st: &mut State, cid: u32, rid: u32, fd: OwnedFd, off: u64, size: u64) {
+    /// A peer shared region `rid`: map it into every context. Nothing
+    /// happens when connection `cid` is no longer generation `gen`.
+    fn peer_region(st: &mut State, cid: u32, gen: u64, rid: u32, fd: OwnedFd, off: u64, size: u64) {
         if rid == 0 || rid as usize >= MAX_REGIONS {
             core::warn(&format!("peer sent an invalid region id {rid}"));
             return;
         }
-        Self::peer_remove(st, cid, rid);
+        if Self::live_conn(st, cid, gen).is_none() {
+            return;
+        }
+        Self::peer_remove(st, cid, gen, rid);
         let targets: Vec<(u64, Ctx, usize)> = st
             .ctxs
             .iter()
@@ -486,7 +497,10 @@ impl Inner {
         conn.regions.insert(rid, (fd, off, size));
     }
 
-    fn peer_remove(st: &mut State, cid: u32, rid: u32) {
+    fn peer_remove(st: &mut State, cid: u32, gen: u64, rid: u32) {
+        if Self::live_conn(st, cid, gen).is_none() {
+            return;
+        }
         let maps: Vec<(u64, Ctx, usize)> = st
             .ctxs
             .iter()
@@ -550,17 +564,29 @@ impl Inner {
         (0..MAX_CONNS as u32).find(|i| st.conns.get(i).is_none_or(|c| c.sock.is_none()))
     }
 
-    /// Marks connections whose peer hung up as lost, without waiting for
-    /// the control loop to notice. Only the control thread may call this:
-    /// it closes sockets that loop polls.
-    fn reap(st: &mut State) {
-        let mut fds: Vec<(u32, libc::pollfd)> = st
+    /// Connection `cid` when it is still generation `gen` and connected.
+    fn live_conn(st: &mut State, cid: u32, gen: u64) -> Option<&mut Conn> {
+        st.conns
+            .get_mut(&cid)
+            .filter(|c| c.gen == gen && c.sock.is_some())
+    }
+
+    /// Marks established connections whose peer hung up as lost, without
+    /// waiting for the control loop to notice, so that their ids can be
+    /// reused at once. Any thread may call this: the sockets are retired,
+    /// not closed, and the control loop checks the generation of every
+    /// connection it acts on. Connections still in their handshake are
+    /// left to the thread running it. Returns whether any was lost.
+    fn reap(st: &mut State) -> bool {
+        let mut fds: Vec<(u32, u64, libc::pollfd)> = st
             .conns
             .iter()
+            .filter(|(_, c)| c.ready)
             .filter_map(|(cid, c)| {
                 c.sock.as_ref().map(|s| {
                     (
                         *cid,
+                        c.gen,
                         libc::pollfd {
                             fd: s.as_raw_fd(),
                             events: 0,
@@ -570,16 +596,20 @@ impl Inner {
                 })
             })
             .collect();
-        for (cid, p) in fds.iter_mut() {
-            // SAFETY: polling one live descriptor without waiting.
+        let mut lost = false;
+        for (cid, gen, p) in fds.iter_mut() {
+            // SAFETY: polling one live descriptor (owned by the connection,
+            // under the state lock) without waiting.
             let n = unsafe { libc::poll(p, 1, 0) };
             if n == 1 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
-                Self::mark_lost(st, *cid);
+                lost |= Self::mark_lost(st, *cid, *gen);
             }
         }
+        lost
     }
 
     fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32, i32> {
+        Self::reap(st);
         let Some(cid) = Self::free_conn_id(st) else {
             core::warn(&format!(
                 "connection limit ({MAX_CONNS} live connections per domain) reached"
@@ -633,14 +663,14 @@ impl Inner {
     }
 
     /// Reads REGION records until DONE during a handshake.
-    fn recv_regions(&self, cid: u32, sock: RawFd) -> Result<(), i32> {
+    fn recv_regions(&self, cid: u32, gen: u64, sock: RawFd) -> Result<(), i32> {
         loop {
             match wire::recv(sock)? {
                 None => return Err(FI_ECONNRESET),
                 Some((m, _)) if m.kind == wire::DONE => return Ok(()),
                 Some((m, Some(fd))) if m.kind == wire::REGION => {
                     let mut st = self.lock();
-                    Self::peer_region(&mut st, cid, m.a as u32, fd, m.c, m.b);
+                    Self::peer_region(&mut st, cid, gen, m.a as u32, fd, m.c, m.b);
                 }
                 Some(_) => return Err(FI_EIO),
             }
@@ -716,7 +746,7 @@ impl Inner {
             return Err(-FI_EINVAL);
         }
         let raw = sock.as_raw_fd();
-        let cid = {
+        let (cid, gen) = {
             let mut st = self.lock();
             let cid = Self::new_conn(&mut st, sock, true)?;
             let c = st.conns.get_mut(&cid).unwrap();
@@ -724,15 +754,26 @@ impl Inner {
             c.at_peer = welcome.a;
             c.at_peer_gen = welcome.c;
             c.secret = addr.secret;
-            Self::send_regions(&st, raw).map_err(|e| -e)?;
-            cid
+            let gen = c.gen;
+            if let Err(e) = Self::send_regions(&st, raw) {
+                Self::mark_lost(&mut st, cid, gen);
+                drop(st);
+                self.poke();
+                return Err(-e);
+            }
+            (cid, gen)
         };
-        if let Err(e) = self.recv_regions(cid, raw) {
-            self.conn_lost(cid);
+        // Sockets of peers that new_conn found gone wait for the control
+        // thread to close them.
+        self.poke();
+        if let Err(e) = self.recv_regions(cid, gen, raw) {
+            self.conn_lost(cid, gen);
             return Err(-e);
         }
         let mut st = self.lock();
-        let c = st.conns.get_mut(&cid).unwrap();
+        let Some(c) = Self::live_conn(&mut st, cid, gen) else {
+            return Err(-FI_ECONNRESET);
+        };
         c.ready = true;
         let r = ConnRef {
             cid,
@@ -779,7 +820,6 @@ impl Inner {
         }
         let (cid, gen) = {
             let mut st = self.lock();
-            Self::reap(&mut st);
             match Self::new_conn(&mut st, sock, false) {
                 Ok(cid) => {
                     let c = st.conns.get_mut(&cid).unwrap();
@@ -798,31 +838,47 @@ impl Inner {
             None,
         )
         .is_err()
-            || self.recv_regions(cid, raw).is_err()
+            || self.recv_regions(cid, gen, raw).is_err()
         {
-            self.conn_lost(cid);
+            self.conn_lost(cid, gen);
             return;
         }
         let mut st = self.lock();
-        if Self::send_regions(&st, raw).is_err() {
-            drop(st);
-            self.conn_lost(cid);
+        if Self::live_conn(&mut st, cid, gen).is_none() {
             return;
         }
-        st.conns.get_mut(&cid).unwrap().ready = true;
+        if Self::send_regions(&st, raw).is_err() {
+            drop(st);
+            self.conn_lost(cid, gen);
+            return;
+        }
+        if let Some(c) = Self::live_conn(&mut st, cid, gen) {
+            c.ready = true;
+        }
     }
 
     /// The peer closed its socket or died: device operations on it fail from
     /// now on. Mappings stay until the context closes, so that a device
     /// access already under way does not fault.
-    fn conn_lost(&self, cid: u32) {
+    fn conn_lost(&self, cid: u32, gen: u64) {
         let mut st = self.lock();
-        Self::mark_lost(&mut st, cid);
+        Self::mark_lost(&mut st, cid, gen);
         drop(st);
         self.cv.notify_all();
+        self.poke();
     }
 
-    fn mark_lost(st: &mut State, cid: u32) {
+    /// Marks generation `gen` of connection `cid` lost; a later generation
+    /// (another peer that took the id since) is left alone. Returns whether
+    /// it was live.
+    fn mark_lost(st: &mut State, cid: u32, gen: u64) -> bool {
+        let Some(sock) = Self::live_conn(st, cid, gen).and_then(|c| {
+            c.regions.clear();
+            c.sock.take()
+        }) else {
+            return false;
+        };
+        st.retired_socks.push(sock);
         let maps: Vec<usize> = st
             .ctxs
             .values()
@@ -831,27 +887,38 @@ impl Inner {
         for m in maps {
             store(m, PEER_DEAD);
         }
-        if let Some(c) = st.conns.get_mut(&cid) {
-            c.sock = None;
-            c.regions.clear();
-        }
+        true
     }
 
-    fn handle(&self, cid: u32, raw: RawFd) {
+    /// Handles what poll reported on socket `raw` of generation `gen` of
+    /// connection `cid`. By now the peer may have been found gone and its
+    /// id given to another one (by `accept_one` in this round, or by a
+    /// `connect` on another thread): the event is then stale and ignored.
+    fn handle(&self, cid: u32, gen: u64, raw: RawFd) {
+        {
+            let mut st = self.lock();
+            let owned = Self::live_conn(&mut st, cid, gen)
+                .is_some_and(|c| c.sock.as_ref().map(|s| s.as_raw_fd()) == Some(raw));
+            if !owned {
+                return;
+            }
+        }
+        // The socket stays open until the next round even if the connection
+        // is lost meanwhile (retired_socks), so this reads the right one.
         match wire::recv(raw) {
             Ok(Some((m, fd))) => match (m.kind, fd) {
                 (wire::REGION, Some(fd)) => {
                     let mut st = self.lock();
-                    Self::peer_region(&mut st, cid, m.a as u32, fd, m.c, m.b);
+                    Self::peer_region(&mut st, cid, gen, m.a as u32, fd, m.c, m.b);
                     let _ = wire::send(raw, &Msg::new(wire::ACK, m.a, 0, 0), None);
                 }
                 (wire::REMOVE, _) => {
                     let mut st = self.lock();
-                    Self::peer_remove(&mut st, cid, m.a as u32);
+                    Self::peer_remove(&mut st, cid, gen, m.a as u32);
                 }
                 (wire::ACK, _) => {
                     let mut st = self.lock();
-                    if let Some(c) = st.conns.get_mut(&cid) {
+                    if let Some(c) = Self::live_conn(&mut st, cid, gen) {
                         c.acked += 1;
                     }
                     drop(st);
@@ -859,9 +926,9 @@ impl Inner {
                 }
                 _ => core::warn("ignored a malformed control message from a peer"),
             },
-            Ok(None) => self.conn_lost(cid),
+            Ok(None) => self.conn_lost(cid, gen),
             Err(e) if e == libc::EAGAIN || e == libc::EINTR => {}
-            Err(_) => self.conn_lost(cid),
+            Err(_) => self.conn_lost(cid, gen),
         }
     }
 
@@ -881,10 +948,12 @@ impl Inner {
             ];
             let mut ids = Vec::new();
             {
-                let st = self.lock();
+                let mut st = self.lock();
                 if st.stop {
                     return;
                 }
+                // No snapshot of the last round is in use any more.
+                st.retired_socks.clear();
                 for (cid, c) in st.conns.iter() {
                     if let (true, Some(s)) = (c.ready, &c.sock) {
                         fds.push(libc::pollfd {
@@ -892,7 +961,7 @@ impl Inner {
                             events: libc::POLLIN,
                             revents: 0,
                         });
-                        ids.push(*cid);
+                        ids.push((*cid, c.gen));
                     }
                 }
             }
@@ -906,14 +975,15 @@ impl Inner {
                 // SAFETY: draining our eventfd into a local.
                 unsafe { libc::read(self.wake.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
             }
-            if fds[1].revents & libc::POLLIN != 0 {
-                self.accept_one();
-            }
-            for (i, cid) in ids.iter().enumerate() {
+            // Departures first, so that their ids are free for newcomers.
+            for (i, (cid, gen)) in ids.iter().enumerate() {
                 let ev = fds[i + 2].revents;
                 if ev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                    self.handle(*cid, fds[i + 2].fd);
+                    self.handle(*cid, *gen, fds[i + 2].fd);
                 }
+            }
+            if fds[1].revents & libc::POLLIN != 0 {
+                self.accept_one();
             }
         }
     }
