@@ -2,7 +2,9 @@
  * libfabric provider from FI_XPU_OFI_PROVIDER. One mode per run:
  *
  *   death      the peer is killed (SIGKILL) while it writes to us; our waits
- *              on it end with an error or a timeout, and we close cleanly.
+ *              on it end with an error or a timeout, and we close cleanly
+ *              and in bounded time, also when the peer died holding a lock
+ *              of ours inside libfabric (forced with ofi_wedge.c).
  *   flood      far more writes than the ring holds, without reaping: the
  *              device call says -FI_EAGAIN, then every write completes once
  *              completions are read, with the right data at the target.
@@ -30,17 +32,36 @@ static pid_t child_pid;
 
 /* ---- death --------------------------------------------------------------- */
 #define DEATH_WAIT_MS 2000
+/* Writes the victim completes before it arms ofi_wedge.c, when that is
+ * preloaded: more than the 20 the survivor waits to see. */
+#define DEATH_ARM_AFTER 25
+/* The whole teardown of the survivor, a generous bound on a hang: every
+ * close finishes within FI_XPU_OFI_CLOSE_MS even when a progress thread is
+ * stuck inside libfabric. */
+#define DEATH_TEARDOWN_MS 20000
 
-/* Writes an increasing count into the survivor's heap until it is killed. */
+void ofi_wedge_arm(void) __attribute__((weak));
+
+/* Writes an increasing count into the survivor's heap until it is killed.
+ * When ofi_wedge.c kills it instead (in the middle of a write, after
+ * DEATH_ARM_AFTER of them), each write is delivered before the next is
+ * posted, so that the survivor has seen every earlier one: a write stuck
+ * in the survivor's locked queue never lands. */
 static void victim(struct ofi_node *n)
 {
 	static uint64_t v;
+	uint64_t flags = ofi_wedge_arm ? FI_DELIVERY_COMPLETE : 0;
 	struct fi_cq_tagged_entry e;
 	for (;;) {
 		v++;
 		CHECK(fi_xpu_write(&n->ep[0], &v, 8, NULL, 0, &n->raw[0], n->peer.base,
-				   n->peer.key, &v, 0, FI_XPU_WORK_ITEM));
+				   n->peer.key, &v, flags, FI_XPU_WORK_ITEM));
 		CHECK(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM));
+		if (v == DEATH_ARM_AFTER && ofi_wedge_arm)
+			ofi_wedge_arm();
+		/* A libfabric without such locks never sets it off. */
+		if (v == DEATH_ARM_AFTER + 100 && ofi_wedge_arm)
+			raise(SIGKILL);
 	}
 }
 
@@ -81,8 +102,17 @@ static void survivor(struct ofi_node *n)
 		EXPECT(ofi_now_ms() - t0 < 30000);
 		usleep(100);
 	}
-	EXPECT(kill(child_pid, SIGKILL) == 0);
-	EXPECT(waitpid(child_pid, &st, 0) == child_pid);
+	if (ofi_wedge_arm) {
+		/* ofi_wedge.c kills it in the middle of a write, holding our
+		 * queue's lock where libfabric has one. */
+		while (waitpid(child_pid, &st, WNOHANG) == 0) {
+			EXPECT(ofi_now_ms() - t0 < 30000);
+			usleep(1000);
+		}
+	} else {
+		EXPECT(kill(child_pid, SIGKILL) == 0);
+		EXPECT(waitpid(child_pid, &st, 0) == child_pid);
+	}
 	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	printf("death: peer %d killed after %" PRIu64 " writes\n", (int)child_pid, *seen);
 
@@ -628,10 +658,15 @@ static int run(const char *mode, int sock, int rank)
 	}
 	ofi_setup(&n, sock, rank, &o);
 	if (!strcmp(mode, "death")) {
+		uint64_t t0;
 		if (rank == 1)
 			victim(&n);
 		survivor(&n);
+		t0 = ofi_now_ms();
 		ofi_teardown(&n);
+		t0 = ofi_now_ms() - t0;
+		printf("death: teardown %" PRIu64 " ms\n", t0);
+		EXPECT(t0 < DEATH_TEARDOWN_MS);
 		return 0;
 	}
 	ofi_barrier(&n);

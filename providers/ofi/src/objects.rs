@@ -6,7 +6,7 @@ use crate::core::{self, Ctx};
 use crate::fabric::{check, Fid, Info};
 use crate::ffi;
 use crate::layout::*;
-use crate::proxy::{self, Tuning, Worker};
+use crate::proxy::{self, Tuning, Watch, Worker};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 /// Size of an endpoint name (`fi_xpu_getname`): a header and the libfabric
 /// name.
@@ -223,7 +224,7 @@ impl Domain {
         let mut threads = Vec::new();
         for (i, w) in workers.into_iter().enumerate() {
             let t = std::thread::Builder::new()
-                .name(format!("fi_xpu-ofi-{i}"))
+                .name(thread_name(i))
                 .spawn(move || proxy::run(w))
                 .map_err(|_| -FI_ENOMEM);
             match t {
@@ -244,10 +245,28 @@ impl Drop for Domain {
         for w in &self.inner.workers {
             w.stop();
         }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        for (i, t) in self.threads.drain(..).enumerate() {
+            let w = &self.inner.workers[i];
+            let mut watch = Watch::new();
+            // A thread stuck inside libfabric is left behind (the handle
+            // dropped, detaching it): it keeps what it references, the
+            // libfabric domain included, until the process exits.
+            loop {
+                if t.is_finished() {
+                    let _ = t.join();
+                    break;
+                }
+                if w.give_up(&mut watch, &thread_name(i)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
+}
+
+fn thread_name(i: usize) -> String {
+    format!("fi_xpu-ofi-{i}")
 }
 
 pub struct XpuCtx {
@@ -998,7 +1017,15 @@ impl Ep {
         }
         let _ = inner.bound.set(b);
         let n = dom.workers.len();
-        let w = dom.next_ep.fetch_add(1, Ordering::Relaxed) % n;
+        let first = dom.next_ep.fetch_add(1, Ordering::Relaxed);
+        // A thread given up (stuck inside libfabric) would never serve it.
+        let Some(w) = (0..n)
+            .map(|k| (first + k) % n)
+            .find(|&w| !dom.workers[w].lost())
+        else {
+            core::warn("fi_xpu_enable: every progress thread of the domain is stuck in libfabric");
+            return Err(-FI_EIO);
+        };
         // SAFETY: as above, not shared yet.
         unsafe { (*dev).wake_fd = dom.workers[w].bell_fd() };
         dom.workers[w].add(self.inner.clone());
@@ -1030,7 +1057,7 @@ impl Ep {
 impl Drop for Ep {
     fn drop(&mut self) {
         if let Some(w) = self.worker {
-            self.inner.dom.workers[w].remove(&self.inner);
+            self.inner.dom.workers[w].remove(&self.inner, &thread_name(w));
         }
     }
 }

@@ -52,8 +52,10 @@ const MAX_STALL_MS: u64 = 3_600_000;
 /// Later ring positions looked at for a published entry behind a stalled
 /// one.
 const STALL_SCAN: u64 = 64;
+const DEFAULT_CLOSE_MS: u64 = 5000;
+const MAX_CLOSE_MS: u64 = 3_600_000;
 
-/// How an idle progress thread waits.
+/// How an idle progress thread waits, and how long closes wait for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Tuning {
     /// Polling continues this long after the last activity.
@@ -63,10 +65,14 @@ pub struct Tuning {
     /// How long the entry at the consumer position may stay unpublished
     /// while a later one is published before it is failed and skipped.
     pub stall: Duration,
+    /// How long a close waits for a progress thread that is inside a
+    /// libfabric call before it gives the thread up (see `Gate`).
+    pub close: Duration,
 }
 
 impl Tuning {
-    /// `FI_XPU_OFI_SPIN_US` and `FI_XPU_OFI_POLL_US` (microseconds), read
+    /// `FI_XPU_OFI_SPIN_US`, `FI_XPU_OFI_POLL_US` (microseconds),
+    /// `FI_XPU_OFI_STALL_MS` and `FI_XPU_OFI_CLOSE_MS` (milliseconds), read
     /// through `env`; out-of-range or malformed values keep the defaults.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Tuning {
         Self::from_env_cpus(env, usable_cpus())
@@ -103,6 +109,11 @@ impl Tuning {
                 "FI_XPU_OFI_STALL_MS",
                 DEFAULT_STALL_MS,
                 1..=MAX_STALL_MS,
+            )),
+            close: Duration::from_millis(get(
+                "FI_XPU_OFI_CLOSE_MS",
+                DEFAULT_CLOSE_MS,
+                1..=MAX_CLOSE_MS,
             )),
         }
     }
@@ -145,6 +156,85 @@ pub struct EpState {
     stalled_since: Option<Instant>,
 }
 
+/// Whether a progress thread is inside a libfabric call, and whether a
+/// closer gave up on it there.
+///
+/// A libfabric call may never return: libfabric 1.17's `shm` provider
+/// guards each endpoint's receive queue with a spinlock that lives in
+/// shared memory, and a peer killed while it holds that lock (pushing a
+/// command into our queue) leaves it held for good, so every progress
+/// call on our endpoint spins forever. A closer cannot wait for such a
+/// thread, and cannot free what the thread references while the thread
+/// might still touch it. The gate settles it: the thread touches the
+/// endpoints' memory only while it owns the gate (`OUT`); a closer that
+/// saw the thread inside the same call (`IN`, same call number) for the
+/// whole close limit takes the gate (`LOST`) and may then release
+/// everything; the thread, should its call ever return, sees `LOST` and
+/// parks for good without touching anything.
+///
+/// The word holds the call number above the two state bits, so that a
+/// closer can tell one long call from many short ones.
+pub struct Gate(AtomicU64);
+
+const GATE_OUT: u64 = 0;
+const GATE_IN: u64 = 1;
+const GATE_LOST: u64 = 2;
+const GATE_STATE: u64 = 3;
+
+impl Gate {
+    fn new() -> Gate {
+        Gate(AtomicU64::new(GATE_OUT))
+    }
+
+    /// Runs one libfabric call with the gate open to closers.
+    fn call<T>(&self, f: impl FnOnce() -> T) -> T {
+        // Only this thread changes the word while it is OUT.
+        let inside = (self.0.load(Ordering::Relaxed) & !GATE_STATE).wrapping_add(4) | GATE_IN;
+        // Release: what the thread wrote before the call is visible to a
+        // closer that takes the gate.
+        self.0.store(inside, Ordering::Release);
+        let r = f();
+        if self
+            .0
+            .compare_exchange(
+                inside,
+                inside & !GATE_STATE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // Given up while inside the call: what this thread references
+            // may be gone. It holds its endpoints (and their locks) until
+            // the process ends.
+            loop {
+                std::thread::park();
+            }
+        }
+        r
+    }
+
+    pub fn lost(&self) -> bool {
+        self.0.load(Ordering::Acquire) & GATE_STATE == GATE_LOST
+    }
+}
+
+/// A closer's view of a progress thread: the gate word it last saw and
+/// since when.
+pub struct Watch {
+    seen: u64,
+    since: Instant,
+}
+
+impl Watch {
+    pub fn new() -> Watch {
+        Watch {
+            seen: u64::MAX,
+            since: Instant::now(),
+        }
+    }
+}
+
 pub struct Worker {
     eps: Mutex<Vec<Arc<EpInner>>>,
     stop: AtomicBool,
@@ -158,6 +248,7 @@ pub struct Worker {
     /// The libfabric fabric, for `fi_trywait`.
     fabric: usize,
     tuning: Tuning,
+    gate: Gate,
 }
 
 fn at64(p: *mut u64) -> &'static AtomicU64 {
@@ -224,6 +315,7 @@ impl Worker {
             poller,
             fabric: fabric as usize,
             tuning,
+            gate: Gate::new(),
         })
     }
 
@@ -260,19 +352,70 @@ impl Worker {
         self.kick();
     }
 
-    /// Removes an endpoint and returns once the thread no longer uses it.
-    pub fn remove(&self, ep: &Arc<EpInner>) {
+    /// Removes an endpoint and returns once the thread no longer uses it,
+    /// or once the thread is given up: inside one libfabric call for
+    /// longer than `Tuning::close`. The thread then keeps the endpoint (and
+    /// its libfabric objects) for good.
+    pub fn remove(&self, ep: &Arc<EpInner>, name: &str) {
         self.eps.lock().unwrap().retain(|e| !Arc::ptr_eq(e, ep));
         if ep.cq_fd >= 0 {
             // Before libfabric closes the fd; failure means it was never added.
             let _ = epoll_ctl(&self.poller, libc::EPOLL_CTL_DEL, ep.cq_fd, 0);
         }
         let start = self.epoch.load(Ordering::Acquire);
+        let mut watch = Watch::new();
         // Two full loops: the one running at removal may still hold a clone.
         while !self.stop.load(Ordering::Acquire) && self.epoch.load(Ordering::Acquire) < start + 2 {
+            if self.give_up(&mut watch, name) {
+                return;
+            }
             self.kick();
             std::thread::sleep(Duration::from_micros(50));
         }
+    }
+
+    /// Gives the thread up once `watch` has seen it inside the same
+    /// libfabric call for the close limit; true when it is given up (now
+    /// or before). A thread running the provider's own code always comes
+    /// back and is never given up.
+    pub fn give_up(&self, watch: &mut Watch, name: &str) -> bool {
+        let v = self.gate.0.load(Ordering::Acquire);
+        if v & GATE_STATE == GATE_LOST {
+            return true;
+        }
+        if v & GATE_STATE != GATE_IN || v != watch.seen {
+            *watch = Watch {
+                seen: v,
+                since: Instant::now(),
+            };
+            return false;
+        }
+        if watch.since.elapsed() < self.tuning.close {
+            return false;
+        }
+        let lost = (v & !GATE_STATE) | GATE_LOST;
+        match self
+            .gate
+            .0
+            .compare_exchange(v, lost, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {}
+            // The call returned just now.
+            Err(_) => return self.gate.lost(),
+        }
+        crate::core::warn(&format!(
+            "progress thread {name} has not come back from a libfabric call for {} ms \
+             (a peer that died holding a lock of libfabric's shm provider does this): \
+             closing without it; its endpoints and their libfabric objects stay open \
+             until the process exits",
+            self.tuning.close.as_millis()
+        ));
+        true
+    }
+
+    /// Whether the thread was given up.
+    pub fn lost(&self) -> bool {
+        self.gate.lost()
     }
 
     pub fn stop(&self) {
@@ -305,9 +448,9 @@ impl Worker {
             && match fids.len() {
                 0 => true,
                 // SAFETY: live fabric and CQs of this domain.
-                n => match unsafe {
+                n => match self.gate.call(|| unsafe {
                     ffi::xo_trywait(self.fabric as *mut c_void, fids.as_mut_ptr(), n as i32)
-                } {
+                }) {
                     0 => true,
                     r if r == -FI_EAGAIN => false,
                     // libfabric cannot say: the fds may miss events.
@@ -373,7 +516,7 @@ pub fn run(w: Arc<Worker>) {
         let eps: Vec<Arc<EpInner>> = w.eps.lock().unwrap().clone();
         let (mut busy, mut pending) = (false, false);
         for ep in &eps {
-            let p = progress(ep, &w.tuning);
+            let p = progress(ep, &w.tuning, &w.gate);
             busy |= p.busy;
             pending |= p.pending;
         }
@@ -453,7 +596,7 @@ struct Pass {
 }
 
 /// One pass over an endpoint.
-fn progress(ep: &EpInner, tuning: &Tuning) -> Pass {
+fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     let Some(b) = ep.bound.get() else {
         return Pass {
             busy: false,
@@ -493,7 +636,7 @@ fn progress(ep: &EpInner, tuning: &Tuning) -> Pass {
             fail(b, &w, -FI_EINVAL, 0);
             Ok(())
         } else {
-            issue(ep, b, &mut st, pos, &w)
+            issue(ep, b, &mut st, pos, &w, g)
         };
         match r {
             Err(e) if e == -FI_EAGAIN => {
@@ -509,8 +652,8 @@ fn progress(ep: &EpInner, tuning: &Tuning) -> Pass {
         at64(unsafe { std::ptr::addr_of_mut!((*dev).cons) }).store(st.cons, Ordering::Release);
         busy = true;
     }
-    busy |= poll_cq(ep, b, &mut st);
-    busy |= mirror_remote(ep, b, &mut st);
+    busy |= poll_cq(ep, b, &mut st, g);
+    busy |= mirror_remote(ep, b, &mut st, g);
     let flushed = st.inflight.keys().next().copied().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
     at64(unsafe { std::ptr::addr_of_mut!((*dev).flushed) }).store(flushed, Ordering::Release);
@@ -554,7 +697,14 @@ fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
 
 /// Checks and issues one entry. `Err(-FI_EAGAIN)` leaves it in the ring to
 /// retry; every other outcome consumes it.
-fn issue(ep: &EpInner, b: &Bound, st: &mut EpState, pos: u64, w: &Wqe) -> Result<(), i32> {
+fn issue(
+    ep: &EpInner,
+    b: &Bound,
+    st: &mut EpState,
+    pos: u64,
+    w: &Wqe,
+    g: &Gate,
+) -> Result<(), i32> {
     let dom = &ep.dom;
     let lim = Limits {
         max_msg: dom.max_msg,
@@ -594,7 +744,7 @@ fn issue(ep: &EpInner, b: &Bound, st: &mut EpState, pos: u64, w: &Wqe) -> Result
         len: w.len,
         tag: w.tag,
     }));
-    let r = post(ep, w, req as *mut c_void);
+    let r = g.call(|| post(ep, w, req as *mut c_void));
     match r {
         Ok(()) => {
             st.reqs.insert(req as usize);
@@ -792,7 +942,7 @@ fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
     Some(req)
 }
 
-fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
+fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     let mut busy = false;
     // Entries left uninitialised: this runs on every pass and libfabric
     // writes the entries it reports. Not every provider writes sources.
@@ -800,14 +950,14 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
     let mut src = [ffi::FI_ADDR_NOTAVAIL; CQ_BATCH];
     loop {
         // SAFETY: live CQ; buffers of CQ_BATCH entries.
-        let n = unsafe {
+        let n = g.call(|| unsafe {
             ffi::xo_cq_readfrom(
                 ep.cq.ptr(),
                 buf.as_mut_ptr() as *mut c_void,
                 CQ_BATCH,
                 src.as_mut_ptr(),
             )
-        };
+        });
         if n > 0 {
             busy = true;
             for i in 0..(n as usize).min(CQ_BATCH) {
@@ -821,7 +971,7 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
             busy = true;
             let mut e = fi_cq_err_entry::default();
             // SAFETY: live CQ; valid entry.
-            if unsafe { ffi::xo_cq_readerr(ep.cq.ptr(), &mut e) } < 1 {
+            if g.call(|| unsafe { ffi::xo_cq_readerr(ep.cq.ptr(), &mut e) }) < 1 {
                 break;
             }
             if let Some(req) = take_req(st, e.op_context) {
@@ -881,7 +1031,7 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
 /// Adds what libfabric's remote-access counters gained since the last look
 /// to the XPU counters bound for remote reads and writes; any gain is
 /// activity, bound or not.
-fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
+fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     let mut busy = false;
     for (fid, idx, seen) in [
         (&ep.rem_write, CNTR_REM_WRITE, &mut st.rem_write_seen),
@@ -893,7 +1043,7 @@ fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
         let c = b.cntr[idx].as_deref();
         // SAFETY: live libfabric counter. Errors only matter to a bound
         // XPU counter; reading them costs a second call every pass.
-        let (v, e) = unsafe {
+        let (v, e) = g.call(|| unsafe {
             (
                 ffi::xo_cntr_read(f.ptr()),
                 if c.is_some() {
@@ -902,7 +1052,7 @@ fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState) -> bool {
                     seen.1
                 },
             )
-        };
+        });
         if v > seen.0 {
             if let Some(c) = c {
                 c.add(v - seen.0);
@@ -956,24 +1106,29 @@ mod tests {
         assert_eq!(d.spin, Duration::from_micros(DEFAULT_SPIN_US));
         assert_eq!(d.poll, Duration::from_micros(DEFAULT_POLL_US));
         assert_eq!(d.stall, Duration::from_millis(DEFAULT_STALL_MS));
+        assert_eq!(d.close, Duration::from_millis(DEFAULT_CLOSE_MS));
         let t = tuning(&[
             ("FI_XPU_OFI_SPIN_US", "0"),
             ("FI_XPU_OFI_POLL_US", " 50 "),
             ("FI_XPU_OFI_STALL_MS", "20"),
+            ("FI_XPU_OFI_CLOSE_MS", "300"),
         ]);
         assert_eq!(t.spin, Duration::ZERO);
         assert_eq!(t.poll, Duration::from_micros(50));
         assert_eq!(t.stall, Duration::from_millis(20));
+        assert_eq!(t.close, Duration::from_millis(300));
         // A zero poll period would busy-wait; junk and out-of-range values
         // keep the defaults.
         let bad = tuning(&[
             ("FI_XPU_OFI_SPIN_US", "2000000"),
             ("FI_XPU_OFI_POLL_US", "0"),
             ("FI_XPU_OFI_STALL_MS", "-5"),
+            ("FI_XPU_OFI_CLOSE_MS", "0"),
         ]);
         assert_eq!(bad.spin, d.spin);
         assert_eq!(bad.poll, d.poll);
         assert_eq!(bad.stall, d.stall);
+        assert_eq!(bad.close, d.close);
         // Too few CPUs for the threads of a communicating process: no spin
         // unless asked for.
         let few = |vars: &[(&str, &str)]| {
