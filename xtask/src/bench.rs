@@ -119,7 +119,13 @@ fn fi_pingpong(iters: u32) -> Option<f64> {
 fn instructions_per_post(exe: &Path, env: &[(&str, &str)], dir: &Path, posts: u32) -> Option<f64> {
     let pattern = dir.join("callgrind.%p");
     let ok = Command::new("valgrind")
-        .args(["--tool=callgrind", "--toggle-collect=post_one", "-q"])
+        // Fair scheduling lets the ofi proxy thread run while the poster spins.
+        .args([
+            "--tool=callgrind",
+            "--fair-sched=yes",
+            "--toggle-collect=post_one",
+            "-q",
+        ])
         .arg(format!("--callgrind-out-file={}", pattern.display()))
         .arg(exe)
         .args(["--post", &posts.to_string()])
