@@ -32,6 +32,9 @@
  *       The leader's value for everyone (e.g. the status of a post the
  *       leader made); returns a scope error instead when the scope is bad.
  *
+ *   fi_xpu_coop_cntr_read / _update / _wait
+ *       Counters kept as {value, errors} words (see the section below).
+ *
  * Return values: 0, -FI_EINVAL for a value that is not a scope, and
  * -FI_EOPNOTSUPP for a scope the target cannot run cooperatively
  * (FI_XPU_DEVICE on GPUs); nothing is reserved or copied then.
@@ -137,6 +140,69 @@ FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)
 	int ret = fi_xpu_arch_broadcast_u64(scope, &v);
 
 	return ret ? ret : (int)(int64_t)v;
+}
+
+/* ---- two-word counters --------------------------------------------------
+ * A counter kept as two 64-bit words, {value, errors}, in memory visible at
+ * `mscope` (the layout of the in-tree providers). `err` selects the error
+ * word. Reads return the word, or a negative code cast to uint64_t; updates
+ * are made once per scope by its leader, between scope barriers; waits are
+ * made by every work item on its own. */
+
+FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_read(const uint64_t *c, int err, int scope, int mscope)
+{
+	int ret = fi_xpu_arch_scope_check(scope);
+
+	if (!ret && !c)
+		ret = -FI_EINVAL;
+	if (ret)
+		return (uint64_t)(int64_t)ret;
+	return fi_xpu_arch_load_u64(c + (err ? 1 : 0), FI_XPU_ARCH_ACQUIRE, mscope);
+}
+
+FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, int err, int set, uint64_t v, int scope,
+					int mscope)
+{
+	int ret = fi_xpu_arch_scope_check(scope);
+	uint64_t *w = c + (err ? 1 : 0);
+
+	if (ret)
+		return ret;
+	if (!c)
+		return -FI_EINVAL;
+	fi_xpu_arch_barrier(scope);
+	if (fi_xpu_arch_scope_rank(scope) == 0) {
+		if (set)
+			fi_xpu_arch_store_u64(w, v, FI_XPU_ARCH_RELEASE, mscope);
+		else
+			(void)fi_xpu_arch_fetch_add_u64(w, v, FI_XPU_ARCH_ACQ_REL, mscope);
+	}
+	return fi_xpu_arch_barrier(scope);
+}
+
+/* 0 once the value reaches `threshold`; -FI_EAVAIL when the error word
+ * moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no limit). */
+FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t threshold, int timeout_ms,
+				      int scope, int mscope)
+{
+	uint64_t err0, start = fi_xpu_arch_clock_ns();
+	int ret = fi_xpu_arch_scope_check(scope);
+
+	if (ret)
+		return ret;
+	if (!c)
+		return -FI_EINVAL;
+	err0 = fi_xpu_arch_load_u64(c + 1, FI_XPU_ARCH_ACQUIRE, mscope);
+	for (;;) {
+		if (fi_xpu_arch_load_u64(c, FI_XPU_ARCH_ACQUIRE, mscope) >= threshold)
+			return 0;
+		if (fi_xpu_arch_load_u64(c + 1, FI_XPU_ARCH_ACQUIRE, mscope) != err0)
+			return -FI_EAVAIL;
+		if (timeout_ms >= 0 &&
+		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
+			return -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
 }
 
 #endif /* FI_XPU_DEVICE_COOP_H */

@@ -629,85 +629,39 @@ FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr(const struct fid_xpu_cntr *c)
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_read_ofi(struct fid_xpu_cntr *c, int scope)
 {
-	int rc = fi_xpu_arch_scope_check(scope);
-	uint64_t *p = fi_xpu_ofi_cntr(c);
-	if (!rc && !p)
-		rc = -FI_EINVAL;
-	return rc ? (uint64_t)(int64_t)rc : fi_xpu_ofi_ld(p);
+	return fi_xpu_coop_cntr_read(fi_xpu_ofi_cntr(c), 0, scope, FI_XPU_OFI_SYS);
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_ofi(struct fid_xpu_cntr *c, int scope)
 {
-	int rc = fi_xpu_arch_scope_check(scope);
-	uint64_t *p = fi_xpu_ofi_cntr(c);
-	if (!rc && !p)
-		rc = -FI_EINVAL;
-	return rc ? (uint64_t)(int64_t)rc : fi_xpu_ofi_ld(p + 1);
-}
-
-FI_XPU_FUNC int fi_xpu_ofi_cntr_upd(struct fid_xpu_cntr *c, int err, int set, uint64_t v, int scope)
-{
-	int rc = fi_xpu_arch_scope_check(scope);
-	uint64_t *p = fi_xpu_ofi_cntr(c);
-	if (rc)
-		return rc;
-	if (!p)
-		return -FI_EINVAL;
-	fi_xpu_ofi_sync(scope);
-	if (fi_xpu_ofi_rank(scope) == 0) {
-		if (set)
-			fi_xpu_ofi_st(p + err, v);
-		else
-			(void)fi_xpu_arch_fetch_add_u64(p + err, v, FI_XPU_ARCH_ACQ_REL,
-							FI_XPU_OFI_SYS);
-	}
-	fi_xpu_ofi_sync(scope);
-	return 0;
+	return fi_xpu_coop_cntr_read(fi_xpu_ofi_cntr(c), 1, scope, FI_XPU_OFI_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_add_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_ofi_cntr_upd(c, 0, 0, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 0, 0, v, scope, FI_XPU_OFI_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_set_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_ofi_cntr_upd(c, 0, 1, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 0, 1, v, scope, FI_XPU_OFI_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_adderr_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_ofi_cntr_upd(c, 1, 0, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 1, 0, v, scope, FI_XPU_OFI_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_seterr_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_ofi_cntr_upd(c, 1, 1, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 1, 1, v, scope, FI_XPU_OFI_SYS);
 }
 
-/* 0 once the value reaches `threshold`; -FI_EAVAIL when the error count
- * moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no limit). */
 FI_XPU_FUNC int fi_xpu_cntr_wait_ofi(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
 				     int scope)
 {
-	uint64_t *p = fi_xpu_ofi_cntr(c);
-	uint64_t err0, start = fi_xpu_arch_clock_ns();
-	int rc = fi_xpu_arch_scope_check(scope);
-	if (rc)
-		return rc;
-	if (!p)
-		return -FI_EINVAL;
-	err0 = fi_xpu_ofi_ld(p + 1);
-	for (;;) {
-		if (fi_xpu_ofi_ld(p) >= threshold)
-			return 0;
-		if (fi_xpu_ofi_ld(p + 1) != err0)
-			return -FI_EAVAIL;
-		if (timeout_ms >= 0 &&
-		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
-			return -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
-	}
+	return fi_xpu_coop_cntr_wait(fi_xpu_ofi_cntr(c), threshold, timeout_ms, scope,
+				     FI_XPU_OFI_SYS);
 }
 
 #endif /* FI_XPU_DEVICE_OFI_H */

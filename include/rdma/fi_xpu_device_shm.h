@@ -1511,79 +1511,39 @@ FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_read_shm(struct fid_xpu_cntr *c, int scope)
 {
-	int rc = fi_xpu_arch_scope_check(scope);
-	return rc ? (uint64_t)(int64_t)rc : fi_xpu_shm_ld(fi_xpu_shm_cntr(c));
+	return fi_xpu_coop_cntr_read(fi_xpu_shm_cntr(c), 0, scope, FI_XPU_SHM_SYS);
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_shm(struct fid_xpu_cntr *c, int scope)
 {
-	int rc = fi_xpu_arch_scope_check(scope);
-	return rc ? (uint64_t)(int64_t)rc : fi_xpu_shm_ld(fi_xpu_shm_cntr(c) + 1);
-}
-
-FI_XPU_FUNC int fi_xpu_shm_cntr_upd(struct fid_xpu_cntr *c, int err, int set, uint64_t v, int scope)
-{
-	int rc = fi_xpu_arch_scope_check(scope);
-	uint64_t *p = fi_xpu_shm_cntr(c);
-	if (rc)
-		return rc;
-	if (!p)
-		return -FI_EINVAL;
-	fi_xpu_shm_sync(scope);
-	if (scope == FI_XPU_WORK_ITEM || fi_xpu_arch_scope_rank(scope) == 0) {
-		if (set)
-			fi_xpu_shm_st(p + err, v);
-		else
-			fi_xpu_shm_add(p + err, v);
-	}
-	fi_xpu_shm_sync(scope);
-	return 0;
+	return fi_xpu_coop_cntr_read(fi_xpu_shm_cntr(c), 1, scope, FI_XPU_SHM_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_add_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_shm_cntr_upd(c, 0, 0, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 0, 0, v, scope, FI_XPU_SHM_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_set_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_shm_cntr_upd(c, 0, 1, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 0, 1, v, scope, FI_XPU_SHM_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_adderr_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_shm_cntr_upd(c, 1, 0, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 1, 0, v, scope, FI_XPU_SHM_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_cntr_seterr_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
 {
-	return fi_xpu_shm_cntr_upd(c, 1, 1, v, scope);
+	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 1, 1, v, scope, FI_XPU_SHM_SYS);
 }
 
-/* Waits until the value reaches `threshold`: 0; -FI_EAVAIL when the error
- * count moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no
- * limit). Every work item waits on its own; no barrier is needed. */
 FI_XPU_FUNC int fi_xpu_cntr_wait_shm(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
 				     int scope)
 {
-	uint64_t *p = fi_xpu_shm_cntr(c);
-	uint64_t err0, start = fi_xpu_arch_clock_ns();
-	int rc = fi_xpu_arch_scope_check(scope);
-	if (rc)
-		return rc;
-	if (!p)
-		return -FI_EINVAL;
-	err0 = fi_xpu_shm_ld(p + 1);
-	for (;;) {
-		if (fi_xpu_shm_ld(p) >= threshold)
-			return 0;
-		if (fi_xpu_shm_ld(p + 1) != err0)
-			return -FI_EAVAIL;
-		if (timeout_ms >= 0 &&
-		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
-			return -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
-	}
+	return fi_xpu_coop_cntr_wait(fi_xpu_shm_cntr(c), threshold, timeout_ms, scope,
+				     FI_XPU_SHM_SYS);
 }
 
 #endif /* FI_XPU_DEVICE_SHM_H */
