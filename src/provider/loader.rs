@@ -311,12 +311,10 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
             (*desc_ptr).size,
         )
     };
-    // SAFETY: checked above that the descriptor covers the whole struct; the
-    // plugin is kept loaded forever, so 'static holds.
-    let desc: &'static fi_xpu_provider = {
-        check_header(major, minor, size)?;
-        unsafe { &*desc_ptr }
-    };
+    check_header(major, minor, size)?;
+    // SAFETY: check_header made sure the descriptor covers the whole struct;
+    // the plugin is kept loaded forever, so 'static holds.
+    let desc: &'static fi_xpu_provider = unsafe { &*desc_ptr };
     let name = check_descriptor(desc)?;
     if name != file_name {
         return Err(format!(
