@@ -11,6 +11,8 @@ pub mod layout;
 mod objects;
 mod proxy;
 pub mod ring;
+#[cfg(test)]
+mod ring_fuzz;
 
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
