@@ -370,7 +370,7 @@ FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr
 				uint64_t key, uint64_t access, unsigned char **out)
 {
 	uint64_t hrid = key >> 48, slot = (key >> 32) & 0xffff, gen = key & 0xffffffffULL;
-	uint64_t hsize, msize, base, elen;
+	uint64_t hsize, msize, base, elen, mr_off, mr_slots;
 	const struct fi_xpu_shm_heap_hdr *h;
 	struct fi_xpu_shm_mr_entry *e;
 	unsigned char *heap, *mem;
@@ -380,9 +380,14 @@ FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr
 	if (!heap || hsize < sizeof(*h))
 		return -FI_EACCES;
 	h = (const struct fi_xpu_shm_heap_hdr *)(const void *)heap;
-	if (slot >= h->mr_slots || h->mr_off + (slot + 1) * sizeof(*e) > hsize)
+	/* The peer may write its header at any time: read each word once, and
+	 * check alignment and range without a sum that could wrap. */
+	mr_off = fi_xpu_shm_ldr(&h->mr_off);
+	mr_slots = fi_xpu_shm_ldr(&h->mr_slots);
+	if (slot >= mr_slots || mr_off % 8 != 0 || mr_off > hsize ||
+	    (slot + 1) * sizeof(*e) > hsize - mr_off)
 		return -FI_EACCES;
-	e = (struct fi_xpu_shm_mr_entry *)(void *)(heap + h->mr_off) + slot;
+	e = (struct fi_xpu_shm_mr_entry *)(void *)(heap + mr_off) + slot;
 	if (fi_xpu_shm_ld(&e->gen) != gen)
 		return -FI_EACCES;
 	if ((e->access & access) != access)
