@@ -675,6 +675,12 @@ fn cq_for(b: &Bound, op: u32) -> Option<&crate::objects::CqShared> {
 /// completion and the error count. An entry whose opcode is unknown counts
 /// on the send counter, the one every transmit request can reach.
 fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
+    // The counter moves before the completion is published, so a device
+    // that has read the error entry also sees the error count.
+    let idx = ring::counter_of(w.op).unwrap_or(CNTR_SEND);
+    if let Some(c) = b.cntr[idx].as_deref() {
+        c.add_err(1);
+    }
     if let Some(cq) = cq_for(b, w.op) {
         cq.push_reserved(Cqe {
             flags: ring::completion_flags(w.op),
@@ -688,10 +694,6 @@ fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
             prov_errno: prov_errno as i64,
             ..Default::default()
         });
-    }
-    let idx = ring::counter_of(w.op).unwrap_or(CNTR_SEND);
-    if let Some(c) = b.cntr[idx].as_deref() {
-        c.add_err(1);
     }
 }
 
@@ -1011,6 +1013,10 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
         return;
     };
     let recv = ring::is_receive(req.op);
+    // As in `fail`: the counter first, then the completion.
+    if let Some(c) = ring::counter_of(req.op).and_then(|i| b.cntr[i].as_deref()) {
+        c.add(1);
+    }
     if let Some(cq) = cq_for(b, req.op) {
         cq.push_reserved(Cqe {
             flags: ring::completion_flags(req.op) | (e.flags & FI_REMOTE_CQ_DATA),
@@ -1022,9 +1028,6 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
             src: if recv { src } else { ffi::FI_ADDR_NOTAVAIL },
             ..Default::default()
         });
-    }
-    if let Some(c) = ring::counter_of(req.op).and_then(|i| b.cntr[i].as_deref()) {
-        c.add(1);
     }
 }
 
