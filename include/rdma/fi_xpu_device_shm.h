@@ -302,9 +302,10 @@ FI_XPU_FUNC void fi_xpu_shm_complete(struct fi_xpu_shm_ep_dev *ep, int cntr, uin
 	in.len = err ? 0 : len;
 	in.olen = err ? len : 0;
 	in.err = err;
-	(void)fi_xpu_shm_cq_push(ep->tx_cq, &in);
+	/* The counter first: whoever reads the completion also sees it counted. */
 	if (c)
 		fi_xpu_shm_add(err ? c + 1 : c, 1);
+	(void)fi_xpu_shm_cq_push(ep->tx_cq, &in);
 }
 
 /* ---- peers and protection --------------------------------------------- */
@@ -992,9 +993,9 @@ FI_XPU_FUNC void fi_xpu_shm_rx_complete(struct fi_xpu_shm_ep_dev *ep, struct fi_
 	in.src_nonce = p->src_nonce;
 	in.src_ep = p->src_ep;
 	fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
-	(void)fi_xpu_shm_cq_push(ep->rx_cq, &in);
 	if (c)
 		fi_xpu_shm_add(err ? c + 1 : c, 1);
+	(void)fi_xpu_shm_cq_push(ep->rx_cq, &in);
 	fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_FREE);
 }
 
