@@ -3,45 +3,15 @@
  * error completions, all posted through the device API and checked by value.
  * The libfabric provider comes from FI_XPU_OFI_PROVIDER. With OFI_OPS_FD and
  * OFI_OPS_RANK set, runs one side only over that inherited socket. */
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device.h>
-
-#define CHECK(expr)                                                                     \
-	do {                                                                            \
-		int64_t rc_ = (int64_t)(expr);                                          \
-		if (rc_ < 0) {                                                          \
-			fprintf(stderr, "[%d] %s:%d: %s = %" PRId64 " (%s)\n", (int)getpid(), \
-				__FILE__, __LINE__, #expr, rc_, fi_xpu_strerror((int)rc_)); \
-			exit(1);                                                        \
-		}                                                                       \
-	} while (0)
-#define EXPECT(cond)                                                                    \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			fprintf(stderr, "[%d] %s:%d: expected %s\n", (int)getpid(), __FILE__, \
-				__LINE__, #cond);                                       \
-			exit(1);                                                        \
-		}                                                                       \
-	} while (0)
+#include "ofi_common.h"
 
 struct card {
 	uint8_t name[64];
 	uint64_t base, key;
 };
-
-static void xfer(int sock, const void *out, void *in, size_t len)
-{
-	if (write(sock, out, len) != (ssize_t)len || read(sock, in, len) != (ssize_t)len)
-		exit(1);
-}
 
 static struct fi_cq_tagged_entry wait_one(struct fid_xpu_cq *cq, struct fi_cq_err_entry *err)
 {
@@ -114,7 +84,7 @@ static int run(int sock, int rank)
 	len = sizeof(desc);
 	CHECK(fi_xpu_mr_desc(mr, desc, &len, 0, ctx));
 	mine.base = (uint64_t)(uintptr_t)heap;
-	xfer(sock, &mine, &peer, sizeof(mine));
+	ofi_xfer(sock, &mine, &peer, sizeof(mine));
 	EXPECT(fi_xpu_av_insert(av, peer.name, 1, &fa, 0, NULL) == 1);
 	len = sizeof(raw);
 	CHECK(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx));
