@@ -375,16 +375,6 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
 	asm volatile("shfl.sync.idx.b32 %0, %0, 0, 0x1f, %1;" : "+r"(hi) : "r"(m));
 	return ((uint64_t)hi << 32) | lo;
 }
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
-{
-	static __attribute__((shared)) uint64_t fi_xpu_arch__slot;
-	if (rank == 0)
-		fi_xpu_arch__slot = v;
-	fi_xpu_arch__group_sync();
-	v = fi_xpu_arch__slot;
-	fi_xpu_arch__group_sync();
-	return v;
-}
 /* nanosleep needs PTX ISA 6.3; clang without a CUDA installation emits
  * older PTX, so it only spins there. */
 FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
@@ -509,16 +499,6 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
 	uint32_t lo = (uint32_t)__builtin_amdgcn_readfirstlane((int)(uint32_t)v);
 	uint32_t hi = (uint32_t)__builtin_amdgcn_readfirstlane((int)(uint32_t)(v >> 32));
 	return ((uint64_t)hi << 32) | lo;
-}
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
-{
-	static __attribute__((shared)) uint64_t fi_xpu_arch__slot;
-	if (rank == 0)
-		fi_xpu_arch__slot = v;
-	fi_xpu_arch__group_sync();
-	v = fi_xpu_arch__slot;
-	fi_xpu_arch__group_sync();
-	return v;
 }
 FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
 {
@@ -818,6 +798,21 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void) { return fi_xpu_host_i
 FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void) { fi_xpu_host_pause(); }
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return fi_xpu_host_clock_ns(); }
 #define FI_XPU_ARCH__DEVICE_SCOPE_OK 1
+#endif
+
+#if defined(FI_XPU_ARCH_NVPTX) || defined(FI_XPU_ARCH_AMDGCN)
+/* Work-group broadcast on both GPU targets: the leader's value through one
+ * word of group-shared memory, between two group barriers. */
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+{
+	static __attribute__((shared)) uint64_t fi_xpu_arch__slot;
+	if (rank == 0)
+		fi_xpu_arch__slot = v;
+	fi_xpu_arch__group_sync();
+	v = fi_xpu_arch__slot;
+	fi_xpu_arch__group_sync();
+	return v;
+}
 #endif
 
 /* ---- atomics of the builtin-based targets ------------------------------ */
