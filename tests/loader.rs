@@ -418,6 +418,19 @@ fn exit_status_without_usable_provider() {
     assert_eq!(run.skipped(), [path_str(&dir.join("libfi_xpu-bad.so"))]);
 }
 
+/// `fi_xpu_getinfo` lists the default provider first, whatever the order
+/// the plugin files were loaded in.
+#[test]
+fn default_provider_is_listed_first() {
+    let dir = scratch("default-first");
+    build_plugin(&dir, "aa", &named("aa", 283));
+    build_plugin(&dir, "shm", &named("shm", 284));
+    build_plugin(&dir, "zz", &named("zz", 285));
+    let run = info(Some(path_str(&dir)), None, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    assert_eq!(run.providers(), ["shm", "aa", "zz"], "{}", run.dump());
+}
+
 #[test]
 fn select_one_provider_and_usage() {
     let dir = scratch("select");
@@ -448,6 +461,22 @@ fn select_one_provider_and_usage() {
         "{}",
         run.dump()
     );
+
+    for flag in ["-V", "--version"] {
+        let run = info(Some(p), None, &[flag]);
+        assert_eq!(run.code, 0, "{}", run.dump());
+        assert_eq!(
+            run.stdout,
+            format!(
+                "fi_xpu_info {} (fi_xpu API {}.{}, plugin ABI {FI_XPU_PROV_ABI_MAJOR}.{FI_XPU_PROV_ABI_MINOR})\n",
+                env!("CARGO_PKG_VERSION"),
+                FI_XPU_MAJOR_VERSION,
+                FI_XPU_MINOR_VERSION
+            ),
+            "{}",
+            run.dump()
+        );
+    }
 
     let run = info(Some(p), None, &["--bogus"]);
     assert_eq!(run.code, 2, "{}", run.dump());

@@ -1,35 +1,124 @@
 // Compiles the C shim over libfabric's inline calls. Without libfabric's
 // headers (or with FI_XPU_OFI_NO_LIBFABRIC=1) the shim is built in its
 // fallback form and the plugin refuses to initialise with -FI_ENODEV.
-use std::path::PathBuf;
+//
+// What the probe looked at is handed to cargo as rerun conditions, so that
+// installing libfabric after a first build (or moving it) rebuilds the
+// plugin with it: found, the exact headers and .pc file used; not found,
+// the compiler's include directories and pkg-config's search directories
+// (installing a package changes them); always, the environment variables
+// that steer the compiler and pkg-config.
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Variables that change what the probe finds.
+const PROBE_ENV: &[&str] = &[
+    "FI_XPU_OFI_NO_LIBFABRIC",
+    "CC",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "PKG_CONFIG",
+    "PKG_CONFIG_PATH",
+    "PKG_CONFIG_LIBDIR",
+    "PKG_CONFIG_SYSROOT_DIR",
+];
 
 fn compiler() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".into())
 }
 
-fn have_libfabric(out: &std::path::Path) -> bool {
+fn pkg_config_cmd() -> String {
+    std::env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".into())
+}
+
+/// Whether libfabric's headers and library work; on success also the
+/// libfabric headers the probe read (from the compiler's dependency file).
+fn probe(out: &Path) -> Option<Vec<PathBuf>> {
     if std::env::var_os("FI_XPU_OFI_NO_LIBFABRIC").is_some_and(|v| v == "1") {
-        return false;
+        return None;
     }
     let probe = out.join("probe.c");
+    let deps = out.join("probe.d");
     std::fs::write(
         &probe,
         "#include <rdma/fabric.h>\n#include <rdma/fi_atomic.h>\nint main(void){return (int)fi_version() - 1 < 0;}\n",
     )
     .unwrap();
-    Command::new(compiler())
+    let ok = Command::new(compiler())
         .arg(&probe)
         .args(cflags())
+        .arg("-MD")
+        .arg("-MF")
+        .arg(&deps)
         .arg("-o")
         .arg(out.join("probe"))
         .args(libs())
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return None;
+    }
+    let text = std::fs::read_to_string(&deps).unwrap_or_default();
+    Some(libfabric_headers(&text))
+}
+
+/// The `rdma/` headers named in a make-style dependency file.
+fn libfabric_headers(deps: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = deps
+        .split_whitespace()
+        .filter(|w| w.contains("/rdma/") && w.ends_with(".h"))
+        .map(PathBuf::from)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The directories `#include <...>` searches, as the compiler reports them.
+fn include_dirs() -> Vec<PathBuf> {
+    let Ok(o) = Command::new(compiler())
+        .args(["-xc", "-E", "-v", "/dev/null"])
+        .args(cflags())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&o.stderr);
+    text.lines()
+        .skip_while(|l| !l.starts_with("#include <...>"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("End of search list"))
+        .map(|l| PathBuf::from(l.trim().trim_end_matches(" (framework directory)")))
+        .collect()
+}
+
+/// pkg-config's search directories: `PKG_CONFIG_PATH` then its default
+/// path (or `PKG_CONFIG_LIBDIR`, which replaces it).
+fn pkg_config_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(p) = std::env::var_os("PKG_CONFIG_PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    match std::env::var_os("PKG_CONFIG_LIBDIR") {
+        Some(p) => dirs.extend(std::env::split_paths(&p)),
+        None => {
+            let o = Command::new(pkg_config_cmd())
+                .args(["--variable", "pc_path", "pkg-config"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success());
+            if let Some(o) = o {
+                let s = String::from_utf8_lossy(&o.stdout).trim().to_string();
+                dirs.extend(std::env::split_paths(&s));
+            }
+        }
+    }
+    dirs
 }
 
 fn pkg_config(arg: &str) -> Vec<String> {
-    Command::new("pkg-config")
+    Command::new(pkg_config_cmd())
         .args([arg, "libfabric"])
         .output()
         .ok()
@@ -56,13 +145,46 @@ fn libs() -> Vec<String> {
     }
 }
 
+fn rerun_if_changed(path: &Path) {
+    println!("cargo:rerun-if-changed={}", path.display());
+}
+
+/// Rerun conditions for what the probe saw (see the top of this file).
+/// Only existing paths: cargo reruns a script on every build while a path
+/// it watches is missing.
+fn watch(found: Option<&[PathBuf]>) {
+    for var in PROBE_ENV {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    match found {
+        Some(headers) => {
+            for h in headers {
+                rerun_if_changed(h);
+            }
+            if let Some(dir) = pkg_config("--variable=pcfiledir").first() {
+                let pc = Path::new(dir).join("libfabric.pc");
+                if pc.is_file() {
+                    rerun_if_changed(&pc);
+                }
+            }
+        }
+        None => {
+            for dir in include_dirs().iter().chain(&pkg_config_dirs()) {
+                if dir.is_dir() {
+                    rerun_if_changed(dir);
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=shim/shim.c");
-    println!("cargo:rerun-if-env-changed=FI_XPU_OFI_NO_LIBFABRIC");
-    println!("cargo:rerun-if-env-changed=CC");
     println!("cargo::rustc-check-cfg=cfg(ofi_libfabric)");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let found = have_libfabric(&out);
+    let headers = probe(&out);
+    watch(headers.as_deref());
+    let found = headers.is_some();
     let obj = out.join("shim.o");
     let mut cc = Command::new(compiler());
     cc.args([

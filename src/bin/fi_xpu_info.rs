@@ -37,6 +37,7 @@ extern "C" {
 
 const USAGE: &str = "\
 usage: fi_xpu_info [-v] [-p NAME]
+       fi_xpu_info --version
 
 Lists the fi_xpu providers found, their capabilities, the plugins that were
 refused and why, and the directories searched.
@@ -44,18 +45,33 @@ refused and why, and the directories searched.
   -p, --provider NAME  only this provider
   -v, --verbose        also the plugin ABI of each provider and the sizes an
                        XPU context on system memory reports
+  -V, --version        the library's version, API version and plugin ABI
   -h, --help           this text
 
 Exit status: 0 when at least one provider is usable, 1 when none is, 2 on a
 usage error.";
 
+/// One line: the package version, the C API version the library serves and
+/// the plugin ABI it loads.
+fn version_line() -> String {
+    format!(
+        "fi_xpu_info {} (fi_xpu API {}, plugin ABI {}.{})",
+        env!("CARGO_PKG_VERSION"),
+        version(FI_XPU_API_VERSION),
+        FI_XPU_PROV_ABI_MAJOR,
+        FI_XPU_PROV_ABI_MINOR
+    )
+}
+
 struct Options {
+    version: bool,
     verbose: bool,
     provider: Option<String>,
 }
 
 fn parse_args() -> Result<Option<Options>, String> {
     let mut opts = Options {
+        version: false,
         verbose: false,
         provider: None,
     };
@@ -64,6 +80,7 @@ fn parse_args() -> Result<Option<Options>, String> {
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
             "-v" | "--verbose" => opts.verbose = true,
+            "-V" | "--version" => opts.version = true,
             "-p" | "--provider" => {
                 let name = args.next().ok_or("-p needs a provider name")?;
                 opts.provider = Some(name);
@@ -275,6 +292,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if opts.version {
+        println!("{}", version_line());
+        return ExitCode::SUCCESS;
+    }
     let all = providers();
     let list = InfoList::get(opts.provider.as_deref());
     let entries = list.as_ref().map(InfoList::entries).unwrap_or_default();

@@ -58,7 +58,9 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
         }
         let hints = read_opt(hints);
         let mut head: *mut fi_xpu_info = std::ptr::null_mut();
-        for (i, p) in providers().loaded.iter().enumerate().rev() {
+        let all = providers();
+        for i in all.listing_order().into_iter().rev() {
+            let p = &all.loaded[i];
             if !matches(hints, p) {
                 continue;
             }

@@ -58,6 +58,20 @@ pub struct Providers {
     pub searched: Vec<PathBuf>,
 }
 
+/// The provider listed first when it is usable: it needs no service,
+/// device or network.
+pub const DEFAULT_PROVIDER: &str = "shm";
+
+impl Providers {
+    /// Indexes into `loaded` in the order `fi_xpu_getinfo` lists them: the
+    /// default provider first, the others in load order.
+    pub fn listing_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.loaded.len()).collect();
+        order.sort_by_key(|&i| self.loaded[i].name != DEFAULT_PROVIDER);
+        order
+    }
+}
+
 /// The providers of this process, loaded on first use.
 pub fn providers() -> &'static Providers {
     static PROVIDERS: OnceLock<Providers> = OnceLock::new();

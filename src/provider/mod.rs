@@ -4,7 +4,7 @@ pub mod env;
 mod loader;
 mod services;
 
-pub use loader::{check_descriptor, providers, Provider, Providers, Skipped};
+pub use loader::{check_descriptor, providers, Provider, Providers, Skipped, DEFAULT_PROVIDER};
 
 /// Calls a provider entry point that the loader has checked is present.
 /// Expands to the call's return value. Callers pass plain values (handles,
