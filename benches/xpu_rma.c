@@ -1,7 +1,7 @@
 /*
  * fi_xpu side of the RMA benchmarks: the measurements of
  * benches/libfabric_rma.c, issued by device code (CPU threads standing in
- * for the device, iface FI_HMEM_SYSTEM) through rdma/fi_xpu_device.h on the
+ * for the device, iface FI_HMEM_SYSTEM) through fi_xpu/device.h on the
  * provider FI_XPU_PROVIDER names (default shm), between a parent and a
  * forked child. Also measures single-thread memcpy bandwidth as a baseline.
  *
@@ -9,8 +9,8 @@
  *        xpu_rma --post N                posts N 8-byte writes through
  *                                        post_one() (for callgrind)
  */
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu.h>
+#include <fi_xpu/device.h>
 
 #include <stdint.h>
 #include <stdio.h>

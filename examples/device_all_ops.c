@@ -9,7 +9,7 @@
  * fi_xpu_av_lookup() and fi_xpu_mr_desc(). The kernel stops at the first
  * error and leaves its code in args->status.
  */
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu/device.h>
 
 #if defined(__CUDACC__) || defined(__CUDA__) || defined(__HIP__) || defined(__HIPCC__)
 #define EXAMPLE_KERNEL extern "C" __attribute__((global))

@@ -6,10 +6,10 @@
  * it. The "device" code below is what a GPU kernel would run: an RMA write
  * with remote CQ data, an atomic add, and a send matched by a posted receive.
  *
- *   cc -I include examples/hello.c -L target/debug -lfi_xpu -o hello && ./hello
+ *   cc -I . -I include examples/hello.c -L target/debug -lfi_xpu -o hello && ./hello
  */
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu.h>
+#include <fi_xpu/device.h>
 
 #include <inttypes.h>
 #include <stdio.h>

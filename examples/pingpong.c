@@ -7,8 +7,8 @@
  *
  *   ./pingpong [-n iterations] [-S max_size]
  */
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu.h>
+#include <fi_xpu/device.h>
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-//! rdma/fi_xpu.h must agree with libfabric: built against libfabric's own
+//! fi_xpu.h must agree with libfabric: built against libfabric's own
 //! headers and against fi_xpu's stand-ins, the same program must print the
 //! same values and layouts, and those must equal the Rust mirror's.
 mod common;
@@ -301,12 +301,22 @@ fn stand_ins_match_libfabric_and_rust() {
 fn header_compiles_standalone_in_c99_and_cxx17() {
     let dir = common::scratch("standalone");
     let src = dir.join("one.c");
-    std::fs::write(&src, "#include <rdma/fi_xpu.h>\n#include <rdma/fi_xpu.h>\n#include <rdma/fi_xpu_provider.h>\nint fi_xpu_probe(void);\nint fi_xpu_probe(void) { return (int)sizeof(struct fid_xpu); }\n").unwrap();
+    std::fs::write(&src, "#include <fi_xpu.h>\n#include <fi_xpu.h>\n#include <fi_xpu/provider.h>\nint fi_xpu_probe(void);\nint fi_xpu_probe(void) { return (int)sizeof(struct fid_xpu); }\n").unwrap();
+    let top = format!("-I{}", common::root().display());
     let inc = format!("-I{}", common::root().join("include").display());
     for (compiler, std) in [("cc", "-std=c99"), ("c++", "-std=c++17")] {
         for mode in ["", "-DFI_XPU_NO_LIBFABRIC_HEADERS"] {
             let mut cmd = Command::new(compiler);
-            cmd.args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-c", &inc]);
+            cmd.args([
+                std,
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                "-c",
+                &top,
+                &inc,
+            ]);
             if !mode.is_empty() {
                 cmd.arg(mode);
             }

@@ -114,6 +114,7 @@ fn one_provider_dispatch_is_a_direct_call() {
         run_ok(
             Command::new(compiler)
                 .args(["-std=c11", "-O2", "-S", "-Wall", "-Wextra", "-Werror"])
+                .arg(format!("-I{}", root().display()))
                 .arg(format!("-I{}", root().join("include").display()))
                 .arg(format!("-I{}", root().join("tests/c").display()))
                 .arg(c_src("device_onecall.c"))

@@ -182,6 +182,7 @@ fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
         }
     }
     cmd.args(WARN)
+        .arg(format!("-I{}", root().display()))
         .arg(format!("-I{}", root().join("include").display()))
         .arg(format!("-I{}", root().join("tests/c").display()))
         .args(extra)
@@ -203,10 +204,10 @@ fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
 }
 
 fn device_headers() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(root().join("include/rdma"))
+    let mut v: Vec<String> = std::fs::read_dir(root().join("include/fi_xpu"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("fi_xpu_device") && n.ends_with(".h"))
+        .filter(|n| n.starts_with("device") && n.ends_with(".h"))
         .collect();
     v.sort();
     assert!(v.len() >= 3, "device headers missing: {v:?}");
@@ -223,10 +224,10 @@ fn every_device_header_alone_and_twice() {
     targets.extend(host_targets());
     for h in device_headers() {
         for (suffix, text) in [
-            ("once", format!("#include <rdma/{h}>\n")),
+            ("once", format!("#include <fi_xpu/{h}>\n")),
             (
                 "twice",
-                format!("#include <rdma/{h}>\n#include <rdma/{h}>\n"),
+                format!("#include <fi_xpu/{h}>\n#include <fi_xpu/{h}>\n"),
             ),
         ] {
             let src = dir.join(format!("{h}.{suffix}.c"));

@@ -15,7 +15,7 @@ use std::process::Command;
 /// Exercises the installed library the way an application does; exits
 /// non-zero with a message on any unexpected result.
 const PROGRAM: &str = r#"
-#include <rdma/fi_xpu.h>
+#include <fi_xpu.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -209,17 +209,14 @@ fn installed_tree_works_alone() {
     assert!(out.contains(&shm.display().to_string()), "{out}");
 
     // Headers, byte for byte, and one rendered man page per source.
-    for e in std::fs::read_dir(common::root().join("include/rdma")).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "h") {
-            let installed = prefix.join("include/rdma").join(p.file_name().unwrap());
-            assert_eq!(
-                std::fs::read(&installed).unwrap(),
-                std::fs::read(&p).unwrap(),
-                "{}",
-                installed.display()
-            );
-        }
+    for (p, rel) in common::public_headers() {
+        let installed = prefix.join("include").join(rel);
+        assert_eq!(
+            std::fs::read(&installed).unwrap(),
+            std::fs::read(&p).unwrap(),
+            "{}",
+            installed.display()
+        );
     }
     let mut pages = 0;
     for e in std::fs::read_dir(common::root().join("man")).unwrap() {

@@ -89,13 +89,14 @@ fn device_header_compiles_as_cxx17() {
     let src = dir.join("t.cpp");
     std::fs::write(
         &src,
-        "#include <rdma/fi_xpu_device.h>\n\
+        "#include <fi_xpu/device.h>\n\
          int post(struct fid_xpu_ep *ep, void *a) {\n\
          return fi_xpu_write(ep, a, 8, nullptr, 0, a, 0, 0, nullptr, 0, FI_XPU_WORK_GROUP);\n}\n",
     )
     .unwrap();
     let o = Command::new("c++")
         .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-c"])
+        .arg(format!("-I{}", common::root().display()))
         .arg(format!("-I{}", common::root().join("include").display()))
         .arg(&src)
         .arg("-o")

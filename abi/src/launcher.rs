@@ -4,7 +4,7 @@
 //! launcher runs a kernel function as `num_groups` work groups of
 //! `group_size` work items, one thread per work item, and publishes each
 //! thread's position in a `fi_xpu_host_item` that the host branch of
-//! `rdma/fi_xpu_device_arch.h` reads.
+//! `fi_xpu/device_arch.h` reads.
 
 /// Most work items (threads) one launch may start.
 pub const FI_XPU_HOST_MAX_ITEMS: u32 = 4096;

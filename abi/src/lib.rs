@@ -4,8 +4,8 @@
 //! Nothing here has behaviour: these are `#[repr(C)]` layouts and constants.
 //! `libfabric` mirrors the few libfabric types the headers take from
 //! `<rdma/fabric.h>` (they are never emitted by cbindgen), `public` is what
-//! `rdma/fi_xpu.h` declares, and `provider` is the plugin ABI of
-//! `rdma/fi_xpu_provider.h`.
+//! `fi_xpu.h` declares, and `provider` is the plugin ABI of
+//! `fi_xpu/provider.h`.
 #![allow(non_camel_case_types)]
 
 pub mod launcher;

@@ -1,4 +1,4 @@
-//! The provider plugin ABI (`rdma/fi_xpu_provider.h`).
+//! The provider plugin ABI (`fi_xpu/provider.h`).
 //!
 //! A plugin is a shared object `libfi_xpu-<name>.so` that exports
 //! `fi_xpu_prov_ini`, a function returning a pointer to a static

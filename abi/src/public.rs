@@ -1,4 +1,4 @@
-//! Types and constants declared by `rdma/fi_xpu.h`. Names and layouts that
+//! Types and constants declared by `fi_xpu.h`. Names and layouts that
 //! upstream libfabric's `fi_xpu.h` defines are kept; extensions are marked.
 use crate::libfabric::{fi_hmem_iface, fid};
 use std::ffi::{c_char, c_int, c_void};

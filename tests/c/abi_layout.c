@@ -1,11 +1,11 @@
 /*
  * Prints the values and layouts of the libfabric types and constants that
- * rdma/fi_xpu.h uses, one "name value" per line. The test suite builds this
+ * fi_xpu.h uses, one "name value" per line. The test suite builds this
  * once against libfabric's own headers and once against fi_xpu's stand-ins
  * (FI_XPU_NO_LIBFABRIC_HEADERS) and requires identical output, equal to the
  * Rust mirror's values.
  */
-#include <rdma/fi_xpu.h>
+#include <fi_xpu.h>
 #include <stddef.h>
 #include <stdio.h>
 

@@ -7,7 +7,7 @@
  *
  * usage: bad_input <provider-name>
  */
-#include <rdma/fi_xpu.h>
+#include <fi_xpu.h>
 
 #include <stdint.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * primitive at device and at system scope, so the test can check in the
  * generated code that each scope maps to the target's own scoped
  * instructions. */
-#include <rdma/fi_xpu_device_coop.h>
+#include <fi_xpu/device_coop.h>
 
 #if defined(__CUDACC__) || defined(__CUDA__) || defined(__HIP__)
 #define KERNEL extern "C" __attribute__((global))

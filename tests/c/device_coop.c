@@ -1,8 +1,8 @@
 /* Cooperative reservation and copy on the host XPU: several groups race for
  * slots of one counter and copy buffers cooperatively, at every scope.
  * Usage: device_coop ITERATIONS. Exit status 0 when every check passed. */
-#include <rdma/fi_xpu_device_coop.h>
-#include <rdma/fi_xpu.h>
+#include <fi_xpu/device_coop.h>
+#include <fi_xpu.h>
 
 #include <stdio.h>
 #include <stdlib.h>

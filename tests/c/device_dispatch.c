@@ -9,7 +9,7 @@
 #define FI_XPU_DEVICE_PROVIDERS(P) P(testprov)
 #endif
 #include "testprov/fi_xpu_device_testprov.h"
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu/device.h>
 
 #include <stdio.h>
 #include <string.h>

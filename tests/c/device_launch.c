@@ -1,7 +1,7 @@
 /* Host XPU launcher: argument errors, work-item ids, barriers and broadcasts
  * at every scope, and single-work-item behaviour outside a launch. */
-#include <rdma/fi_xpu_device_arch.h>
-#include <rdma/fi_xpu.h>
+#include <fi_xpu/device_arch.h>
+#include <fi_xpu.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #define TESTPROV_NOINLINE 1
 #define FI_XPU_DEVICE_PROVIDERS(P) P(testprov)
 #include "testprov/fi_xpu_device_testprov.h"
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu/device.h>
 
 int post_write(struct fid_xpu_ep *ep, const void *buf, uint64_t addr);
 int post_write(struct fid_xpu_ep *ep, const void *buf, uint64_t addr)

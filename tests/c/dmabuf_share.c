@@ -6,7 +6,7 @@
  *
  * usage: dmabuf_share <provider-name>
  */
-#include <rdma/fi_xpu.h>
+#include <fi_xpu.h>
 
 #include <errno.h>
 #include <stdint.h>

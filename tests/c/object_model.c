@@ -7,7 +7,7 @@
  * wrong order and the right one. Every call's return value is checked
  * exactly. Prints "object_model: ok" and exits 0 when all hold.
  */
-#include <rdma/fi_xpu.h>
+#include <fi_xpu.h>
 
 #include "test_provider.h"
 

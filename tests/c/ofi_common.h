@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu.h>
+#include <fi_xpu/device.h>
 
 #define CHECK(expr)                                                                     \
 	do {                                                                            \

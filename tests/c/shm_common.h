@@ -7,8 +7,8 @@
 #ifndef SHM_COMMON_H
 #define SHM_COMMON_H
 
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device.h>
+#include <fi_xpu.h>
+#include <fi_xpu/device.h>
 
 #include <dirent.h>
 #include <inttypes.h>

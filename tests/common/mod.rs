@@ -10,6 +10,22 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Every public header in the tree with its path relative to the installed
+/// include directory: `fi_xpu.h` (generated, at the top of the tree) and the
+/// device and provider headers under `include/fi_xpu/`.
+pub fn public_headers() -> Vec<(PathBuf, PathBuf)> {
+    let mut v = vec![(root().join("fi_xpu.h"), PathBuf::from("fi_xpu.h"))];
+    for e in std::fs::read_dir(root().join("include/fi_xpu")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "h") {
+            let rel = Path::new("fi_xpu").join(p.file_name().unwrap());
+            v.push((p, rel));
+        }
+    }
+    v.sort();
+    v
+}
+
 /// `target/<profile>` of this build.
 pub fn lib_dir() -> PathBuf {
     // CARGO_TARGET_TMPDIR is target/tmp; the profile directory sits beside it.
@@ -74,6 +90,7 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
         "-Werror",
         "-D_GNU_SOURCE",
     ])
+    .arg(format!("-I{}", root().display()))
     .arg(format!("-I{}", root().join("include").display()))
     .args(extra)
     .args(sources)
@@ -148,6 +165,7 @@ pub fn test_provider(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
         "-fPIC",
         "-D_GNU_SOURCE",
     ])
+    .arg(format!("-I{}", root().display()))
     .arg(format!("-I{}", root().join("include").display()))
     .args(defines)
     .arg(root().join("tests/plugins/test_provider.c"))

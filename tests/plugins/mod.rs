@@ -24,6 +24,7 @@ pub fn build_plugin_to(out: &Path, defines: &[String]) {
     let src = root().join("tests/plugins/test_provider.c");
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
     cmd.args(["-shared", "-fPIC", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root().display()))
         .arg(format!("-I{}", root().join("include").display()))
         .args(defines)
         .arg(&src)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * A provider plugin written only against <rdma/fi_xpu_provider.h>, the way an
+ * A provider plugin written only against <fi_xpu/provider.h>, the way an
  * out-of-tree provider is. It moves no data, but every entry point keeps real
  * state: the test suite drives the whole object model through it and checks
  * what comes back, and the device state blocks come from the core's memory
@@ -21,7 +21,7 @@
  *                        test can tell whether the loader opened the file
  *   TP_MARK_ID           ... followed by the prov_id
  */
-#include <rdma/fi_xpu_provider.h>
+#include <fi_xpu/provider.h>
 
 #include "test_provider.h"
 

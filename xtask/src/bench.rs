@@ -30,6 +30,7 @@ fn cc(src: &str, out: &Path, lib: &Path, libs: &[&str]) -> Result {
                 "-Werror",
                 "-D_GNU_SOURCE",
             ])
+            .arg(format!("-I{}", root().display()))
             .arg(format!("-I{}", root().join("include").display()))
             .arg(root().join(src))
             .arg("-o")

@@ -22,7 +22,7 @@ usage: cargo xtask <command> [options]
 
 commands:
   build [--release]          build the workspace and stage provider plugins
-  headers                    regenerate include/rdma/fi_xpu.h and fi_xpu_provider.h
+  headers                    regenerate fi_xpu.h and include/fi_xpu/provider.h
   man [--out DIR]            render man/*.md to roff (default DIR: target/man)
   install --prefix P [--destdir D] [--release]
                              install library, plugins, headers, man pages,
@@ -281,6 +281,23 @@ fn symlink(target: &str, link: &Path) -> Result {
 }
 
 /// The `.pc` file for an install under `prefix`.
+/// Every public header with its path relative to the include directory: the
+/// generated host header `fi_xpu.h` at the top of the tree, the device and
+/// provider headers under `include/fi_xpu/`.
+fn public_headers() -> Result<Vec<(PathBuf, PathBuf)>> {
+    let mut v = vec![(root().join("fi_xpu.h"), PathBuf::from("fi_xpu.h"))];
+    let dir = root().join("include/fi_xpu");
+    for entry in fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension() == Some(OsStr::new("h")) {
+            let rel = Path::new("fi_xpu").join(path.file_name().unwrap());
+            v.push((path, rel));
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
 fn pkg_config(template: &str, prefix: &Path, libdir: &Path, includedir: &Path) -> Result<String> {
     let text = template
         .replace("@prefix@", &prefix.to_string_lossy())
@@ -339,20 +356,10 @@ fn install(o: Opts) -> Result {
         plugins.push(file);
     }
 
-    let headers = root().join("include/rdma");
-    let mut count = 0;
-    for entry in fs::read_dir(&headers).map_err(|e| format!("{}: {e}", headers.display()))? {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        if path.extension() == Some(OsStr::new("h")) {
-            install_file(
-                &path,
-                &dest(&includedir)
-                    .join("rdma")
-                    .join(path.file_name().unwrap()),
-                0o644,
-            )?;
-            count += 1;
-        }
+    let headers = public_headers()?;
+    let count = headers.len();
+    for (path, rel) in &headers {
+        install_file(path, &dest(&includedir).join(rel), 0o644)?;
     }
 
     let pages = render_man(&dest(&prefix.join("share/man")))?;
@@ -407,6 +414,7 @@ fn demo(args: &[String]) -> Result {
             "-Werror",
             "-D_GNU_SOURCE",
         ])
+        .arg(format!("-I{}", root().display()))
         .arg(format!("-I{}", root().join("include").display()))
         .arg(&src)
         .arg("-o")

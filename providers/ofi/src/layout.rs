@@ -1,4 +1,4 @@
-//! Memory layouts shared with `rdma/fi_xpu_device_ofi.h`. Every struct here
+//! Memory layouts shared with `fi_xpu/device_ofi.h`. Every struct here
 //! has a C twin named `fi_xpu_ofi_<name>`; sizes and offsets must agree (the
 //! C test `ofi_layout.c` prints them and `tests/ofi_layout.rs` compares).
 //!

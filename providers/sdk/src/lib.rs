@@ -1,6 +1,6 @@
 //! Writing an fi_xpu provider in Rust.
 //!
-//! The plugin ABI (`rdma/fi_xpu_provider.h`, see fi_xpu_provider(7)) is a
+//! The plugin ABI (`fi_xpu/provider.h`, see fi_xpu_provider(7)) is a
 //! table of 32 `extern "C"` entry points over opaque handles. This crate
 //! owns that unsafe layer once: a provider implements the safe [`Provider`]
 //! trait on its own types and writes

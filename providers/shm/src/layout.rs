@@ -1,4 +1,4 @@
-//! Memory layouts shared with `rdma/fi_xpu_device_shm.h`. Every struct here
+//! Memory layouts shared with `fi_xpu/device_shm.h`. Every struct here
 //! has a C twin of the same name with `fi_xpu_shm_` prefix; offsets must agree
 //! (the C test `shm_layout.c` checks them against the sizes below).
 //!

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * "testprov": a test-only device provider with a loopback data path, used to
- * exercise the dispatch of rdma/fi_xpu_device.h and the cooperative helpers
+ * exercise the dispatch of fi_xpu/device.h and the cooperative helpers
  * the way a real provider does. It is an out-of-tree provider as far as the
  * dispatch knows: prov_id FI_XPU_PROV_USER_BASE + 7, included through
  * FI_XPU_DEVICE_EXTRA_HEADER or before fi_xpu_device.h, and named in
@@ -21,8 +21,8 @@
 #ifndef FI_XPU_DEVICE_TESTPROV_H
 #define FI_XPU_DEVICE_TESTPROV_H
 
-#include <rdma/fi_xpu_device_arch.h>
-#include <rdma/fi_xpu_device_coop.h>
+#include <fi_xpu/device_arch.h>
+#include <fi_xpu/device_coop.h>
 
 #define FI_XPU_PROV_TESTPROV (FI_XPU_PROV_USER_BASE + 7)
 #define FI_XPU_DEVICE_ID_testprov FI_XPU_PROV_TESTPROV

@@ -3,7 +3,7 @@
  * Cooperative building blocks shared by every provider's device code.
  *
  * All work items of a scope instance (FI_XPU_WORK_ITEM, FI_XPU_SUBGROUP,
- * FI_XPU_WORK_GROUP, FI_XPU_DEVICE; see fi_xpu_device_arch.h) call these
+ * FI_XPU_WORK_GROUP, FI_XPU_DEVICE; see fi_xpu/device_arch.h) call these
  * together with the same arguments, and get the same result.
  *
  *   int fi_xpu_coop_reserve(uint64_t *counter, uint64_t n, int scope,
@@ -42,7 +42,7 @@
 #ifndef FI_XPU_DEVICE_COOP_H
 #define FI_XPU_DEVICE_COOP_H
 
-#include <rdma/fi_xpu_device_arch.h>
+#include <fi_xpu/device_arch.h>
 
 /* Marks "no slots" in the leader's broadcast: a 64-bit counter that only
  * grows never reaches it. */

@@ -3,7 +3,7 @@
  * fi_xpu device architecture layer: the only header that knows which
  * compiler and which target it is being compiled for. Everything above it
  * (the dispatch in fi_xpu_device.h, the cooperative helpers in
- * fi_xpu_device_coop.h, every provider's device header) is written against
+ * fi_xpu/device_coop.h, every provider's device header) is written against
  * the functions below and never tests a compiler macro itself.
  *
  * Targets, detected with the compilers' own macros so no SDK header is needed:
@@ -95,7 +95,7 @@
  *            SPIR-V shader clock read as 1 GHz, host CLOCK_MONOTONIC)
  *
  * Every work item of a scope must call a cooperative function (barrier,
- * broadcast, and everything in fi_xpu_device_coop.h) the same number of
+ * broadcast, and everything in fi_xpu/device_coop.h) the same number of
  * times with the same scope, as with __syncthreads().
  */
 #ifndef FI_XPU_DEVICE_ARCH_H
@@ -104,7 +104,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <rdma/fi_xpu.h>
+#include <fi_xpu.h>
 
 /* ---- target detection ------------------------------------------------- */
 

@@ -23,8 +23,8 @@
  *
  * Adding a provider
  *   A provider `name` supplies a header that includes
- *   <rdma/fi_xpu_device_arch.h> (and, if it wants them, the cooperative
- *   helpers of <rdma/fi_xpu_device_coop.h>) and defines
+ *   <fi_xpu/device_arch.h> (and, if it wants them, the cooperative
+ *   helpers of <fi_xpu/device_coop.h>) and defines
  *     #define FI_XPU_DEVICE_ID_<name>  its prov_id (out-of-tree providers:
  *                                      FI_XPU_PROV_USER_BASE or above)
  *   and all of these, each declared FI_XPU_FUNC, with the public
@@ -52,8 +52,8 @@
  *   int64_t fi_xpu_cq_sread_<prov>(struct fid_xpu_cq *cq, void *buf, size_t count, uint64_t threshold, int scope);
  *   int64_t fi_xpu_cq_sreadfrom_<prov>(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, uint64_t threshold, int scope);
  *   In-tree providers need no edit to the list: shm (FI_XPU_PROV_SHM,
- *   <rdma/fi_xpu_device_shm.h>) and ofi (FI_XPU_PROV_OFI,
- *   <rdma/fi_xpu_device_ofi.h>) are included here when selected; their ids
+ *   <fi_xpu/device_shm.h>) and ofi (FI_XPU_PROV_OFI,
+ *   <fi_xpu/device_ofi.h>) are included here when selected; their ids
  *   are defined below. An out-of-tree provider's header is either included
  *   by the application before this one, or named by
  *       #define FI_XPU_DEVICE_EXTRA_HEADER <vendor/fi_xpu_device_name.h>
@@ -67,8 +67,8 @@
 #ifndef FI_XPU_DEVICE_H
 #define FI_XPU_DEVICE_H
 
-#include <rdma/fi_xpu_device_arch.h>
-#include <rdma/fi_xpu_device_coop.h>
+#include <fi_xpu/device_arch.h>
+#include <fi_xpu/device_coop.h>
 
 /* ---- provider selection ------------------------------------------------ */
 
@@ -82,11 +82,11 @@
 #define FI_XPU_DEVICE__DEFAULT_SHM(P)
 #define FI_XPU_DEVICE__DEFAULT_OFI(P)
 #if defined(__has_include)
-#if __has_include(<rdma/fi_xpu_device_shm.h>)
+#if __has_include(<fi_xpu/device_shm.h>)
 #undef FI_XPU_DEVICE__DEFAULT_SHM
 #define FI_XPU_DEVICE__DEFAULT_SHM(P) P(shm)
 #endif
-#if __has_include(<rdma/fi_xpu_device_ofi.h>)
+#if __has_include(<fi_xpu/device_ofi.h>)
 #undef FI_XPU_DEVICE__DEFAULT_OFI
 #define FI_XPU_DEVICE__DEFAULT_OFI(P) P(ofi)
 #endif
@@ -109,10 +109,10 @@
 #define FI_XPU_DEVICE__HAS_OFI(p) | FI_XPU_DEVICE__IS(FI_XPU_DEVICE__OFI_##p)
 
 #if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__HAS_SHM)
-#include <rdma/fi_xpu_device_shm.h>
+#include <fi_xpu/device_shm.h>
 #endif
 #if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__HAS_OFI)
-#include <rdma/fi_xpu_device_ofi.h>
+#include <fi_xpu/device_ofi.h>
 #endif
 #ifdef FI_XPU_DEVICE_EXTRA_HEADER
 #include FI_XPU_DEVICE_EXTRA_HEADER

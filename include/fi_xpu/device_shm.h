@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_xpu shm provider, device side: every data-path operation of
- * <rdma/fi_xpu_device.h> for endpoints, CQs and counters of the shm provider
+ * <fi_xpu/device.h> for endpoints, CQs and counters of the shm provider
  * (prov_id FI_XPU_PROV_SHM). The caller's device moves the data itself
  * through the peer's memory, which the host side mapped into this context
  * (see fi_xpu_shm(7)).
  *
  * Header-only, no libc on device paths; written against
- * <rdma/fi_xpu_device_arch.h> (atomics with a memory scope, barriers,
+ * <fi_xpu/device_arch.h> (atomics with a memory scope, barriers,
  * broadcast, clock). Every access to memory another process can change uses
  * system-scope atomics or is bounded by values this process checked.
  *
@@ -21,9 +21,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device_arch.h>
-#include <rdma/fi_xpu_device_coop.h>
+#include <fi_xpu.h>
+#include <fi_xpu/device_arch.h>
+#include <fi_xpu/device_coop.h>
 
 #ifndef FI_XPU_DEVICE_ID_shm
 #define FI_XPU_DEVICE_ID_shm FI_XPU_PROV_SHM

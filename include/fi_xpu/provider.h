@@ -5,7 +5,7 @@
 #ifndef FI_XPU_PROVIDER_H
 #define FI_XPU_PROVIDER_H
 
-#include <rdma/fi_xpu.h>
+#include <fi_xpu.h>
 
 
 /**

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * fi_xpu ofi provider, device side: every data-path operation of
- * <rdma/fi_xpu_device.h> for endpoints, CQs and counters of the ofi provider
+ * <fi_xpu/device.h> for endpoints, CQs and counters of the ofi provider
  * (prov_id FI_XPU_PROV_OFI). Operations become 128-byte work requests in a
  * ring in host-visible memory; a proxy thread of the host library issues
  * them on a libfabric endpoint and writes completions and counters back
  * (see fi_xpu_ofi(7) for the ring format).
  *
- * Header-only, written against <rdma/fi_xpu_device_arch.h>; no libc on
+ * Header-only, written against <fi_xpu/device_arch.h>; no libc on
  * device paths (the host XPU build wakes a sleeping proxy through its eventfd).
  *
  * Raw handles:
@@ -27,9 +27,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <rdma/fi_xpu.h>
-#include <rdma/fi_xpu_device_arch.h>
-#include <rdma/fi_xpu_device_coop.h>
+#include <fi_xpu.h>
+#include <fi_xpu/device_arch.h>
+#include <fi_xpu/device_coop.h>
 
 #if defined(FI_XPU_ARCH_HOST) && defined(__linux__) && !defined(FI_XPU_OFI_NO_WAKE) &&       \
 	!defined(FI_XPU_OFI_NO_FUTEX)
