@@ -243,6 +243,15 @@ fn print_provider(info: &fi_xpu_info, loaded: Option<&Provider>, verbose: bool) 
     if let Some(p) = loaded {
         println!("    path: {}", p.path.display());
     }
+    // What the provider says when it opens a domain, such as the transport
+    // the ofi provider chose.
+    let name = name_of(info);
+    let (ctx, notes) = fi_xpu::log::capture(|| query_system_ctx(info));
+    for (_, msg) in notes.iter().filter(|(src, _)| *src == name) {
+        if let Some(t) = msg.strip_prefix("transport: ") {
+            println!("    transport: {t}");
+        }
+    }
     if !verbose {
         return;
     }
@@ -253,7 +262,7 @@ fn print_provider(info: &fi_xpu_info, loaded: Option<&Provider>, verbose: bool) 
             d.abi_major, d.abi_minor, d.size
         );
     }
-    match query_system_ctx(info) {
+    match ctx {
         Ok(a) => {
             println!("    system ctx caps: {}", caps_names(a.caps));
             println!("    system ctx av_addr_size: {}", a.av_addr_size);

@@ -46,8 +46,9 @@ const char *xo_strerror(int err) { return fi_strerror(err); }
 /* Tries the capability sets from richest to plainest and opens fabric and
  * domain on the first provider that offers one. *got_caps receives the
  * capabilities granted. */
-int xo_open(const char *prov, const char *domain_name, uint64_t base_caps, uint64_t optional,
-	    void **info_out, void **fabric_out, void **domain_out, uint64_t *got_caps)
+static int xo_open_one(const char *prov, const char *domain_name, uint64_t base_caps,
+		       uint64_t optional, void **info_out, void **fabric_out, void **domain_out,
+		       uint64_t *got_caps)
 {
 	struct fi_info *hints, *info = NULL;
 	struct fid_fabric *fabric;
@@ -107,6 +108,29 @@ int xo_open(const char *prov, const char *domain_name, uint64_t base_caps, uint6
 	*domain_out = domain;
 	*got_caps = info->caps;
 	return 0;
+}
+
+/* The libfabric providers tried, in order, when none is named: native RMA
+ * and atomics on real networks first, then sockets, then intra-node
+ * shared memory. Never whatever fi_getinfo lists first: that is
+ * `udp;ofi_rxd` on many hosts, whose fetching atomics crash inside
+ * libfabric 1.17. fi_xpu_ofi(7) lists them. */
+static const char *const xo_default_provs[] = { "cxi", "efa", "verbs", "opx", "tcp", "shm", NULL };
+
+int xo_open(const char *prov, const char *domain_name, uint64_t base_caps, uint64_t optional,
+	    void **info_out, void **fabric_out, void **domain_out, uint64_t *got_caps)
+{
+	int ret = -FI_ENODATA;
+	if (prov && *prov)
+		return xo_open_one(prov, domain_name, base_caps, optional, info_out, fabric_out,
+				   domain_out, got_caps);
+	for (int i = 0; xo_default_provs[i]; i++) {
+		ret = xo_open_one(xo_default_provs[i], domain_name, base_caps, optional, info_out,
+				  fabric_out, domain_out, got_caps);
+		if (ret == 0)
+			return 0;
+	}
+	return ret;
 }
 
 void xo_freeinfo(void *info) { fi_freeinfo(info); }

@@ -29,6 +29,12 @@ const MAX_THREADS: u32 = 64;
 /// bytes, so a longer length in a ring entry is garbage, not a transfer.
 pub const MAX_LEN: u64 = 1 << 48;
 
+/// The libfabric providers tried in order when none is named (the list in
+/// shim.c, for messages).
+pub const DEFAULT_FABRICS: &str = "cxi, efa, verbs, opx, tcp, shm";
+/// libfabric's reliable-datagram utility provider (`udp;ofi_rxd`).
+const RXD: &str = "ofi_rxd";
+
 const BASE_CAPS: u64 = FI_MSG
     | FI_RMA
     | FI_TAGGED
@@ -160,9 +166,10 @@ impl Domain {
         if r != 0 {
             core::warn(&format!(
                 "no libfabric provider{} offers RDM endpoints with MSG, TAGGED and RMA: {}",
-                prov.as_deref()
-                    .map(|p| format!(" named '{p}'"))
-                    .unwrap_or_default(),
+                prov.as_deref().map_or_else(
+                    || format!(" of the default list ({DEFAULT_FABRICS})"),
+                    |p| format!(" named '{p}'")
+                ),
                 ffi::strerror(r)
             ));
             return Err(if r == -FI_ENODATA { -FI_ENODEV } else { r });
@@ -177,8 +184,20 @@ impl Domain {
                 ffi::xo_info_max_msg_size(info.0).min(MAX_LEN),
             )
         };
+        if name.contains(RXD) && caps & FI_ATOMIC != 0 {
+            // Its fetching atomics crash inside libfabric 1.17: atomics
+            // become error completions instead.
+            core::warn(&format!(
+                "libfabric provider {name}: atomics disabled (its fetching atomics crash in libfabric)"
+            ));
+            caps &= !FI_ATOMIC;
+        }
         core::info(&format!(
-            "domain on libfabric provider {name} ({dname}), {nthreads} progress thread(s){}{}",
+            "transport: libfabric provider {name} ({dname}), {}; {nthreads} progress thread(s){}{}",
+            match &prov {
+                Some(p) => format!("named '{p}'"),
+                None => format!("the first of {DEFAULT_FABRICS} that works"),
+            },
             if caps & FI_ATOMIC != 0 {
                 ""
             } else {
@@ -848,6 +867,37 @@ impl EpInner {
     }
 }
 
+impl EpInner {
+    /// The libfabric endpoint and its CQ. Kept apart from `Ep::open`: an
+    /// endpoint that is never enabled never reaches libfabric (closing one
+    /// that was never enabled crashes `tcp;ofi_rxm` in libfabric 1.17).
+    fn open_fabric_ep(&mut self) -> Result<(), i32> {
+        if !self.ep.ptr().is_null() {
+            return Ok(());
+        }
+        let dom = &self.dom;
+        let mut ep = std::ptr::null_mut();
+        // SAFETY: live domain and its info; valid out-pointer.
+        check(unsafe { ffi::xo_ep_open(dom.domain.ptr(), dom.info.0, &mut ep) } as i64)?;
+        let ep = Fid(ep);
+        let (mut cq, mut cq_fd) = (std::ptr::null_mut(), -1);
+        // SAFETY: as above.
+        check(unsafe {
+            ffi::xo_cq_open(
+                dom.domain.ptr(),
+                4 * self.size as usize,
+                &mut cq,
+                &mut cq_fd,
+            )
+        } as i64)?;
+        // The endpoint closes before the CQ it is bound to (see Drop).
+        self.cq = Fid(cq);
+        self.cq_fd = cq_fd;
+        self.ep = ep;
+        Ok(())
+    }
+}
+
 impl Drop for EpInner {
     fn drop(&mut self) {
         // libfabric may use an operation's context until the endpoint is
@@ -877,17 +927,6 @@ impl Ep {
         if size > 1 << 16 {
             return Err(-FI_EINVAL);
         }
-        let mut ep = std::ptr::null_mut();
-        // SAFETY: live domain and its info; valid out-pointer.
-        check(unsafe { ffi::xo_ep_open(dom.domain.ptr(), dom.info.0, &mut ep) } as i64)?;
-        let ep = Fid(ep);
-        let (mut cq, mut cq_fd) = (std::ptr::null_mut(), -1);
-        // SAFETY: as above.
-        check(
-            unsafe { ffi::xo_cq_open(dom.domain.ptr(), 4 * size as usize, &mut cq, &mut cq_fd) }
-                as i64,
-        )?;
-        let cq = Fid(cq);
         let bytes = EP_DEV_SIZE as u64 + size * std::mem::size_of::<Wqe>() as u64;
         let mem = core::alloc_host(c.core_ctx, bytes)?;
         let dev = mem as *mut EpDev;
@@ -909,9 +948,12 @@ impl Ep {
                 dom: dom.clone(),
                 ring_mem: mem,
                 size,
-                ep,
-                cq,
-                cq_fd,
+                // Opened by `enable`: libfabric 1.17's `tcp;ofi_rxm` crashes
+                // closing an endpoint that was never enabled, so one that
+                // is never enabled never reaches libfabric.
+                ep: Fid(std::ptr::null_mut()),
+                cq: Fid(std::ptr::null_mut()),
+                cq_fd: -1,
                 device_ring: c.iface != FI_HMEM_SYSTEM,
                 rem_write: None,
                 rem_read: None,
@@ -970,39 +1012,24 @@ impl Ep {
             -FI_ENOAV
         })?;
         let inner = Arc::get_mut(&mut self.inner).ok_or(-FI_EBUSY)?;
-        let (ep, dom) = (inner.ep.ptr(), inner.dom.clone());
-        // SAFETY: live libfabric objects of the same domain.
-        check(unsafe { ffi::xo_ep_bind(ep, av.fid.ptr(), 0) } as i64)?;
-        // SAFETY: as above.
-        check(unsafe { ffi::xo_ep_bind(ep, inner.cq.ptr(), FI_TRANSMIT | FI_RECV) } as i64)?;
-        // With FI_RMA_EVENT the counters are opened even when no XPU counter
-        // is bound: their movement tells the progress thread that peers are
-        // writing or reading here, which libfabric's manual progress only
-        // completes inside its calls.
-        for (i, flag) in [
-            (CNTR_REM_WRITE, FI_REMOTE_WRITE),
-            (CNTR_REM_READ, FI_REMOTE_READ),
-        ] {
-            if self.pending.cntr[i].is_none() && !dom.has(ffi::FI_RMA_EVENT) {
-                continue;
+        let dom = inner.dom.clone();
+        inner.open_fabric_ep()?;
+        if let Err(e) = Self::enable_fabric(inner, &av, &self.pending) {
+            // Closing a libfabric endpoint that was never enabled may crash
+            // libfabric (tcp;ofi_rxm in 1.17): the endpoint, and what is
+            // bound to it, are left open instead.
+            for f in [
+                std::mem::replace(&mut inner.ep, Fid(std::ptr::null_mut())),
+                std::mem::replace(&mut inner.cq, Fid(std::ptr::null_mut())),
+            ]
+            .into_iter()
+            .chain(inner.rem_write.take())
+            .chain(inner.rem_read.take())
+            {
+                std::mem::forget(f);
             }
-            let mut c = std::ptr::null_mut();
-            // SAFETY: live domain; valid out-pointer.
-            check(unsafe { ffi::xo_cntr_open(dom.domain.ptr(), &mut c) } as i64)?;
-            let c = Fid(c);
-            // SAFETY: live libfabric objects.
-            check(unsafe { ffi::xo_ep_bind(ep, c.ptr(), flag) } as i64)?;
-            if flag == FI_REMOTE_WRITE {
-                inner.rem_write = Some(c);
-            } else {
-                inner.rem_read = Some(c);
-            }
-        }
-        // SAFETY: live endpoint with AV and CQ bound.
-        let r = unsafe { ffi::xo_ep_enable(ep) };
-        if r != 0 {
-            core::warn(&format!("fi_enable failed: {}", ffi::strerror(r)));
-            return Err(r);
+            inner.cq_fd = -1;
+            return Err(e);
         }
         let b = self.pending.clone();
         let dev = inner.dev();
@@ -1030,6 +1057,46 @@ impl Ep {
         unsafe { (*dev).wake_fd = dom.workers[w].bell_fd() };
         dom.workers[w].add(self.inner.clone());
         self.worker = Some(w);
+        Ok(())
+    }
+
+    /// Binds AV, CQ and remote counters to the libfabric endpoint and
+    /// enables it.
+    fn enable_fabric(inner: &mut EpInner, av: &AvInner, pending: &Bound) -> Result<(), i32> {
+        let (ep, dom) = (inner.ep.ptr(), inner.dom.clone());
+        // SAFETY: live libfabric objects of the same domain.
+        check(unsafe { ffi::xo_ep_bind(ep, av.fid.ptr(), 0) } as i64)?;
+        // SAFETY: as above.
+        check(unsafe { ffi::xo_ep_bind(ep, inner.cq.ptr(), FI_TRANSMIT | FI_RECV) } as i64)?;
+        // With FI_RMA_EVENT the counters are opened even when no XPU counter
+        // is bound: their movement tells the progress thread that peers are
+        // writing or reading here, which libfabric's manual progress only
+        // completes inside its calls.
+        for (i, flag) in [
+            (CNTR_REM_WRITE, FI_REMOTE_WRITE),
+            (CNTR_REM_READ, FI_REMOTE_READ),
+        ] {
+            if pending.cntr[i].is_none() && !dom.has(ffi::FI_RMA_EVENT) {
+                continue;
+            }
+            let mut c = std::ptr::null_mut();
+            // SAFETY: live domain; valid out-pointer.
+            check(unsafe { ffi::xo_cntr_open(dom.domain.ptr(), &mut c) } as i64)?;
+            let c = Fid(c);
+            // SAFETY: live libfabric objects.
+            check(unsafe { ffi::xo_ep_bind(ep, c.ptr(), flag) } as i64)?;
+            if flag == FI_REMOTE_WRITE {
+                inner.rem_write = Some(c);
+            } else {
+                inner.rem_read = Some(c);
+            }
+        }
+        // SAFETY: live endpoint with AV and CQ bound.
+        let r = unsafe { ffi::xo_ep_enable(ep) };
+        if r != 0 {
+            core::warn(&format!("fi_enable failed: {}", ffi::strerror(r)));
+            return Err(r);
+        }
         Ok(())
     }
 

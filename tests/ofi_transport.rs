@@ -1,0 +1,138 @@
+//! Which libfabric provider the ofi provider runs on: the default when
+//! none is named (one that works, never `udp;ofi_rxd`, whose fetching
+//! atomics crash inside libfabric 1.17), what `fi_xpu_info` shows of the
+//! choice, and endpoints that are never enabled (closing one crashed
+//! libfabric 1.17's `tcp;ofi_rxm`).
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn have_libfabric() -> bool {
+    Command::new("pkg-config")
+        .args(["--exists", "libfabric"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Builds one of the C programs of tests/c.
+fn program(name: &str) -> PathBuf {
+    let exe = scratch(name).join(name);
+    common::cc(
+        &[&common::root().join(format!("tests/c/{name}.c"))],
+        &exe,
+        &[],
+    );
+    exe
+}
+
+/// The directory a program runs in: libfabric writes crash dumps into the
+/// working directory, which must not be the source tree.
+fn scratch(name: &str) -> PathBuf {
+    common::scratch(&format!("ofi-transport-{name}"))
+}
+
+/// A command with no libfabric provider named anywhere.
+fn unnamed(exe: &std::path::Path) -> Command {
+    let mut c = Command::new("timeout");
+    c.current_dir(exe.parent().unwrap())
+        .arg("120")
+        .arg(exe)
+        .env("FI_XPU_PROVIDER", "ofi")
+        .env_remove("FI_XPU_OFI_PROVIDER")
+        .env_remove("FI_PROVIDER")
+        .env("FI_TCP_IFACE", "lo");
+    c
+}
+
+/// With no provider named, the chosen one runs every operation of
+/// tests/c/ofi_ops.c, fetching and compare atomics included.
+#[test]
+fn default_transport_runs_atomics() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    let out = common::run_ok(unnamed(&program("ofi_ops")).env("FI_XPU_LOG_LEVEL", "info"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("ofi_ops: ok"), "{stdout}");
+    assert!(!stderr.contains("ofi_rxd"), "{stderr}");
+    assert!(
+        stderr.contains("transport: libfabric provider ")
+            && stderr.contains("the first of cxi, efa, verbs, opx, tcp, shm that works"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn fi_xpu_info_shows_the_transport() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    common::build();
+    let run = |named: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_fi_xpu_info"));
+        c.current_dir(scratch("info"))
+            .args(["-p", "ofi"])
+            .env("FI_XPU_PROVIDER_PATH", common::lib_dir())
+            .env_remove("FI_PROVIDER")
+            .env("FI_TCP_IFACE", "lo");
+        match named {
+            Some(p) => c.env("FI_XPU_OFI_PROVIDER", p),
+            None => c.env_remove("FI_XPU_OFI_PROVIDER"),
+        };
+        let o = common::run_ok(&mut c);
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let dflt = run(None);
+    let line = dflt
+        .lines()
+        .find(|l| l.trim_start().starts_with("transport: "))
+        .unwrap_or_else(|| panic!("no transport line in\n{dflt}"));
+    assert!(
+        line.contains("the first of cxi, efa, verbs, opx, tcp, shm that works"),
+        "{line}"
+    );
+    assert!(!line.contains("ofi_rxd"), "{line}");
+    let shm = run(Some("shm"));
+    assert!(
+        shm.contains("    transport: libfabric provider shm (shm), named 'shm'"),
+        "{shm}"
+    );
+    // Named explicitly, udp;ofi_rxd is used, without the atomics that crash.
+    let udp = run(Some("udp"));
+    assert!(
+        udp.contains("transport: libfabric provider udp;ofi_rxd") && udp.contains("no atomics"),
+        "{udp}"
+    );
+}
+
+fn never_enabled(fabric: &str) {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    let exe = program("ofi_lifecycle");
+    let out = common::run_ok(
+        Command::new("timeout")
+            .current_dir(exe.parent().unwrap())
+            .arg("60")
+            .arg(&exe)
+            .env("FI_XPU_PROVIDER", "ofi")
+            .env("FI_XPU_OFI_PROVIDER", fabric)
+            .env("FI_TCP_IFACE", "lo"),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ofi_lifecycle: ok"));
+}
+
+#[test]
+fn never_enabled_endpoint_over_tcp_rxm() {
+    never_enabled("tcp;ofi_rxm");
+}
+
+#[test]
+fn never_enabled_endpoint_over_shm() {
+    never_enabled("shm");
+}
