@@ -760,12 +760,14 @@ int fi_xpu_import(struct fid_xpu_ctx *ctx,
                   void **dev_addr);
 
 /**
- * Undoes one `fi_xpu_import`.
+ * Undoes one `fi_xpu_import`; `FI_EBUSY` while a registration overlaps
+ * the memory and this is the last import at that address.
  */
 int fi_xpu_unimport(struct fid_xpu_ctx *ctx, void *dev_addr);
 
 /**
- * Frees memory from `fi_xpu_alloc`.
+ * Frees memory from `fi_xpu_alloc`; `FI_EBUSY` while a registration
+ * overlaps it.
  */
 int fi_xpu_free(struct fid_xpu_ctx *ctx, void *addr);
 

@@ -6,16 +6,26 @@
 //! else happens, so NULL, unknown, wrong-class and closed handles are refused
 //! without touching memory. Shells are never freed: a closed handle stays an
 //! unknown key, and no new object can take its address.
+//!
+//! A lookup returns a `Use`: the object stays open while it is held. Every
+//! host call holds one for its whole duration, so `close` first marks the
+//! object closing (new lookups fail with `FI_EINVAL`), then waits until the
+//! calls already in flight have returned, and only then asks the provider to
+//! close it. A thread that closes an object it is itself inside a call on (a
+//! memory callback closing its own context) gets `FI_EBUSY` instead of
+//! waiting for itself.
 use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::prov_call;
 use crate::provider::Provider;
 use fi_xpu_abi::class::*;
 use fi_xpu_abi::*;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -55,11 +65,15 @@ pub struct Object {
     holds: Mutex<Vec<Arc<Object>>>,
     /// Children and bindings that hold a use on this object.
     users: AtomicUsize,
+    /// Host calls in flight on this object (live `Use`s).
+    in_flight: AtomicUsize,
     closing: AtomicBool,
     /// XPU contexts: their memory.
     pub memory: Option<Memory>,
     /// CQs and counters: opened with an XPU context.
     pub xpu: bool,
+    /// Registrations: the registered range `[start, start + len)`.
+    pub range: Option<(usize, usize)>,
     /// Endpoints: enabled. CQs and counters: exported.
     pub flag: AtomicBool,
 }
@@ -118,8 +132,54 @@ fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The live object behind `ptr`, if it is one of `kind`.
-pub fn lookup(ptr: *const c_void, kind: Kind) -> Result<Arc<Object>> {
+/// Where `close` waits for calls in flight to end; the last `Use` of a
+/// closing object signals it while holding the lock, so no wake-up is lost.
+static DRAINED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+
+thread_local! {
+    /// Shells this thread holds a `Use` of (usually zero or a handful).
+    static IN_CALL: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A host call's hold on an object: while it exists the object is not closed
+/// under the call. Dereferences to the object.
+pub struct Use(Arc<Object>);
+
+impl Use {
+    /// Called with the registry locked, after checking the object is open.
+    fn begin(obj: Arc<Object>) -> Use {
+        obj.in_flight.fetch_add(1, Ordering::AcqRel);
+        IN_CALL.with(|c| c.borrow_mut().push(obj.shell));
+        Use(obj)
+    }
+}
+
+impl Deref for Use {
+    type Target = Arc<Object>;
+    fn deref(&self) -> &Arc<Object> {
+        &self.0
+    }
+}
+
+impl Drop for Use {
+    fn drop(&mut self) {
+        IN_CALL.with(|c| {
+            let mut c = c.borrow_mut();
+            if let Some(i) = c.iter().rposition(|s| *s == self.0.shell) {
+                c.swap_remove(i);
+            }
+        });
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.0.closing.load(Ordering::Acquire)
+        {
+            let _lock = DRAINED.0.lock().unwrap_or_else(|e| e.into_inner());
+            DRAINED.1.notify_all();
+        }
+    }
+}
+
+/// The live object behind `ptr`, if it is one of `kind`, held for a call.
+pub fn lookup(ptr: *const c_void, kind: Kind) -> Result<Use> {
     let obj = lookup_any(ptr)?;
     if obj.kind != kind {
         return Err(Error::INVAL);
@@ -127,19 +187,39 @@ pub fn lookup(ptr: *const c_void, kind: Kind) -> Result<Arc<Object>> {
     Ok(obj)
 }
 
-/// The live object behind `ptr`, of any kind.
-pub fn lookup_any(ptr: *const c_void) -> Result<Arc<Object>> {
+/// The live object behind `ptr`, of any kind, held for a call.
+pub fn lookup_any(ptr: *const c_void) -> Result<Use> {
     if ptr.is_null() {
         return Err(Error::INVAL);
     }
-    let obj = registry()
-        .get(&(ptr as usize))
-        .cloned()
-        .ok_or(Error::INVAL)?;
+    let reg = registry();
+    let obj = reg.get(&(ptr as usize)).ok_or(Error::INVAL)?;
     if obj.closing.load(Ordering::Acquire) {
         return Err(Error::INVAL);
     }
-    Ok(obj)
+    Ok(Use::begin(obj.clone()))
+}
+
+/// Waits until no host call is inside `obj` (which is marked closing, so no
+/// new call can start).
+fn drain(obj: &Object) {
+    let mut lock = DRAINED.0.lock().unwrap_or_else(|e| e.into_inner());
+    while obj.in_flight.load(Ordering::Acquire) != 0 {
+        lock = DRAINED
+            .1
+            .wait_timeout(lock, std::time::Duration::from_millis(10))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// Whether a live registration overlaps `[start, start + len)`.
+pub fn registered(start: usize, len: usize) -> bool {
+    let end = start.saturating_add(len);
+    registry().values().any(|o| {
+        o.range
+            .is_some_and(|(s, l)| s < end && start < s.saturating_add(l))
+    })
 }
 
 /// Like `lookup`, but also finds an object that is being closed: providers
@@ -183,6 +263,7 @@ pub struct New {
     pub holds: Vec<Arc<Object>>,
     pub memory: Option<Memory>,
     pub xpu: bool,
+    pub range: Option<(usize, usize)>,
     pub context: *mut c_void,
 }
 
@@ -211,6 +292,7 @@ pub fn register_pending(
             holds,
             memory: Some(memory),
             xpu: false,
+            range: None,
             context,
         },
         true,
@@ -252,9 +334,11 @@ fn insert(new: New, pending: bool) -> *mut fid {
         shell: shell as usize,
         holds: Mutex::new(new.holds),
         users: AtomicUsize::new(0),
+        in_flight: AtomicUsize::new(0),
         closing: AtomicBool::new(pending),
         memory: new.memory,
         xpu: new.xpu,
+        range: new.range,
         flag: AtomicBool::new(false),
     });
     registry().insert(shell as usize, obj);
@@ -277,7 +361,9 @@ pub fn holds(holder: &Object, kind: Kind) -> Vec<Arc<Object>> {
         .collect()
 }
 
-/// Closes the object behind `ptr`: refused with `FI_EBUSY` while others use it.
+/// Closes the object behind `ptr`: refused with `FI_EBUSY` while others use
+/// it (children, bindings) or while this very thread is inside a call on it;
+/// waits for other threads' calls in flight on it to return.
 pub fn close(ptr: *const c_void) -> Result<()> {
     let obj = {
         let reg = registry();
@@ -285,14 +371,18 @@ pub fn close(ptr: *const c_void) -> Result<()> {
             return Err(Error::INVAL);
         }
         let obj = reg.get(&(ptr as usize)).cloned().ok_or(Error::INVAL)?;
-        if obj.users.load(Ordering::Acquire) != 0 {
-            return Err(Error::BUSY);
-        }
-        if obj.closing.swap(true, Ordering::AcqRel) {
+        if obj.closing.load(Ordering::Acquire) {
             return Err(Error::INVAL);
         }
+        if obj.users.load(Ordering::Acquire) != 0
+            || IN_CALL.with(|c| c.borrow().contains(&obj.shell))
+        {
+            return Err(Error::BUSY);
+        }
+        obj.closing.store(true, Ordering::Release);
         obj
     };
+    drain(&obj);
     // The registry lock is not held here: providers call back into the core
     // (memory services look the context up) while they close.
     let h = obj.handle();

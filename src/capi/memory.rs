@@ -1,13 +1,12 @@
 //! `fi_xpu_alloc`, `fi_xpu_import`, `fi_xpu_unimport`, `fi_xpu_free`.
 use super::{guard, non_null, put};
-use crate::error::Result;
-use crate::object::{lookup, Kind, Object};
+use crate::error::{Error, Result};
+use crate::object::{lookup, Kind, Object, Use};
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 use std::os::fd::IntoRawFd;
-use std::sync::Arc;
 
-fn ctx_of(ctx: *mut fid_xpu_ctx) -> Result<Arc<Object>> {
+fn ctx_of(ctx: *mut fid_xpu_ctx) -> Result<Use> {
     lookup(ctx as *const c_void, Kind::Ctx)
 }
 
@@ -93,28 +92,42 @@ pub unsafe extern "C" fn fi_xpu_import(
     })
 }
 
-/// Undoes one `fi_xpu_import`.
+/// Undoes one `fi_xpu_import`; `FI_EBUSY` while a registration overlaps
+/// the memory and this is the last import at that address.
 #[no_mangle]
 pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_ctx, dev_addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        c.memory
-            .as_ref()
-            .expect("contexts have memory")
-            .unimport(dev_addr as usize)?;
+        let mem = c.memory.as_ref().expect("contexts have memory");
+        let dev = dev_addr as usize;
+        if let Some((size, true)) = mem.import_to_undo(dev) {
+            refuse_if_registered("fi_xpu_unimport", dev, size)?;
+        }
+        mem.unimport(dev)?;
         Ok(0)
     })
 }
 
-/// Frees memory from `fi_xpu_alloc`.
+/// Frees memory from `fi_xpu_alloc`; `FI_EBUSY` while a registration
+/// overlaps it.
 #[no_mangle]
 pub extern "C" fn fi_xpu_free(ctx: *mut fid_xpu_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        c.memory
-            .as_ref()
-            .expect("contexts have memory")
-            .free(addr as usize)?;
+        let mem = c.memory.as_ref().expect("contexts have memory");
+        if let Some(size) = mem.alloc_size(addr as usize) {
+            refuse_if_registered("fi_xpu_free", addr as usize, size)?;
+        }
+        mem.free(addr as usize)?;
         Ok(0)
     })
+}
+
+/// Memory that a live registration covers stays: peers may still write it.
+fn refuse_if_registered(what: &str, start: usize, size: u64) -> Result<()> {
+    if crate::object::registered(start, size as usize) {
+        crate::warn!("{what}: [{start:#x}, +{size}) is still registered; close the MR first");
+        return Err(Error::BUSY);
+    }
+    Ok(())
 }

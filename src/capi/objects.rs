@@ -4,7 +4,7 @@ use super::info::provider_of;
 use super::{guard, guard_ssize, non_null, put, read_opt};
 use crate::error::{Error, Result};
 use crate::memory::{Memory, UserOps};
-use crate::object::{self, acquire, lookup, lookup_any, register, release, Kind, New, Object};
+use crate::object::{self, acquire, lookup, lookup_any, register, release, Kind, New, Object, Use};
 use crate::prov_call;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
@@ -22,6 +22,7 @@ fn open_in_domain(
     dom: &Arc<Object>,
     ctx: Option<Arc<Object>>,
     xpu: bool,
+    range: Option<(usize, usize)>,
     context: *mut c_void,
     open: impl FnOnce(*mut c_void, *mut c_void, &mut *mut c_void) -> c_int,
 ) -> Result<*mut fid> {
@@ -41,6 +42,7 @@ fn open_in_domain(
         holds,
         memory: None,
         xpu,
+        range,
         context,
     }))
 }
@@ -87,6 +89,7 @@ pub unsafe extern "C" fn fi_xpu_domain(
             holds: vec![],
             memory: None,
             xpu: false,
+            range: None,
             context,
         });
         put(domain, fid as *mut fid_xpu_domain);
@@ -187,7 +190,7 @@ pub unsafe extern "C" fn fi_xpu_av_open(
         if attr.flags != 0 {
             return Err(Error::BADFLAGS);
         }
-        let fid = open_in_domain(Kind::Av, &dom, None, false, context, |d, _, h| {
+        let fid = open_in_domain(Kind::Av, &dom, None, false, None, context, |d, _, h| {
             prov_call!(dom.prov, av_open(d, attr, h))
         })?;
         put(av, fid as *mut fid_xpu_av);
@@ -295,7 +298,7 @@ fn raw_query(
     buf: *mut c_void,
     len: *mut usize,
     flags: u64,
-) -> Result<(Arc<Object>, Arc<Object>)> {
+) -> Result<(Use, Use)> {
     let o = lookup(obj, kind)?;
     let c = lookup(ctx as *const c_void, Kind::Ctx)?;
     if !o.same_domain(&c) {
@@ -384,9 +387,15 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
             device,
             core_ctx,
         };
-        let fid = open_in_domain(Kind::Mr, &dom, c, false, context, |d, x, h| {
-            prov_call!(dom.prov, mr_reg(d, x, &args, h))
-        })?;
+        let fid = open_in_domain(
+            Kind::Mr,
+            &dom,
+            c,
+            false,
+            Some((buf as usize, len)),
+            context,
+            |d, x, h| prov_call!(dom.prov, mr_reg(d, x, &args, h)),
+        )?;
         put(mr, fid as *mut fid_xpu_mr);
         Ok(0)
     })
@@ -431,6 +440,8 @@ pub unsafe extern "C" fn fi_xpu_mr_desc(
 }
 
 /// The context named by an attribute, which must be in `dom`.
+/// The new object takes a use on it (`open_in_domain`), which keeps it open
+/// from there on.
 fn attr_ctx(dom: &Arc<Object>, ctx: *mut fid_xpu_ctx) -> Result<Option<Arc<Object>>> {
     if ctx.is_null() {
         return Ok(None);
@@ -439,7 +450,7 @@ fn attr_ctx(dom: &Arc<Object>, ctx: *mut fid_xpu_ctx) -> Result<Option<Arc<Objec
     if !c.domain().is_some_and(|d| Arc::ptr_eq(&d, dom)) {
         return Err(Error::INVAL);
     }
-    Ok(Some(c))
+    Ok(Some(Arc::clone(&c)))
 }
 
 /// Opens a completion queue: an XPU CQ when `attr->xpu_ctx` is set, a host CQ
@@ -469,7 +480,7 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
         }
         let c = attr_ctx(&dom, attr.xpu_ctx)?;
         let xpu = c.is_some();
-        let fid = open_in_domain(Kind::Cq, &dom, c, xpu, context, |d, x, h| {
+        let fid = open_in_domain(Kind::Cq, &dom, c, xpu, None, context, |d, x, h| {
             prov_call!(dom.prov, cq_open(d, x, attr, h))
         })?;
         put(cq, fid as *mut fid_xpu_host_cq);
@@ -477,7 +488,7 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
     })
 }
 
-fn host_cq(cq: *mut fid_xpu_host_cq) -> Result<Arc<Object>> {
+fn host_cq(cq: *mut fid_xpu_host_cq) -> Result<Use> {
     let q = lookup(cq as *const c_void, Kind::Cq)?;
     if q.xpu {
         return Err(Error::OPNOTSUPP);
@@ -566,7 +577,7 @@ pub unsafe extern "C" fn fi_xpu_cntr_open(
         }
         let c = attr_ctx(&dom, attr.xpu_ctx)?;
         let xpu = c.is_some();
-        let fid = open_in_domain(Kind::Cntr, &dom, c, xpu, context, |d, x, h| {
+        let fid = open_in_domain(Kind::Cntr, &dom, c, xpu, None, context, |d, x, h| {
             prov_call!(dom.prov, cntr_open(d, x, attr, h))
         })?;
         put(cntr, fid as *mut fid_xpu_host_cntr);
@@ -574,7 +585,7 @@ pub unsafe extern "C" fn fi_xpu_cntr_open(
     })
 }
 
-fn host_cntr(cntr: *mut fid_xpu_host_cntr) -> Result<Arc<Object>> {
+fn host_cntr(cntr: *mut fid_xpu_host_cntr) -> Result<Use> {
     let c = lookup(cntr as *const c_void, Kind::Cntr)?;
     if c.xpu {
         return Err(Error::OPNOTSUPP);
@@ -673,7 +684,7 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
             return Err(Error::BADFLAGS);
         }
         let c = attr_ctx(&dom, attr.xpu_ctx)?.ok_or(Error::INVAL)?;
-        let fid = open_in_domain(Kind::Ep, &dom, Some(c), true, context, |d, x, h| {
+        let fid = open_in_domain(Kind::Ep, &dom, Some(c), true, None, context, |d, x, h| {
             prov_call!(dom.prov, ep_open(d, x, attr, h))
         })?;
         put(ep, fid as *mut fid_xpu_host_ep);
@@ -722,10 +733,10 @@ pub unsafe extern "C" fn fi_xpu_ep_bind(
             e.prov,
             ep_bind(e.handle(), b.kind.fclass(), b.handle(), flags)
         )) {
-            release(&[b]);
+            release(&[Arc::clone(&b)]);
             return Err(err);
         }
-        object::add_hold(&e, b);
+        object::add_hold(&e, Arc::clone(&b));
         Ok(0)
     })
 }

@@ -41,7 +41,9 @@ pub trait Backend: Send + Sync {
     fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation>;
     fn free(&self, addr: usize) -> Result<()>;
     fn import(&self, req: &Import) -> Result<usize>;
-    fn unimport(&self, dev_addr: usize) -> Result<()>;
+    /// Undoes one import at `dev_addr`; `mapped` tells whether that import
+    /// was given a DMA-BUF fd (a host import of the same address may exist).
+    fn unimport(&self, dev_addr: usize, mapped: bool) -> Result<()>;
     /// A DMA-BUF (memfd for system memory) for `[addr, addr + size)`.
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)>;
 }
@@ -59,7 +61,16 @@ pub struct Memory {
     pub device: u64,
     backend: Box<dyn Backend>,
     allocs: Mutex<HashMap<usize, u64>>,
-    imports: Mutex<HashMap<usize, usize>>,
+    /// Live imports by device address. Two can share an address: a host
+    /// import of the address a DMA-BUF import returned.
+    imports: Mutex<HashMap<usize, Vec<ImportRec>>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ImportRec {
+    size: u64,
+    /// Imported from a DMA-BUF fd (the backend mapped it).
+    mapped: bool,
 }
 
 impl Memory {
@@ -162,6 +173,7 @@ impl Memory {
             }
             None
         };
+        let mapped = fd.is_some();
         let dev = self.backend.import(&Import {
             host_addr,
             fd,
@@ -169,22 +181,43 @@ impl Memory {
             size,
             flags,
         })?;
-        *self.imports.lock().unwrap().entry(dev).or_insert(0) += 1;
+        self.imports
+            .lock()
+            .unwrap()
+            .entry(dev)
+            .or_default()
+            .push(ImportRec { size, mapped });
         Ok(dev)
     }
 
+    /// The import at `dev_addr` that `unimport` would undo: a host import
+    /// before a mapped one, so that the mapping lives while anything at that
+    /// address does. Returns its size and whether it is the last import there.
+    pub fn import_to_undo(&self, dev_addr: usize) -> Option<(u64, bool)> {
+        let imports = self.imports.lock().unwrap();
+        let recs = imports.get(&dev_addr)?;
+        let i = undo_index(recs);
+        Some((recs[i].size, recs.len() == 1))
+    }
+
     pub fn unimport(&self, dev_addr: usize) -> Result<()> {
-        {
+        let rec = {
             let mut imports = self.imports.lock().unwrap();
-            let Some(count) = imports.get_mut(&dev_addr) else {
+            let Some(recs) = imports.get_mut(&dev_addr) else {
                 return Err(Error::INVAL);
             };
-            *count -= 1;
-            if *count == 0 {
+            let rec = recs.remove(undo_index(recs));
+            if recs.is_empty() {
                 imports.remove(&dev_addr);
             }
-        }
-        self.backend.unimport(dev_addr)
+            rec
+        };
+        self.backend.unimport(dev_addr, rec.mapped)
+    }
+
+    /// Size of the allocation at `addr`, if there is one.
+    pub fn alloc_size(&self, addr: usize) -> Option<u64> {
+        self.allocs.lock().unwrap().get(&addr).copied()
     }
 
     pub fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
@@ -203,7 +236,7 @@ impl Memory {
             .drain()
             .map(|(a, _)| a)
             .collect();
-        let imports: Vec<(usize, usize)> = self.imports.lock().unwrap().drain().collect();
+        let imports: Vec<(usize, Vec<ImportRec>)> = self.imports.lock().unwrap().drain().collect();
         if !allocs.is_empty() || !imports.is_empty() {
             warn!(
                 "XPU context closed with {} allocation(s) and {} import(s) still live; releasing them",
@@ -214,9 +247,9 @@ impl Memory {
         for a in allocs {
             let _ = self.backend.free(a);
         }
-        for (dev, count) in imports {
-            for _ in 0..count {
-                let _ = self.backend.unimport(dev);
+        for (dev, recs) in imports {
+            for rec in recs {
+                let _ = self.backend.unimport(dev, rec.mapped);
             }
         }
     }
@@ -227,6 +260,13 @@ impl Memory {
             self.imports.lock().unwrap().len(),
         )
     }
+}
+
+/// Which of the imports at one address `unimport` undoes first: a host one.
+fn undo_index(recs: &[ImportRec]) -> usize {
+    recs.iter()
+        .rposition(|r| !r.mapped)
+        .unwrap_or(recs.len() - 1)
 }
 
 fn fd_is_open(fd: RawFd) -> bool {
@@ -319,6 +359,30 @@ mod tests {
         assert_eq!(off, 4096);
         drop(efd);
         m.unimport(d).unwrap();
+        m.free(a.addr).unwrap();
+    }
+
+    #[test]
+    fn host_import_at_a_mapped_address_leaves_the_mapping() {
+        let m = system();
+        let a = m.alloc(4096, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        let fd = a.fd.unwrap();
+        use std::os::fd::AsRawFd;
+        let d = m
+            .import(0, fd.as_raw_fd(), 0, 4096, FI_XPU_IMPORT_DMABUF)
+            .unwrap();
+        let h = m.import(d, -1, 0, 4096, 0).unwrap();
+        assert_eq!(h, d, "a host import is its own address");
+        assert_eq!(m.import_to_undo(d), Some((4096, false)));
+        m.unimport(d).unwrap();
+        // SAFETY: the DMA-BUF import must still be mapped (4 KiB).
+        unsafe {
+            *(d as *mut u64) = 7;
+            assert_eq!(*(a.addr as *const u64), 7);
+        }
+        assert_eq!(m.import_to_undo(d), Some((4096, true)));
+        m.unimport(d).unwrap();
+        assert_eq!(m.unimport(d).unwrap_err(), Error::INVAL);
         m.free(a.addr).unwrap();
     }
 

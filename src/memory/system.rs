@@ -182,7 +182,12 @@ impl Backend for System {
         Ok(dev)
     }
 
-    fn unimport(&self, dev_addr: usize) -> Result<()> {
+    fn unimport(&self, dev_addr: usize, mapped: bool) -> Result<()> {
+        if !mapped {
+            // A host import maps nothing, even at an address a mapped
+            // import returned.
+            return Ok(());
+        }
         if let Some((base, len)) = self.mapped.lock().unwrap().remove(&dev_addr) {
             unmap(base, len);
         }

@@ -115,7 +115,7 @@ impl Backend for UserOps {
         Ok(dev as usize)
     }
 
-    fn unimport(&self, dev_addr: usize) -> Result<()> {
+    fn unimport(&self, dev_addr: usize, _mapped: bool) -> Result<()> {
         // SAFETY: `dev_addr` came from this backend's import.
         Error::check(unsafe { (self.unimport)(self.device, dev_addr as *mut c_void) })
     }

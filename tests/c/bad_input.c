@@ -235,6 +235,37 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_mr_desc(mr, desc, &small, 0, ctx), -FI_ETOOSMALL);
 	EXPECT(small > 1, 1);
 
+	/* Memory still registered is neither freed nor unimported. */
+	{
+		void *buf = NULL, *imp = NULL, *alias = NULL;
+		int bfd = -1;
+		uint64_t boff = 0;
+		struct fid_xpu_mr *amr = NULL, *imr = NULL, *again = NULL;
+		EXPECT(fi_xpu_alloc(ctx, 8192, 0, FI_XPU_ALLOC_DMABUF, &buf, &bfd, &boff), 0);
+		EXPECT(fi_xpu_mr_reg(dom, ctx, (char *)buf + 4096, 64, FI_REMOTE_WRITE, 0, 0, 0, &amr, NULL), 0);
+		EXPECT(fi_xpu_free(ctx, buf), -FI_EBUSY);
+		EXPECT(fi_xpu_import(ctx, NULL, bfd, 0, 4096, FI_XPU_IMPORT_DMABUF, &imp), 0);
+		EXPECT(fi_xpu_mr_reg(dom, ctx, imp, 4096, FI_REMOTE_WRITE, 0, 0, 0, &imr, NULL), 0);
+		/* Registering an already-registered range succeeds, as in libfabric. */
+		EXPECT(fi_xpu_mr_reg(dom, ctx, imp, 4096, FI_REMOTE_WRITE, 0, 0, 0, &again, NULL), 0);
+		EXPECT(fi_xpu_unimport(ctx, imp), -FI_EBUSY);
+		/* A host import at the DMA-BUF import's address: undoing it leaves the mapping. */
+		EXPECT(fi_xpu_import(ctx, imp, -1, 0, 4096, 0, &alias), 0);
+		EXPECT(alias == imp, 1);
+		EXPECT(fi_xpu_unimport(ctx, alias), 0);
+		((volatile char *)imp)[100] = 42;
+		EXPECT(((volatile char *)buf)[100], 42);
+		EXPECT(fi_xpu_unimport(ctx, imp), -FI_EBUSY);
+		EXPECT(fi_xpu_close(&imr->fid), 0);
+		EXPECT(fi_xpu_unimport(ctx, imp), -FI_EBUSY); /* the second registration */
+		EXPECT(fi_xpu_close(&again->fid), 0);
+		EXPECT(fi_xpu_unimport(ctx, imp), 0);
+		EXPECT(fi_xpu_free(ctx, buf), -FI_EBUSY);
+		EXPECT(fi_xpu_close(&amr->fid), 0);
+		EXPECT(fi_xpu_free(ctx, buf), 0);
+		close(bfd);
+	}
+
 	/* Endpoint. */
 	struct fid_xpu_host_ep *ep = POISON;
 	struct fi_xpu_ep_attr eattr = { .caps = FI_RMA | FI_MSG, .xpu_ctx = NULL };

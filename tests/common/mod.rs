@@ -108,11 +108,26 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     );
 }
 
-/// Runs a command; panics with its output unless it exits 0.
+/// A scratch directory that test programs run in when the test names no
+/// other, so that nothing they write (crash dumps, logs) lands in the tree.
+pub fn program_cwd() -> &'static Path {
+    static CWD: OnceLock<PathBuf> = OnceLock::new();
+    CWD.get_or_init(|| scratch("cwd"))
+}
+
+/// Runs a command to its end, in `program_cwd` unless it has a directory of
+/// its own.
+pub fn run(cmd: &mut Command) -> Output {
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(program_cwd());
+    }
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// As `run`; panics with the output unless the command exits 0.
 pub fn run_ok(cmd: &mut Command) -> Output {
-    let o = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let o = run(cmd);
     if !o.status.success() {
         panic!(
             "{cmd:?} failed with {}\n--- stdout\n{}\n--- stderr\n{}",

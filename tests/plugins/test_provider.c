@@ -20,6 +20,12 @@
  *   TP_MARK="path"       a constructor appends the name to that file, so a
  *                        test can tell whether the loader opened the file
  *   TP_MARK_ID           ... followed by the prov_id
+ *   TP_SLOW_HOST_CALLS   host reads of CQs and counters sleep inside the
+ *                        provider, so that a close racing them is likely
+ *
+ * Whatever the variant, a CQ or counter closed while one of its host calls
+ * is still inside the provider aborts the process with a message: the core
+ * must never let that happen.
  */
 #include <fi_xpu/provider.h>
 
@@ -117,6 +123,7 @@ struct tp_cq {
 	struct tp_domain *dom;
 	struct tp_ctx *ctx; /* NULL: host CQ */
 	struct tp_cq_state *state;
+	atomic_int in_call; /* host calls inside the provider */
 };
 
 struct tp_cntr {
@@ -124,7 +131,31 @@ struct tp_cntr {
 	struct tp_ctx *ctx; /* NULL: host counter */
 	struct tp_cntr_state *state;
 	atomic_uint_least64_t value, err;
+	atomic_int in_call; /* host calls inside the provider */
 };
+
+/* A host call of a CQ or counter enters and leaves through these. */
+static void tp_call_enter(atomic_int *in_call)
+{
+	atomic_fetch_add(in_call, 1);
+#ifdef TP_SLOW_HOST_CALLS
+	usleep(200);
+#endif
+}
+
+static void tp_call_leave(atomic_int *in_call)
+{
+	atomic_fetch_sub(in_call, 1);
+}
+
+static void tp_check_idle(atomic_int *in_call, const char *what)
+{
+	if (atomic_load(in_call) != 0) {
+		fprintf(stderr, "test provider: %s closed while a host call is inside it\n",
+			what);
+		abort();
+	}
+}
 
 struct tp_ep {
 	struct tp_domain *dom;
@@ -509,7 +540,10 @@ static ptrdiff_t tp_cq_host_read(fi_xpu_prov_handle h, void *buf, size_t count,
 	(void)buf;
 	(void)count;
 	(void)src_addr;
-	return cq->ctx ? -FI_EOPNOTSUPP : -FI_EAGAIN;
+	tp_call_enter(&cq->in_call);
+	ptrdiff_t ret = cq->ctx ? -FI_EOPNOTSUPP : -FI_EAGAIN;
+	tp_call_leave(&cq->in_call);
+	return ret;
 }
 
 static ptrdiff_t tp_cq_host_readerr(fi_xpu_prov_handle h, struct fi_cq_err_entry *buf,
@@ -525,6 +559,7 @@ static ptrdiff_t tp_cq_host_readerr(fi_xpu_prov_handle h, struct fi_cq_err_entry
 static int tp_cq_close(fi_xpu_prov_handle h)
 {
 	struct tp_cq *cq = h;
+	tp_check_idle(&cq->in_call, "CQ");
 	if (cq->ctx) {
 		int ret = tp_state_free(cq->ctx, cq->state);
 		if (ret)
@@ -581,11 +616,15 @@ static int tp_cntr_export(fi_xpu_prov_handle h, uint64_t flags, struct fid_xpu *
 static int tp_cntr_host_read(fi_xpu_prov_handle h, uint64_t *value, uint64_t *err)
 {
 	struct tp_cntr *cntr = h;
-	if (cntr->ctx)
-		return -FI_EOPNOTSUPP;
-	*value = atomic_load(&cntr->value);
-	*err = atomic_load(&cntr->err);
-	return 0;
+	tp_call_enter(&cntr->in_call);
+	int ret = -FI_EOPNOTSUPP;
+	if (!cntr->ctx) {
+		*value = atomic_load(&cntr->value);
+		*err = atomic_load(&cntr->err);
+		ret = 0;
+	}
+	tp_call_leave(&cntr->in_call);
+	return ret;
 }
 
 static int tp_cntr_host_update(fi_xpu_prov_handle h, uint32_t how, uint64_t value)
@@ -609,6 +648,7 @@ static int tp_cntr_host_update(fi_xpu_prov_handle h, uint32_t how, uint64_t valu
 static int tp_cntr_close(fi_xpu_prov_handle h)
 {
 	struct tp_cntr *cntr = h;
+	tp_check_idle(&cntr->in_call, "counter");
 	if (cntr->ctx) {
 		int ret = tp_state_free(cntr->ctx, cntr->state);
 		if (ret)
