@@ -4,14 +4,17 @@
 //! compiled in at install time, then the directory of the loaded fi_xpu library
 //! itself. Every refusal is logged with its reason and recorded for
 //! `fi_xpu_info`; none aborts the process. Plugins are never unloaded.
+//! Relative directories in the path are refused: they would make the
+//! plugins depend on the working directory. Each file is opened and checked
+//! once and loaded through that descriptor (`plugin_file`).
 use super::env;
+use super::plugin_file::{self, PluginFile};
 use super::services::CORE_SERVICES;
 use crate::error::strerror;
 use crate::{info, warn};
 use fi_xpu_abi::*;
 use std::ffi::{c_void, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -78,10 +81,22 @@ pub fn providers() -> &'static Providers {
     PROVIDERS.get_or_init(load_all)
 }
 
-fn search_dirs() -> Vec<PathBuf> {
+/// The directories to search, and the refused entries of
+/// `FI_XPU_PROVIDER_PATH`.
+fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
     let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut refused = Vec::new();
     if let Some(path) = env::var("FI_XPU_PROVIDER_PATH") {
-        dirs.extend(path.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
+        for d in path.split(':').filter(|d| !d.is_empty()).map(PathBuf::from) {
+            if d.is_absolute() {
+                dirs.push(d);
+            } else {
+                refused.push(Skipped {
+                    path: d,
+                    reason: "relative directory in FI_XPU_PROVIDER_PATH refused".into(),
+                });
+            }
+        }
     }
     let builtin = env!("FI_XPU_BUILTIN_PROVIDER_DIR");
     if !builtin.is_empty() {
@@ -100,7 +115,7 @@ fn search_dirs() -> Vec<PathBuf> {
             true
         }
     });
-    dirs
+    (dirs, refused)
 }
 
 /// Directory of the object (shared library or executable) this code is in.
@@ -171,37 +186,22 @@ fn plugin_name(file: &str) -> Option<&str> {
     ok.then_some(name)
 }
 
-/// Refuses paths that another user could have written.
-fn check_permissions(path: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot stat: {e}"))?;
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if meta.uid() != 0 && meta.uid() != euid {
-        return Err(format!(
-            "owned by uid {}, neither root nor the current user",
-            meta.uid()
-        ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "writable by other users (mode {:o})",
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
-}
-
 fn load_all() -> Providers {
     let filter = Filter::from_env();
+    let (searched, refused) = search_dirs();
+    for s in &refused {
+        warn!("{}: {}", s.path.display(), s.reason);
+    }
     let mut out = Providers {
-        searched: search_dirs(),
+        searched,
+        skipped: refused,
         ..Default::default()
     };
     for dir in out.searched.clone() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        if let Err(reason) = check_permissions(&dir) {
+        if let Err(reason) = plugin_file::check_dir(&dir) {
             let reason = format!("directory refused: {reason}");
             warn!("{}: {reason}", dir.display());
             out.skipped.push(Skipped {
@@ -249,7 +249,7 @@ impl Library {
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| "path has a NUL byte".to_string())?;
         // SAFETY: dlopen with a valid path; the plugin's constructors run here,
-        // which is the trust the permission checks above establish.
+        // which is the trust the checks of `PluginFile::open` establish.
         let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
             return Err(format!("dlopen failed: {}", dlerror()));
@@ -300,11 +300,18 @@ fn duplicate_name(name: &str, loaded: &[Arc<Provider>]) -> Result<(), String> {
 }
 
 fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Provider, String> {
-    check_permissions(path)?;
+    let file = PluginFile::open(path)?;
     // The descriptor must carry the file's name, so a later file of a loaded
     // name is refused without running any of its code.
     duplicate_name(file_name, loaded)?;
-    let lib = Library::open(path)?;
+    let load_path = file.load_path();
+    let lib = Library::open(&load_path).map_err(|e| {
+        e.replace(
+            load_path.to_str().expect("an ASCII path"),
+            &path.display().to_string(),
+        )
+    })?;
+    file.keep_open();
     let sym = lib
         .symbol(FI_XPU_PROV_INI_SYMBOL)
         .ok_or_else(|| format!("missing symbol {FI_XPU_PROV_INI_SYMBOL}"))?;

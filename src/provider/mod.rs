@@ -1,7 +1,9 @@
 //! Provider plugins: where they are searched, how each is checked, and the
 //! handle the rest of the core uses to call one.
+mod elf;
 pub mod env;
 mod loader;
+mod plugin_file;
 mod services;
 
 pub use loader::{check_descriptor, providers, Provider, Providers, Skipped, DEFAULT_PROVIDER};

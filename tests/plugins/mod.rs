@@ -161,8 +161,20 @@ pub fn info(path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
 
 /// As `info`, running the given copy of the tool.
 pub fn info_with(tool: &Path, path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
+    info_in(tool.parent().unwrap(), tool, path, filter, args)
+}
+
+/// As `info_with`, with `cwd` as the working directory.
+pub fn info_in(
+    cwd: &Path,
+    tool: &Path,
+    path: Option<&str>,
+    filter: Option<&str>,
+    args: &[&str],
+) -> Run {
     let mut cmd = Command::new(tool);
-    cmd.args(args)
+    cmd.current_dir(cwd)
+        .args(args)
         .env_remove("FI_XPU_PROVIDER_PATH")
         .env_remove("FI_XPU_PROVIDER")
         .env_remove("FI_XPU_LOG_LEVEL");
