@@ -1,16 +1,21 @@
-//! `cargo xtask install`: the installed tree works on its own. A C program
-//! built with nothing but `pkg-config --cflags --libs fi_xpu` finds the
-//! library, the library finds its plugins through the compiled-in provider
-//! directory, and the soname, headers, man pages and fi_xpu_info are there.
+//! `cargo xtask install`: the installed tree works on its own and fits the
+//! tools its users build with. A C program built with nothing but
+//! `pkg-config --cflags --libs fi_xpu`, or a CMake project with nothing but
+//! `find_package(fi_xpu)`, finds the library, and the library its plugins;
+//! the prefix still works after it is moved; the static library exports only
+//! `fi_xpu_*`, the shared one versions its symbols; every binary is stripped
+//! with its debug information installable beside it; `man` finds a page for
+//! every exported function and every device operation.
 mod common;
 
 #[allow(dead_code)]
 #[path = "../xtask/src/man.rs"]
 mod man;
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// Exercises the installed library the way an application does; exits
 /// non-zero with a message on any unexpected result.
@@ -73,11 +78,41 @@ int main(void)
 }
 "#;
 
-fn xtask_install(prefix: &Path, destdir: Option<&Path>) {
+/// A kernel-side translation unit: the device headers alone, as nvcc or
+/// hipcc would compile them, here as plain C for the host "XPU".
+const KERNEL: &str = r#"
+#include <fi_xpu/device.h>
+
+int kernel_put(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
+               void *dest, uint64_t addr, uint64_t key)
+{
+    return fi_xpu_write(ep, buf, len, desc, 0, dest, addr, key, NULL, 0,
+                        FI_XPU_WORK_ITEM);
+}
+"#;
+
+/// A consumer project that knows nothing but `find_package(fi_xpu)`.
+const CMAKE_PROJECT: &str = r#"
+cmake_minimum_required(VERSION 3.16)
+project(fi_xpu_consumer C)
+set(CMAKE_C_STANDARD 11)
+set(CMAKE_C_STANDARD_REQUIRED ON)
+add_compile_options(-Wall -Wextra -Werror -D_GNU_SOURCE)
+find_package(fi_xpu ${WANT} REQUIRED)
+add_executable(smoke_shared smoke.c)
+target_link_libraries(smoke_shared PRIVATE fi_xpu::fi_xpu)
+add_executable(smoke_static smoke.c)
+target_link_libraries(smoke_static PRIVATE fi_xpu::fi_xpu_static)
+add_library(kernel STATIC kernel.c)
+target_link_libraries(kernel PRIVATE fi_xpu::device)
+"#;
+
+fn xtask_install(prefix: &Path, destdir: Option<&Path>, extra: &[&str]) {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(common::root())
         .args(["run", "--quiet", "-p", "xtask", "--", "install", "--prefix"])
-        .arg(prefix);
+        .arg(prefix)
+        .args(extra);
     if let Some(d) = destdir {
         cmd.arg("--destdir").arg(d);
     }
@@ -87,13 +122,7 @@ fn xtask_install(prefix: &Path, destdir: Option<&Path>) {
     common::run_ok(&mut cmd);
 }
 
-fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
-    let o = common::run_ok(
-        Command::new("pkg-config")
-            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
-            .args(args)
-            .arg("fi_xpu"),
-    );
+fn words(o: Output) -> Vec<String> {
     String::from_utf8(o.stdout)
         .unwrap()
         .split_whitespace()
@@ -101,9 +130,52 @@ fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
         .collect()
 }
 
+fn pkg_config(libdir: &Path, args: &[&str]) -> Vec<String> {
+    words(common::run_ok(
+        Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", libdir.join("pkgconfig"))
+            .env_remove("PKG_CONFIG_LIBDIR")
+            .args(args)
+            .arg("fi_xpu"),
+    ))
+}
+
+/// A path pkg-config printed (relative to `${pcfiledir}`), resolved.
+fn resolved(flag: &str, prefix_flag: &str) -> PathBuf {
+    let path = flag
+        .strip_prefix(prefix_flag)
+        .unwrap_or_else(|| panic!("{flag}"));
+    std::fs::canonicalize(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Runs a program built against an installed prefix with an environment
+/// that cannot point anywhere else (but `plugins`, for a statically linked
+/// program of a moved prefix: it has no library directory to look beside);
+/// checks what it printed and returns its log (info level: which plugin
+/// files it loaded).
+fn run_smoke(exe: &Path, plugins: Option<&Path>) -> String {
+    let mut cmd = Command::new(exe);
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .env_remove("FI_XPU_PROVIDER_PATH")
+        .env_remove("FI_XPU_PROVIDER")
+        .env("FI_XPU_LOG_LEVEL", "info");
+    if let Some(dir) = plugins {
+        cmd.env("FI_XPU_PROVIDER_PATH", dir);
+    }
+    let o = common::run_ok(&mut cmd);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out, "installed fi_xpu works: Invalid argument\n");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// Compiles `PROGRAM` with exactly the given flags (nothing from the source
-/// tree) and runs it with an environment that cannot point anywhere else.
-fn build_and_run(dir: &Path, name: &str, flags: &[String]) -> PathBuf {
+/// tree) and runs it; returns the program and its log.
+fn build_and_run(
+    dir: &Path,
+    name: &str,
+    flags: &[String],
+    plugins: Option<&Path>,
+) -> (PathBuf, String) {
     let src = dir.join("smoke.c");
     std::fs::write(&src, PROGRAM).unwrap();
     let exe = dir.join(name);
@@ -116,15 +188,81 @@ fn build_and_run(dir: &Path, name: &str, flags: &[String]) -> PathBuf {
             .arg(&exe)
             .args(flags),
     );
-    let o = common::run_ok(
-        Command::new(&exe)
-            .env_remove("LD_LIBRARY_PATH")
-            .env_remove("FI_XPU_PROVIDER_PATH")
-            .env_remove("FI_XPU_PROVIDER"),
+    let log = run_smoke(&exe, plugins);
+    (exe, log)
+}
+
+/// Builds and runs the smoke program against the prefix whose library
+/// directory is `libdir`, shared and static, with pkg-config's flags only;
+/// `moved`: the prefix is not where it was installed.
+fn pkg_config_consumer(dir: &Path, libdir: &Path, moved: bool) -> String {
+    let plugins = libdir.join("fi_xpu");
+    let static_plugins = moved.then_some(plugins.as_path());
+    std::fs::create_dir_all(dir).unwrap();
+    let mut flags = pkg_config(libdir, &["--cflags", "--libs"]);
+    flags.push(format!("-Wl,-rpath,{}", libdir.display()));
+    let (exe, log) = build_and_run(dir, "smoke-shared", &flags, None);
+    assert!(readelf_dynamic(&exe).contains("Shared library: [libfi_xpu.so.0]"));
+
+    // libfi_xpu.a with the private libraries the .pc file lists: the
+    // program needs no libfi_xpu.so at all.
+    let flags: Vec<String> = pkg_config(libdir, &["--cflags", "--static", "--libs"])
+        .into_iter()
+        .flat_map(|f| {
+            if f == "-lfi_xpu" {
+                vec!["-Wl,-Bstatic".into(), f, "-Wl,-Bdynamic".into()]
+            } else {
+                vec![f]
+            }
+        })
+        .collect();
+    let (exe, _) = build_and_run(dir, "smoke-static", &flags, static_plugins);
+    assert!(!readelf_dynamic(&exe).contains("libfi_xpu"));
+    log
+}
+
+/// Configures, builds and runs the CMake consumer against `prefix`.
+fn cmake_consumer(dir: &Path, prefix: &Path, libdir: &Path, moved: bool) -> String {
+    let plugins = libdir.join("fi_xpu");
+    let static_plugins = moved.then_some(plugins.as_path());
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("CMakeLists.txt"), CMAKE_PROJECT).unwrap();
+    std::fs::write(src.join("smoke.c"), PROGRAM).unwrap();
+    std::fs::write(src.join("kernel.c"), KERNEL).unwrap();
+    let configure = |build: &Path, want: &str| {
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(build)
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+            .arg(format!("-DWANT={want}"))
+            .env_remove("CMAKE_PREFIX_PATH")
+            .output()
+            .unwrap()
+    };
+    // A newer major than installed is refused.
+    let o = configure(&dir.join("build-too-new"), "1.0");
+    assert!(!o.status.success(), "find_package(fi_xpu 1.0) succeeded");
+    let build = dir.join("build");
+    let o = configure(&build, "0.1");
+    assert!(
+        o.status.success(),
+        "cmake configure: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
     );
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(out, "installed fi_xpu works: Invalid argument\n");
-    exe
+    common::run_ok(Command::new("cmake").arg("--build").arg(&build));
+    let log = run_smoke(&build.join("smoke_shared"), None);
+    let shared = readelf_dynamic(&build.join("smoke_shared"));
+    assert!(
+        shared.contains("Shared library: [libfi_xpu.so.0]"),
+        "{shared}"
+    );
+    run_smoke(&build.join("smoke_static"), static_plugins);
+    assert!(!readelf_dynamic(&build.join("smoke_static")).contains("libfi_xpu"));
+    log
 }
 
 fn readelf_dynamic(file: &Path) -> String {
@@ -132,23 +270,103 @@ fn readelf_dynamic(file: &Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+fn section_names(file: &Path) -> String {
+    let o = common::run_ok(Command::new("readelf").arg("-SW").arg(file));
+    String::from_utf8(o.stdout).unwrap()
+}
+
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
+/// The names `libfi_xpu.map` exports.
+fn map_exports() -> BTreeSet<String> {
+    let map = std::fs::read_to_string(common::root().join("libfi_xpu.map")).unwrap();
+    map.lines()
+        .filter_map(|l| l.trim().strip_suffix(';'))
+        .filter(|n| n.starts_with("fi_xpu_"))
+        .map(String::from)
+        .collect()
+}
+
+/// `nm`'s defined global symbols of `file` (`-D`: the dynamic ones) as
+/// `(type letter, name)`, versions stripped.
+fn nm_globals(file: &Path, dynamic: bool) -> BTreeSet<(String, String)> {
+    let mut cmd = Command::new("nm");
+    cmd.args(["-g", "--defined-only"]);
+    if dynamic {
+        cmd.arg("-D");
+    }
+    let o = common::run_ok(cmd.arg(file));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().rev();
+            let (name, kind) = (f.next()?, f.next()?);
+            let name = name.split('@').next().unwrap();
+            Some((kind.to_string(), name.to_string()))
+        })
+        .collect()
+}
+
+/// The device operations `<fi_xpu/device.h>` declares.
+fn device_operations() -> Vec<String> {
+    let h = std::fs::read_to_string(common::root().join("include/fi_xpu/device.h")).unwrap();
+    man::called_names(&h, "fi_xpu_")
+        .into_iter()
+        .filter(|n| n != "fi_xpu_device")
+        .collect()
+}
+
+/// `man -M <root> -w NAME...`: the file man shows for each name.
+fn man_lookup(root: &Path, names: &[String]) -> Vec<String> {
+    let o = Command::new("man")
+        .arg("-M")
+        .arg(root)
+        .arg("-w")
+        .args(names)
+        .env_remove("MANPATH")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "man -w: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    words(o)
+}
+
+#[test]
+fn version_script_lists_every_export() {
+    let lib = common::build().join("libfi_xpu.so");
+    let exported: BTreeSet<String> = nm_globals(&lib, true)
+        .into_iter()
+        .filter(|(kind, _)| kind == "T")
+        .map(|(_, name)| name)
+        .collect();
+    assert!(exported.contains("fi_xpu_getinfo"), "{exported:?}");
+    assert_eq!(
+        map_exports(),
+        exported,
+        "libfi_xpu.map must list exactly the functions the core exports"
+    );
+}
+
 #[test]
 fn installed_tree_works_alone() {
-    assert!(
-        common::have("pkg-config"),
-        "pkg-config is required (apt-get install pkg-config; .ci/run installs it)"
-    );
+    for tool in ["pkg-config", "cmake", "man", "nm", "objcopy"] {
+        assert!(
+            common::have(tool),
+            "{tool} is required (.ci/run installs it: pkg-config cmake man-db binutils)"
+        );
+    }
     // A fixed prefix: the compiled-in provider directory is part of the
     // install build, so a new path each run would rebuild the core.
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("install-test");
     let prefix = base.join("prefix");
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).unwrap();
-    xtask_install(&prefix, None);
+    xtask_install(&prefix, None, &[]);
     let lib = prefix.join("lib");
 
     // Library files, soname and links.
@@ -163,40 +381,63 @@ fn installed_tree_works_alone() {
         std::fs::read_link(lib.join("libfi_xpu.so")).unwrap(),
         Path::new("libfi_xpu.so.0")
     );
-    assert!(lib.join("libfi_xpu.a").is_file());
     let shm = lib.join("fi_xpu/libfi_xpu-shm.so");
     assert!(shm.is_file(), "{} missing", shm.display());
     // The loader refuses anything group- or world-writable.
     assert_eq!(mode(&lib.join("fi_xpu")), 0o755);
     assert_eq!(mode(&shm), 0o755);
 
-    // pkg-config gives the prefix and nothing else.
-    let cflags = pkg_config(&prefix, &["--cflags"]);
-    assert_eq!(cflags, [format!("-I{}", prefix.join("include").display())]);
-    let libs = pkg_config(&prefix, &["--libs"]);
-    assert_eq!(libs, [format!("-L{}", lib.display()), "-lfi_xpu".into()]);
-    assert_eq!(pkg_config(&prefix, &["--modversion"]), [version]);
-
-    // A program linked against the shared library, rpath to the prefix only.
-    let mut flags = pkg_config(&prefix, &["--cflags", "--libs"]);
-    flags.push(format!("-Wl,-rpath,{}", lib.display()));
-    let exe = build_and_run(&base, "smoke-shared", &flags);
-    assert!(readelf_dynamic(&exe).contains("Shared library: [libfi_xpu.so.0]"));
-
-    // The same program with libfi_xpu.a, linked with the private libraries
-    // the .pc file lists: it must need no libfi_xpu.so at all.
-    let flags: Vec<String> = pkg_config(&prefix, &["--cflags", "--static", "--libs"])
-        .into_iter()
-        .flat_map(|f| {
-            if f == "-lfi_xpu" {
-                vec!["-Wl,-Bstatic".into(), f, "-Wl,-Bdynamic".into()]
-            } else {
-                vec![f]
-            }
-        })
+    // The static library: only the exported functions are global.
+    let archive = nm_globals(&lib.join("libfi_xpu.a"), false);
+    let foreign: Vec<_> = archive
+        .iter()
+        .filter(|(_, n)| !n.starts_with("fi_xpu_"))
         .collect();
-    let exe = build_and_run(&base, "smoke-static", &flags);
-    assert!(!readelf_dynamic(&exe).contains("libfi_xpu"));
+    assert!(foreign.is_empty(), "libfi_xpu.a exports {foreign:?}");
+    let names: BTreeSet<String> = archive.into_iter().map(|(_, n)| n).collect();
+    assert_eq!(names, map_exports());
+
+    // The shared library: every exported function carries the version node.
+    let o = common::run_ok(Command::new("objdump").arg("-T").arg(&real));
+    let table = String::from_utf8_lossy(&o.stdout);
+    for name in map_exports() {
+        let line = table
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} not exported:\n{table}"));
+        assert!(line.contains(" FI_XPU_0.1 "), "{line}");
+    }
+
+    // Binaries are stripped and name their separate debug information,
+    // which this install left out.
+    for file in [&real, &shm, &prefix.join("bin/fi_xpu_info")] {
+        let s = section_names(file);
+        assert!(
+            !s.contains(".debug_info"),
+            "{} not stripped",
+            file.display()
+        );
+        assert!(s.contains(".gnu_debuglink"), "{}", file.display());
+        let debug = file.parent().unwrap().join(".debug");
+        assert!(!debug.exists(), "{}", debug.display());
+    }
+
+    // pkg-config: paths relative to the .pc file, the prefix's own.
+    let cflags = pkg_config(&lib, &["--cflags"]);
+    assert_eq!(cflags.len(), 1, "{cflags:?}");
+    assert_eq!(resolved(&cflags[0], "-I"), prefix.join("include"));
+    let libs = pkg_config(&lib, &["--libs"]);
+    assert_eq!(libs.len(), 2, "{libs:?}");
+    assert_eq!(resolved(&libs[0], "-L"), lib);
+    assert_eq!(libs[1], "-lfi_xpu");
+    assert_eq!(pkg_config(&lib, &["--modversion"]), [version]);
+    let private = pkg_config(&lib, &["--libs", "--static"]);
+    assert!(private.contains(&"-lpthread".to_string()), "{private:?}");
+
+    let log = pkg_config_consumer(&base.join("pc"), &lib, false);
+    assert!(log.contains(&format!("from {}", shm.display())), "{log}");
+    let log = cmake_consumer(&base.join("cmake"), &prefix, &lib, false);
+    assert!(log.contains(&format!("from {}", shm.display())), "{log}");
 
     // fi_xpu_info finds the installed plugin.
     let o = common::run_ok(
@@ -218,13 +459,14 @@ fn installed_tree_works_alone() {
             installed.display()
         );
     }
+    let man_root = prefix.join("share/man");
     let mut pages = 0;
     for e in std::fs::read_dir(common::root().join("man")).unwrap() {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();
         let Some(page) = man::Page::from_file_name(&name) else {
             continue;
         };
-        let installed = prefix.join("share/man").join(page.install_path());
+        let installed = man_root.join(page.install_path());
         let text = std::fs::read_to_string(&installed)
             .unwrap_or_else(|e| panic!("{}: {e}", installed.display()));
         assert!(text.contains(".SH \"NAME\""), "{}", installed.display());
@@ -232,16 +474,70 @@ fn installed_tree_works_alone() {
     }
     assert!(pages >= 4, "only {pages} man pages");
 
-    // A staged install writes below DESTDIR but names the final prefix.
+    // man finds a page for every exported function and device operation:
+    // the page that documents it, through its alias page.
+    let ops = device_operations();
+    assert!(ops.contains(&"fi_xpu_write".to_string()), "{ops:?}");
+    let names: Vec<String> = map_exports().into_iter().chain(ops).collect();
+    let found = man_lookup(&man_root, &names);
+    assert_eq!(found.len(), names.len(), "{names:?} -> {found:?}");
+    for (name, want) in [
+        ("fi_xpu_free", "man3/fi_xpu_alloc.3"),
+        ("fi_xpu_cq_open", "man3/fi_xpu_ctx.3"),
+        ("fi_xpu_write", "man3/fi_xpu_device.3"),
+    ] {
+        let path = &man_lookup(&man_root, &[name.to_string()])[0];
+        assert_eq!(*path, man_root.join(want).display().to_string(), "{name}");
+        let o = common::run_ok(
+            Command::new("man")
+                .arg("-M")
+                .arg(&man_root)
+                .args(["-P", "cat", name])
+                .env("MANWIDTH", "200")
+                .env_remove("MANPATH"),
+        );
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains(name), "man {name}:\n{text}");
+        assert!(text.contains("NAME"), "man {name}:\n{text}");
+    }
+
+    // A staged install with a multiarch libdir and the debug information,
+    // written below DESTDIR for the final prefix, then moved elsewhere as a
+    // whole: it still works from where it lies.
+    let final_prefix = base.join("multiarch");
     let destdir = base.join("stage");
-    xtask_install(&prefix, Some(&destdir));
-    let staged = destdir.join(prefix.strip_prefix("/").unwrap());
-    assert!(staged.join("lib/fi_xpu/libfi_xpu-shm.so").is_file());
-    assert!(staged.join("bin/fi_xpu_info").is_file());
-    let pc = std::fs::read_to_string(staged.join("lib/pkgconfig/fi_xpu.pc")).unwrap();
-    assert!(
-        pc.starts_with(&format!("prefix={}\n", prefix.display())),
-        "{pc}"
+    xtask_install(
+        &final_prefix,
+        Some(&destdir),
+        &["--libdir", "lib/x86_64-linux-gnu", "--debug-info"],
     );
-    assert!(!pc.contains(&destdir.display().to_string()), "{pc}");
+    let staged = destdir.join(final_prefix.strip_prefix("/").unwrap());
+    let moved = base.join("moved");
+    std::fs::rename(&staged, &moved).unwrap();
+    let lib = moved.join("lib/x86_64-linux-gnu");
+    let shm = lib.join("fi_xpu/libfi_xpu-shm.so");
+    assert!(shm.is_file());
+    assert!(!moved.join("lib/fi_xpu").exists());
+    let pc = std::fs::read_to_string(lib.join("pkgconfig/fi_xpu.pc")).unwrap();
+    assert!(!pc.contains(&base.display().to_string()), "{pc}");
+    for file in [
+        lib.join(format!("libfi_xpu.so.{version}")),
+        shm.clone(),
+        moved.join("bin/fi_xpu_info"),
+    ] {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let dbg = file.parent().unwrap().join(format!(".debug/{name}.debug"));
+        assert!(
+            section_names(&dbg).contains(".debug_info"),
+            "{}",
+            dbg.display()
+        );
+    }
+    // Neither the original prefix nor the compiled-in one serves the moved
+    // tree: its plugins come from beside its library.
+    std::fs::rename(&prefix, base.join("prefix-hidden")).unwrap();
+    let log = pkg_config_consumer(&base.join("pc-moved"), &lib, true);
+    assert!(log.contains(&format!("from {}", shm.display())), "{log}");
+    let log = cmake_consumer(&base.join("cmake-moved"), &moved, &lib, true);
+    assert!(log.contains(&format!("from {}", shm.display())), "{log}");
 }

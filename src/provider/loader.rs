@@ -1,9 +1,10 @@
 //! Finds, opens and checks provider plugins (`libfi_xpu-<name>.so`).
 //!
 //! Search order: `FI_XPU_PROVIDER_PATH` (colon-separated), the directory
-//! compiled in at install time, then the directory of the loaded fi_xpu library
-//! itself. Every refusal is logged with its reason and recorded for
-//! `fi_xpu_info`; none aborts the process. Plugins are never unloaded.
+//! compiled in at install time, `fi_xpu/` beside the loaded fi_xpu library
+//! (the installed layout, wherever the prefix was moved to), then the
+//! directory of the library itself. Every refusal is logged with its reason
+//! and recorded for `fi_xpu_info`; none aborts the process. Plugins are never unloaded.
 //! Relative directories in the path are refused: they would make the
 //! plugins depend on the working directory. Each file is opened and checked
 //! once and loaded through that descriptor (`plugin_file`).
@@ -103,6 +104,7 @@ fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
         dirs.push(PathBuf::from(builtin));
     }
     if let Some(dir) = own_directory() {
+        dirs.push(dir.join("fi_xpu"));
         dirs.push(dir);
     }
     let mut seen = Vec::new();

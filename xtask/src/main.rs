@@ -4,8 +4,10 @@
 //! plugin file names the loader looks for, the C demo, man pages, and a
 //! `make install`-style layout with a pkg-config file.
 mod bench;
+mod install;
 mod man;
 mod stage;
+mod symbols;
 
 use std::env;
 use std::ffi::OsStr;
@@ -24,9 +26,11 @@ commands:
   build [--release]          build the workspace and stage provider plugins
   headers                    regenerate fi_xpu.h and include/fi_xpu/provider.h
   man [--out DIR]            render man/*.md to roff (default DIR: target/man)
-  install --prefix P [--destdir D] [--release]
+  install --prefix P [--libdir L] [--destdir D] [--release] [--debug-info]
                              install library, plugins, headers, man pages,
-                             pkg-config file and fi_xpu_info under P
+                             pkg-config and CMake files and fi_xpu_info under P
+                             (L: lib (default), lib64, lib/x86_64-linux-gnu;
+                             --debug-info: also the stripped debug information)
   demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
   test                       everything CI checks: fmt, clippy, build, tests
   bench [--quick]            run the benchmarks and their baselines, print a table
@@ -56,9 +60,12 @@ fn main() -> ExitCode {
             );
             Ok(())
         }),
-        "install" => {
-            Opts::parse(rest, &["--release"], &["--prefix", "--destdir"]).and_then(install)
-        }
+        "install" => Opts::parse(
+            rest,
+            &["--release", "--debug-info"],
+            &["--prefix", "--destdir", "--libdir"],
+        )
+        .and_then(install::install),
         "demo" => demo(rest),
         "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
         "bench" => Opts::parse(rest, &["--quick"], &[])
@@ -224,7 +231,8 @@ fn headers() -> Result {
         .args(["test", "--test", "headers"]))
 }
 
-/// Renders every `man/*.md` below `out`; returns the files written.
+/// Renders every `man/*.md` below `out`, and an alias page for every other
+/// name a page documents; returns the files written.
 fn render_man(out: &Path) -> Result<Vec<PathBuf>> {
     let dir = root().join("man");
     let mut sources: Vec<PathBuf> = fs::read_dir(&dir)
@@ -234,18 +242,25 @@ fn render_man(out: &Path) -> Result<Vec<PathBuf>> {
         .collect();
     sources.sort();
     let mut written = Vec::new();
+    let mut listed = Vec::new();
     for src in sources {
         let file = src.file_name().unwrap().to_string_lossy().into_owned();
         let page = man::Page::from_file_name(&file)
             .ok_or(format!("{}: not named <name>.<section>.md", src.display()))?;
         let md = fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
-        man::check(&page, &md).map_err(|e| format!("{}: {e}", src.display()))?;
+        let names = man::check(&page, &md).map_err(|e| format!("{}: {e}", src.display()))?;
         let to = out.join(page.install_path());
         write_file(
             &to,
             man::render(&page, env!("CARGO_PKG_VERSION"), &md).as_bytes(),
             0o644,
         )?;
+        written.push(to);
+        listed.push((page, names));
+    }
+    for (alias, text) in man::aliases(&listed)? {
+        let to = out.join(alias.install_path());
+        write_file(&to, text.as_bytes(), 0o644)?;
         written.push(to);
     }
     Ok(written)
@@ -280,7 +295,6 @@ fn symlink(target: &str, link: &Path) -> Result {
         .map_err(|e| format!("symlink {} -> {target}: {e}", link.display()))
 }
 
-/// The `.pc` file for an install under `prefix`.
 /// Every public header with its path relative to the include directory: the
 /// generated host header `fi_xpu.h` at the top of the tree, the device and
 /// provider headers under `include/fi_xpu/`.
@@ -296,95 +310,6 @@ fn public_headers() -> Result<Vec<(PathBuf, PathBuf)>> {
     }
     v.sort();
     Ok(v)
-}
-
-fn pkg_config(template: &str, prefix: &Path, libdir: &Path, includedir: &Path) -> Result<String> {
-    let text = template
-        .replace("@prefix@", &prefix.to_string_lossy())
-        .replace("@libdir@", &libdir.to_string_lossy())
-        .replace("@includedir@", &includedir.to_string_lossy())
-        .replace("@version@", env!("CARGO_PKG_VERSION"));
-    if let Some(pos) = text.find('@') {
-        let rest: String = text[pos..].chars().take(20).collect();
-        return Err(format!("fi_xpu.pc.in: unknown substitution near `{rest}`"));
-    }
-    Ok(text)
-}
-
-fn install(o: Opts) -> Result {
-    let prefix = abs(o.value("--prefix").ok_or("--prefix is required")?);
-    let destdir = o.value("--destdir").map(abs);
-    let release = o.release();
-    let libdir = prefix.join("lib");
-    let includedir = prefix.join("include");
-    let provdir = libdir.join("fi_xpu");
-    // Staged installs (packaging) write below DESTDIR but the library must
-    // look for plugins where they will finally live.
-    let dest = |p: &Path| match &destdir {
-        Some(d) => d.join(p.strip_prefix("/").unwrap_or(p)),
-        None => p.to_path_buf(),
-    };
-
-    // A separate target directory: the compiled-in provider directory is an
-    // input of the core's build, and a different value there must not
-    // invalidate the everyday build in target/.
-    let install_target = target_dir().join("install");
-    let mut cmd = cargo();
-    cmd.args(["build", "--workspace", "--exclude", "xtask", "--target-dir"])
-        .arg(&install_target)
-        .env("FI_XPU_INSTALL_PROVIDER_DIR", &provdir);
-    if release {
-        cmd.arg("--release");
-    }
-    run(&mut cmd)?;
-    let built = install_target.join(profile(release));
-
-    let version = env!("CARGO_PKG_VERSION");
-    let major = version.split('.').next().unwrap();
-    let real = format!("libfi_xpu.so.{version}");
-    let soname = format!("libfi_xpu.so.{major}");
-    let lib = dest(&libdir);
-    install_file(&built.join("libfi_xpu.so"), &lib.join(&real), 0o755)?;
-    symlink(&real, &lib.join(&soname))?;
-    symlink(&soname, &lib.join("libfi_xpu.so"))?;
-    install_file(&built.join("libfi_xpu.a"), &lib.join("libfi_xpu.a"), 0o644)?;
-
-    let mut plugins = Vec::new();
-    for (name, path) in provider_artifacts(&built)? {
-        let file = format!("libfi_xpu-{name}.so");
-        install_file(&path, &dest(&provdir).join(&file), 0o755)?;
-        plugins.push(file);
-    }
-
-    let headers = public_headers()?;
-    let count = headers.len();
-    for (path, rel) in &headers {
-        install_file(path, &dest(&includedir).join(rel), 0o644)?;
-    }
-
-    let pages = render_man(&dest(&prefix.join("share/man")))?;
-
-    let template = root().join("pkgconfig/fi_xpu.pc.in");
-    let template =
-        fs::read_to_string(&template).map_err(|e| format!("{}: {e}", template.display()))?;
-    let pc = pkg_config(&template, &prefix, &libdir, &includedir)?;
-    write_file(&lib.join("pkgconfig/fi_xpu.pc"), pc.as_bytes(), 0o644)?;
-
-    install_file(
-        &built.join("fi_xpu_info"),
-        &dest(&prefix.join("bin/fi_xpu_info")),
-        0o755,
-    )?;
-
-    println!(
-        "installed into {}{}: lib/{real} (+ {soname}, libfi_xpu.so, libfi_xpu.a), \
-         lib/fi_xpu/{{{}}}, {count} header(s), {} man page(s), lib/pkgconfig/fi_xpu.pc, bin/fi_xpu_info",
-        destdir.as_ref().map_or(String::new(), |d| format!("{} + ", d.display())),
-        prefix.display(),
-        plugins.join(","),
-        pages.len()
-    );
-    Ok(())
 }
 
 fn demo(args: &[String]) -> Result {
@@ -485,40 +410,6 @@ mod tests {
         assert_eq!(o.value("--destdir"), Some("/d"));
         assert!(Opts::parse(&args[..1], &[], &["--prefix"]).is_err());
         assert!(Opts::parse(&args[2..3], &[], &[]).is_err());
-    }
-
-    #[test]
-    fn pc_substitution() {
-        let t = "prefix=@prefix@\nlibdir=@libdir@\nincludedir=@includedir@\nVersion: @version@\n";
-        let pc = pkg_config(
-            t,
-            Path::new("/opt/x"),
-            Path::new("/opt/x/lib"),
-            Path::new("/opt/x/include"),
-        )
-        .unwrap();
-        assert_eq!(
-            pc,
-            format!(
-                "prefix=/opt/x\nlibdir=/opt/x/lib\nincludedir=/opt/x/include\nVersion: {}\n",
-                env!("CARGO_PKG_VERSION")
-            )
-        );
-        assert!(pkg_config("x=@bindir@", Path::new("/"), Path::new("/"), Path::new("/")).is_err());
-    }
-
-    #[test]
-    fn shipped_template_is_complete() {
-        let t = fs::read_to_string(root().join("pkgconfig/fi_xpu.pc.in")).unwrap();
-        let pc = pkg_config(
-            &t,
-            Path::new("/usr"),
-            Path::new("/usr/lib"),
-            Path::new("/usr/include"),
-        )
-        .unwrap();
-        assert!(pc.contains("\nLibs: -L${libdir} -lfi_xpu\n"), "{pc}");
-        assert!(pc.contains("\nCflags: -I${includedir}\n"), "{pc}");
     }
 
     #[test]

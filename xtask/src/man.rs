@@ -552,6 +552,38 @@ pub fn check(page: &Page, md: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// Alias pages, as libfabric ships them: every name a page's NAME section
+/// lists besides the page itself gets a one-line page in the same section,
+/// `.so man3/<page>.3`, so that `man <function>` finds the page that
+/// documents it. `pages` holds each page with the names its NAME lists.
+/// Returns `(alias page, its text)`; a name that is also a page, or that
+/// two pages list, is an error.
+pub fn aliases(pages: &[(Page, Vec<String>)]) -> Result<Vec<(Page, String)>, String> {
+    let mut out: Vec<(Page, String)> = Vec::new();
+    for (page, names) in pages {
+        for name in names.iter().filter(|n| **n != page.name) {
+            let alias = Page {
+                name: name.clone(),
+                section: page.section.clone(),
+            };
+            if pages.iter().any(|(p, _)| *p == alias) {
+                return Err(format!(
+                    "{name}({}) is a page of its own and listed in {}({})",
+                    alias.section, page.name, page.section
+                ));
+            }
+            if out.iter().any(|(a, _)| *a == alias) {
+                return Err(format!(
+                    "{name}({}) is listed in more than one page's NAME",
+                    alias.section
+                ));
+            }
+            out.push((alias, format!(".so {}\n", page.install_path())));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -686,6 +718,36 @@ mod tests {
             .lines()
             .collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn alias_pages_point_at_the_documenting_page() {
+        let alloc = page();
+        let info = Page::from_file_name("fi_xpu_info.1.md").unwrap();
+        let pages = vec![
+            (
+                alloc.clone(),
+                vec!["fi_xpu_alloc".into(), "fi_xpu_free".into()],
+            ),
+            (info.clone(), vec!["fi_xpu_info".into()]),
+        ];
+        let a = aliases(&pages).unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].0.install_path(), "man3/fi_xpu_free.3");
+        assert_eq!(a[0].1, ".so man3/fi_xpu_alloc.3\n");
+        let mut twice = pages.clone();
+        twice.push((
+            Page::from_file_name("fi_xpu_x.3.md").unwrap(),
+            vec!["fi_xpu_x".into(), "fi_xpu_free".into()],
+        ));
+        assert!(aliases(&twice).unwrap_err().contains("more than one"));
+        let mut shadow = pages;
+        shadow[0].1.push("fi_xpu_x".into());
+        shadow.push((
+            Page::from_file_name("fi_xpu_x.3.md").unwrap(),
+            vec!["fi_xpu_x".into()],
+        ));
+        assert!(aliases(&shadow).unwrap_err().contains("page of its own"));
     }
 
     #[test]
