@@ -711,6 +711,18 @@ const struct fi_xpu_host_item *fi_xpu_host_item(void);
 int fi_xpu_host_barrier(int scope);
 
 /**
+ * As `fi_xpu_host_barrier`, for at most `timeout_ns` nanoseconds: 0 when
+ * every work item of the caller's `scope` instance arrived, `-FI_ETIMEDOUT`
+ * when the time ran out (then `*arrived`, if not NULL, is how many had
+ * arrived, the caller included, and nobody waits for the caller any more),
+ * `-FI_EINVAL` for an unknown scope.
+ *
+ * # Safety
+ * `arrived` is NULL or valid for writing.
+ */
+int fi_xpu_host_barrier_timeout(int scope, uint64_t timeout_ns, uint32_t *arrived);
+
+/**
  * Every work item of the caller's `scope` instance calls it; afterwards
  * `*value` is the leader's (rank 0's) value in all of them. 0, or
  * `-FI_EINVAL` for an unknown scope or NULL `value`.

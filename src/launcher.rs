@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use fi_xpu_abi::errno::{FI_E2BIG, FI_EAGAIN};
 use fi_xpu_abi::*;
 use std::cell::{Cell, RefCell};
-use std::sync::{Arc, Barrier, Condvar, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// A validated launch shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,21 +78,76 @@ impl Shape {
 }
 
 /// The threads of one scope instance: a barrier and a slot for broadcasts.
+///
+/// The barrier counts arrivals per generation; a member that gives up
+/// waiting (`wait_for`) takes its arrival back, so the team is as before for
+/// the next call and a member that arrives late waits (and gives up) alone.
 struct Team {
-    barrier: Barrier,
-    slot: Mutex<u64>,
+    size: u32,
+    state: Mutex<TeamState>,
+    cv: Condvar,
+}
+
+struct TeamState {
+    arrived: u32,
+    generation: u64,
+    slot: u64,
 }
 
 impl Team {
     fn new(n: u32) -> Team {
         Team {
-            barrier: Barrier::new(n as usize),
-            slot: Mutex::new(0),
+            size: n,
+            state: Mutex::new(TeamState {
+                arrived: 0,
+                generation: 0,
+                slot: 0,
+            }),
+            cv: Condvar::new(),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, TeamState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn wait(&self) {
-        self.barrier.wait();
+        // Without a limit the wait only ends when everyone arrived.
+        let _ = self.wait_for(None);
+    }
+
+    /// Waits for every member, for at most `limit`. `Err(arrived)` when the
+    /// time ran out: how many members (the caller included) were there.
+    fn wait_for(&self, limit: Option<Duration>) -> std::result::Result<(), u32> {
+        let deadline = limit.map(|d| Instant::now() + d);
+        let mut st = self.lock();
+        let generation = st.generation;
+        st.arrived += 1;
+        if st.arrived == self.size {
+            st.arrived = 0;
+            st.generation = st.generation.wrapping_add(1);
+            self.cv.notify_all();
+            return Ok(());
+        }
+        while st.generation == generation {
+            match deadline {
+                None => st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let now = Instant::now();
+                    if now >= t {
+                        let arrived = st.arrived;
+                        st.arrived -= 1;
+                        return Err(arrived);
+                    }
+                    st = self
+                        .cv
+                        .wait_timeout(st, t - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The leader's value for everyone. The second wait keeps a leader that
@@ -100,10 +155,10 @@ impl Team {
     /// every member has read it.
     fn broadcast(&self, leader: bool, v: u64) -> u64 {
         if leader {
-            *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = v;
+            self.lock().slot = v;
         }
         self.wait();
-        let out = *self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        let out = self.lock().slot;
         self.wait();
         out
     }
@@ -202,6 +257,14 @@ fn with_team<T>(scope: i32, alone: T, f: impl FnOnce(&Team, bool) -> T) -> Resul
 /// Waits for every work item of the caller's `scope` instance.
 pub fn barrier(scope: i32) -> Result<()> {
     with_team(scope, (), |team, _| team.wait())
+}
+
+/// Waits for every work item of the caller's `scope` instance for at most
+/// `limit`. `Ok(Err(arrived))` when the time ran out, with the number of
+/// members (the caller included) that had reached the barrier; nobody is
+/// left waiting for the caller then.
+pub fn barrier_for(scope: i32, limit: Duration) -> Result<std::result::Result<(), u32>> {
+    with_team(scope, Ok(()), |team, _| team.wait_for(Some(limit)))
 }
 
 /// The value the leader (rank 0) of the caller's `scope` instance passed.
@@ -343,6 +406,38 @@ mod tests {
         }
         assert_eq!(barrier(4), Err(Error::INVAL));
         assert_eq!(broadcast(-1, 7), Err(Error::INVAL));
+    }
+
+    #[test]
+    fn a_member_that_never_arrives_ends_the_wait() {
+        let s = Shape::new(&attr(2, 4, 2)).unwrap();
+        let timed_out = AtomicU32::new(0);
+        let arrived = AtomicU32::new(0);
+        launch(&s, || {
+            let it = current_item();
+            // Work item 3 of group 1 skips the call; its group gives up.
+            if it.group_id == 1 && it.local_id == 3 {
+                return;
+            }
+            match barrier_for(FI_XPU_WORK_GROUP, Duration::from_millis(100)).unwrap() {
+                Ok(()) => assert_eq!(it.group_id, 0),
+                Err(n) => {
+                    assert_eq!(it.group_id, 1);
+                    timed_out.fetch_add(1, Ordering::SeqCst);
+                    arrived.fetch_max(n, Ordering::SeqCst);
+                }
+            }
+            // The team is whole again for those who are all there.
+            if it.group_id == 0 {
+                barrier(FI_XPU_WORK_GROUP).unwrap();
+            }
+        })
+        .unwrap();
+        assert_eq!(timed_out.load(Ordering::SeqCst), 3);
+        assert_eq!(arrived.load(Ordering::SeqCst), 3);
+        // Alone outside a launch there is nobody to wait for.
+        assert_eq!(barrier_for(FI_XPU_WORK_GROUP, Duration::ZERO), Ok(Ok(())));
+        assert_eq!(barrier_for(9, Duration::ZERO), Err(Error::INVAL));
     }
 
     #[test]

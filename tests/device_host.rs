@@ -148,3 +148,125 @@ fn one_provider_dispatch_is_a_direct_call() {
         }
     }
 }
+
+/// Runs a device_scope program (tests/c/device_scope.h): every work item
+/// of every scope issues its own operations, with its own arguments, on an
+/// endpoint that talks to itself.
+fn device_scope(prov: &str, fabric: Option<&str>) {
+    let exe = build_c(
+        &format!("device_scope_{prov}_{}", fabric.unwrap_or("direct")),
+        &format!("device_scope_{prov}.c"),
+        &[],
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.env("FI_XPU_PROVIDER", prov)
+        .env("FI_XPU_LOG_LEVEL", "none")
+        .env("FI_TCP_IFACE", "lo");
+    if let Some(f) = fabric {
+        cmd.env("FI_XPU_OFI_PROVIDER", f);
+    }
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    // libfabric's shm provider leaves files named "<pid>:..." behind a
+    // process that could not clean up.
+    if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+        for e in dir.flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{pid}:"))
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(&format!("device_scope {prov}: ok")),
+        "{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn have_libfabric() -> bool {
+    Command::new("pkg-config")
+        .args(["--exists", "libfabric"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn every_work_item_issues_its_own_operation_shm() {
+    device_scope("shm", None);
+}
+
+#[test]
+fn every_work_item_issues_its_own_operation_ofi_over_tcp() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    device_scope("ofi", Some("tcp"));
+}
+
+#[test]
+fn every_work_item_issues_its_own_operation_ofi_over_shm() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    device_scope("ofi", Some("shm"));
+}
+
+/// The checking mode: a group call one member never reaches is reported
+/// (call, scope, group) and ends with -FI_ETIMEDOUT after a bounded wait;
+/// without it the same program would hang.
+#[test]
+fn checking_mode_reports_a_member_that_never_arrives() {
+    let exe = build_c(
+        "device_scope_debug",
+        "device_scope_debug.c",
+        &[
+            "-DFI_XPU_DEVICE_DEBUG",
+            "-DFI_XPU_DEVICE_DEBUG_TIMEOUT_MS=1000",
+        ],
+    );
+    let out = run_ok(
+        Command::new("timeout")
+            .arg("60")
+            .arg(&exe)
+            .env("FI_XPU_PROVIDER", "shm")
+            .env("FI_XPU_LOG_LEVEL", "none"),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("device_scope_debug: ok"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Members that gave up stop counting as arrived, so how many a report
+    // names depends on the order they came in.
+    let write = regex_free_count(
+        &err,
+        "fi_xpu: FI_XPU_DEVICE_DEBUG: fi_xpu_write at FI_XPU_WORK_GROUP scope: only ",
+        " of the 4 members of the group (work group 1, subgroup ",
+    );
+    assert_eq!(write, 3, "{err}");
+    let wait = "fi_xpu: FI_XPU_DEVICE_DEBUG: fi_xpu_cntr_wait at FI_XPU_SUBGROUP scope: \
+                only 1 of the 2 members of the group (work group 1, subgroup 0) reached \
+                the call within 1000 ms; this is work item 0 (rank 0); returning -FI_ETIMEDOUT";
+    assert_eq!(err.matches(wait).count(), 1, "{err}");
+    assert_eq!(err.matches("FI_XPU_DEVICE_DEBUG").count(), 4, "{err}");
+}
+
+/// Lines of `text` made of `head`, a count from 1 to 3, then `tail`.
+fn regex_free_count(text: &str, head: &str, tail: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(head)
+                .and_then(|r| r.split_once(tail))
+                .is_some_and(|(n, _)| matches!(n, "1" | "2" | "3"))
+        })
+        .count()
+}

@@ -59,16 +59,35 @@
  *       #define FI_XPU_DEVICE_EXTRA_HEADER <vendor/fi_xpu_device_name.h>
  *   which this header includes; then its name goes into the list.
  *
- * Scopes: every work item of the scope instance calls the operation with the
- * same arguments; the operation is performed once for the scope. A scope
- * the provider cannot honour returns -FI_EOPNOTSUPP to every caller instead
- * of waiting.
+ *   A provider may also implement the cooperative single transfers below
+ *   (fi_xpu_coop_write, _read, _send, _tsend) itself: it defines
+ *       #define FI_XPU_DEVICE_COOP_<name> ~, 1
+ *   and fi_xpu_coop_<op>_<name> with the arguments of fi_xpu_<op>_<name>.
+ *   Otherwise the group's leader issues the one operation at work-item
+ *   scope and every member gets its status.
+ *
+ * Scopes (upstream's meaning; see <fi_xpu/device_group.h>): the scope
+ * names the group of work items that call the operation together; every
+ * member issues its own operation with its own arguments, and the group
+ * claims its slots with one atomic and rings one doorbell. CQ reads, counter
+ * waits and flushes are served by the leader, and every member gets the
+ * leader's result. A scope the provider cannot honour returns -FI_EOPNOTSUPP
+ * to every caller instead of waiting.
+ *
+ * Cooperative single transfers (extensions, not in upstream's API):
+ *   fi_xpu_coop_write, fi_xpu_coop_read, fi_xpu_coop_send, fi_xpu_coop_tsend
+ * take the arguments of fi_xpu_write, _read, _send and _tsend. Every member
+ * of the scope group calls them with the same arguments; ONE operation is
+ * performed for the group (NVSHMEM's _block/_warp form), its copy shared by
+ * the members where the provider moves the data itself (shm), and every
+ * member gets the same status.
  */
 #ifndef FI_XPU_DEVICE_H
 #define FI_XPU_DEVICE_H
 
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
+#include <fi_xpu/device_group.h>
 
 /* ---- provider selection ------------------------------------------------ */
 
@@ -311,6 +330,72 @@ fi_xpu_cq_sreadfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_ad
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_sreadfrom_##p(cq, buf, count, src_addr, threshold, scope)
 	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_DEVICE__CALL
+}
+
+/* ---- cooperative single transfers (extensions) ------------------------- */
+
+/* Expands to its arguments when `c` is 1, to nothing when it is 0. */
+#define FI_XPU_DEVICE__WHEN(c) FI_XPU_DEVICE__WHEN_(c)
+#define FI_XPU_DEVICE__WHEN_(c) FI_XPU_DEVICE__WHEN_##c
+#define FI_XPU_DEVICE__WHEN_0(...)
+#define FI_XPU_DEVICE__WHEN_1(...) __VA_ARGS__
+/* A case for each provider that implements the cooperative form itself. */
+#define FI_XPU_DEVICE__COOP_CASE(p)                                           \
+	FI_XPU_DEVICE__WHEN(FI_XPU_DEVICE__IS(FI_XPU_DEVICE_COOP_##p))(      \
+		case FI_XPU_DEVICE_ID_##p: return FI_XPU_DEVICE__CALL(p);)
+/* The others: the leader issues the one operation, the group shares its
+ * status. */
+#define FI_XPU_DEVICE__COOP(h, name, item_call)                               \
+	struct fi_xpu_group g;                                                \
+	int rc;                                                               \
+	if (!(h) || (unsigned)scope > (unsigned)FI_XPU_DEVICE)                \
+		return -FI_EINVAL;                                            \
+	switch ((h)->fid.prov_id) {                                           \
+	FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__COOP_CASE)                     \
+	default:                                                              \
+		break;                                                        \
+	}                                                                     \
+	rc = fi_xpu_group_enter(&g, scope, name);                             \
+	if (rc)                                                               \
+		return rc;                                                    \
+	if (fi_xpu_group_leader(&g))                                          \
+		rc = item_call;                                               \
+	return (int)fi_xpu_group_share(&g, rc)
+
+FI_XPU_FUNC int
+fi_xpu_coop_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
+	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_write",
+			    fi_xpu_write(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, FI_XPU_WORK_ITEM));
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_coop_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
+	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_read",
+			    fi_xpu_read(ep, buf, len, desc, src_addr, addr, key, context, flags, FI_XPU_WORK_ITEM));
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_coop_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
+	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_send",
+			    fi_xpu_send(ep, buf, len, desc, data, dest_addr, context, flags, FI_XPU_WORK_ITEM));
+#undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_coop_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope)
+{
+#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
+	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_tsend",
+			    fi_xpu_tsend(ep, buf, len, desc, data, dest_addr, tag, context, flags, FI_XPU_WORK_ITEM));
 #undef FI_XPU_DEVICE__CALL
 }
 

@@ -33,7 +33,8 @@
  *       leader made); returns a scope error instead when the scope is bad.
  *
  *   fi_xpu_coop_cntr_read / _update / _wait
- *       Counters kept as {value, errors} words (see the section below).
+ *       Counters kept as {value, errors} words (see the section below;
+ *       these follow the per-work-item scope meaning of the device API).
  *
  * Return values: 0, -FI_EINVAL for a value that is not a scope, and
  * -FI_EOPNOTSUPP for a scope the target cannot run cooperatively
@@ -43,6 +44,7 @@
 #define FI_XPU_DEVICE_COOP_H
 
 #include <fi_xpu/device_arch.h>
+#include <fi_xpu/device_group.h>
 
 /* Marks "no slots" in the leader's broadcast: a 64-bit counter that only
  * grows never reaches it. */
@@ -145,9 +147,13 @@ FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)
 /* ---- two-word counters --------------------------------------------------
  * A counter kept as two 64-bit words, {value, errors}, in memory visible at
  * `mscope` (the layout of the in-tree providers). `err` selects the error
- * word. Reads return the word, or a negative code cast to uint64_t; updates
- * are made once per scope by its leader, between scope barriers; waits are
- * made by every work item on its own. */
+ * word. These follow the scope meaning of fi_xpu/device_group.h, not the
+ * "same arguments, one result" rule of the helpers above: reads are made by
+ * every work item on its own (they return the word, or a negative code cast
+ * to uint64_t); updates are operations, so every member applies its own
+ * value (sixteen lanes adding 1 add 16) before the group leaves together;
+ * a wait has one shared destination, so the leader waits and every member
+ * gets its status. */
 
 FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_read(const uint64_t *c, int err, int scope, int mscope)
 {
@@ -163,33 +169,29 @@ FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_read(const uint64_t *c, int err, int scope
 FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, int err, int set, uint64_t v, int scope,
 					int mscope)
 {
-	int ret = fi_xpu_arch_scope_check(scope);
-	uint64_t *w = c + (err ? 1 : 0);
+	struct fi_xpu_group g;
+	int ret = fi_xpu_group_enter(&g, scope,
+				     set ? (err ? "fi_xpu_cntr_seterr" : "fi_xpu_cntr_set")
+					 : (err ? "fi_xpu_cntr_adderr" : "fi_xpu_cntr_add"));
 
 	if (ret)
 		return ret;
 	if (!c)
 		return -FI_EINVAL;
-	fi_xpu_arch_barrier(scope);
-	if (fi_xpu_arch_scope_rank(scope) == 0) {
-		if (set)
-			fi_xpu_arch_store_u64(w, v, FI_XPU_ARCH_RELEASE, mscope);
-		else
-			(void)fi_xpu_arch_fetch_add_u64(w, v, FI_XPU_ARCH_ACQ_REL, mscope);
-	}
-	return fi_xpu_arch_barrier(scope);
+	if (set)
+		fi_xpu_arch_store_u64(c + (err ? 1 : 0), v, FI_XPU_ARCH_RELEASE, mscope);
+	else
+		(void)fi_xpu_arch_fetch_add_u64(c + (err ? 1 : 0), v, FI_XPU_ARCH_ACQ_REL, mscope);
+	return fi_xpu_group_leave(&g, 0);
 }
 
 /* 0 once the value reaches `threshold`; -FI_EAVAIL when the error word
  * moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no limit). */
-FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t threshold, int timeout_ms,
-				      int scope, int mscope)
+FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, uint64_t threshold, int timeout_ms,
+					   int mscope)
 {
 	uint64_t err0, start = fi_xpu_arch_clock_ns();
-	int ret = fi_xpu_arch_scope_check(scope);
 
-	if (ret)
-		return ret;
 	if (!c)
 		return -FI_EINVAL;
 	err0 = fi_xpu_arch_load_u64(c + 1, FI_XPU_ARCH_ACQUIRE, mscope);
@@ -203,6 +205,21 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t threshold, int
 			return -FI_ETIMEDOUT;
 		fi_xpu_arch_pause();
 	}
+}
+
+FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t threshold, int timeout_ms,
+				      int scope, int mscope)
+{
+	struct fi_xpu_group g;
+	int ret = fi_xpu_group_enter(&g, scope, "fi_xpu_cntr_wait");
+
+	if (ret)
+		return ret;
+	if (fi_xpu_group_leader(&g))
+		ret = fi_xpu_coop_cntr_wait_item(c, threshold, timeout_ms, mscope);
+	/* The share is a group barrier with acquire order, so what the
+	 * leader's wait observed is visible to every member after it. */
+	return (int)fi_xpu_group_share(&g, ret);
 }
 
 #endif /* FI_XPU_DEVICE_COOP_H */

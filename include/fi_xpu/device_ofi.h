@@ -30,6 +30,7 @@
 #include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
+#include <fi_xpu/device_group.h>
 
 #if defined(FI_XPU_ARCH_HOST) && defined(__linux__) && !defined(FI_XPU_OFI_NO_WAKE) &&       \
 	!defined(FI_XPU_OFI_NO_FUTEX)
@@ -134,26 +135,6 @@ FI_XPU_FUNC void fi_xpu_ofi_st(uint64_t *p, uint64_t v)
 	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_OFI_SYS);
 }
 
-FI_XPU_FUNC int64_t fi_xpu_ofi_bcast(int scope, int64_t v)
-{
-	uint64_t u = (uint64_t)v;
-	if (scope == FI_XPU_WORK_ITEM)
-		return v;
-	fi_xpu_arch_broadcast_u64(scope, &u);
-	return (int64_t)u;
-}
-
-FI_XPU_FUNC uint32_t fi_xpu_ofi_rank(int scope)
-{
-	return scope == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope);
-}
-
-FI_XPU_FUNC void fi_xpu_ofi_sync(int scope)
-{
-	if (scope != FI_XPU_WORK_ITEM)
-		fi_xpu_arch_barrier(scope);
-}
-
 FI_XPU_FUNC struct fi_xpu_ofi_ep_dev *fi_xpu_ofi_ep(const struct fid_xpu_ep *ep)
 {
 	return ep ? FI_XPU_OFI_P(struct fi_xpu_ofi_ep_dev, ep->fid.prov_ctx)
@@ -182,23 +163,30 @@ FI_XPU_FUNC struct fi_xpu_ofi_wqe fi_xpu_ofi_wqe_zero(void)
 	return w;
 }
 
-/* Claims one ring slot: one CAS on `prod`, against the cached consumer
- * index first and the proxy's own only when the ring looks full. */
-FI_XPU_FUNC int fi_xpu_ofi_claim(struct fi_xpu_ofi_ep_dev *ep, uint64_t *pos)
+/* Claims `n` consecutive ring slots with one CAS on `prod` (retried only
+ * when another poster moved it), against the cached consumer index first
+ * and the proxy's own only when the ring looks full. -FI_EAGAIN when the
+ * slots are not free (nothing claimed), -FI_EOPNOTSUPP when `n` exceeds the
+ * ring (a group larger than the ring can never post at once). */
+FI_XPU_FUNC int fi_xpu_ofi_claim(struct fi_xpu_ofi_ep_dev *ep, uint64_t n, uint64_t *pos)
 {
 	uint64_t size = ep->size;
 	uint64_t p = fi_xpu_arch_load_u64(&ep->prod, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);
 	uint64_t c = fi_xpu_arch_load_u64(&ep->cons_cache, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);
+	if (n > size)
+		return -FI_EOPNOTSUPP;
 	for (;;) {
 		uint64_t old;
-		if (p - c >= size) {
+		/* A consumer index ahead of a stale `p` means `p` moved: the
+		 * CAS below fails and reloads it. */
+		if ((int64_t)(p - c) > (int64_t)(size - n)) {
 			c = fi_xpu_ofi_ld(&ep->cons);
 			fi_xpu_arch_store_u64(&ep->cons_cache, c, FI_XPU_ARCH_RELAXED,
 					      FI_XPU_OFI_SYS);
-			if (p - c >= size)
+			if ((int64_t)(p - c) > (int64_t)(size - n))
 				return -FI_EAGAIN;
 		}
-		old = fi_xpu_arch_cas_u64(&ep->prod, p, p + 1, FI_XPU_ARCH_ACQ_REL, FI_XPU_OFI_SYS);
+		old = fi_xpu_arch_cas_u64(&ep->prod, p, p + n, FI_XPU_ARCH_ACQ_REL, FI_XPU_OFI_SYS);
 		if (old == p) {
 			*pos = p;
 			return 0;
@@ -207,19 +195,13 @@ FI_XPU_FUNC int fi_xpu_ofi_claim(struct fi_xpu_ofi_ep_dev *ep, uint64_t *pos)
 	}
 }
 
-/* Writes a claimed entry and publishes it: `seq` last, with release order
- * at system scope, then wakes the proxy if it announced it sleeps. */
-FI_XPU_FUNC int fi_xpu_ofi_post(struct fi_xpu_ofi_ep_dev *ep, const struct fi_xpu_ofi_wqe *w)
+/* Writes the claimed entry at `pos` and publishes it: `seq` last, with
+ * release order at system scope. */
+FI_XPU_FUNC void fi_xpu_ofi_fill(struct fi_xpu_ofi_ep_dev *ep, uint64_t pos,
+				 const struct fi_xpu_ofi_wqe *w)
 {
-	uint64_t pos;
-	struct fi_xpu_ofi_wqe *e;
-	int rc;
-	if (!ep)
-		return -FI_EINVAL;
-	rc = fi_xpu_ofi_claim(ep, &pos);
-	if (rc)
-		return rc;
-	e = FI_XPU_OFI_P(struct fi_xpu_ofi_wqe, ep->ring) + (pos & (ep->size - 1));
+	struct fi_xpu_ofi_wqe *e =
+		FI_XPU_OFI_P(struct fi_xpu_ofi_wqe, ep->ring) + (pos & (ep->size - 1));
 	e->op = w->op;
 	e->atomic = w->atomic;
 	e->flags = w->flags;
@@ -237,9 +219,15 @@ FI_XPU_FUNC int fi_xpu_ofi_post(struct fi_xpu_ofi_ep_dev *ep, const struct fi_xp
 	e->result = w->result;
 	e->result_desc = w->result_desc;
 	fi_xpu_ofi_st(&e->seq, pos + 1);
+}
+
+/* The doorbell: wakes the proxy if it announced it sleeps, after entries
+ * were published. */
+FI_XPU_FUNC void fi_xpu_ofi_ring(struct fi_xpu_ofi_ep_dev *ep)
+{
 #ifdef FI_XPU_OFI__WAKE
 	/* Pairs with the proxy's store of `sleeping` and its re-check of the
-	 * ring: either it sees this entry or this poster sees it sleeping. Only
+	 * ring: either it sees the entries or this poster sees it sleeping. Only
 	 * the first poster to clear the flag pays for the system call. A GPU
 	 * cannot make one, so device builds skip the handshake (and its
 	 * system-scope fence); the proxy polls their rings instead. */
@@ -251,21 +239,47 @@ FI_XPU_FUNC int fi_xpu_ofi_post(struct fi_xpu_ofi_ep_dev *ep, const struct fi_xp
 		if (ep->wake_fd >= 0)
 			(void)syscall(SYS_write, ep->wake_fd, &one, sizeof one);
 	}
+#else
+	(void)ep;
 #endif
-	return 0;
 }
 
-/* Runs a post once for the scope (its leader) and gives everyone the
- * leader's status. */
+/* Posts one work request per member of the scope group: the leader claims
+ * the group's run of slots with one atomic and broadcasts its start, every
+ * member writes its own entry at start + rank, and the leader rings once
+ * when all are published. `own` is the caller's argument check: a member
+ * whose arguments were refused fills its slot with a no-op (the proxy
+ * skips it without a completion) and gets `own` back; the others get 0.
+ * A full ring, or a group larger than the ring, is the whole group's
+ * result: nothing is posted then. */
 FI_XPU_FUNC int fi_xpu_ofi_submit(const struct fid_xpu_ep *hep, const struct fi_xpu_ofi_wqe *w,
-				  int scope)
+				  int own, int scope, const char *call)
 {
-	int64_t rc = fi_xpu_arch_scope_check(scope);
+	struct fi_xpu_ofi_ep_dev *ep = fi_xpu_ofi_ep(hep);
+	struct fi_xpu_group g;
+	uint64_t pos = 0;
+	int64_t rc = fi_xpu_group_enter(&g, scope, call);
 	if (rc)
 		return (int)rc;
-	if (fi_xpu_ofi_rank(scope) == 0)
-		rc = fi_xpu_ofi_post(fi_xpu_ofi_ep(hep), w);
-	return (int)fi_xpu_ofi_bcast(scope, rc);
+	if (g.size == 1 && own)
+		return own;
+	if (fi_xpu_group_leader(&g))
+		rc = ep ? fi_xpu_ofi_claim(ep, g.size, &pos) : -FI_EINVAL;
+	/* Ring positions stay far below 2^63, so one word carries either. */
+	pos = fi_xpu_group_bcast(&g, rc ? (uint64_t)rc : pos);
+	if ((int64_t)pos < 0)
+		return (int)(int64_t)pos;
+	if (own) {
+		struct fi_xpu_ofi_wqe nop = fi_xpu_ofi_wqe_zero();
+		nop.op = FI_XPU_OFI_OP_NOP;
+		fi_xpu_ofi_fill(ep, pos + g.rank, &nop);
+	} else {
+		fi_xpu_ofi_fill(ep, pos + g.rank, w);
+	}
+	fi_xpu_group_sync(&g);
+	if (fi_xpu_group_leader(&g))
+		fi_xpu_ofi_ring(ep);
+	return own;
 }
 
 /* ---- RMA, messages, atomics ------------------------------------------- */
@@ -274,7 +288,8 @@ FI_XPU_FUNC int fi_xpu_write_ofi(struct fid_xpu_ep *ep, const void *buf, size_t 
 				 void *context, uint64_t flags, int scope)
 {
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
-	if (!ep || (!buf && len) || !dest_addr)
+	int own = (!buf && len) || !dest_addr ? -FI_EINVAL : 0;
+	if (!ep)
 		return -FI_EINVAL;
 	w.op = FI_XPU_OFI_OP_WRITE;
 	w.flags = flags;
@@ -286,7 +301,7 @@ FI_XPU_FUNC int fi_xpu_write_ofi(struct fid_xpu_ep *ep, const void *buf, size_t 
 	w.rkey = key;
 	w.context = (uint64_t)(uintptr_t)context;
 	w.data = data;
-	return fi_xpu_ofi_submit(ep, &w, scope);
+	return fi_xpu_ofi_submit(ep, &w, own, scope, "fi_xpu_write");
 }
 
 FI_XPU_FUNC int fi_xpu_read_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -294,7 +309,8 @@ FI_XPU_FUNC int fi_xpu_read_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 				uint64_t flags, int scope)
 {
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
-	if (!ep || (!buf && len) || !src_addr)
+	int own = (!buf && len) || !src_addr ? -FI_EINVAL : 0;
+	if (!ep)
 		return -FI_EINVAL;
 	w.op = FI_XPU_OFI_OP_READ;
 	w.flags = flags & ~FI_REMOTE_CQ_DATA;
@@ -305,16 +321,19 @@ FI_XPU_FUNC int fi_xpu_read_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 	w.raddr = addr;
 	w.rkey = key;
 	w.context = (uint64_t)(uintptr_t)context;
-	return fi_xpu_ofi_submit(ep, &w, scope);
+	return fi_xpu_ofi_submit(ep, &w, own, scope, "fi_xpu_read");
 }
 
 FI_XPU_FUNC int fi_xpu_ofi_msg(struct fid_xpu_ep *ep, uint32_t op, const void *buf, size_t len,
 			       void *desc, uint64_t data, uint64_t addr, uint64_t tag,
-			       uint64_t ignore, void *context, uint64_t flags, int scope)
+			       uint64_t ignore, void *context, uint64_t flags, int own,
+			       int scope, const char *call)
 {
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
-	if (!ep || (!buf && len))
+	if (!ep)
 		return -FI_EINVAL;
+	if (!buf && len)
+		own = -FI_EINVAL;
 	w.op = op;
 	w.flags = flags;
 	w.addr = addr;
@@ -325,27 +344,25 @@ FI_XPU_FUNC int fi_xpu_ofi_msg(struct fid_xpu_ep *ep, uint32_t op, const void *b
 	w.data = data;
 	w.tag = tag;
 	w.ignore = ignore;
-	return fi_xpu_ofi_submit(ep, &w, scope);
+	return fi_xpu_ofi_submit(ep, &w, own, scope, call);
 }
 
 FI_XPU_FUNC int fi_xpu_send_ofi(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
 				uint64_t data, void *dest_addr, void *context, uint64_t flags,
 				int scope)
 {
-	if (!dest_addr)
-		return -FI_EINVAL;
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_SEND, buf, len, desc, data,
-			      fi_xpu_ofi_addr(dest_addr), 0, 0, context, flags, scope);
+			      fi_xpu_ofi_addr(dest_addr), 0, 0, context, flags,
+			      dest_addr ? 0 : -FI_EINVAL, scope, "fi_xpu_send");
 }
 
 FI_XPU_FUNC int fi_xpu_tsend_ofi(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
 				 uint64_t data, void *dest_addr, uint64_t tag, void *context,
 				 uint64_t flags, int scope)
 {
-	if (!dest_addr)
-		return -FI_EINVAL;
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_TSEND, buf, len, desc, data,
-			      fi_xpu_ofi_addr(dest_addr), tag, 0, context, flags, scope);
+			      fi_xpu_ofi_addr(dest_addr), tag, 0, context, flags,
+			      dest_addr ? 0 : -FI_EINVAL, scope, "fi_xpu_tsend");
 }
 
 FI_XPU_FUNC int fi_xpu_recv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -353,7 +370,7 @@ FI_XPU_FUNC int fi_xpu_recv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_RECV, buf, len, desc, 0,
 			      fi_xpu_ofi_addr(src_addr), 0, 0, context,
-			      flags & ~FI_REMOTE_CQ_DATA, scope);
+			      flags & ~FI_REMOTE_CQ_DATA, 0, scope, "fi_xpu_recv");
 }
 
 FI_XPU_FUNC int fi_xpu_trecv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -362,19 +379,21 @@ FI_XPU_FUNC int fi_xpu_trecv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, v
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_TRECV, buf, len, desc, 0,
 			      fi_xpu_ofi_addr(src_addr), tag, ignore, context,
-			      flags & ~FI_REMOTE_CQ_DATA, scope);
+			      flags & ~FI_REMOTE_CQ_DATA, 0, scope, "fi_xpu_trecv");
 }
 
 FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, const void *buf,
 				      size_t count, void *desc, const void *compare,
 				      void *result, void *result_desc, void *dest_addr,
 				      uint64_t addr, uint64_t key, int datatype, int op,
-				      void *context, uint64_t flags, int scope)
+				      void *context, uint64_t flags, int own, int scope,
+				      const char *call)
 {
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
-	if (!ep || !dest_addr || (!buf && op != FI_ATOMIC_READ) || count == 0 ||
-	    datatype < 0 || op < 0)
+	if (!ep)
 		return -FI_EINVAL;
+	if (!dest_addr || (!buf && op != FI_ATOMIC_READ) || count == 0 || datatype < 0 || op < 0)
+		own = -FI_EINVAL;
 	w.op = kind;
 	w.atomic = (uint32_t)datatype | (uint32_t)op << 16;
 	w.flags = flags & ~FI_REMOTE_CQ_DATA;
@@ -388,7 +407,7 @@ FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, cons
 	w.compare = (uint64_t)(uintptr_t)compare;
 	w.result = (uint64_t)(uintptr_t)result;
 	w.result_desc = fi_xpu_ofi_desc_id(result_desc);
-	return fi_xpu_ofi_submit(ep, &w, scope);
+	return fi_xpu_ofi_submit(ep, &w, own, scope, call);
 }
 
 FI_XPU_FUNC int fi_xpu_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
@@ -396,11 +415,10 @@ FI_XPU_FUNC int fi_xpu_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t
 				  enum fi_datatype datatype, enum fi_op op, void *context,
 				  uint64_t flags, int scope)
 {
-	if (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP))
-		return -FI_EINVAL;
+	int own = op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP) ? -FI_EINVAL : 0;
 	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_ATOMIC, buf, count, desc, (const void *)0,
 				     (void *)0, (void *)0, dest_addr, addr, key, (int)datatype,
-				     (int)op, context, flags, scope);
+				     (int)op, context, flags, own, scope, "fi_xpu_atomic");
 }
 
 FI_XPU_FUNC int fi_xpu_fetch_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
@@ -409,11 +427,11 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, 
 					enum fi_datatype datatype, enum fi_op op, void *context,
 					uint64_t flags, int scope)
 {
-	if ((op >= FI_CSWAP && op <= FI_MSWAP) || !result)
-		return -FI_EINVAL;
+	int own = (op >= FI_CSWAP && op <= FI_MSWAP) || !result ? -FI_EINVAL : 0;
 	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_FETCH_ATOMIC, buf, count, desc,
 				     (const void *)0, result, result_desc, dest_addr, addr, key,
-				     (int)datatype, (int)op, context, flags, scope);
+				     (int)datatype, (int)op, context, flags, own, scope,
+				     "fi_xpu_fetch_atomic");
 }
 
 FI_XPU_FUNC int fi_xpu_compare_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
@@ -422,12 +440,11 @@ FI_XPU_FUNC int fi_xpu_compare_atomic_ofi(struct fid_xpu_ep *ep, const void *buf
 					  uint64_t addr, uint64_t key, enum fi_datatype datatype,
 					  enum fi_op op, void *context, uint64_t flags, int scope)
 {
+	int own = op < FI_CSWAP || op > FI_MSWAP || !compare || !result ? -FI_EINVAL : 0;
 	(void)compare_desc;
-	if (op < FI_CSWAP || op > FI_MSWAP || !compare || !result)
-		return -FI_EINVAL;
 	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_COMPARE_ATOMIC, buf, count, desc, compare,
 				     result, result_desc, dest_addr, addr, key, (int)datatype,
-				     (int)op, context, flags, scope);
+				     (int)op, context, flags, own, scope, "fi_xpu_compare_atomic");
 }
 
 /* Waits until the proxy has issued every entry posted before the call and
@@ -435,14 +452,16 @@ FI_XPU_FUNC int fi_xpu_compare_atomic_ofi(struct fid_xpu_ep *ep, const void *buf
 FI_XPU_FUNC int fi_xpu_flush_ofi(struct fid_xpu_ep *hep, uint64_t flags, int scope)
 {
 	struct fi_xpu_ofi_ep_dev *ep = fi_xpu_ofi_ep(hep);
-	int64_t rc = fi_xpu_arch_scope_check(scope);
+	struct fi_xpu_group g;
+	int64_t rc = fi_xpu_group_enter(&g, scope, "fi_xpu_flush");
 	(void)flags;
 	if (rc)
 		return (int)rc;
 	if (!ep)
 		return -FI_EINVAL;
-	fi_xpu_ofi_sync(scope);
-	if (fi_xpu_ofi_rank(scope) == 0) {
+	/* Every member's earlier posts are in the ring before the snapshot. */
+	fi_xpu_group_sync(&g);
+	if (fi_xpu_group_leader(&g)) {
 		uint64_t snap = fi_xpu_ofi_ld(&ep->prod), start = fi_xpu_arch_clock_ns();
 		while (fi_xpu_ofi_ld(&ep->flushed) < snap) {
 			if (fi_xpu_arch_clock_ns() - start >=
@@ -453,7 +472,7 @@ FI_XPU_FUNC int fi_xpu_flush_ofi(struct fid_xpu_ep *hep, uint64_t flags, int sco
 			fi_xpu_arch_pause();
 		}
 	}
-	return (int)fi_xpu_ofi_bcast(scope, rc);
+	return (int)fi_xpu_group_share(&g, rc);
 }
 
 /* ---- completion queues ------------------------------------------------ */
@@ -479,19 +498,18 @@ FI_XPU_FUNC struct fi_xpu_ofi_cqe *fi_xpu_ofi_cqe_at(struct fi_xpu_ofi_cq_dev *q
 	return FI_XPU_OFI_P(struct fi_xpu_ofi_cqe, q->ring) + (pos & (q->size - 1));
 }
 
-FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
-					   uint64_t *src_addr, int scope)
+/* CQ reads, for one work item (the leader of a group). */
+FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *buf, size_t count,
+					    uint64_t *src_addr)
 {
 	struct fi_xpu_ofi_cq_dev *q;
 	size_t n = 0, esz;
-	int64_t rc = fi_xpu_arch_scope_check(scope);
-	if (rc)
-		return rc;
+	int64_t rc = 0;
 	q = hcq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, hcq->fid.prov_ctx)
 		: (struct fi_xpu_ofi_cq_dev *)0;
 	if (!q || (!buf && count))
 		return -FI_EINVAL;
-	if (fi_xpu_ofi_rank(scope) == 0) {
+	{
 		esz = fi_xpu_ofi_entry_size(q->format);
 		while (n < count) {
 			uint64_t h = fi_xpu_ofi_ld(&q->head);
@@ -523,35 +541,20 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 		if (rc == 0)
 			rc = n ? (int64_t)n : -FI_EAGAIN;
 	}
-	return fi_xpu_ofi_bcast(scope, rc);
+	return rc;
 }
 
-FI_XPU_FUNC int64_t fi_xpu_cq_read_ofi(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
-{
-	return fi_xpu_ofi_cq_read_any(cq, buf, count, (uint64_t *)0, scope);
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
-					   void *src_addr, int scope)
-{
-	return fi_xpu_ofi_cq_read_any(cq, buf, count, (uint64_t *)src_addr, scope);
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_readerr_ofi(struct fid_xpu_cq *cq, void *buf, uint64_t flags,
-					  int scope)
+FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void *buf)
 {
 	struct fi_xpu_ofi_cq_dev *q;
 	struct fi_cq_err_entry *out = (struct fi_cq_err_entry *)buf;
-	int64_t rc = fi_xpu_arch_scope_check(scope);
-	(void)flags;
-	if (rc)
-		return rc;
+	int64_t rc;
 	q = cq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
 	       : (struct fi_xpu_ofi_cq_dev *)0;
 	if (!q || !out)
 		return -FI_EINVAL;
 	rc = -FI_EAGAIN;
-	if (fi_xpu_ofi_rank(scope) == 0) {
+	{
 		for (;;) {
 			uint64_t h = fi_xpu_ofi_ld(&q->head);
 			struct fi_xpu_ofi_cqe *e = fi_xpu_ofi_cqe_at(q, h);
@@ -578,14 +581,14 @@ FI_XPU_FUNC int64_t fi_xpu_cq_readerr_ofi(struct fid_xpu_cq *cq, void *buf, uint
 			break;
 		}
 	}
-	return fi_xpu_ofi_bcast(scope, rc);
+	return rc;
 }
 
 /* Blocking read: as shm, waits until `threshold` entries (at least one, at
  * most `count`) were read or an error entry is next, for at most the CQ's
  * timeout (negative: no limit); -FI_ETIMEDOUT when nothing came. */
-FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
-					    void *src_addr, uint64_t threshold, int scope)
+FI_XPU_FUNC int64_t fi_xpu_ofi_cq_sread_item(const struct fid_xpu_cq *cq, void *buf, size_t count,
+					     void *src_addr, uint64_t threshold)
 {
 	const struct fi_xpu_ofi_cq_dev *q =
 		cq ? FI_XPU_OFI_P(const struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
@@ -600,9 +603,8 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_ofi(struct fid_xpu_cq *cq, void *buf, si
 		want = count;
 	esz = fi_xpu_ofi_entry_size(q->format);
 	for (;;) {
-		rc = fi_xpu_ofi_cq_read_any(cq, (unsigned char *)buf + got * esz, count - got,
-					    src_addr ? (uint64_t *)src_addr + got : (uint64_t *)0,
-					    scope);
+		rc = fi_xpu_ofi_cq_read_item(cq, (unsigned char *)buf + got * esz, count - got,
+					     src_addr ? (uint64_t *)src_addr + got : (uint64_t *)0);
 		if (rc > 0)
 			got += (size_t)rc;
 		else if (rc != -FI_EAGAIN)
@@ -615,10 +617,51 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_ofi(struct fid_xpu_cq *cq, void *buf, si
 	}
 }
 
+/* A group reads a CQ once: the leader reads into the buffer the group
+ * shares and every member gets the leader's count or error. */
+#define FI_XPU_OFI_LEADER_SERVES(scope, call, expr)                                      \
+	do {                                                                             \
+		struct fi_xpu_group g_;                                                  \
+		int64_t rc_ = fi_xpu_group_enter(&g_, scope, call);                      \
+		if (rc_)                                                                 \
+			return rc_;                                                      \
+		if (fi_xpu_group_leader(&g_))                                            \
+			rc_ = (expr);                                                    \
+		return fi_xpu_group_share(&g_, rc_);                                     \
+	} while (0)
+
+FI_XPU_FUNC int64_t fi_xpu_cq_read_ofi(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
+{
+	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_read",
+				 fi_xpu_ofi_cq_read_item(cq, buf, count, (uint64_t *)0));
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
+					   void *src_addr, int scope)
+{
+	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_readfrom",
+				 fi_xpu_ofi_cq_read_item(cq, buf, count, (uint64_t *)src_addr));
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_readerr_ofi(struct fid_xpu_cq *cq, void *buf, uint64_t flags,
+					  int scope)
+{
+	(void)flags;
+	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_readerr", fi_xpu_ofi_cq_readerr_item(cq, buf));
+}
+
+FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
+					    void *src_addr, uint64_t threshold, int scope)
+{
+	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_sreadfrom",
+				 fi_xpu_ofi_cq_sread_item(cq, buf, count, src_addr, threshold));
+}
+
 FI_XPU_FUNC int64_t fi_xpu_cq_sread_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
 					uint64_t threshold, int scope)
 {
-	return fi_xpu_cq_sreadfrom_ofi(cq, buf, count, (void *)0, threshold, scope);
+	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_sread",
+				 fi_xpu_ofi_cq_sread_item(cq, buf, count, (void *)0, threshold));
 }
 
 /* ---- counters ------------------------------------------------------------ */

@@ -24,6 +24,7 @@
 #include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
+#include <fi_xpu/device_group.h>
 
 #ifndef FI_XPU_DEVICE_ID_shm
 #define FI_XPU_DEVICE_ID_shm FI_XPU_PROV_SHM
@@ -1337,14 +1338,52 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 	return fi_xpu_shm_bcast(scope, rc);
 }
 
-/* ---- the provider entry points of fi_xpu_device.h ----------------------- */
+/* ---- the provider entry points of fi_xpu_device.h -----------------------
+ * Every member of the scope group issues its own operation with its own
+ * arguments (the work-item path above) and gets its own status; the group
+ * leaves together, once every member's operation was issued. CQ reads and
+ * flushes have one shared destination: the leader serves them and the
+ * group gets its result. The cooperative single transfers
+ * (fi_xpu_coop_write & co.) run the group paths above: one operation with
+ * the leader's arguments, its copy shared by the members. */
+#define FI_XPU_SHM_EACH_ITEM(scope, call, expr)                                          \
+	do {                                                                             \
+		struct fi_xpu_group g_;                                                  \
+		int rc_ = fi_xpu_group_enter(&g_, scope, call);                          \
+		if (rc_)                                                                 \
+			return rc_;                                                      \
+		rc_ = (expr);                                                            \
+		return fi_xpu_group_leave(&g_, rc_);                                     \
+	} while (0)
+
+#define FI_XPU_SHM_LEADER_SERVES(scope, call, expr)                                      \
+	do {                                                                             \
+		struct fi_xpu_group g_;                                                  \
+		int64_t rc_ = fi_xpu_group_enter(&g_, scope, call);                      \
+		if (rc_)                                                                 \
+			return rc_;                                                      \
+		if (fi_xpu_group_leader(&g_))                                            \
+			rc_ = (expr);                                                    \
+		return fi_xpu_group_share(&g_, rc_);                                     \
+	} while (0)
+
+#define FI_XPU_SHM_COOP(scope, call, expr)                                               \
+	do {                                                                             \
+		struct fi_xpu_group g_;                                                  \
+		int rc_ = fi_xpu_group_enter(&g_, scope, call);                          \
+		if (rc_)                                                                 \
+			return rc_;                                                      \
+		return (expr);                                                           \
+	} while (0)
+
 FI_XPU_FUNC int fi_xpu_write_shm(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
 				 uint64_t data, void *dest_addr, uint64_t addr, uint64_t key,
 				 void *context, uint64_t flags, int scope)
 {
 	(void)desc;
-	return fi_xpu_shm_rma(ep, 1, (void *)(uintptr_t)buf, len, dest_addr, addr, key, data,
-			      flags, context, scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_write",
+			     fi_xpu_shm_rma(ep, 1, (void *)(uintptr_t)buf, len, dest_addr, addr, key,
+					    data, flags, context, FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int fi_xpu_read_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -1352,24 +1391,27 @@ FI_XPU_FUNC int fi_xpu_read_shm(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 				uint64_t flags, int scope)
 {
 	(void)desc;
-	return fi_xpu_shm_rma(ep, 0, buf, len, src_addr, addr, key, 0, flags & ~FI_REMOTE_CQ_DATA,
-			      context, scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_read",
+			     fi_xpu_shm_rma(ep, 0, buf, len, src_addr, addr, key, 0,
+					    flags & ~FI_REMOTE_CQ_DATA, context, FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int fi_xpu_send_shm(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
 				uint64_t data, void *dest_addr, void *context, uint64_t flags,
 				int scope)
 {
-	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, 0, data, flags & ~FI_TAGGED,
-				   context, scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_send",
+			     fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, 0, data,
+						 flags & ~FI_TAGGED, context, FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int fi_xpu_tsend_shm(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
 				 uint64_t data, void *dest_addr, uint64_t tag, void *context,
 				 uint64_t flags, int scope)
 {
-	return fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, tag, data, flags | FI_TAGGED,
-				   context, scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_tsend",
+			     fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, tag, data,
+						 flags | FI_TAGGED, context, FI_XPU_WORK_ITEM));
 }
 
 /* A NULL src_addr matches any source; otherwise only messages from that
@@ -1378,8 +1420,9 @@ FI_XPU_FUNC int fi_xpu_recv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 				void *src_addr, void *context, uint64_t flags, int scope)
 {
 	(void)desc;
-	return fi_xpu_shm_recv_any(ep, buf, len, src_addr, 0, 0, flags & ~FI_TAGGED, context,
-				   scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_recv",
+			     fi_xpu_shm_recv_any(ep, buf, len, src_addr, 0, 0, flags & ~FI_TAGGED,
+						 context, FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int fi_xpu_trecv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -1387,8 +1430,9 @@ FI_XPU_FUNC int fi_xpu_trecv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, v
 				 uint64_t flags, int scope)
 {
 	(void)desc;
-	return fi_xpu_shm_recv_any(ep, buf, len, src_addr, tag, ignore, flags | FI_TAGGED, context,
-				   scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_trecv",
+			     fi_xpu_shm_recv_any(ep, buf, len, src_addr, tag, ignore,
+						 flags | FI_TAGGED, context, FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
@@ -1397,10 +1441,13 @@ FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t
 				  uint64_t flags, int scope)
 {
 	(void)desc;
-	if (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP))
-		return -FI_EINVAL;
-	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, (void *)0, dest_addr, addr,
-				     key, (int)datatype, (int)op, flags, context, scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_atomic",
+			     op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP)
+				     ? -FI_EINVAL
+				     : fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0,
+							     (void *)0, dest_addr, addr, key,
+							     (int)datatype, (int)op, flags, context,
+							     FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
@@ -1411,10 +1458,13 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(struct fid_xpu_ep *ep, const void *buf, 
 {
 	(void)desc;
 	(void)result_desc;
-	if (op >= FI_CSWAP && op <= FI_MSWAP)
-		return -FI_EINVAL;
-	return fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, result, dest_addr, addr, key,
-				     (int)datatype, (int)op, flags, context, scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_fetch_atomic",
+			     op >= FI_CSWAP && op <= FI_MSWAP
+				     ? -FI_EINVAL
+				     : fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, result,
+							     dest_addr, addr, key, (int)datatype,
+							     (int)op, flags, context,
+							     FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int fi_xpu_compare_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
@@ -1426,10 +1476,54 @@ FI_XPU_FUNC int fi_xpu_compare_atomic_shm(struct fid_xpu_ep *ep, const void *buf
 	(void)desc;
 	(void)compare_desc;
 	(void)result_desc;
-	if (op < FI_CSWAP || op > FI_MSWAP)
-		return -FI_EINVAL;
-	return fi_xpu_shm_atomic_any(ep, buf, count, compare, result, dest_addr, addr, key,
-				     (int)datatype, (int)op, flags, context, scope);
+	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_compare_atomic",
+			     op < FI_CSWAP || op > FI_MSWAP
+				     ? -FI_EINVAL
+				     : fi_xpu_shm_atomic_any(ep, buf, count, compare, result,
+							     dest_addr, addr, key, (int)datatype,
+							     (int)op, flags, context,
+							     FI_XPU_WORK_ITEM));
+}
+
+/* The cooperative single transfers: see fi_xpu_device.h. */
+#define FI_XPU_DEVICE_COOP_shm ~, 1
+
+FI_XPU_FUNC int fi_xpu_coop_write_shm(struct fid_xpu_ep *ep, const void *buf, size_t len,
+				      void *desc, uint64_t data, void *dest_addr, uint64_t addr,
+				      uint64_t key, void *context, uint64_t flags, int scope)
+{
+	(void)desc;
+	FI_XPU_SHM_COOP(scope, "fi_xpu_coop_write",
+			fi_xpu_shm_rma(ep, 1, (void *)(uintptr_t)buf, len, dest_addr, addr, key,
+				       data, flags, context, scope));
+}
+
+FI_XPU_FUNC int fi_xpu_coop_read_shm(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
+				     void *src_addr, uint64_t addr, uint64_t key, void *context,
+				     uint64_t flags, int scope)
+{
+	(void)desc;
+	FI_XPU_SHM_COOP(scope, "fi_xpu_coop_read",
+			fi_xpu_shm_rma(ep, 0, buf, len, src_addr, addr, key, 0,
+				       flags & ~FI_REMOTE_CQ_DATA, context, scope));
+}
+
+FI_XPU_FUNC int fi_xpu_coop_send_shm(struct fid_xpu_ep *ep, const void *buf, size_t len,
+				     void *desc, uint64_t data, void *dest_addr, void *context,
+				     uint64_t flags, int scope)
+{
+	FI_XPU_SHM_COOP(scope, "fi_xpu_coop_send",
+			fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, 0, data,
+					    flags & ~FI_TAGGED, context, scope));
+}
+
+FI_XPU_FUNC int fi_xpu_coop_tsend_shm(struct fid_xpu_ep *ep, const void *buf, size_t len,
+				      void *desc, uint64_t data, void *dest_addr, uint64_t tag,
+				      void *context, uint64_t flags, int scope)
+{
+	FI_XPU_SHM_COOP(scope, "fi_xpu_coop_tsend",
+			fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, tag, data,
+					    flags | FI_TAGGED, context, scope));
 }
 
 /* Data operations are complete when they return, so a system-scope fence
@@ -1437,40 +1531,46 @@ FI_XPU_FUNC int fi_xpu_compare_atomic_shm(struct fid_xpu_ep *ep, const void *buf
  * have pulled. */
 FI_XPU_FUNC int fi_xpu_flush_shm(struct fid_xpu_ep *ep, uint64_t flags, int scope)
 {
-	int rc = fi_xpu_arch_scope_check(scope);
+	struct fi_xpu_group g;
+	int rc = fi_xpu_group_enter(&g, scope, "fi_xpu_flush");
 	(void)flags;
 	if (rc)
 		return rc;
 	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
-	fi_xpu_shm_sync(scope);
-	if (scope == FI_XPU_WORK_ITEM || fi_xpu_arch_scope_rank(scope) == 0)
+	fi_xpu_group_sync(&g);
+	if (fi_xpu_group_leader(&g))
 		fi_xpu_shm_progress(fi_xpu_shm_ep(ep));
-	fi_xpu_shm_sync(scope);
-	return 0;
+	return fi_xpu_group_leave(&g, 0);
 }
 
 FI_XPU_FUNC int64_t fi_xpu_cq_read_shm(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
 {
-	return fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)0, scope);
+	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_read",
+				 fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)0,
+							FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
 					   void *src_addr, int scope)
 {
-	return fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)src_addr, scope);
+	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_readfrom",
+				 fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)src_addr,
+							FI_XPU_WORK_ITEM));
 }
 
 FI_XPU_FUNC int64_t fi_xpu_cq_readerr_shm(struct fid_xpu_cq *cq, void *buf, uint64_t flags,
 					  int scope)
 {
-	return fi_xpu_shm_cq_readerr_any(cq, (struct fi_cq_err_entry *)buf, flags, scope);
+	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_readerr",
+				 fi_xpu_shm_cq_readerr_any(cq, (struct fi_cq_err_entry *)buf, flags,
+							   FI_XPU_WORK_ITEM));
 }
 
 /* Blocking read: waits until `threshold` entries (at least one, at most
  * `count`) have been read or an error entry is next, for at most the CQ's
  * timeout attribute (negative: no limit). -FI_ETIMEDOUT when nothing came. */
-FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
-					    void *src_addr, uint64_t threshold, int scope)
+FI_XPU_FUNC int64_t fi_xpu_shm_cq_sread_item(struct fid_xpu_cq *cq, void *buf, size_t count,
+					     void *src_addr, uint64_t threshold)
 {
 	const struct fi_xpu_shm_cq_dev *q = FI_XPU_SHM_P(const struct fi_xpu_shm_cq_dev,
 							 cq->fid.prov_ctx);
@@ -1488,7 +1588,7 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_shm(struct fid_xpu_cq *cq, void *buf, si
 	for (;;) {
 		rc = fi_xpu_shm_cq_read_any(cq, (unsigned char *)buf + got * esz, count - got,
 					    src_addr ? (uint64_t *)src_addr + got : (uint64_t *)0,
-					    scope);
+					    FI_XPU_WORK_ITEM);
 		if (rc > 0)
 			got += (size_t)rc;
 		else if (rc != -FI_EAGAIN)
@@ -1501,10 +1601,18 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_shm(struct fid_xpu_cq *cq, void *buf, si
 	}
 }
 
+FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
+					    void *src_addr, uint64_t threshold, int scope)
+{
+	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_sreadfrom",
+				 fi_xpu_shm_cq_sread_item(cq, buf, count, src_addr, threshold));
+}
+
 FI_XPU_FUNC int64_t fi_xpu_cq_sread_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
 					uint64_t threshold, int scope)
 {
-	return fi_xpu_cq_sreadfrom_shm(cq, buf, count, (void *)0, threshold, scope);
+	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_sread",
+				 fi_xpu_shm_cq_sread_item(cq, buf, count, (void *)0, threshold));
 }
 
 /* Counters: {value, errors} words in memory the owner's peers can reach;

@@ -2,8 +2,10 @@
 use super::{guard, non_null, put, read_opt};
 use crate::error::Error;
 use crate::launcher;
+use fi_xpu_abi::errno::FI_ETIMEDOUT;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
+use std::time::Duration;
 
 /// Runs `kernel(arg)` as `attr->num_groups` groups of `attr->group_size`
 /// work items, one CPU thread each, and returns when every one has
@@ -47,6 +49,33 @@ pub extern "C" fn fi_xpu_host_item() -> *const fi_xpu_host_item {
 #[no_mangle]
 pub extern "C" fn fi_xpu_host_barrier(scope: c_int) -> c_int {
     guard(|| launcher::barrier(scope).map(|_| 0))
+}
+
+/// As `fi_xpu_host_barrier`, for at most `timeout_ns` nanoseconds: 0 when
+/// every work item of the caller's `scope` instance arrived, `-FI_ETIMEDOUT`
+/// when the time ran out (then `*arrived`, if not NULL, is how many had
+/// arrived, the caller included, and nobody waits for the caller any more),
+/// `-FI_EINVAL` for an unknown scope.
+///
+/// # Safety
+/// `arrived` is NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_host_barrier_timeout(
+    scope: c_int,
+    timeout_ns: u64,
+    arrived: *mut u32,
+) -> c_int {
+    guard(
+        || match launcher::barrier_for(scope, Duration::from_nanos(timeout_ns))? {
+            Ok(()) => Ok(0),
+            Err(n) => {
+                if !arrived.is_null() {
+                    put(arrived, n);
+                }
+                Ok(-FI_ETIMEDOUT)
+            }
+        },
+    )
 }
 
 /// Every work item of the caller's `scope` instance calls it; afterwards

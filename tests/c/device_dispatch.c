@@ -83,12 +83,14 @@ static struct fid_xpu_cntr cntr = {{FI_CLASS_CNTR, FI_XPU_PROV_TESTPROV, 0}};
 #define REGION 256
 static unsigned char group_src[REGION], group_dst[3][REGION];
 
-/* Each work group writes its own region once, cooperatively. */
+/* Each work group writes its own region once, cooperatively: the test
+ * provider has no cooperative form of its own, so the group's leader
+ * issues the one write and the group shares its status. */
 static void group_writes(void *arg)
 {
 	int *bad = arg;
 	uint32_t g = fi_xpu_arch_group_id();
-	int ret = fi_xpu_write(&ep, group_src, REGION, NULL, 0, NULL,
+	int ret = fi_xpu_coop_write(&ep, group_src, REGION, NULL, 0, NULL,
 			       (uint64_t)(uintptr_t)group_dst[g], TESTPROV_KEY,
 			       (void *)(uintptr_t)(g + 1), 0, FI_XPU_WORK_GROUP);
 	if (ret)

@@ -78,8 +78,13 @@ struct ofi_node {
 	struct ofi_card me, peer;
 };
 
+/* With sock -1 the node is its own peer (loopback). */
 static inline void ofi_xfer(int sock, const void *out, void *in, size_t len)
 {
+	if (sock < 0) {
+		memcpy(in, out, len);
+		return;
+	}
 	if (write(sock, out, len) != (ssize_t)len || read(sock, in, len) != (ssize_t)len) {
 		fprintf(stderr, "[%d] the peer is gone\n", (int)getpid());
 		exit(1);

@@ -16,11 +16,13 @@
  *              nothing behind it is published; one whose `seq` is wrong
  *              while the next entry is published becomes an error
  *              completion after FI_XPU_OFI_STALL_MS, and the ring goes on.
- *   scopes     the host launcher posts with FI_XPU_WORK_GROUP,
- *              FI_XPU_SUBGROUP and FI_XPU_DEVICE scopes on two endpoints
- *              served by two progress threads: one ring entry per scope
- *              group, correct data and fetched value; then a write and
- *              read through the peer's second registration.
+ *   scopes     the host launcher posts on two endpoints served by two
+ *              progress threads: cooperative writes (fi_xpu_coop_write) at
+ *              FI_XPU_WORK_GROUP and FI_XPU_SUBGROUP scope, one ring entry
+ *              per group; a fetching atomic at FI_XPU_DEVICE scope, one per
+ *              work item, each with its own fetched value; correct data;
+ *              then a write and read through the peer's second
+ *              registration.
  */
 #include <signal.h>
 #include <sys/socket.h>
@@ -506,8 +508,8 @@ static void stalled_target(struct ofi_node *n)
 
 static struct ofi_node *scope_node;
 static unsigned char scope_src[SC_ATOMIC_OFF];
-/* The fetched value lands here, in memory that outlives the kernel. */
-static uint64_t scope_old = 99;
+/* The fetched values land here, in memory that outlives the kernel. */
+static uint64_t scope_old[SC_GROUPS][SC_ITEMS];
 
 struct scope_out {
 	int rc[SC_GROUPS][SC_ITEMS][3];
@@ -530,22 +532,22 @@ static void scope_kernel(void *arg)
 	size_t sg_off = SC_SG_OFF + ((size_t)g * nsg + sg) * SC_SG_BYTES;
 
 	/* Group g talks through its own endpoint to the peer's endpoint g. */
-	o->rc[g][item][0] = fi_xpu_write(&n->ep[g], scope_src + wg_off, SC_WG_BYTES, NULL, 0,
+	o->rc[g][item][0] = fi_xpu_coop_write(&n->ep[g], scope_src + wg_off, SC_WG_BYTES, NULL, 0,
 					 &n->raw[g], base + wg_off, key, scope_src + wg_off,
 					 FI_DELIVERY_COMPLETE,
 					 FI_XPU_WORK_GROUP);
-	o->rc[g][item][1] = fi_xpu_write(&n->ep[g], scope_src + sg_off, SC_SG_BYTES, NULL, 0,
+	o->rc[g][item][1] = fi_xpu_coop_write(&n->ep[g], scope_src + sg_off, SC_SG_BYTES, NULL, 0,
 					 &n->raw[g], base + sg_off, key, scope_src + sg_off,
 					 FI_DELIVERY_COMPLETE,
 					 FI_XPU_SUBGROUP);
-	o->rc[g][item][2] = fi_xpu_fetch_atomic(&n->ep[0], &one, 1, NULL, &scope_old, NULL,
+	o->rc[g][item][2] = fi_xpu_fetch_atomic(&n->ep[0], &one, 1, NULL, &scope_old[g][item], NULL,
 						&n->raw[0], base + SC_ATOMIC_OFF, key, FI_UINT64,
 						FI_SUM, &scope_node, 0, FI_XPU_DEVICE);
-	/* The result is written when the operation completes: wait for it
-	 * once for the whole device. */
+	/* The results are written when the operations complete: wait for
+	 * them once for the whole device (the leader flushes for everyone). */
 	if (o->rc[g][item][2] == 0)
 		o->rc[g][item][2] = fi_xpu_flush(&n->ep[0], 0, FI_XPU_DEVICE);
-	o->old[g][item] = __atomic_load_n(&scope_old, __ATOMIC_ACQUIRE);
+	o->old[g][item] = __atomic_load_n(&scope_old[g][item], __ATOMIC_ACQUIRE);
 }
 
 static void scopes_sender(struct ofi_node *n)
@@ -555,7 +557,8 @@ static void scopes_sender(struct ofi_node *n)
 					      .subgroup_size = SC_LANES, .flags = 0 };
 	struct fi_xpu_ofi_ep_dev *d[2];
 	uint64_t prod0[2];
-	int e, want[2] = { 1 + SC_ITEMS / SC_LANES + 1, 1 + SC_ITEMS / SC_LANES };
+	int e, want[2] = { 1 + SC_ITEMS / SC_LANES + SC_GROUPS * SC_ITEMS,
+			   1 + SC_ITEMS / SC_LANES };
 
 	for (size_t i = 0; i < sizeof(scope_src); i++)
 		scope_src[i] = scope_pat(i);
@@ -572,7 +575,8 @@ static void scopes_sender(struct ofi_node *n)
 			EXPECT_EQ(out.rc[g][i][1], 0);
 			EXPECT_EQ(out.rc[g][i][2], 0);
 		}
-	/* One entry per work group, per subgroup, and one for the device. */
+	/* One entry per work group and per subgroup (the cooperative writes),
+	 * and one per work item for the atomic. */
 	for (e = 0; e < 2; e++)
 		EXPECT_EQ(__atomic_load_n(&d[e]->prod, __ATOMIC_ACQUIRE) - prod0[e], want[e]);
 	for (e = 0; e < 2; e++) {
@@ -591,10 +595,15 @@ static void scopes_sender(struct ofi_node *n)
 		EXPECT_EQ(fi_xpu_cq_read(&n->cq[e], &c, 1, FI_XPU_WORK_ITEM), -FI_EAGAIN);
 		CHECK(fi_xpu_flush(&n->ep[e], 0, FI_XPU_WORK_ITEM));
 	}
-	/* Every item of the launch saw the one value the device fetched. */
-	for (int g = 0; g < SC_GROUPS; g++)
-		for (int i = 0; i < SC_ITEMS; i++)
-			EXPECT_EQ(out.old[g][i], 0);
+	/* Every work item fetched its own value: 0 .. N-1, each once. */
+	{
+		int seen[SC_GROUPS * SC_ITEMS] = { 0 };
+		for (int g = 0; g < SC_GROUPS; g++)
+			for (int i = 0; i < SC_ITEMS; i++) {
+				EXPECT(out.old[g][i] < SC_GROUPS * SC_ITEMS);
+				EXPECT_EQ(seen[out.old[g][i]]++, 0);
+			}
+	}
 	/* A second registration of the peer, addressed by its own key (on
 	 * libfabric providers that address by offset the proxy turns each
 	 * address into an offset from the right base), then read back. */
@@ -626,7 +635,7 @@ static void scopes_target(struct ofi_node *n)
 			exit(1);
 		}
 	memcpy(&v, n->heap + SC_ATOMIC_OFF, 8);
-	EXPECT_EQ(v, 1);
+	EXPECT_EQ(v, SC_GROUPS * SC_ITEMS); /* once per work item */
 	memcpy(&v, n->heap2 + 40, 8);
 	EXPECT_EQ(v, 0x2e9157e2);
 }

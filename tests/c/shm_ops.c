@@ -517,11 +517,12 @@ static void test_msg(void)
 }
 
 /* ---- cooperative scopes on the host launcher --------------------------- */
+#define SC_ITEMS 8
 struct kargs {
 	int to;
 	unsigned char *src;
 	int64_t rc[3];
-	uint64_t old;
+	uint64_t old[SC_ITEMS];
 };
 
 static void kernel(void *arg)
@@ -529,14 +530,15 @@ static void kernel(void *arg)
 	struct kargs *k = (struct kargs *)arg;
 	uint32_t item = fi_xpu_arch_local_id(), sg = fi_xpu_arch_subgroup_id();
 	uint64_t base = W.cards[k->to].base, key = W.cards[k->to].key, one = 1, old = 77;
-	struct fi_cq_tagged_entry e[4]; /* room for any format */
+	struct fi_cq_tagged_entry e[16]; /* room for any format */
 	int rc, n = 0;
 
-	rc = fi_xpu_write(&W.ep, k->src, 64 * 1024, NULL, 0, &W.raw[k->to], base + SCOPE_OFF, key,
+	/* Cooperative writes: one per group, its copy shared by the group. */
+	rc = fi_xpu_coop_write(&W.ep, k->src, 64 * 1024, NULL, 0, &W.raw[k->to], base + SCOPE_OFF, key,
 			  CTX(50), 0, FI_XPU_WORK_GROUP);
 	if (item == 0)
 		k->rc[0] = rc;
-	rc = fi_xpu_write(&W.ep, k->src + sg * 4096, 4096, NULL, 0, &W.raw[k->to],
+	rc = fi_xpu_coop_write(&W.ep, k->src + sg * 4096, 4096, NULL, 0, &W.raw[k->to],
 			  base + SCOPE_OFF + 64 * 1024 + sg * 4096, key, CTX(51), 0,
 			  FI_XPU_SUBGROUP);
 	if (fi_xpu_arch_lane_id() == 0 && rc != 0)
@@ -544,21 +546,20 @@ static void kernel(void *arg)
 	rc = fi_xpu_fetch_atomic(&W.ep, &one, 1, NULL, &old, NULL, &W.raw[k->to],
 				 base + SCOPE_OFF + 80 * 1024, key, FI_UINT64, FI_SUM, CTX(52), 0,
 				 FI_XPU_DEVICE);
-	if (item == 0) {
+	/* One atomic per work item, each with its own fetched value. */
+	if (rc != 0)
 		k->rc[2] = rc;
-		k->old = old;
-	} else if (rc == 0 && old != 0) {
-		k->rc[2] = -FI_EIO; /* every item sees the one fetched value */
-	}
-	/* Four completions, read by the whole group at once. */
-	while (n < 4) {
-		int64_t got = fi_xpu_cq_read(&W.cq, e, 4 - (size_t)n, FI_XPU_WORK_GROUP);
+	k->old[item] = old;
+	/* 1 + 2 + 8 completions, read by the whole group at once: the leader
+	 * reads, every member gets the count. */
+	while (n < 11) {
+		int64_t got = fi_xpu_cq_read(&W.cq, e, 11 - (size_t)n, FI_XPU_WORK_GROUP);
 		if (got > 0)
 			n += (int)got;
 		else if (got != -FI_EAGAIN)
 			break;
 	}
-	if (item == 0 && n != 4)
+	if (n != 11)
 		k->rc[0] = -FI_EIO;
 }
 
@@ -583,7 +584,14 @@ static void test_scopes(void)
 	EXPECT(k.rc[0], 0);
 	EXPECT(k.rc[1], 0);
 	EXPECT(k.rc[2], 0);
-	EXPECT(k.old, 0);
+	{
+		int seen[SC_ITEMS] = { 0 };
+		for (i = 0; i < SC_ITEMS; i++)
+			if (k.old[i] < SC_ITEMS)
+				seen[k.old[i]]++;
+		for (i = 0; i < SC_ITEMS; i++)
+			EXPECT(seen[i], 1); /* fetched values 0..7, each once */
+	}
 	barrier(&W);
 	for (i = 0; i < sizeof(src); i++)
 		if (W.heap[SCOPE_OFF + i] != pat(i * 11, from)) {
@@ -596,9 +604,10 @@ static void test_scopes(void)
 			break;
 		}
 	memcpy(&v, W.heap + SCOPE_OFF + 80 * 1024, 8);
-	EXPECT(v, 1); /* once for the whole device, not once per item */
-	/* One group write, two subgroup writes, one atomic from our neighbour. */
-	EXPECT(fi_xpu_cntr_read(&W.rwcntr, FI_XPU_WORK_ITEM), rw0 + 4);
+	EXPECT(v, SC_ITEMS); /* once per work item */
+	/* One group write, two subgroup writes, eight atomics from our
+	 * neighbour. */
+	EXPECT(fi_xpu_cntr_read(&W.rwcntr, FI_XPU_WORK_ITEM), rw0 + 3 + SC_ITEMS);
 	barrier(&W);
 }
 
