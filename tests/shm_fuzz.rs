@@ -1,7 +1,9 @@
 //! Fuzzes what a peer process can write into the shm provider's shared
-//! memory (inbox slots and staging lanes, registration table, CQ rings)
-//! while the device operations read it: tests/c/shm_fuzz.c, under
-//! AddressSanitizer and UBSan where the toolchain has them.
+//! memory (inbox slots with the flow-control words of streamed sends,
+//! staging lanes, registration table, endpoint block, the rings that take
+//! remote completions) while the device operations read it:
+//! tests/c/shm_fuzz.c, under AddressSanitizer and UBSan where the toolchain
+//! has them.
 mod common;
 
 use std::path::PathBuf;
@@ -48,5 +50,42 @@ fn corrupted_peer_memory_is_refused_not_followed() {
 #[test]
 fn unaligned_or_wrapping_mr_off() {
     let out = fuzz("known", &["known"]);
-    assert!(out.contains("shm_fuzz rounds=3000: ok"), "{out}");
+    assert!(out.contains("shm_fuzz known rounds=3000: ok"), "{out}");
+}
+
+/// Up to one streamed send per staging lane; between the endpoints' turns
+/// the receiver's flow-control words (consumed, produced) and lengths are
+/// rewound, advanced or set near 2^64. The sender never writes outside its
+/// lanes, and in clean rounds every byte arrives.
+#[test]
+fn streamed_sends_with_hostile_flow_control() {
+    let out = fuzz("stream", &["stream"]);
+    assert!(out.contains("shm_fuzz stream rounds=300: ok"), "{out}");
+}
+
+/// Offsets of the target's remote counters and remote-completion ring near
+/// 2^64 (and aimed at private memory): refused, never an update outside the
+/// peer heap.
+#[test]
+fn endpoint_offsets_near_2_pow_64() {
+    let out = fuzz("offsets", &["offsets"]);
+    assert!(out.contains("shm_fuzz offsets rounds=600: ok"), "{out}");
+}
+
+/// A second thread corrupts inbox slots, the endpoint block, the remote
+/// ring and the registration table while operations run.
+#[test]
+fn corruption_racing_operations() {
+    let out = fuzz("race", &["race"]);
+    assert!(out.contains("shm_fuzz race rounds=400: ok"), "{out}");
+}
+
+/// A peer publishes send completions with a context of its choosing in
+/// every completion ring of the victim it can reach: a CQ that takes no
+/// remote events has none, and the ring of the one that does yields remote
+/// completions only.
+#[test]
+fn forged_completions_are_refused() {
+    let out = fuzz("forge", &["forge"]);
+    assert!(out.contains("shm_fuzz forge rounds=50: ok"), "{out}");
 }

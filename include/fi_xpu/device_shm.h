@@ -102,12 +102,15 @@ struct fi_xpu_shm_ep_dev {
 	struct fi_xpu_shm_posted posted[FI_XPU_SHM_MAX_POSTED];
 	struct fi_xpu_shm_rdv rdv[FI_XPU_SHM_MAX_POSTED];
 };
+/* `ring` is private to the CQ's process; `rring` (0 until the CQ takes
+ * remote events) is a ring of `size` entries in the shared heap that peers
+ * push remote completions into, drained from `rtail` by readers. */
 struct fi_xpu_shm_cq_dev {
 	uint64_t ring, size, format;
 	int64_t timeout_ms;
 	uint64_t nprog;
 	uint64_t prog[FI_XPU_SHM_MAX_PROGRESS];
-	uint64_t pad[3];
+	uint64_t rring, rtail, rseen;
 };
 struct fi_xpu_shm_av_ent {
 	uint64_t nonce, ep_id;
@@ -284,6 +287,45 @@ FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_
 		fi_xpu_shm_add(&r->overflow_seen, (uint64_t)0 - (ov - seen));
 }
 
+/* Moves the remote completions peers pushed into the CQ's shared ring to
+ * its private one. Of each entry only what a remote completion carries
+ * (length, CQ data, source) is kept; flags are set here and context and
+ * buffer are none, so a peer can never publish a completion of any other
+ * kind, and a CQ that takes no remote events has no ring peers can reach.
+ * Overflows of the shared ring carry over as overflows of the private one. */
+FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
+{
+	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_ld(&q->rring));
+	struct fi_xpu_shm_cq_ring *r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
+	uint64_t ov, seen;
+	if (!rr)
+		return;
+	for (;;) {
+		uint64_t t = fi_xpu_shm_ld(&q->rtail);
+		struct fi_xpu_shm_cqe *e =
+			(struct fi_xpu_shm_cqe *)((unsigned char *)rr + FI_XPU_SHM_CQ_HDR) + (t & (q->size - 1));
+		struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
+		if (fi_xpu_shm_ld(&e->seq) != t + 1)
+			break;
+		in.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
+		in.len = fi_xpu_shm_ldr(&e->len);
+		in.data = fi_xpu_shm_ldr(&e->data);
+		in.src_nonce = fi_xpu_shm_ldr(&e->src_nonce);
+		in.src_ep = fi_xpu_shm_ldr(&e->src_ep);
+		/* Claimed by this reader: the copy above is the entry. */
+		if (!fi_xpu_shm_cas(&q->rtail, t, t + 1))
+			continue;
+		fi_xpu_shm_st(&rr->tail, t + 1);
+		(void)fi_xpu_shm_ring_push(r, q->size, &in);
+	}
+	ov = fi_xpu_shm_ld(&rr->overflow);
+	seen = fi_xpu_shm_ld(&q->rseen);
+	/* A rewound or absurd count is a peer's scribble: resynchronised,
+	 * never reported. */
+	if (ov != seen && fi_xpu_shm_cas(&q->rseen, seen, ov) && ov - seen < (1ULL << 32))
+		fi_xpu_shm_add(&r->overflow, ov - seen);
+}
+
 FI_XPU_FUNC int fi_xpu_shm_cq_push(uint64_t cq_dev, const struct fi_xpu_shm_cqe_in *in)
 {
 	struct fi_xpu_shm_cq_dev *q = FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, cq_dev);
@@ -411,11 +453,19 @@ FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr
 	return 0;
 }
 
-/* The target's counter or CQ at heap offset `off`, checked against the heap. */
-FI_XPU_FUNC uint64_t *fi_xpu_shm_tcntr(const struct fi_xpu_shm_target *t, uint64_t off)
+/* Whether `n` bytes at heap offset `off` (read once by the caller) lie in
+ * the target's heap, 8-byte aligned; no sum that could wrap. */
+FI_XPU_FUNC int fi_xpu_shm_theap_ok(const struct fi_xpu_shm_target *t, uint64_t off, uint64_t n)
 {
-	off = fi_xpu_shm_ldr(&off);
-	if (off == 0 || off + sizeof(struct fi_xpu_shm_cntr) > t->heap_size || (off & 7))
+	return off != 0 && (off & 7) == 0 && off <= t->heap_size && n <= t->heap_size - off;
+}
+
+/* The target's counter whose heap offset is the word at `offp` (in the
+ * target's endpoint block), checked against the heap; 0 when none. */
+FI_XPU_FUNC uint64_t *fi_xpu_shm_tcntr(const struct fi_xpu_shm_target *t, const uint64_t *offp)
+{
+	uint64_t off = fi_xpu_shm_ldr(offp);
+	if (!fi_xpu_shm_theap_ok(t, off, sizeof(struct fi_xpu_shm_cntr)))
 		return (uint64_t *)0;
 	return (uint64_t *)(void *)(t->heap + off);
 }
@@ -427,7 +477,7 @@ FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 {
 	uint64_t off = fi_xpu_shm_ldr(&t->ep->rx_cq), size;
 	struct fi_xpu_shm_cq_ring *r;
-	if (off == 0 || off + FI_XPU_SHM_CQ_HDR > t->heap_size || (off & 7))
+	if (!fi_xpu_shm_theap_ok(t, off, FI_XPU_SHM_CQ_HDR))
 		return -FI_EOPNOTSUPP;
 	r = (struct fi_xpu_shm_cq_ring *)(void *)(t->heap + off);
 	size = fi_xpu_shm_ldr(&r->size);
@@ -519,8 +569,8 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			in.src_ep = ep->ep_id;
 			(void)fi_xpu_shm_tcq_push(&t, &in);
 		}
-		fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? t.ep->rem_write_cntr
-							   : t.ep->rem_read_cntr),
+		fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? &t.ep->rem_write_cntr
+							   : &t.ep->rem_read_cntr),
 			       1);
 		fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
 				    cflags, context, len, 0);
@@ -730,7 +780,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 	if ((is_cmp && (!compare || !result)) || (op != FI_ATOMIC_READ && !buf && count) ||
 	    (op == FI_ATOMIC_READ && !result))
 		return -FI_EINVAL;
-	if (addr % (uint64_t)sz)
+	if (addr % (uint64_t)sz || count > (size_t)-1 / (size_t)sz)
 		return -FI_EINVAL;
 	need = op == FI_ATOMIC_READ ? FI_REMOTE_READ
 				    : (result ? FI_REMOTE_READ | FI_REMOTE_WRITE : FI_REMOTE_WRITE);
@@ -738,6 +788,10 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 		rc = fi_xpu_shm_target(dest_addr, &t);
 		if (rc == 0)
 			rc = fi_xpu_shm_rkey(&t, addr, count * (size_t)sz, key, need, &mem);
+		/* The registration's base comes from the target: the element
+		 * must be aligned where it is mapped here, too. */
+		if (rc == 0 && (uintptr_t)mem % (uintptr_t)sz)
+			rc = -FI_EINVAL;
 		if (rc == -FI_EACCES || rc == -FI_EINVAL) {
 			fi_xpu_shm_complete(ep, result ? FI_XPU_SHM_CNTR_READ : FI_XPU_SHM_CNTR_WRITE,
 					    cflags, context, count * (size_t)sz, (int)rc);
@@ -752,8 +806,8 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 					fi_xpu_shm_put((unsigned char *)result + i * sz, sz, old);
 				old1 = old;
 			}
-			fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? t.ep->rem_read_cntr
-										  : t.ep->rem_write_cntr),
+			fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? &t.ep->rem_read_cntr
+										  : &t.ep->rem_write_cntr),
 				       1);
 			fi_xpu_shm_complete(ep, result ? FI_XPU_SHM_CNTR_READ : FI_XPU_SHM_CNTR_WRITE,
 					    cflags, context, count * (size_t)sz, 0);
@@ -961,6 +1015,27 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 	return 0;
 }
 
+/* Reads the header of an arrived message once: senders may rewrite the
+ * slot at any time, so matching and delivery use this copy only. */
+FI_XPU_FUNC void fi_xpu_shm_msg_read(const struct fi_xpu_shm_msg *m, struct fi_xpu_shm_msg *h)
+{
+	h->seq = fi_xpu_shm_ldr(&m->seq);
+	h->state = fi_xpu_shm_ldr(&m->state);
+	h->len = fi_xpu_shm_ldr(&m->len);
+	h->tag = fi_xpu_shm_ldr(&m->tag);
+	h->data = fi_xpu_shm_ldr(&m->data);
+	h->flags = fi_xpu_shm_ldr(&m->flags);
+	h->src_nonce = fi_xpu_shm_ldr(&m->src_nonce);
+	h->src_ep = fi_xpu_shm_ldr(&m->src_ep);
+	h->src_conn = fi_xpu_shm_ldr(&m->src_conn);
+	h->src_region = fi_xpu_shm_ldr(&m->src_region);
+	h->src_off = fi_xpu_shm_ldr(&m->src_off);
+	h->produced = 0;
+	h->consumed = 0;
+	h->src_gen = fi_xpu_shm_ldr(&m->src_gen);
+	h->pad[0] = h->pad[1] = 0;
+}
+
 FI_XPU_FUNC int fi_xpu_shm_matches(const struct fi_xpu_shm_posted *p, const struct fi_xpu_shm_msg *m)
 {
 	if ((p->flags & FI_TAGGED) != (m->flags & FI_TAGGED))
@@ -1007,7 +1082,14 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 {
 	struct fi_xpu_shm_msg *m = FI_XPU_SHM_P(struct fi_xpu_shm_msg, p->slot);
 	const struct fi_xpu_shm_peer_map *map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, p->map);
-	uint64_t produced = fi_xpu_shm_ld(&m->produced), done = p->done;
+	uint64_t produced, done = p->done;
+	if (fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_STREAMING) {
+		/* The sender gave up on the stream (a corrupted flow-control
+		 * word), or someone rewrote the slot: its bytes are lost. */
+		fi_xpu_shm_rx_complete(ep, p, 0, -FI_EIO);
+		return;
+	}
+	produced = fi_xpu_shm_ld(&m->produced);
 	if (produced > p->mlen || produced < done || produced - done > FI_XPU_SHM_STAGE_LANE_SIZE) {
 		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED);
 		fi_xpu_shm_rx_complete(ep, p, 0, -FI_EIO);
@@ -1036,22 +1118,22 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 /* Delivers message `m` into posted receive `p`: at once for eager and
  * rendezvous messages, by `fi_xpu_shm_stream_rx` for streamed ones. */
 FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
-				    struct fi_xpu_shm_msg *m)
+				    struct fi_xpu_shm_msg *m, const struct fi_xpu_shm_msg *h)
 {
-	uint64_t mflags = m->flags, n, state = FI_XPU_SHM_SLOT_CONSUMED;
+	uint64_t mflags = h->flags, n, state = FI_XPU_SHM_SLOT_CONSUMED;
 	int err = 0;
-	p->mlen = m->len;
-	p->tag = m->tag;
-	p->data = m->data;
-	p->src_nonce = m->src_nonce;
-	p->src_ep = m->src_ep;
+	p->mlen = h->len;
+	p->tag = h->tag;
+	p->data = h->data;
+	p->src_nonce = h->src_nonce;
+	p->src_ep = h->src_ep;
 	p->flags = (mflags & (FI_TAGGED | FI_REMOTE_CQ_DATA));
 	n = p->mlen < p->len ? p->mlen : p->len;
 	if (mflags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM)) {
-		uint64_t gen = m->src_gen, size = 0, base, off = m->src_off;
-		const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_src_map(ep, m->src_conn, gen);
+		uint64_t gen = h->src_gen, size = 0, base, off = h->src_off;
+		const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_src_map(ep, h->src_conn, gen);
 		uint64_t need = (mflags & FI_XPU_SHM_MSG_STREAM) ? FI_XPU_SHM_STAGE_LANE_SIZE : n;
-		base = fi_xpu_shm_region(map, m->src_region, &size);
+		base = fi_xpu_shm_region(map, h->src_region, &size);
 		if (!fi_xpu_shm_peer_alive(map)) {
 			/* A departed sender, or one whose connection id was
 			 * reused since: never read from whoever holds it now. */
@@ -1090,8 +1172,17 @@ FI_XPU_FUNC void fi_xpu_shm_stream_tx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 				      struct fi_xpu_shm_msg *m)
 {
 	uint64_t consumed = fi_xpu_shm_ld(&m->consumed), room, n;
-	if (consumed > q->sent)
-		return; /* the receiver cannot be ahead: ignore the value */
+	if (consumed > q->sent || q->sent - consumed > FI_XPU_SHM_STAGE_LANE_SIZE) {
+		/* A receiver never takes more than was staged, nor lets more
+		 * than a lane be staged: the word was corrupted. The send
+		 * fails; progress retires it once the slot says FAILED, and
+		 * the receiver, seeing that state, fails its receive. */
+		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, q->flags,
+				    FI_XPU_SHM_P(void, q->context), q->len, -FI_EIO);
+		q->kind = FI_XPU_SHM_RDV_STAGED;
+		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED);
+		return;
+	}
 	room = FI_XPU_SHM_STAGE_LANE_SIZE - (q->sent - consumed);
 	n = q->len - q->sent < room ? q->len - q->sent : room;
 	if (n) {
@@ -1128,20 +1219,21 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 	if (head - tail > FI_XPU_SHM_INBOX_SLOTS)
 		head = tail + FI_XPU_SHM_INBOX_SLOTS;
 	for (pos = tail; pos != head; pos++) {
-		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, pos);
+		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, pos), h;
 		struct fi_xpu_shm_posted *best = 0;
 		if (fi_xpu_shm_ld(&m->seq) != pos + 1)
 			break;
 		if (fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_NEW)
 			continue;
+		fi_xpu_shm_msg_read(m, &h);
 		for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
 			struct fi_xpu_shm_posted *p = &ep->posted[i];
-			if (p->state == FI_XPU_SHM_POSTED_READY && fi_xpu_shm_matches(p, m) &&
+			if (p->state == FI_XPU_SHM_POSTED_READY && fi_xpu_shm_matches(p, &h) &&
 			    (!best || p->seq < best->seq))
 				best = p;
 		}
 		if (best)
-			fi_xpu_shm_deliver(ep, best, m);
+			fi_xpu_shm_deliver(ep, best, m, &h);
 	}
 	for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++)
 		if (ep->posted[i].state == FI_XPU_SHM_POSTED_ACTIVE)
@@ -1261,6 +1353,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 						       : sizeof(struct fi_cq_tagged_entry);
 		for (i = 0; i < q->nprog; i++)
 			fi_xpu_shm_progress(FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, q->prog[i]));
+		fi_xpu_shm_cq_take_remote(q);
 		fi_xpu_shm_report_overrun(r, q->size);
 		while (n < count) {
 			uint64_t t = fi_xpu_shm_ld(&r->tail);
@@ -1307,6 +1400,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 		return -FI_EINVAL;
 	if (rank == 0) {
 		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
+		fi_xpu_shm_cq_take_remote(q);
 		fi_xpu_shm_report_overrun(r, q->size);
 		for (;;) {
 			uint64_t t = fi_xpu_shm_ld(&r->tail);

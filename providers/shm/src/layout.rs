@@ -52,7 +52,9 @@ pub struct MrEntry {
     pub _pad: [u64; 2],
 }
 
-/// Completion ring header (heap); `size` entries of `Cqe` follow at +192.
+/// Completion ring header (private to the CQ's process, or in the heap for
+/// the ring that takes remote completions); `size` entries of `Cqe` follow
+/// at +192.
 #[repr(C)]
 pub struct CqRing {
     pub head: u64,
@@ -103,7 +105,8 @@ pub struct EpBlock {
     pub nonce: u64,
     pub ep_id: u64,
     pub caps: u64,
-    /// Heap offsets (0: none) of what remote operations complete into.
+    /// Heap offsets (0: none) of what remote operations complete into:
+    /// the remote-completion ring of the receive CQ, counters.
     pub rx_cq: u64,
     pub rem_write_cntr: u64,
     pub rem_read_cntr: u64,
@@ -217,7 +220,11 @@ pub struct EpDev {
     pub rdv: [Rdv; MAX_POSTED],
 }
 
-/// CQ device state (local); `fid_xpu.prov_ctx` points here.
+/// CQ device state (local); `fid_xpu.prov_ctx` points here. `ring` is
+/// private; `rring` (0 until the CQ takes remote events) is the ring of
+/// `size` entries in the shared heap that peers push remote completions
+/// into, drained by readers from position `rtail`; `rseen` is how many of
+/// its overflows have been carried over.
 #[repr(C)]
 pub struct CqDev {
     pub ring: u64,
@@ -226,7 +233,9 @@ pub struct CqDev {
     pub timeout_ms: i64,
     pub nprog: u64,
     pub prog: [u64; MAX_PROGRESS],
-    pub _pad: [u64; 3],
+    pub rring: u64,
+    pub rtail: u64,
+    pub rseen: u64,
 }
 
 /// One AV entry as the device sees it (for `readfrom`).

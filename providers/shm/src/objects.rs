@@ -7,7 +7,7 @@ use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
 use std::collections::HashMap;
-use std::mem::size_of;
+use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -156,13 +156,20 @@ enum Home {
     Host(#[allow(dead_code)] HostBuf),
 }
 
+/// A CQ's ring and device state are private to its process: peers cannot
+/// publish completions in it. A CQ that takes remote events (bound for
+/// receive) gets a second ring in the shared heap, the only part of it
+/// peers can write, which device reads drain into the private ring keeping
+/// only what a remote completion carries.
 pub struct Cq {
     home: Home,
     dev_home: Home,
     pub ring: usize,
     pub dev: usize,
-    pub ring_off: u64,
     pub ctx_id: u64,
+    ctx: *const XpuCtx,
+    /// The ring peers push remote completions into: (heap offset, bytes).
+    remote: Mutex<Option<(u64, u64)>>,
     format: i32,
     size: u64,
     /// Serialises host reads: taking an entry is a peek then a move of the
@@ -189,29 +196,24 @@ impl Cq {
             attr.format
         };
         let bytes = CQ_RING_HDR + size * size_of::<Cqe>() as u64;
-        let (home, ring, ring_off, dev_home, dev, ctx_id) = if ctx.is_null() {
+        let (home, ring, dev_home, dev, ctx_id) = if ctx.is_null() {
             let h = HostBuf::new(bytes as usize);
             let d = HostBuf::new(size_of::<CqDev>());
             let (r, dv) = (h.addr(), d.addr());
-            (Home::Host(h), r, 0, Home::Host(d), dv, 0)
+            (Home::Host(h), r, Home::Host(d), dv, 0)
         } else {
             let c = ctx_ref(ctx);
-            let (r, off) = c.heap_alloc(bytes)?;
+            let r = c.local_alloc(bytes)?;
             let dv = match c.local_alloc(size_of::<CqDev>() as u64) {
                 Ok(x) => x,
                 Err(e) => {
-                    c.heap_free(off, bytes);
+                    c.local_free(r);
                     return Err(e);
                 }
             };
             (
-                Home::Heap {
-                    ctx,
-                    off,
-                    size: bytes,
-                },
+                Home::Local { ctx, addr: r },
                 r,
-                off,
                 Home::Local { ctx, addr: dv },
                 dv,
                 c.id,
@@ -233,8 +235,9 @@ impl Cq {
             dev_home,
             ring,
             dev,
-            ring_off,
             ctx_id,
+            ctx,
+            remote: Mutex::new(None),
             format,
             size,
             reader: Mutex::new(()),
@@ -243,6 +246,29 @@ impl Cq {
 
     pub fn is_host(&self) -> bool {
         matches!(self.home, Home::Host(_))
+    }
+
+    /// Heap offset of the ring peers push remote completions into,
+    /// created on first use (device CQs only).
+    pub fn remote_ring(&self) -> Result<u64, i32> {
+        let mut g = self.remote.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((off, _)) = *g {
+            return Ok(off);
+        }
+        if self.ctx.is_null() {
+            return Err(-FI_EINVAL);
+        }
+        let bytes = CQ_RING_HDR + self.size * size_of::<Cqe>() as u64;
+        let (r, off) = ctx_ref(self.ctx).heap_alloc(bytes)?;
+        // SAFETY: a fresh zeroed heap allocation of a ring of `size` entries.
+        unsafe {
+            (*(r as *mut CqRing)).size = self.size;
+            (*(r as *mut CqRing)).format = self.format as u64;
+        }
+        // Published last: device readers start draining once they see it.
+        store(self.dev + offset_of!(CqDev, rring), r as u64);
+        *g = Some((off, bytes));
+        Ok(off)
     }
 
     fn entry(&self, pos: u64) -> *mut Cqe {
@@ -425,6 +451,9 @@ fn release(h: &Home) {
 
 impl Drop for Cq {
     fn drop(&mut self) {
+        if let Some((off, size)) = *self.remote.get_mut().unwrap_or_else(|p| p.into_inner()) {
+            ctx_ref(self.ctx).heap_free(off, size);
+        }
         release(&self.home);
         release(&self.dev_home);
     }
@@ -763,14 +792,19 @@ impl Ep {
         if !q.is_host() && q.ctx_id != ctx_ref(self.ctx).id {
             return Err(-FI_EINVAL);
         }
+        // Only a CQ bound for receive takes remote events (remote CQ data).
+        let remote = match flags & FI_RECV != 0 && !q.is_host() {
+            true => q.remote_ring()?,
+            false => 0,
+        };
         q.add_progress(self.dev)?;
         if flags & FI_TRANSMIT != 0 {
             store(self.dev + 40, q.dev as u64);
         }
         if flags & FI_RECV != 0 {
             store(self.dev + 48, q.dev as u64);
-            if !q.is_host() {
-                store(self.block + 32, q.ring_off);
+            if remote != 0 {
+                store(self.block + 32, remote);
             }
         }
         self.cqs.push(cq);
