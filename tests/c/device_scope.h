@@ -180,6 +180,8 @@ static void sc_kernel(void *arg)
 		after = fi_xpu_cntr_read(env->cntr, scope);
 		if (item == 0)
 			env->cntr_moved = after - before;
+		/* Nothing the next phases post may count before it was read. */
+		fi_xpu_arch_barrier(FI_XPU_DEVICE);
 		/* Nobody can reach it: every member times out, together. */
 		rc[3] = fi_xpu_cntr_wait(env->cntr, UINT64_MAX / 2, 20, scope);
 	}
