@@ -50,7 +50,7 @@ struct card {
 
 struct bench {
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_ep *hep;
@@ -82,7 +82,7 @@ static void xfer(int sock, const void *out, void *in, size_t len)
 static void setup(struct bench *b)
 {
 	struct fi_xpu_info *info, *i;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 1024, .format = FI_CQ_FORMAT_CONTEXT, .timeout = 10000 };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	struct card mine;
@@ -103,7 +103,7 @@ static void setup(struct bench *b)
 	}
 	CHECK(fi_xpu_domain(i, NULL, &b->dom, NULL));
 	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx(b->dom, &xattr, &b->ctx, NULL));
+	CHECK(fi_xpu_ctx_open(b->dom, &xattr, &b->ctx, NULL));
 	CHECK(fi_xpu_av_open(b->dom, NULL, &b->av, NULL));
 	cattr.xpu_ctx = b->ctx;
 	CHECK(fi_xpu_cq_open(b->dom, &cattr, &b->hcq, NULL));

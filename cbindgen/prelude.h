@@ -248,3 +248,7 @@ struct fi_cq_err_entry {
 
 /* fi_xpu's own version macro, in the style of FI_VERSION. */
 #define FI_XPU_VERSION(major, minor) (((major) << 16) | (minor))
+
+/* Scope values, flags, provider ids and device handles: shared with
+ * libfabric's <rdma/fi_xpu.h>, which is used when present. */
+#include <fi_xpu/handles.h>

@@ -35,7 +35,7 @@ struct card {
 
 struct peer {
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_ep *hep;
@@ -72,7 +72,7 @@ static void drain(struct peer *p, int n)
 static void setup(struct peer *p, int sock, size_t max)
 {
 	struct fi_xpu_info *info, *i;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 256, .flags = 0, .format = FI_CQ_FORMAT_CONTEXT,
 					.timeout = -1, .xpu_ctx = NULL };
 	struct fi_xpu_ep_attr eattr = { 0 };
@@ -95,7 +95,7 @@ static void setup(struct peer *p, int sock, size_t max)
 	}
 	CHECK(fi_xpu_domain(i, NULL, &p->dom, NULL));
 	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx(p->dom, &xattr, &p->ctx, NULL));
+	CHECK(fi_xpu_ctx_open(p->dom, &xattr, &p->ctx, NULL));
 	CHECK(fi_xpu_av_open(p->dom, NULL, &p->av, NULL));
 	cattr.xpu_ctx = p->ctx;
 	CHECK(fi_xpu_cq_open(p->dom, &cattr, &p->hcq, NULL));

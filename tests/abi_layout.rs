@@ -237,19 +237,57 @@ fn expected_from_rust() -> Vec<String> {
             "offsetof(struct fid_xpu,prov_ctx) {}",
             offset_of!(fid_xpu, prov_ctx)
         ),
-        format!("sizeof(struct fi_xpu_attr) {}", size_of::<fi_xpu_attr>()),
         format!(
-            "offsetof(struct fi_xpu_attr,ops) {}",
-            offset_of!(fi_xpu_attr, ops)
-        ),
-        format!("sizeof(struct fi_xpu_ops) {}", size_of::<fi_xpu_ops>()),
-        format!(
-            "offsetof(struct fi_xpu_ops,export_dmabuf) {}",
-            offset_of!(fi_xpu_ops, export_dmabuf)
+            "offsetof(struct fid_xpu,fclass) {}",
+            offset_of!(fid_xpu, fclass)
         ),
         format!(
-            "sizeof(struct fi_xpu_ctx_attr) {}",
-            size_of::<fi_xpu_ctx_attr>()
+            "offsetof(struct fid_xpu,prov_id) {}",
+            offset_of!(fid_xpu, prov_id)
+        ),
+        format!("sizeof(struct fid_xpu_ep) {}", size_of::<fid_xpu_ep>()),
+        format!("sizeof(struct fid_xpu_cq) {}", size_of::<fid_xpu_cq>()),
+        format!("sizeof(struct fid_xpu_cntr) {}", size_of::<fid_xpu_cntr>()),
+    ]);
+    for (n, x) in [
+        ("FI_XPU_WORK_ITEM", FI_XPU_WORK_ITEM as u64),
+        ("FI_XPU_SUBGROUP", FI_XPU_SUBGROUP as u64),
+        ("FI_XPU_WORK_GROUP", FI_XPU_WORK_GROUP as u64),
+        ("FI_XPU_DEVICE", FI_XPU_DEVICE as u64),
+        ("FI_XPU_ALLOC_DMABUF", FI_XPU_ALLOC_DMABUF),
+        ("FI_XPU_IMPORT_IOMEMORY", FI_XPU_IMPORT_IOMEMORY),
+        ("FI_XPU_IMPORT_DEVICEMAP", FI_XPU_IMPORT_DEVICEMAP),
+        ("FI_XPU_CAP_EP", FI_XPU_CAP_EP),
+        ("FI_XPU_CAP_CQ", FI_XPU_CAP_CQ),
+        ("FI_XPU_CAP_CNTR", FI_XPU_CAP_CNTR),
+        ("FI_XPU_PROV_EFA", FI_XPU_PROV_EFA.into()),
+        ("FI_XPU_PROV_INTREE_BASE", FI_XPU_PROV_INTREE_BASE.into()),
+        ("FI_XPU_PROV_SHM", FI_XPU_PROV_SHM.into()),
+        ("FI_XPU_PROV_OFI", FI_XPU_PROV_OFI.into()),
+        ("FI_XPU_PROV_USER_BASE", FI_XPU_PROV_USER_BASE.into()),
+    ] {
+        v.push(format!("{n} {x}"));
+    }
+    v.extend([
+        format!(
+            "sizeof(struct fi_xpu_ctx_open_attr) {}",
+            size_of::<fi_xpu_ctx_open_attr>()
+        ),
+        format!(
+            "offsetof(struct fi_xpu_ctx_open_attr,ops) {}",
+            offset_of!(fi_xpu_ctx_open_attr, ops)
+        ),
+        format!(
+            "sizeof(struct fi_xpu_mem_ops) {}",
+            size_of::<fi_xpu_mem_ops>()
+        ),
+        format!(
+            "offsetof(struct fi_xpu_mem_ops,export_dmabuf) {}",
+            offset_of!(fi_xpu_mem_ops, export_dmabuf)
+        ),
+        format!(
+            "sizeof(struct fi_xpu_ctx_info) {}",
+            size_of::<fi_xpu_ctx_info>()
         ),
         format!("sizeof(struct fi_xpu_info) {}", size_of::<fi_xpu_info>()),
         format!(

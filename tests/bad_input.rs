@@ -98,7 +98,7 @@ fn log_lines_follow_fi_xpu_log_level() {
     assert!(
         lines
             .iter()
-            .any(|l| l.starts_with("fi_xpu:core:warn: struct fi_xpu_ops: size 1")),
+            .any(|l| l.starts_with("fi_xpu:core:warn: struct fi_xpu_mem_ops: size 1")),
         "{stderr}"
     );
     assert!(!lines.iter().any(|l| l.contains(":debug:")), "{stderr}");

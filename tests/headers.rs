@@ -26,6 +26,31 @@ const LIBFABRIC: &[&str] = &[
     "fi_cq_format",
 ];
 
+/// Defined by include/fi_xpu/handles.h (libfabric's `<rdma/fi_xpu.h>` when
+/// present, identical stand-ins otherwise), never emitted here;
+/// tests/abi_layout.rs checks them against the Rust values.
+const SHARED_WITH_UPSTREAM: &[&str] = &[
+    "FI_XPU_WORK_ITEM",
+    "FI_XPU_SUBGROUP",
+    "FI_XPU_WORK_GROUP",
+    "FI_XPU_DEVICE",
+    "FI_XPU_ALLOC_DMABUF",
+    "FI_XPU_IMPORT_IOMEMORY",
+    "FI_XPU_IMPORT_DEVICEMAP",
+    "FI_XPU_CAP_EP",
+    "FI_XPU_CAP_CQ",
+    "FI_XPU_CAP_CNTR",
+    "FI_XPU_PROV_EFA",
+    "FI_XPU_PROV_INTREE_BASE",
+    "FI_XPU_PROV_SHM",
+    "FI_XPU_PROV_OFI",
+    "FI_XPU_PROV_USER_BASE",
+    "fid_xpu",
+    "fid_xpu_ep",
+    "fid_xpu_cq",
+    "fid_xpu_cntr",
+];
+
 fn config(guard: &str, after_includes: String, also_exclude: &[&str]) -> cbindgen::Config {
     let mut c = cbindgen::Config {
         language: cbindgen::Language::C,
@@ -110,8 +135,19 @@ fn public_header() -> String {
         "src/capi/mod.rs",
     ];
     let consts = libfabric_consts();
-    let excl: Vec<&str> = consts.iter().map(String::as_str).collect();
-    generate(&sources, config("FI_XPU_H", prelude, &excl))
+    let excl: Vec<&str> = consts
+        .iter()
+        .map(String::as_str)
+        .chain(SHARED_WITH_UPSTREAM.iter().copied())
+        .collect();
+    let mut c = config("FI_XPU_INCLUDED_FI_XPU_H", prelude, &excl);
+    for t in SHARED_WITH_UPSTREAM
+        .iter()
+        .filter(|t| t.starts_with("fid_"))
+    {
+        c.export.rename.insert(t.to_string(), format!("struct {t}"));
+    }
+    generate(&sources, c)
 }
 
 /// Every constant of the libfabric mirror, so none is emitted twice.
@@ -125,7 +161,7 @@ fn libfabric_consts() -> Vec<String> {
 
 fn provider_header() -> String {
     let prelude = "#include <fi_xpu.h>\n".to_string();
-    let mut c = config("FI_XPU_PROVIDER_H", prelude, &[]);
+    let mut c = config("FI_XPU_INCLUDED_PROVIDER_H", prelude, &[]);
     for t in declared_types(&["abi/src/public.rs"]) {
         c.export.rename.insert(t.clone(), format!("struct {t}"));
     }

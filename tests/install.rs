@@ -39,8 +39,8 @@ int main(void)
 {
     struct fi_xpu_info *info, *i, *shm = NULL;
     struct fid_xpu_domain *domain;
-    struct fid_xpu_ctx *ctx;
-    struct fi_xpu_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+    struct fid_xpu_host_ctx *ctx;
+    struct fi_xpu_ctx_open_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
     void *buf;
     int fd = -1;
     uint64_t offset = 1;
@@ -58,7 +58,7 @@ int main(void)
         return 1;
     }
     CHECK(fi_xpu_domain(shm, NULL, &domain, NULL), 0);
-    CHECK(fi_xpu_ctx(domain, &attr, &ctx, NULL), 0);
+    CHECK(fi_xpu_ctx_open(domain, &attr, &ctx, NULL), 0);
     CHECK(fi_xpu_alloc(ctx, 4096, 0, FI_XPU_ALLOC_DMABUF, &buf, &fd, &offset), 0);
     if (fd < 0 || offset != 0) {
         fprintf(stderr, "DMA-BUF allocation gave fd %d offset %llu\n", fd,
@@ -352,6 +352,64 @@ fn version_script_lists_every_export() {
     );
 }
 
+/// Paths, relative to a prefix, that libfabric installs: those of the
+/// installed libfabric packages (when dpkg knows them) and the FI_XPU files
+/// of libfabric's main branch.
+fn libfabric_paths() -> std::collections::BTreeSet<PathBuf> {
+    let mut set: std::collections::BTreeSet<PathBuf> = [
+        "include/rdma/fi_xpu.h",
+        "include/rdma/fi_xpu_device.h",
+        "share/man/man3/fi_xpu.3",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    let o = Command::new("dpkg")
+        .args(["-L", "libfabric-dev", "libfabric1", "libfabric-bin"])
+        .output();
+    if let Ok(o) = o {
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            if let Some(rel) = l.strip_prefix("/usr/") {
+                set.insert(PathBuf::from(rel.trim_end_matches(".gz")));
+            }
+        }
+    }
+    set
+}
+
+fn installed_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() && !p.is_symlink() {
+            installed_files(root, &p, out);
+        } else {
+            out.push(p.strip_prefix(root).unwrap().to_path_buf());
+        }
+    }
+}
+
+/// Nothing fi_xpu installs sits where libfabric installs a file, and
+/// nothing goes under libfabric's `include/rdma/`.
+fn assert_nothing_at_libfabric_paths(prefix: &Path) {
+    let theirs = libfabric_paths();
+    assert!(theirs.contains(Path::new("include/rdma/fi_xpu.h")));
+    let mut ours = Vec::new();
+    installed_files(prefix, prefix, &mut ours);
+    assert!(ours.len() > 10, "{ours:?}");
+    let clash: Vec<&PathBuf> = ours
+        .iter()
+        .filter(|p| {
+            theirs.contains(*p)
+                || theirs.contains(&PathBuf::from(p.to_string_lossy().trim_end_matches(".gz")))
+                || p.starts_with("include/rdma")
+        })
+        .collect();
+    assert!(
+        clash.is_empty(),
+        "installed over libfabric's files: {clash:?}"
+    );
+}
+
 #[test]
 fn installed_tree_works_alone() {
     for tool in ["pkg-config", "cmake", "man", "nm", "objcopy"] {
@@ -449,6 +507,8 @@ fn installed_tree_works_alone() {
     assert!(out.contains("provider: shm"), "{out}");
     assert!(out.contains(&shm.display().to_string()), "{out}");
 
+    assert_nothing_at_libfabric_paths(&prefix);
+
     // Headers, byte for byte, and one rendered man page per source.
     for (p, rel) in common::public_headers() {
         let installed = prefix.join("include").join(rel);
@@ -483,7 +543,7 @@ fn installed_tree_works_alone() {
     assert_eq!(found.len(), names.len(), "{names:?} -> {found:?}");
     for (name, want) in [
         ("fi_xpu_free", "man3/fi_xpu_alloc.3"),
-        ("fi_xpu_cq_open", "man3/fi_xpu_ctx.3"),
+        ("fi_xpu_cq_open", "man3/fi_xpu_ctx_open.3"),
         ("fi_xpu_write", "man3/fi_xpu_device.3"),
     ] {
         let path = &man_lookup(&man_root, &[name.to_string()])[0];

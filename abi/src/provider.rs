@@ -2,14 +2,14 @@
 //!
 //! A plugin is a shared object `libfi_xpu-<name>.so` that exports
 //! `fi_xpu_prov_ini`, a function returning a pointer to a static
-//! `struct fi_xpu_provider`. The core checks the descriptor's version and size,
+//! `struct fi_xpu_prov_desc`. The core checks the descriptor's version and size,
 //! calls `init` with its table of core services, and from then on calls the
 //! entry points with the provider's own opaque handles. The core validates
 //! every argument that came from the application before a provider sees it.
 use crate::libfabric::{fi_addr_t, fi_cq_err_entry, fi_hmem_iface};
 use crate::public::{
-    fi_xpu_av_attr, fi_xpu_cntr_attr, fi_xpu_cq_attr, fi_xpu_ctx_attr, fi_xpu_domain_attr,
-    fi_xpu_ep_attr, fid_xpu, fid_xpu_ctx,
+    fi_xpu_av_attr, fi_xpu_cntr_attr, fi_xpu_cq_attr, fi_xpu_ctx_info, fi_xpu_domain_attr,
+    fi_xpu_ep_attr, fid_xpu, fid_xpu_host_ctx,
 };
 use std::ffi::{c_char, c_int, c_void};
 
@@ -32,7 +32,7 @@ pub struct fi_xpu_prov_ctx_args {
     pub iface: fi_hmem_iface,
     pub device: u64,
     /// The application's handle: pass it to the core's memory services.
-    pub core_ctx: *mut fid_xpu_ctx,
+    pub core_ctx: *mut fid_xpu_host_ctx,
 }
 
 /// Arguments of a memory registration.
@@ -49,7 +49,7 @@ pub struct fi_xpu_prov_mr_args {
     pub iface: fi_hmem_iface,
     pub device: u64,
     /// The context the memory belongs to, or NULL for plain host memory.
-    pub core_ctx: *mut fid_xpu_ctx,
+    pub core_ctx: *mut fid_xpu_host_ctx,
 }
 
 /// Services the core offers every provider. Memory services take the
@@ -63,7 +63,7 @@ pub struct fi_xpu_core {
     pub log_enabled: Option<unsafe extern "C" fn(level: c_int) -> c_int>,
     pub mem_alloc: Option<
         unsafe extern "C" fn(
-            ctx: *mut fid_xpu_ctx,
+            ctx: *mut fid_xpu_host_ctx,
             size: u64,
             alignment: u64,
             flags: u64,
@@ -74,7 +74,7 @@ pub struct fi_xpu_core {
     >,
     pub mem_import: Option<
         unsafe extern "C" fn(
-            ctx: *mut fid_xpu_ctx,
+            ctx: *mut fid_xpu_host_ctx,
             host_addr: *mut c_void,
             fd: c_int,
             offset: u64,
@@ -84,12 +84,13 @@ pub struct fi_xpu_core {
         ) -> c_int,
     >,
     pub mem_unimport:
-        Option<unsafe extern "C" fn(ctx: *mut fid_xpu_ctx, dev_addr: *mut c_void) -> c_int>,
-    pub mem_free: Option<unsafe extern "C" fn(ctx: *mut fid_xpu_ctx, addr: *mut c_void) -> c_int>,
+        Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int>,
+    pub mem_free:
+        Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int>,
     /// A DMA-BUF fd (owned by the caller) and offset for `[addr, addr+size)`.
     pub mem_export: Option<
         unsafe extern "C" fn(
-            ctx: *mut fid_xpu_ctx,
+            ctx: *mut fid_xpu_host_ctx,
             addr: *mut c_void,
             size: u64,
             fd: *mut c_int,
@@ -104,10 +105,10 @@ pub type fi_xpu_prov_handle = *mut c_void;
 /// The descriptor `fi_xpu_prov_ini` returns. Fields up to and including
 /// `ep_close` are required (non-NULL) in ABI 1.0.
 #[repr(C)]
-pub struct fi_xpu_provider {
+pub struct fi_xpu_prov_desc {
     pub abi_major: u32,
     pub abi_minor: u32,
-    /// `sizeof(struct fi_xpu_provider)` as the plugin was built.
+    /// `sizeof(struct fi_xpu_prov_desc)` as the plugin was built.
     pub size: usize,
     pub name: *const c_char,
     pub version: u32,
@@ -143,7 +144,7 @@ pub struct fi_xpu_provider {
         ) -> c_int,
     >,
     pub ctx_query:
-        Option<unsafe extern "C" fn(ctx: fi_xpu_prov_handle, attr: *mut fi_xpu_ctx_attr) -> c_int>,
+        Option<unsafe extern "C" fn(ctx: fi_xpu_prov_handle, attr: *mut fi_xpu_ctx_info) -> c_int>,
     pub ctx_close: Option<unsafe extern "C" fn(ctx: fi_xpu_prov_handle) -> c_int>,
 
     pub av_open: Option<
@@ -280,7 +281,7 @@ pub struct fi_xpu_provider {
 }
 
 /// Smallest descriptor the core accepts: through `ep_close`.
-pub const FI_XPU_PROV_MIN_SIZE: usize = std::mem::size_of::<fi_xpu_provider>();
+pub const FI_XPU_PROV_MIN_SIZE: usize = std::mem::size_of::<fi_xpu_prov_desc>();
 
 /// `cntr_host_update` selectors.
 pub const FI_XPU_CNTR_ADD: u32 = 0;
@@ -288,4 +289,4 @@ pub const FI_XPU_CNTR_SET: u32 = 1;
 pub const FI_XPU_CNTR_ERR: u32 = 2;
 
 /// The one symbol a plugin exports.
-pub type fi_xpu_prov_ini_fn = unsafe extern "C" fn() -> *const fi_xpu_provider;
+pub type fi_xpu_prov_ini_fn = unsafe extern "C" fn() -> *const fi_xpu_prov_desc;

@@ -29,31 +29,34 @@ pub const FI_XPU_IMPORT_DEVICEMAP: u64 = 1 << 1;
 /// `offset`; `host_addr` may be NULL.
 pub const FI_XPU_IMPORT_DMABUF: u64 = 1 << 2;
 
-/// Context capabilities returned by `fi_xpu_ctx_query`.
+/// Context capabilities returned by `fi_xpu_ctx_getinfo`.
 pub const FI_XPU_CAP_EP: u64 = 1 << 0;
 pub const FI_XPU_CAP_CQ: u64 = 1 << 1;
 pub const FI_XPU_CAP_CNTR: u64 = 1 << 2;
 pub const FI_XPU_CAP_WR: u64 = 1 << 3;
 
 /// Provider identifiers for device-side dispatch (`fid_xpu.prov_id`).
-/// 1 is upstream's EFA; 2 and 3 are the in-tree providers; ids from
-/// `FI_XPU_PROV_USER_BASE` up are free for out-of-tree providers.
+/// 0 is reserved; 1 to 0xffff are libfabric's `enum fi_xpu_provider` (1 is
+/// its EFA), never assigned here; fi_xpu's in-tree providers sit from
+/// `FI_XPU_PROV_INTREE_BASE`; ids from `FI_XPU_PROV_USER_BASE` up are free
+/// for out-of-tree providers.
 pub const FI_XPU_PROV_EFA: u32 = 1;
-pub const FI_XPU_PROV_SHM: u32 = 2;
-pub const FI_XPU_PROV_OFI: u32 = 3;
-pub const FI_XPU_PROV_USER_BASE: u32 = 128;
+pub const FI_XPU_PROV_INTREE_BASE: u32 = 0x1_0000;
+pub const FI_XPU_PROV_SHM: u32 = FI_XPU_PROV_INTREE_BASE + 1;
+pub const FI_XPU_PROV_OFI: u32 = FI_XPU_PROV_INTREE_BASE + 2;
+pub const FI_XPU_PROV_USER_BASE: u32 = 0x2_0000;
 
 /// `fid.fclass` of an XPU context (`FI_CLASS_*` has no value for it in
 /// libfabric 1.x; this one cannot collide with theirs).
 pub const FI_XPU_CLASS_CTX: usize = 0x5843_5800;
 
-/// Memory callbacks an application may supply in `fi_xpu_attr.ops`.
+/// Memory callbacks an application may supply in `fi_xpu_ctx_open_attr.ops`.
 /// `size` is `sizeof` the struct the caller was built with: fields past it are
 /// taken as absent. `import` takes the DMA-BUF `fd`/`offset` pair (extension);
 /// `export_dmabuf` (extension, optional) turns an address range the device owns into
 /// a DMA-BUF fd, so memory not allocated through `alloc` can still be shared.
 #[repr(C)]
-pub struct fi_xpu_ops {
+pub struct fi_xpu_mem_ops {
     pub size: usize,
     pub alloc: Option<
         unsafe extern "C" fn(
@@ -90,18 +93,18 @@ pub struct fi_xpu_ops {
     >,
 }
 
-/// Input to `fi_xpu_ctx`: which device, and optionally how to reach its memory.
+/// Input to `fi_xpu_ctx_open`: which device, and optionally how to reach its memory.
 #[repr(C)]
-pub struct fi_xpu_attr {
+pub struct fi_xpu_ctx_open_attr {
     pub iface: fi_hmem_iface,
     pub device: u64,
-    pub ops: *mut fi_xpu_ops,
+    pub ops: *mut fi_xpu_mem_ops,
 }
 
-/// Output of `fi_xpu_ctx_query`.
+/// Output of `fi_xpu_ctx_getinfo`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct fi_xpu_ctx_attr {
+pub struct fi_xpu_ctx_info {
     pub caps: u64,
     pub av_addr_size: usize,
     pub mr_desc_size: usize,
@@ -148,7 +151,7 @@ pub struct fid_xpu_domain {
 
 /// Host object: one device (iface + ordinal + memory operations).
 #[repr(C)]
-pub struct fid_xpu_ctx {
+pub struct fid_xpu_host_ctx {
     pub fid: fid,
 }
 
@@ -232,7 +235,7 @@ pub struct fi_xpu_cq_attr {
     /// negative: no limit.
     pub timeout: c_int,
     /// Set: an XPU CQ readable by kernels. NULL: a host CQ.
-    pub xpu_ctx: *mut fid_xpu_ctx,
+    pub xpu_ctx: *mut fid_xpu_host_ctx,
 }
 
 /// Input to `fi_xpu_cntr_open`.
@@ -240,7 +243,7 @@ pub struct fi_xpu_cq_attr {
 pub struct fi_xpu_cntr_attr {
     pub flags: u64,
     /// Set: an XPU counter readable by kernels. NULL: a host counter.
-    pub xpu_ctx: *mut fid_xpu_ctx,
+    pub xpu_ctx: *mut fid_xpu_host_ctx,
 }
 
 /// Input to `fi_xpu_endpoint`.
@@ -253,5 +256,5 @@ pub struct fi_xpu_ep_attr {
     pub rx_size: usize,
     pub flags: u64,
     /// The device that posts on this endpoint (required).
-    pub xpu_ctx: *mut fid_xpu_ctx,
+    pub xpu_ctx: *mut fid_xpu_host_ctx,
 }

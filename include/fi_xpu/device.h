@@ -82,8 +82,8 @@
  * the members where the provider moves the data itself (shm), and every
  * member gets the same status.
  */
-#ifndef FI_XPU_DEVICE_H
-#define FI_XPU_DEVICE_H
+#ifndef FI_XPU_INCLUDED_DEVICE_H
+#define FI_XPU_INCLUDED_DEVICE_H
 
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
@@ -403,4 +403,4 @@ fi_xpu_coop_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc
 #pragma GCC diagnostic pop
 #endif
 
-#endif /* FI_XPU_DEVICE_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_H */

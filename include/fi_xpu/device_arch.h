@@ -98,8 +98,8 @@
  * broadcast, and everything in fi_xpu/device_coop.h) the same number of
  * times with the same scope, as with __syncthreads().
  */
-#ifndef FI_XPU_DEVICE_ARCH_H
-#define FI_XPU_DEVICE_ARCH_H
+#ifndef FI_XPU_INCLUDED_DEVICE_ARCH_H
+#define FI_XPU_INCLUDED_DEVICE_ARCH_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -992,4 +992,4 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_broadcast_u64(int scope, uint64_t *value)
 #endif
 }
 
-#endif /* FI_XPU_DEVICE_ARCH_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_ARCH_H */

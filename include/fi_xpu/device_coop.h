@@ -40,8 +40,8 @@
  * -FI_EOPNOTSUPP for a scope the target cannot run cooperatively
  * (FI_XPU_DEVICE on GPUs); nothing is reserved or copied then.
  */
-#ifndef FI_XPU_DEVICE_COOP_H
-#define FI_XPU_DEVICE_COOP_H
+#ifndef FI_XPU_INCLUDED_DEVICE_COOP_H
+#define FI_XPU_INCLUDED_DEVICE_COOP_H
 
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_group.h>
@@ -222,4 +222,4 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t threshold, int
 	return (int)fi_xpu_group_share(&g, ret);
 }
 
-#endif /* FI_XPU_DEVICE_COOP_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_COOP_H */

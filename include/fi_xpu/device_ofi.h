@@ -22,8 +22,8 @@
  * Operations complete asynchronously: wait on the CQ or counter, or call
  * fi_xpu_flush, before reusing a source buffer or reading a result.
  */
-#ifndef FI_XPU_DEVICE_OFI_H
-#define FI_XPU_DEVICE_OFI_H
+#ifndef FI_XPU_INCLUDED_DEVICE_OFI_H
+#define FI_XPU_INCLUDED_DEVICE_OFI_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -707,4 +707,4 @@ FI_XPU_FUNC int fi_xpu_cntr_wait_ofi(struct fid_xpu_cntr *c, uint64_t threshold,
 				     FI_XPU_OFI_SYS);
 }
 
-#endif /* FI_XPU_DEVICE_OFI_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_OFI_H */

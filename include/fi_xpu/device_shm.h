@@ -16,8 +16,8 @@
  *              the context's record of that peer).
  *   desc       points to the 32 bytes fi_xpu_mr_desc wrote, or is NULL.
  */
-#ifndef FI_XPU_DEVICE_SHM_H
-#define FI_XPU_DEVICE_SHM_H
+#ifndef FI_XPU_INCLUDED_DEVICE_SHM_H
+#define FI_XPU_INCLUDED_DEVICE_SHM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -1754,4 +1754,4 @@ FI_XPU_FUNC int fi_xpu_cntr_wait_shm(struct fid_xpu_cntr *c, uint64_t threshold,
 				     FI_XPU_SHM_SYS);
 }
 
-#endif /* FI_XPU_DEVICE_SHM_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_SHM_H */

@@ -25,13 +25,13 @@ extern "C" {
         domain: *mut *mut fid_xpu_domain,
         context: *mut c_void,
     ) -> c_int;
-    fn fi_xpu_ctx(
+    fn fi_xpu_ctx_open(
         domain: *mut fid_xpu_domain,
-        attr: *const fi_xpu_attr,
-        ctx: *mut *mut fid_xpu_ctx,
+        attr: *const fi_xpu_ctx_open_attr,
+        ctx: *mut *mut fid_xpu_host_ctx,
         context: *mut c_void,
     ) -> c_int;
-    fn fi_xpu_ctx_query(ctx: *mut fid_xpu_ctx, attr: *mut fi_xpu_ctx_attr) -> c_int;
+    fn fi_xpu_ctx_getinfo(ctx: *mut fid_xpu_host_ctx, attr: *mut fi_xpu_ctx_info) -> c_int;
     fn fi_xpu_close(obj: *mut fid) -> c_int;
 }
 
@@ -195,7 +195,7 @@ fn name_of(info: &fi_xpu_info) -> String {
 }
 
 /// What a context on system memory reports, through domain, ctx and query.
-fn query_system_ctx(info: &fi_xpu_info) -> Result<fi_xpu_ctx_attr, String> {
+fn query_system_ctx(info: &fi_xpu_info) -> Result<fi_xpu_ctx_info, String> {
     if info.ifaces & (1u64 << FI_HMEM_SYSTEM) == 0 {
         return Err("not queried: the provider does not serve system memory".into());
     }
@@ -206,24 +206,24 @@ fn query_system_ctx(info: &fi_xpu_info) -> Result<fi_xpu_ctx_attr, String> {
     if ret != 0 {
         return Err(fail("fi_xpu_domain", ret));
     }
-    let attr = fi_xpu_attr {
+    let attr = fi_xpu_ctx_open_attr {
         iface: FI_HMEM_SYSTEM,
         device: 0,
         ops: std::ptr::null_mut(),
     };
     let mut ctx = std::ptr::null_mut();
     // SAFETY: `domain` was just opened; `attr` is valid for the call.
-    let ret = unsafe { fi_xpu_ctx(domain, &attr, &mut ctx, std::ptr::null_mut()) };
+    let ret = unsafe { fi_xpu_ctx_open(domain, &attr, &mut ctx, std::ptr::null_mut()) };
     let result = if ret != 0 {
-        Err(fail("fi_xpu_ctx", ret))
+        Err(fail("fi_xpu_ctx_open", ret))
     } else {
-        let mut out = fi_xpu_ctx_attr::default();
+        let mut out = fi_xpu_ctx_info::default();
         // SAFETY: `ctx` was just opened; `out` is a valid out-pointer.
-        let ret = unsafe { fi_xpu_ctx_query(ctx, &mut out) };
+        let ret = unsafe { fi_xpu_ctx_getinfo(ctx, &mut out) };
         // SAFETY: closing the context opened above, once.
         unsafe { fi_xpu_close(ctx as *mut fid) };
         if ret != 0 {
-            Err(fail("fi_xpu_ctx_query", ret))
+            Err(fail("fi_xpu_ctx_getinfo", ret))
         } else {
             Ok(out)
         }

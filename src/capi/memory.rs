@@ -6,7 +6,7 @@ use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 use std::os::fd::IntoRawFd;
 
-fn ctx_of(ctx: *mut fid_xpu_ctx) -> Result<Use> {
+fn ctx_of(ctx: *mut fid_xpu_host_ctx) -> Result<Use> {
     lookup(ctx as *const c_void, Kind::Ctx)
 }
 
@@ -58,7 +58,7 @@ pub(crate) fn import(
 /// Out-pointers are valid (`fd`/`offset` may be NULL without the flag).
 #[no_mangle]
 pub unsafe extern "C" fn fi_xpu_alloc(
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
     size: u64,
     alignment: u64,
     flags: u64,
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn fi_xpu_alloc(
 /// `dev_addr` is a valid out-pointer; `host_addr`, when used, is mapped.
 #[no_mangle]
 pub unsafe extern "C" fn fi_xpu_import(
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
     host_addr: *mut c_void,
     fd: c_int,
     offset: u64,
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn fi_xpu_import(
 /// Undoes one `fi_xpu_import`; `FI_EBUSY` while a registration overlaps
 /// the memory and this is the last import at that address.
 #[no_mangle]
-pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_ctx, dev_addr: *mut c_void) -> c_int {
+pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
         let mem = c.memory.as_ref().expect("contexts have memory");
@@ -111,7 +111,7 @@ pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_ctx, dev_addr: *mut c_void) 
 /// Frees memory from `fi_xpu_alloc`; `FI_EBUSY` while a registration
 /// overlaps it.
 #[no_mangle]
-pub extern "C" fn fi_xpu_free(ctx: *mut fid_xpu_ctx, addr: *mut c_void) -> c_int {
+pub extern "C" fn fi_xpu_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
         let mem = c.memory.as_ref().expect("contexts have memory");

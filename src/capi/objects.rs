@@ -100,13 +100,13 @@ pub unsafe extern "C" fn fi_xpu_domain(
 /// Creates the XPU context of one device.
 ///
 /// # Safety
-/// `attr` points to a valid `fi_xpu_attr` whose `ops`, if set, points to a
+/// `attr` points to a valid `fi_xpu_ctx_open_attr` whose `ops`, if set, points to a
 /// struct of at least its `size` bytes; `ctx` is a valid out-pointer.
 #[no_mangle]
-pub unsafe extern "C" fn fi_xpu_ctx(
+pub unsafe extern "C" fn fi_xpu_ctx_open(
     domain: *mut fid_xpu_domain,
-    attr: *const fi_xpu_attr,
-    ctx: *mut *mut fid_xpu_ctx,
+    attr: *const fi_xpu_ctx_open_attr,
+    ctx: *mut *mut fid_xpu_host_ctx,
     context: *mut c_void,
 ) -> c_int {
     guard(|| {
@@ -142,12 +142,12 @@ pub unsafe extern "C" fn fi_xpu_ctx(
         let args = fi_xpu_prov_ctx_args {
             iface: attr.iface,
             device: attr.device,
-            core_ctx: shell as *mut fid_xpu_ctx,
+            core_ctx: shell as *mut fid_xpu_host_ctx,
         };
         let mut h = std::ptr::null_mut();
         let ret = prov_call!(prov, ctx_open(dom.handle(), &args, &mut h));
         object::finish_pending(shell, Error::check(ret).map(|_| h))?;
-        put(ctx, shell as *mut fid_xpu_ctx);
+        put(ctx, shell as *mut fid_xpu_host_ctx);
         Ok(0)
     })
 }
@@ -157,14 +157,14 @@ pub unsafe extern "C" fn fi_xpu_ctx(
 /// # Safety
 /// `attr` is a valid out-pointer.
 #[no_mangle]
-pub unsafe extern "C" fn fi_xpu_ctx_query(
-    ctx: *mut fid_xpu_ctx,
-    attr: *mut fi_xpu_ctx_attr,
+pub unsafe extern "C" fn fi_xpu_ctx_getinfo(
+    ctx: *mut fid_xpu_host_ctx,
+    attr: *mut fi_xpu_ctx_info,
 ) -> c_int {
     guard(|| {
         non_null(attr)?;
         let c = lookup(ctx as *const c_void, Kind::Ctx)?;
-        let mut out = fi_xpu_ctx_attr::default();
+        let mut out = fi_xpu_ctx_info::default();
         Error::check(prov_call!(c.prov, ctx_query(c.handle(), &mut out)))?;
         put(attr, out);
         Ok(0)
@@ -294,7 +294,7 @@ fn size_query(buf: *mut c_void, len: *mut usize) -> Result<usize> {
 fn raw_query(
     obj: *const c_void,
     kind: Kind,
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
     buf: *mut c_void,
     len: *mut usize,
     flags: u64,
@@ -322,7 +322,7 @@ pub unsafe extern "C" fn fi_xpu_av_lookup(
     buf: *mut c_void,
     len: *mut usize,
     flags: u64,
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
 ) -> c_int {
     guard(|| {
         let (a, c) = raw_query(av as *const c_void, Kind::Av, ctx, buf, len, flags)?;
@@ -344,7 +344,7 @@ const MR_ACCESS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | F
 #[no_mangle]
 pub unsafe extern "C" fn fi_xpu_mr_reg(
     domain: *mut fid_xpu_domain,
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
     buf: *const c_void,
     len: usize,
     access: u64,
@@ -372,7 +372,7 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
             Some(c) => (
                 c.memory_iface(),
                 c.memory_device(),
-                c.shell() as *mut fid_xpu_ctx,
+                c.shell() as *mut fid_xpu_host_ctx,
             ),
             None => (FI_HMEM_SYSTEM, 0, std::ptr::null_mut()),
         };
@@ -427,7 +427,7 @@ pub unsafe extern "C" fn fi_xpu_mr_desc(
     buf: *mut c_void,
     len: *mut usize,
     flags: u64,
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
 ) -> c_int {
     guard(|| {
         let (m, c) = raw_query(mr as *const c_void, Kind::Mr, ctx, buf, len, flags)?;
@@ -442,7 +442,7 @@ pub unsafe extern "C" fn fi_xpu_mr_desc(
 /// The context named by an attribute, which must be in `dom`.
 /// The new object takes a use on it (`open_in_domain`), which keeps it open
 /// from there on.
-fn attr_ctx(dom: &Arc<Object>, ctx: *mut fid_xpu_ctx) -> Result<Option<Arc<Object>>> {
+fn attr_ctx(dom: &Arc<Object>, ctx: *mut fid_xpu_host_ctx) -> Result<Option<Arc<Object>>> {
     if ctx.is_null() {
         return Ok(None);
     }

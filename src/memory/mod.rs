@@ -3,7 +3,7 @@
 //! by every backend, and the choice of backend for a context.
 //!
 //! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`), `user` (the
-//! application's `struct fi_xpu_ops`). Vendor runtimes are not wired yet and
+//! application's `struct fi_xpu_mem_ops`). Vendor runtimes are not wired yet and
 //! report `FI_ENOSYS`.
 mod system;
 mod user;
@@ -78,7 +78,7 @@ impl Memory {
     /// given, otherwise the built-in one.
     pub fn new(iface: fi_hmem_iface, device: u64, ops: Option<UserOps>) -> Result<Memory> {
         if !(FI_HMEM_SYSTEM..=FI_HMEM_SYNAPSEAI).contains(&iface) {
-            warn!("fi_xpu_ctx: unknown iface {iface}");
+            warn!("fi_xpu_ctx_open: unknown iface {iface}");
             return Err(Error::INVAL);
         }
         let backend: Box<dyn Backend> = match (ops, iface) {
@@ -86,7 +86,7 @@ impl Memory {
             (None, FI_HMEM_SYSTEM) => Box::new(system::System::default()),
             (None, _) => {
                 warn!(
-                    "fi_xpu_ctx: no built-in memory backend for iface {} (device {device}) yet; supply struct fi_xpu_ops",
+                    "fi_xpu_ctx_open: no built-in memory backend for iface {} (device {device}) yet; supply struct fi_xpu_mem_ops",
                     iface_name(iface)
                 );
                 return Err(Error::NOSYS);

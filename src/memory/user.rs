@@ -1,7 +1,7 @@
-//! Memory through the application's `struct fi_xpu_ops` callbacks.
+//! Memory through the application's `struct fi_xpu_mem_ops` callbacks.
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
-use fi_xpu_abi::fi_xpu_ops;
+use fi_xpu_abi::fi_xpu_mem_ops;
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -17,8 +17,8 @@ pub struct UserOps {
     export: Option<unsafe extern "C" fn(u64, *mut c_void, u64, *mut c_int, *mut u64) -> c_int>,
 }
 
-/// Size of the first version of `struct fi_xpu_ops` (through `free`).
-pub const OPS_V1_SIZE: usize = std::mem::offset_of!(fi_xpu_ops, export_dmabuf);
+/// Size of the first version of `struct fi_xpu_mem_ops` (through `free`).
+pub const OPS_V1_SIZE: usize = std::mem::offset_of!(fi_xpu_mem_ops, export_dmabuf);
 
 impl UserOps {
     /// Reads the callbacks from a struct of `ops.size` bytes.
@@ -26,12 +26,12 @@ impl UserOps {
     /// # Safety
     /// `ops` must point to at least `size_of::<usize>()` readable bytes and,
     /// when its `size` field says so, to that many.
-    pub unsafe fn from_raw(ops: *const fi_xpu_ops, device: u64) -> Result<UserOps> {
+    pub unsafe fn from_raw(ops: *const fi_xpu_mem_ops, device: u64) -> Result<UserOps> {
         // SAFETY: the caller guarantees the size field is readable.
         let size = unsafe { (*ops).size };
         if size < OPS_V1_SIZE {
             crate::warn!(
-                "struct fi_xpu_ops: size {size} is smaller than the first version's {OPS_V1_SIZE}"
+                "struct fi_xpu_mem_ops: size {size} is smaller than the first version's {OPS_V1_SIZE}"
             );
             return Err(Error::INVAL);
         }
@@ -40,10 +40,12 @@ impl UserOps {
         let (Some(alloc), Some(import), Some(unimport), Some(free)) =
             (o.alloc, o.import, o.unimport, o.free)
         else {
-            crate::warn!("struct fi_xpu_ops: alloc, import, unimport and free are all required");
+            crate::warn!(
+                "struct fi_xpu_mem_ops: alloc, import, unimport and free are all required"
+            );
             return Err(Error::INVAL);
         };
-        let export = if size >= std::mem::size_of::<fi_xpu_ops>() {
+        let export = if size >= std::mem::size_of::<fi_xpu_mem_ops>() {
             o.export_dmabuf
         } else {
             None

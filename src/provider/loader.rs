@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 pub struct Provider {
     pub name: String,
     pub path: PathBuf,
-    desc: &'static fi_xpu_provider,
+    desc: &'static fi_xpu_prov_desc,
     handle: usize,
 }
 
@@ -34,7 +34,7 @@ unsafe impl Send for Provider {}
 unsafe impl Sync for Provider {}
 
 impl Provider {
-    pub fn desc(&self) -> &fi_xpu_provider {
+    pub fn desc(&self) -> &fi_xpu_prov_desc {
         self.desc
     }
 
@@ -337,7 +337,7 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
     check_header(major, minor, size)?;
     // SAFETY: check_header made sure the descriptor covers the whole struct;
     // the plugin is kept loaded forever, so 'static holds.
-    let desc: &'static fi_xpu_provider = unsafe { &*desc_ptr };
+    let desc: &'static fi_xpu_prov_desc = unsafe { &*desc_ptr };
     let name = check_descriptor(desc)?;
     if name != file_name {
         return Err(format!(
@@ -386,7 +386,7 @@ fn check_header(major: u32, minor: u32, size: usize) -> Result<(), String> {
 }
 
 /// Checks a descriptor's fields; returns the provider's name.
-pub fn check_descriptor(d: &fi_xpu_provider) -> Result<String, String> {
+pub fn check_descriptor(d: &fi_xpu_prov_desc) -> Result<String, String> {
     if d.name.is_null() {
         return Err("descriptor has no name".into());
     }

@@ -20,7 +20,7 @@ unsafe extern "C" fn log_enabled(level: c_int) -> c_int {
 }
 
 unsafe extern "C" fn mem_alloc(
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
     size: u64,
     alignment: u64,
     flags: u64,
@@ -35,7 +35,7 @@ unsafe extern "C" fn mem_alloc(
 }
 
 unsafe extern "C" fn mem_import(
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
     host_addr: *mut c_void,
     fd: c_int,
     offset: u64,
@@ -49,11 +49,11 @@ unsafe extern "C" fn mem_import(
     })
 }
 
-fn memory_of(ctx: *mut fid_xpu_ctx) -> crate::Result<std::sync::Arc<crate::object::Object>> {
+fn memory_of(ctx: *mut fid_xpu_host_ctx) -> crate::Result<std::sync::Arc<crate::object::Object>> {
     lookup_for_provider(ctx as *const c_void, Kind::Ctx)
 }
 
-unsafe extern "C" fn mem_unimport(ctx: *mut fid_xpu_ctx, dev_addr: *mut c_void) -> c_int {
+unsafe extern "C" fn mem_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
     guard(|| {
         memory_of(ctx)?
             .memory
@@ -64,7 +64,7 @@ unsafe extern "C" fn mem_unimport(ctx: *mut fid_xpu_ctx, dev_addr: *mut c_void) 
     })
 }
 
-unsafe extern "C" fn mem_free(ctx: *mut fid_xpu_ctx, addr: *mut c_void) -> c_int {
+unsafe extern "C" fn mem_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
         memory_of(ctx)?
             .memory
@@ -76,7 +76,7 @@ unsafe extern "C" fn mem_free(ctx: *mut fid_xpu_ctx, addr: *mut c_void) -> c_int
 }
 
 unsafe extern "C" fn mem_export(
-    ctx: *mut fid_xpu_ctx,
+    ctx: *mut fid_xpu_host_ctx,
     addr: *mut c_void,
     size: u64,
     fd: *mut c_int,

@@ -81,11 +81,24 @@ int main(void)
 	/* fi_xpu's own types, generated from the Rust definitions. */
 	S(struct fid_xpu);
 	O(struct fid_xpu, prov_ctx);
-	S(struct fi_xpu_attr);
-	O(struct fi_xpu_attr, ops);
-	S(struct fi_xpu_ops);
-	O(struct fi_xpu_ops, export_dmabuf);
-	S(struct fi_xpu_ctx_attr);
+	/* Shared with libfabric's <rdma/fi_xpu.h> (include/fi_xpu/handles.h). */
+	O(struct fid_xpu, fclass);
+	O(struct fid_xpu, prov_id);
+	S(struct fid_xpu_ep);
+	S(struct fid_xpu_cq);
+	S(struct fid_xpu_cntr);
+	V(FI_XPU_WORK_ITEM); V(FI_XPU_SUBGROUP); V(FI_XPU_WORK_GROUP);
+	V(FI_XPU_DEVICE);
+	V(FI_XPU_ALLOC_DMABUF); V(FI_XPU_IMPORT_IOMEMORY);
+	V(FI_XPU_IMPORT_DEVICEMAP);
+	V(FI_XPU_CAP_EP); V(FI_XPU_CAP_CQ); V(FI_XPU_CAP_CNTR);
+	V(FI_XPU_PROV_EFA); V(FI_XPU_PROV_INTREE_BASE); V(FI_XPU_PROV_SHM);
+	V(FI_XPU_PROV_OFI); V(FI_XPU_PROV_USER_BASE);
+	S(struct fi_xpu_ctx_open_attr);
+	O(struct fi_xpu_ctx_open_attr, ops);
+	S(struct fi_xpu_mem_ops);
+	O(struct fi_xpu_mem_ops, export_dmabuf);
+	S(struct fi_xpu_ctx_info);
 	S(struct fi_xpu_info);
 	S(struct fi_xpu_cq_attr);
 	S(struct fi_xpu_ep_attr);

@@ -72,40 +72,40 @@ int main(int argc, char **argv)
 	/* Context. */
 	int stack_object = 0;
 	void *garbage = &stack_object;
-	struct fid_xpu_ctx *ctx = POISON;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	EXPECT(fi_xpu_ctx(NULL, &xattr, &ctx, NULL), -FI_EINVAL);
-	EXPECT(fi_xpu_ctx((struct fid_xpu_domain *)garbage, &xattr, &ctx, NULL), -FI_EINVAL);
-	EXPECT(fi_xpu_ctx(dom, NULL, &ctx, NULL), -FI_EINVAL);
-	EXPECT(fi_xpu_ctx(dom, &xattr, NULL, NULL), -FI_EINVAL);
+	struct fid_xpu_host_ctx *ctx = POISON;
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	EXPECT(fi_xpu_ctx_open(NULL, &xattr, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_open((struct fid_xpu_domain *)garbage, &xattr, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_open(dom, NULL, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_open(dom, &xattr, NULL, NULL), -FI_EINVAL);
 	xattr.iface = (enum fi_hmem_iface)77;
-	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), -FI_EINVAL);
 	xattr.iface = FI_HMEM_CUDA;
-	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EOPNOTSUPP); /* not among the test provider's ifaces */
-	struct fi_xpu_ops tiny = { .size = 1 };
+	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), -FI_EOPNOTSUPP); /* not among the test provider's ifaces */
+	struct fi_xpu_mem_ops tiny = { .size = 1 };
 	xattr.iface = FI_HMEM_SYSTEM;
 	xattr.ops = &tiny;
-	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EINVAL);
-	struct fi_xpu_ops missing = { .size = sizeof(struct fi_xpu_ops) };
+	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), -FI_EINVAL);
+	struct fi_xpu_mem_ops missing = { .size = sizeof(struct fi_xpu_mem_ops) };
 	xattr.ops = &missing;
-	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), -FI_EINVAL);
 	EXPECT(ctx == POISON, 1);
 	xattr.ops = NULL;
-	EXPECT(fi_xpu_ctx(dom, &xattr, &ctx, NULL), 0);
-	EXPECT(fi_xpu_ctx((struct fid_xpu_domain *)ctx, &xattr, &ctx, NULL), -FI_EINVAL); /* wrong class */
+	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), 0);
+	EXPECT(fi_xpu_ctx_open((struct fid_xpu_domain *)ctx, &xattr, &ctx, NULL), -FI_EINVAL); /* wrong class */
 
-	struct fi_xpu_ctx_attr cattr;
-	EXPECT(fi_xpu_ctx_query(NULL, &cattr), -FI_EINVAL);
-	EXPECT(fi_xpu_ctx_query((struct fid_xpu_ctx *)dom, &cattr), -FI_EINVAL);
-	EXPECT(fi_xpu_ctx_query(ctx, NULL), -FI_EINVAL);
-	EXPECT(fi_xpu_ctx_query(ctx, &cattr), 0);
+	struct fi_xpu_ctx_info cattr;
+	EXPECT(fi_xpu_ctx_getinfo(NULL, &cattr), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_getinfo((struct fid_xpu_host_ctx *)dom, &cattr), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_getinfo(ctx, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_getinfo(ctx, &cattr), 0);
 
 	/* Memory operations. */
 	void *addr = POISON;
 	int fd = 1234;
 	uint64_t off = 77;
 	EXPECT(fi_xpu_alloc(NULL, 64, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
-	EXPECT(fi_xpu_alloc((struct fid_xpu_ctx *)dom, 64, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_alloc((struct fid_xpu_host_ctx *)dom, 64, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
 	EXPECT(fi_xpu_alloc(ctx, 64, 0, 0, NULL, NULL, NULL), -FI_EINVAL);
 	EXPECT(fi_xpu_alloc(ctx, 0, 0, 0, &addr, NULL, NULL), -FI_EINVAL);
 	EXPECT(fi_xpu_alloc(ctx, UINT64_MAX, 0, 0, &addr, NULL, NULL), -FI_EOVERFLOW);
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
 	cqattr.flags = 1;
 	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EBADFLAGS);
 	cqattr.flags = 0;
-	cqattr.xpu_ctx = (struct fid_xpu_ctx *)av;
+	cqattr.xpu_ctx = (struct fid_xpu_host_ctx *)av;
 	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EINVAL);
 	EXPECT(cq == POISON, 1);
 	cqattr.xpu_ctx = ctx;
@@ -218,7 +218,7 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_mr_reg(dom, NULL, region, 256, 1ULL << 62, 0, 0, 0, &mr, NULL), -FI_EBADFLAGS);
 	EXPECT(fi_xpu_mr_reg(dom, NULL, region, 256, FI_REMOTE_WRITE, 0, 0, 4, &mr, NULL), -FI_EBADFLAGS);
 	EXPECT(fi_xpu_mr_reg(dom, NULL, (void *)(UINTPTR_MAX - 16), 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EOVERFLOW);
-	EXPECT(fi_xpu_mr_reg(dom, (struct fid_xpu_ctx *)av, region, 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EINVAL);
+	EXPECT(fi_xpu_mr_reg(dom, (struct fid_xpu_host_ctx *)av, region, 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EINVAL);
 	EXPECT(mr == POISON, 1);
 	EXPECT(fi_xpu_mr_reg(dom, ctx, region, 256, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &mr, NULL), 0);
 	uint64_t key = 7;

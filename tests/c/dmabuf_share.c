@@ -2,7 +2,7 @@
  * Exportable memory shared between two processes through fi_xpu_alloc and
  * fi_xpu_import with FI_XPU_IMPORT_DMABUF, once with the built-in
  * FI_HMEM_SYSTEM backend and once with application memory callbacks (both
- * the current struct fi_xpu_ops and its first, shorter version).
+ * the current struct fi_xpu_mem_ops and its first, shorter version).
  *
  * usage: dmabuf_share <provider-name>
  */
@@ -88,7 +88,7 @@ static void app_free(uint64_t device, void *addr)
 	munmap(addr, SIZE);
 }
 
-/* The first version of struct fi_xpu_ops: everything through `free`. */
+/* The first version of struct fi_xpu_mem_ops: everything through `free`. */
 struct app_ops_v1 {
 	size_t size;
 	int (*alloc)(uint64_t, uint64_t, uint64_t, uint64_t, void **, int *,
@@ -99,8 +99,8 @@ struct app_ops_v1 {
 	void (*free)(uint64_t, void *);
 };
 
-static struct fi_xpu_ops ops_current = {
-	.size = sizeof(struct fi_xpu_ops),
+static struct fi_xpu_mem_ops ops_current = {
+	.size = sizeof(struct fi_xpu_mem_ops),
 	.alloc = app_alloc,
 	.import = app_import,
 	.unimport = app_unimport,
@@ -127,12 +127,12 @@ static struct fi_xpu_info *provider(const char *name)
 	return info;
 }
 
-static void open_ctx(struct fi_xpu_info *info, struct fi_xpu_ops *ops,
-		     struct fid_xpu_domain **dom, struct fid_xpu_ctx **ctx)
+static void open_ctx(struct fi_xpu_info *info, struct fi_xpu_mem_ops *ops,
+		     struct fid_xpu_domain **dom, struct fid_xpu_host_ctx **ctx)
 {
-	struct fi_xpu_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = ops };
+	struct fi_xpu_ctx_open_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = ops };
 	CHECK(fi_xpu_domain(info, NULL, dom, NULL), 0);
-	CHECK(fi_xpu_ctx(*dom, &attr, ctx, NULL), 0);
+	CHECK(fi_xpu_ctx_open(*dom, &attr, ctx, NULL), 0);
 }
 
 static void send_fd(int sock, int fd, uint64_t offset)
@@ -167,10 +167,10 @@ static int recv_fd(int sock, uint64_t *offset)
 }
 
 /* Child: import the parent's memory, check its bytes, answer in the second half. */
-static int child(const char *prov, struct fi_xpu_ops *ops, int sock)
+static int child(const char *prov, struct fi_xpu_mem_ops *ops, int sock)
 {
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fi_xpu_info *info = provider(prov);
 	open_ctx(info, ops, &dom, &ctx);
 	uint64_t offset;
@@ -199,10 +199,10 @@ static int child(const char *prov, struct fi_xpu_ops *ops, int sock)
 	return 0;
 }
 
-static void share(const char *prov, struct fi_xpu_ops *ops, const char *what)
+static void share(const char *prov, struct fi_xpu_mem_ops *ops, const char *what)
 {
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fi_xpu_info *info = provider(prov);
 	open_ctx(info, ops, &dom, &ctx);
 
@@ -256,18 +256,18 @@ int main(int argc, char **argv)
 	CHECK(calls_free, 1);
 
 	calls_alloc = calls_free = 0;
-	share(prov, (struct fi_xpu_ops *)&ops_v1, "application callbacks, first struct version");
+	share(prov, (struct fi_xpu_mem_ops *)&ops_v1, "application callbacks, first struct version");
 	CHECK(calls_alloc, 1);
 
 	/* A struct shorter than the first version is refused. */
-	struct fi_xpu_ops short_ops = ops_current;
+	struct fi_xpu_mem_ops short_ops = ops_current;
 	short_ops.size = sizeof(size_t) * 2;
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx = NULL;
+	struct fid_xpu_host_ctx *ctx = NULL;
 	struct fi_xpu_info *info = provider(prov);
-	struct fi_xpu_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = &short_ops };
+	struct fi_xpu_ctx_open_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = &short_ops };
 	CHECK(fi_xpu_domain(info, NULL, &dom, NULL), 0);
-	CHECK(fi_xpu_ctx(dom, &attr, &ctx, NULL), -FI_EINVAL);
+	CHECK(fi_xpu_ctx_open(dom, &attr, &ctx, NULL), -FI_EINVAL);
 	CHECK(ctx == NULL, 1);
 	CHECK(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);

@@ -44,17 +44,17 @@ static int failures;
 			exit(1);                                                            \
 	} while (0)
 
-static struct fid_xpu_ctx *open_ctx(struct fid_xpu_domain *dom, uint64_t device, void *context)
+static struct fid_xpu_host_ctx *open_ctx(struct fid_xpu_domain *dom, uint64_t device, void *context)
 {
-	struct fi_xpu_attr attr = { .iface = FI_HMEM_SYSTEM, .device = device, .ops = NULL };
-	struct fid_xpu_ctx *ctx = NULL;
-	REQUIRE(fi_xpu_ctx(dom, &attr, &ctx, context), 0);
+	struct fi_xpu_ctx_open_attr attr = { .iface = FI_HMEM_SYSTEM, .device = device, .ops = NULL };
+	struct fid_xpu_host_ctx *ctx = NULL;
+	REQUIRE(fi_xpu_ctx_open(dom, &attr, &ctx, context), 0);
 	EXPECT(ctx->fid.fclass, FI_XPU_CLASS_CTX);
 	EXPECT(ctx->fid.context == context, 1);
 	return ctx;
 }
 
-static struct fid_xpu_host_cq *open_cq(struct fid_xpu_domain *dom, struct fid_xpu_ctx *ctx,
+static struct fid_xpu_host_cq *open_cq(struct fid_xpu_domain *dom, struct fid_xpu_host_ctx *ctx,
 				       size_t size, int format)
 {
 	struct fi_xpu_cq_attr attr = {
@@ -66,7 +66,7 @@ static struct fid_xpu_host_cq *open_cq(struct fid_xpu_domain *dom, struct fid_xp
 	return cq;
 }
 
-static struct fid_xpu_host_cntr *open_cntr(struct fid_xpu_domain *dom, struct fid_xpu_ctx *ctx)
+static struct fid_xpu_host_cntr *open_cntr(struct fid_xpu_domain *dom, struct fid_xpu_host_ctx *ctx)
 {
 	struct fi_xpu_cntr_attr attr = { .flags = 0, .xpu_ctx = ctx };
 	struct fid_xpu_host_cntr *cntr = NULL;
@@ -75,7 +75,7 @@ static struct fid_xpu_host_cntr *open_cntr(struct fid_xpu_domain *dom, struct fi
 	return cntr;
 }
 
-static struct fid_xpu_host_ep *open_ep(struct fid_xpu_domain *dom, struct fid_xpu_ctx *ctx)
+static struct fid_xpu_host_ep *open_ep(struct fid_xpu_domain *dom, struct fid_xpu_host_ctx *ctx)
 {
 	struct fi_xpu_ep_attr attr = { .caps = 0, .tx_size = 0, .rx_size = 0, .flags = 0,
 				       .xpu_ctx = ctx };
@@ -85,7 +85,7 @@ static struct fid_xpu_host_ep *open_ep(struct fid_xpu_domain *dom, struct fid_xp
 	return ep;
 }
 
-static struct fid_xpu_mr *reg(struct fid_xpu_domain *dom, struct fid_xpu_ctx *ctx, void *buf,
+static struct fid_xpu_mr *reg(struct fid_xpu_domain *dom, struct fid_xpu_host_ctx *ctx, void *buf,
 			      size_t len, uint64_t requested_key)
 {
 	struct fid_xpu_mr *mr = NULL;
@@ -113,11 +113,11 @@ static struct fi_xpu_info *discover(void)
 	return info;
 }
 
-static void check_ctx_query(struct fid_xpu_ctx *ctx)
+static void check_ctx_query(struct fid_xpu_host_ctx *ctx)
 {
-	struct fi_xpu_ctx_attr attr;
+	struct fi_xpu_ctx_info attr;
 	memset(&attr, 0xab, sizeof(attr));
-	REQUIRE(fi_xpu_ctx_query(ctx, &attr), 0);
+	REQUIRE(fi_xpu_ctx_getinfo(ctx, &attr), 0);
 	EXPECT(attr.caps, FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR);
 	EXPECT(attr.av_addr_size, TP_ADDRLEN);
 	EXPECT(attr.mr_desc_size, sizeof(struct tp_mr_desc));
@@ -128,7 +128,7 @@ static void check_ctx_query(struct fid_xpu_ctx *ctx)
 static char region[4096];
 static char region2[256];
 
-static void check_mr(struct fid_xpu_domain *dom, struct fid_xpu_ctx *ctx,
+static void check_mr(struct fid_xpu_domain *dom, struct fid_xpu_host_ctx *ctx,
 		     struct fid_xpu_mr **mrs)
 {
 	mrs[0] = reg(dom, ctx, region, sizeof(region), 0);
@@ -236,7 +236,7 @@ static void get_name(struct fid_xpu_host_ep *ep, struct tp_name *name)
 	EXPECT(name->pid, getpid());
 }
 
-static void check_av(struct fid_xpu_av *av, struct fid_xpu_ctx *ctx_a, struct fid_xpu_ctx *ctx_b,
+static void check_av(struct fid_xpu_av *av, struct fid_xpu_host_ctx *ctx_a, struct fid_xpu_host_ctx *ctx_b,
 		     const struct tp_name *n1, const struct tp_name *n2)
 {
 	struct tp_name both[2] = { *n1, *n2 };
@@ -284,8 +284,8 @@ int main(void)
 	EXPECT(dom->fid.fclass, FI_CLASS_DOMAIN);
 
 	int ctx_a_context = 0;
-	struct fid_xpu_ctx *ctx_a = open_ctx(dom, 0, &ctx_a_context);
-	struct fid_xpu_ctx *ctx_b = open_ctx(dom, 1, NULL);
+	struct fid_xpu_host_ctx *ctx_a = open_ctx(dom, 0, &ctx_a_context);
+	struct fid_xpu_host_ctx *ctx_b = open_ctx(dom, 1, NULL);
 	check_ctx_query(ctx_a);
 	check_ctx_query(ctx_b);
 
@@ -408,7 +408,7 @@ int main(void)
 	struct tp_name got;
 	size_t len = sizeof(got);
 	EXPECT(fi_xpu_av_lookup(av, 1, &got, &len, 0, ctx_a), 0);
-	EXPECT(fi_xpu_ctx_query(ctx_a, &(struct fi_xpu_ctx_attr){ 0 }), 0);
+	EXPECT(fi_xpu_ctx_getinfo(ctx_a, &(struct fi_xpu_ctx_info){ 0 }), 0);
 
 	/* Right order. */
 	EXPECT(fi_close(&ep1->fid), 0);
@@ -436,7 +436,7 @@ int main(void)
 	EXPECT(fi_close(&ep1->fid), -FI_EINVAL);
 	EXPECT(fi_xpu_close(&xcq->fid), -FI_EINVAL);
 	EXPECT(fi_xpu_cntr_host_read(hcntr, &v), -FI_EINVAL);
-	EXPECT(fi_xpu_ctx_query(ctx_a, &(struct fi_xpu_ctx_attr){ 0 }), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_getinfo(ctx_a, &(struct fi_xpu_ctx_info){ 0 }), -FI_EINVAL);
 	EXPECT(fi_xpu_cq_host_read(hcq, &got, 1), -FI_EINVAL);
 
 	fi_xpu_freeinfo(info);

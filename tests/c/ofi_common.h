@@ -62,7 +62,7 @@ struct ofi_opts {
 struct ofi_node {
 	int sock, rank, nep;
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq[OFI_MAX_EP];
 	struct fid_xpu_host_cntr *hcntr;
@@ -108,7 +108,7 @@ static inline uint64_t ofi_now_ms(void)
 static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struct ofi_opts *o)
 {
 	struct fi_xpu_info *info, *i;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_domain_attr dattr;
 	struct fi_xpu_cq_attr cattr;
 	struct fi_xpu_cntr_attr nattr;
@@ -130,7 +130,7 @@ static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struc
 	dattr.progress_threads = o->threads;
 	CHECK(fi_xpu_domain(i, &dattr, &n->dom, NULL));
 	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx(n->dom, &xattr, &n->ctx, NULL));
+	CHECK(fi_xpu_ctx_open(n->dom, &xattr, &n->ctx, NULL));
 	CHECK(fi_xpu_av_open(n->dom, NULL, &n->av, NULL));
 	memset(&nattr, 0, sizeof(nattr));
 	nattr.xpu_ctx = n->ctx;

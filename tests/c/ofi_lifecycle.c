@@ -9,12 +9,12 @@ int main(void)
 {
 	struct fi_xpu_info *info, *i;
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_cntr *hcntr;
 	struct fid_xpu_host_ep *hep;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 16, .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_xpu_cntr_attr nattr = { 0 };
 	struct fi_xpu_ep_attr eattr = { 0 };
@@ -27,7 +27,7 @@ int main(void)
 	EXPECT(i != NULL);
 	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
 	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx(dom, &xattr, &ctx, NULL));
+	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
 	cattr.xpu_ctx = ctx;
 	nattr.xpu_ctx = ctx;

@@ -31,7 +31,7 @@ static int run(int sock, int rank)
 {
 	struct fi_xpu_info *info, *i;
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_cntr *hcntr;
@@ -40,7 +40,7 @@ static int run(int sock, int rank)
 	struct fid_xpu_cq cq;
 	struct fid_xpu_cntr cntr;
 	struct fid_xpu_ep ep;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 64, .format = FI_CQ_FORMAT_TAGGED,
 					.timeout = 10000 };
 	struct fi_xpu_cntr_attr nattr = { 0 };
@@ -61,7 +61,7 @@ static int run(int sock, int rank)
 	EXPECT(i->addrlen == 64);
 	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
 	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx(dom, &xattr, &ctx, NULL));
+	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
 	cattr.xpu_ctx = ctx;
 	nattr.xpu_ctx = ctx;

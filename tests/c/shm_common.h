@@ -63,7 +63,7 @@ struct world {
 	int socks[MAXP];
 	struct card cards[MAXP];
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_cntr *hwc, *hrwc, *hrc;
@@ -117,7 +117,7 @@ static void barrier(struct world *w)
 static void open_world(struct world *w, int format)
 {
 	struct fi_xpu_info *info, *i;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 1024, .flags = 0, .format = format,
 					.timeout = 0, .xpu_ctx = NULL };
 	struct fi_xpu_cntr_attr nattr = { .flags = 0, .xpu_ctx = NULL };
@@ -136,7 +136,7 @@ static void open_world(struct world *w, int format)
 	REQUIRE(i != NULL, 1);
 	REQUIRE(fi_xpu_domain(i, NULL, &w->dom, NULL), 0);
 	fi_xpu_freeinfo(info);
-	REQUIRE(fi_xpu_ctx(w->dom, &xattr, &w->ctx, NULL), 0);
+	REQUIRE(fi_xpu_ctx_open(w->dom, &xattr, &w->ctx, NULL), 0);
 	REQUIRE(fi_xpu_av_open(w->dom, NULL, &w->av, NULL), 0);
 	cattr.xpu_ctx = w->ctx;
 	nattr.xpu_ctx = w->ctx;

@@ -26,12 +26,12 @@ static struct world W;
 static void child(int i, int sock)
 {
 	struct fi_xpu_info *info, *it;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
 					.timeout = 5000, .xpu_ctx = NULL };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_ep *hep;
@@ -53,7 +53,7 @@ static void child(int i, int sock)
 	REQUIRE(it != NULL, 1);
 	REQUIRE(fi_xpu_domain(it, NULL, &dom, NULL), 0);
 	fi_xpu_freeinfo(info);
-	REQUIRE(fi_xpu_ctx(dom, &xattr, &ctx, NULL), 0);
+	REQUIRE(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), 0);
 	REQUIRE(fi_xpu_av_open(dom, NULL, &av, NULL), 0);
 	cattr.xpu_ctx = ctx;
 	eattr.xpu_ctx = ctx;
@@ -97,12 +97,12 @@ static void child(int i, int sock)
 static void target_child(int i, int sock)
 {
 	struct fi_xpu_info *info, *it;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
 					.timeout = 10000, .xpu_ctx = NULL };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_ep *hep;
 	struct fid_xpu_ep ep;
@@ -120,7 +120,7 @@ static void target_child(int i, int sock)
 	REQUIRE(it != NULL, 1);
 	REQUIRE(fi_xpu_domain(it, NULL, &dom, NULL), 0);
 	fi_xpu_freeinfo(info);
-	REQUIRE(fi_xpu_ctx(dom, &xattr, &ctx, NULL), 0);
+	REQUIRE(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), 0);
 	cattr.xpu_ctx = ctx;
 	eattr.xpu_ctx = ctx;
 	REQUIRE(fi_xpu_cq_open(dom, &cattr, &hcq, NULL), 0);

@@ -13,7 +13,7 @@ static struct world W;
 
 static void host_side(void)
 {
-	struct fi_xpu_ctx_attr ca;
+	struct fi_xpu_ctx_info ca;
 	struct fid_xpu_mr *mr;
 	struct fid_xpu_host_cntr *hc;
 	struct fid_xpu_host_cq *hq;
@@ -29,7 +29,7 @@ static void host_side(void)
 	uint64_t raw;
 	size_t len;
 
-	EXPECT(fi_xpu_ctx_query(W.ctx, &ca), 0);
+	EXPECT(fi_xpu_ctx_getinfo(W.ctx, &ca), 0);
 	EXPECT(ca.av_addr_size, 8);
 	EXPECT(ca.mr_desc_size, 32);
 	EXPECT(ca.caps, FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR);

@@ -55,9 +55,9 @@
 #endif
 #ifdef TP_SHORT
 /* As if built against an older header that ended before ep_close. */
-#define TP_DESC_SIZE offsetof(struct fi_xpu_provider, ep_close)
+#define TP_DESC_SIZE offsetof(struct fi_xpu_prov_desc, ep_close)
 #else
-#define TP_DESC_SIZE sizeof(struct fi_xpu_provider)
+#define TP_DESC_SIZE sizeof(struct fi_xpu_prov_desc)
 #endif
 
 #define TP_VERSION FI_XPU_VERSION(1, 2)
@@ -97,7 +97,7 @@ struct tp_ctx {
 	struct tp_domain *dom;
 	enum fi_hmem_iface iface;
 	uint64_t device;
-	struct fid_xpu_ctx *core_ctx;
+	struct fid_xpu_host_ctx *core_ctx;
 	atomic_int users;
 };
 
@@ -269,7 +269,7 @@ static int tp_ctx_open(fi_xpu_prov_handle h, const struct fi_xpu_prov_ctx_args *
 	return 0;
 }
 
-static int tp_ctx_query(fi_xpu_prov_handle h, struct fi_xpu_ctx_attr *attr)
+static int tp_ctx_query(fi_xpu_prov_handle h, struct fi_xpu_ctx_info *attr)
 {
 	(void)h;
 	attr->caps = FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR;
@@ -787,7 +787,7 @@ static int tp_ep_close(fi_xpu_prov_handle h)
 }
 
 /* Not const: the TP_NULL_ENTRY variant clears one field before handing it out. */
-static struct fi_xpu_provider tp_desc = {
+static struct fi_xpu_prov_desc tp_desc = {
 	.abi_major = TP_ABI_MAJOR,
 	.abi_minor = TP_ABI_MINOR,
 	.size = TP_DESC_SIZE,
@@ -838,9 +838,9 @@ static struct fi_xpu_provider tp_desc = {
 #define TP_INI_SYMBOL fi_xpu_prov_ini
 #endif
 
-__attribute__((visibility("default"))) const struct fi_xpu_provider *TP_INI_SYMBOL(void);
+__attribute__((visibility("default"))) const struct fi_xpu_prov_desc *TP_INI_SYMBOL(void);
 
-const struct fi_xpu_provider *TP_INI_SYMBOL(void)
+const struct fi_xpu_prov_desc *TP_INI_SYMBOL(void)
 {
 #ifdef TP_NULL_ENTRY
 	tp_desc.TP_NULL_ENTRY = NULL;

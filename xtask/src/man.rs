@@ -800,7 +800,7 @@ mod tests {
         assert_eq!(name_entries("fi_xpu_alloc: memory"), None);
         assert_eq!(
             called_names(
-                "int fi_xpu_alloc(void);\nint fi_xpu_free (x); struct fi_xpu_ops o; my_fi_xpu_x(); fi_xpu_alloc();",
+                "int fi_xpu_alloc(void);\nint fi_xpu_free (x); struct fi_xpu_mem_ops o; my_fi_xpu_x(); fi_xpu_alloc();",
                 "fi_xpu_"
             ),
             ["fi_xpu_alloc", "fi_xpu_free"]

@@ -63,8 +63,8 @@ impl Provider for Ofi {
         XpuCtx::open(&d.inner, args)
     }
 
-    fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_attr, i32> {
-        Ok(fi_xpu_ctx_attr {
+    fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_info, i32> {
+        Ok(fi_xpu_ctx_info {
             caps: Self::CAPS,
             av_addr_size: 8,
             mr_desc_size: std::mem::size_of::<layout::MrDesc>(),

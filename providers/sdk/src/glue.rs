@@ -229,7 +229,7 @@ pub(crate) unsafe extern "C" fn ctx_open<P: Provider>(
 
 pub(crate) unsafe extern "C" fn ctx_query<P: Provider>(
     ctx: H,
-    attr: *mut fi_xpu_ctx_attr,
+    attr: *mut fi_xpu_ctx_info,
 ) -> c_int {
     guard::<P>(|| {
         // SAFETY: live context.
@@ -513,11 +513,11 @@ pub(crate) unsafe extern "C" fn ep_close<P: Provider>(h: H) -> c_int {
 }
 
 /// The descriptor of provider `P`: its identity and the functions above.
-pub(crate) const fn descriptor<P: Provider>() -> fi_xpu_provider {
-    fi_xpu_provider {
+pub(crate) const fn descriptor<P: Provider>() -> fi_xpu_prov_desc {
+    fi_xpu_prov_desc {
         abi_major: FI_XPU_PROV_ABI_MAJOR,
         abi_minor: FI_XPU_PROV_ABI_MINOR,
-        size: std::mem::size_of::<fi_xpu_provider>(),
+        size: std::mem::size_of::<fi_xpu_prov_desc>(),
         name: P::NAME.as_ptr(),
         version: P::VERSION,
         prov_id: P::PROV_ID,
@@ -624,9 +624,9 @@ mod tests {
             d.call();
             Ok(Obj::default())
         }
-        fn ctx_query(c: &Obj) -> Result<fi_xpu_ctx_attr, i32> {
+        fn ctx_query(c: &Obj) -> Result<fi_xpu_ctx_info, i32> {
             c.call();
-            Ok(fi_xpu_ctx_attr {
+            Ok(fi_xpu_ctx_info {
                 caps: Self::CAPS,
                 av_addr_size: 8,
                 mr_desc_size: 16,
@@ -756,10 +756,13 @@ mod tests {
     fn descriptor_carries_identity_and_every_entry_point() {
         let d = descriptor::<Mock>();
         assert_eq!((d.abi_major, d.abi_minor), (1, 0));
-        assert_eq!(d.size, std::mem::size_of::<fi_xpu_provider>());
+        assert_eq!(d.size, std::mem::size_of::<fi_xpu_prov_desc>());
         // SAFETY: the name is a static C string.
         assert_eq!(unsafe { std::ffi::CStr::from_ptr(d.name) }, c"mock");
-        assert_eq!((d.version, d.prov_id, d.addrlen), (3, 137, 4));
+        assert_eq!(
+            (d.version, d.prov_id, d.addrlen),
+            (3, FI_XPU_PROV_USER_BASE + 9, 4)
+        );
         assert_eq!((d.caps, d.ifaces), (FI_XPU_CAP_EP, 1));
         assert!(d.init.is_some() && d.ep_close.is_some() && d.cq_host_readerr.is_some());
     }
@@ -843,7 +846,7 @@ mod tests {
         // SAFETY: a live handle, used by nothing else.
         assert_eq!(unsafe { ctx_close::<Mock>(ctx) }, -FI_EBUSY);
         assert!(!dropped.load(Ordering::Acquire));
-        let mut attr = std::mem::MaybeUninit::<fi_xpu_ctx_attr>::zeroed();
+        let mut attr = std::mem::MaybeUninit::<fi_xpu_ctx_info>::zeroed();
         // SAFETY: still live; valid out-pointer.
         assert_eq!(unsafe { ctx_query::<Mock>(ctx, attr.as_mut_ptr()) }, 0);
         // SAFETY: ctx_query succeeded and wrote the struct.
@@ -923,7 +926,7 @@ mod tests {
             f,
             fid_xpu {
                 fclass: FI_CLASS_CQ as u32,
-                prov_id: 137,
+                prov_id: FI_XPU_PROV_USER_BASE + 9,
                 prov_ctx: 0x1000
             }
         );
@@ -933,7 +936,7 @@ mod tests {
             f,
             fid_xpu {
                 fclass: FI_CLASS_EP as u32,
-                prov_id: 137,
+                prov_id: FI_XPU_PROV_USER_BASE + 9,
                 prov_ctx: 0x2000
             }
         );

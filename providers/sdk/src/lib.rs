@@ -1,6 +1,6 @@
 //! Writing an fi_xpu provider in Rust.
 //!
-//! The plugin ABI (`fi_xpu/provider.h`, see fi_xpu_provider(7)) is a
+//! The plugin ABI (`fi_xpu/provider.h`, see fi_xpu_prov_desc(7)) is a
 //! table of 32 `extern "C"` entry points over opaque handles. This crate
 //! owns that unsafe layer once: a provider implements the safe [`Provider`]
 //! trait on its own types and writes
@@ -17,7 +17,7 @@
 //! log line). [`services`] wraps the core's table: logging under the
 //! provider's name and the memory services.
 //!
-//! What the SDK relies on is what the core guarantees (fi_xpu_provider(7)):
+//! What the SDK relies on is what the core guarantees (fi_xpu_prov_desc(7)):
 //! every handle it passes is one this provider returned and has not closed,
 //! of the right kind; attributes and out-pointers are valid; closes come
 //! once, after every object that depends on the one closed.
@@ -70,7 +70,7 @@ impl HostCqBuf<'_> {
 /// the application unchanged.
 ///
 /// Entry points may run on any thread and concurrently, also on one object
-/// (fi_xpu_provider(7), THREADING), hence `&` references and `Send + Sync`
+/// (fi_xpu_prov_desc(7), THREADING), hence `&` references and `Send + Sync`
 /// objects: state that operations change needs interior mutability. Close
 /// methods get `&mut`: the core calls them once, when nothing else holds
 /// the object. A close that returns an error keeps the object alive and
@@ -111,7 +111,7 @@ pub trait Provider: 'static {
     fn ctx_open(domain: &Self::Domain, args: &fi_xpu_prov_ctx_args) -> Result<Self::Ctx, i32>;
     /// Also sizes the buffers of `av_lookup` and `mr_desc`: smaller ones are
     /// answered with `-FI_ETOOSMALL` before the provider is asked.
-    fn ctx_query(ctx: &Self::Ctx) -> Result<fi_xpu_ctx_attr, i32>;
+    fn ctx_query(ctx: &Self::Ctx) -> Result<fi_xpu_ctx_info, i32>;
     fn ctx_close(_ctx: &mut Self::Ctx) -> Result<(), i32> {
         Ok(())
     }
@@ -215,7 +215,7 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The static descriptor `fi_xpu_prov_ini` returns.
-pub struct Descriptor(fi_xpu_provider);
+pub struct Descriptor(fi_xpu_prov_desc);
 
 // SAFETY: the descriptor is immutable static data: pointers to a static
 // name and to functions.
@@ -226,7 +226,7 @@ impl Descriptor {
         Descriptor(glue::descriptor::<P>())
     }
 
-    pub const fn as_ptr(&'static self) -> *const fi_xpu_provider {
+    pub const fn as_ptr(&'static self) -> *const fi_xpu_prov_desc {
         &self.0
     }
 }
@@ -241,7 +241,7 @@ macro_rules! export_provider {
 
         /// The plugin's entry point.
         #[no_mangle]
-        pub extern "C" fn fi_xpu_prov_ini() -> *const $crate::abi::fi_xpu_provider {
+        pub extern "C" fn fi_xpu_prov_ini() -> *const $crate::abi::fi_xpu_prov_desc {
             FI_XPU_PROV_DESCRIPTOR.as_ptr()
         }
     };

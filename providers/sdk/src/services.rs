@@ -21,7 +21,7 @@ static NAME: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
 /// (`fi_xpu_prov_ctx_args::core_ctx`). The core looks it up in its registry
 /// on every call, so a stale or foreign value is answered with an error,
 /// never followed.
-pub type CoreCtx = *mut fid_xpu_ctx;
+pub type CoreCtx = *mut fid_xpu_host_ctx;
 
 pub(crate) fn set(core: *const fi_xpu_core, name: &'static CStr) {
     NAME.store(name.as_ptr() as *mut c_char, Ordering::Release);

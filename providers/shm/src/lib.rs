@@ -67,8 +67,8 @@ impl Provider for Shm {
         XpuCtx::open(&d.inner, args.core_ctx)
     }
 
-    fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_attr, i32> {
-        Ok(fi_xpu_ctx_attr {
+    fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_info, i32> {
+        Ok(fi_xpu_ctx_info {
             caps: Self::CAPS,
             av_addr_size: 8,
             mr_desc_size: 32,
