@@ -253,6 +253,11 @@ struct fi_cq_err_entry {
 };
 #endif /* FI_XPU_HAVE_LIBFABRIC_HEADERS */
 
+/* libfabric 2.x's capability and flag bit; older libfabric lacks it. */
+#ifndef FI_XPU
+#define FI_XPU (1ULL << 44)
+#endif
+
 /* fi_xpu's own version macro, in the style of FI_VERSION. */
 #define FI_XPU_VERSION(major, minor) (((major) << 16) | (minor))
 

@@ -70,7 +70,7 @@ static inline FI_XPU_ARCH_QUALIFIER void device_all_ops_body(struct device_all_o
 	STEP(fi_xpu_cntr_set(a->cntr, 0, s));
 	STEP(fi_xpu_cntr_adderr(a->cntr, 0, s));
 	STEP(fi_xpu_cntr_seterr(a->cntr, 0, s));
-	STEP(fi_xpu_cntr_wait(a->cntr, 0, 100, s));
+	STEP(fi_xpu_cntr_wait_status(a->cntr, 0, 100, s));
 	a->completions = fi_xpu_cntr_read(a->cntr, s) + fi_xpu_cntr_readerr(a->cntr, s);
 	STEP(fi_xpu_cq_read(a->cq, entries, 4, s));
 	STEP(fi_xpu_cq_readfrom(a->cq, entries, 4, from, s));

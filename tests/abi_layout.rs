@@ -96,6 +96,7 @@ fn expected_from_rust() -> Vec<String> {
         ("FI_INJECT", FI_INJECT),
         ("FI_DELIVERY_COMPLETE", FI_DELIVERY_COMPLETE),
         ("FI_HMEM", FI_HMEM),
+        ("FI_XPU", FI_XPU),
     ] {
         v.push(format!("{n} {x}"));
     }

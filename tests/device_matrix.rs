@@ -363,3 +363,22 @@ fn memory_scopes_map_to_scoped_instructions() {
         "SYCL: scoped SPIR-V atomics missing"
     );
 }
+
+/// A kernel written only from libfabric's documented device API, including
+/// `<rdma/fi_xpu_device.h>`, builds unchanged with fi_xpu's device flags
+/// (the compatibility directory) for every device target and as host C and
+/// C++, warnings as errors.
+#[test]
+fn upstream_kernel_builds_with_device_flags() {
+    if !clang_or_skip() {
+        return;
+    }
+    let dir = scratch("device-matrix-upstream");
+    let compat = format!("-I{}", root().join("include/fi_xpu/compat").display());
+    let src = root().join("tests/c/upstream_kernel.c");
+    let mut targets = DEVICE_TARGETS.to_vec();
+    targets.extend(host_targets());
+    for t in targets {
+        compile(t, &src, &[&compat], &dir.join("out"));
+    }
+}

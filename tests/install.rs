@@ -131,12 +131,16 @@ fn words(o: Output) -> Vec<String> {
 }
 
 fn pkg_config(libdir: &Path, args: &[&str]) -> Vec<String> {
+    pkg_config_of(libdir, "fi_xpu", args)
+}
+
+fn pkg_config_of(libdir: &Path, package: &str, args: &[&str]) -> Vec<String> {
     words(common::run_ok(
         Command::new("pkg-config")
             .env("PKG_CONFIG_PATH", libdir.join("pkgconfig"))
             .env_remove("PKG_CONFIG_LIBDIR")
             .args(args)
-            .arg("fi_xpu"),
+            .arg(package),
     ))
 }
 
@@ -484,6 +488,23 @@ fn installed_tree_works_alone() {
     let cflags = pkg_config(&lib, &["--cflags"]);
     assert_eq!(cflags.len(), 1, "{cflags:?}");
     assert_eq!(resolved(&cflags[0], "-I"), prefix.join("include"));
+    // The device flags add the compatibility directory, where
+    // <rdma/fi_xpu_device.h> is fi_xpu's device header: a kernel written for
+    // libfabric's header compiles against the installed tree with them.
+    let dflags = pkg_config_of(&lib, "fi_xpu-device", &["--cflags"]);
+    assert_eq!(dflags.len(), 2, "{dflags:?}");
+    assert_eq!(resolved(&dflags[0], "-I"), prefix.join("include"));
+    assert_eq!(
+        resolved(&dflags[1], "-I"),
+        prefix.join("include/fi_xpu/compat")
+    );
+    common::run_ok(
+        Command::new("c++")
+            .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
+            .args(["-x", "c++"])
+            .args(&dflags)
+            .arg(common::root().join("tests/c/upstream_kernel.c")),
+    );
     let libs = pkg_config(&lib, &["--libs"]);
     assert_eq!(libs.len(), 2, "{libs:?}");
     assert_eq!(resolved(&libs[0], "-L"), lib);

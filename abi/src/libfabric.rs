@@ -82,6 +82,8 @@ pub mod flags {
     pub const FI_INJECT: u64 = 1 << 25;
     pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
     pub const FI_HMEM: u64 = 1 << 47;
+    /// libfabric 2.x's `FI_XPU` (bit 44; 1.x has `FI_XPU_TRIGGER` there).
+    pub const FI_XPU: u64 = 1 << 44;
 }
 
 /// `FI_CLASS_*` values used by fi_xpu objects.

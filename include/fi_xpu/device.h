@@ -5,6 +5,13 @@
  * scope, then dispatches on the handle's fid.prov_id to the inline
  * implementation of the provider that exported it. See fi_xpu_device(3).
  *
+ * Every function libfabric's <rdma/fi_xpu_device.h> declares has exactly
+ * its prototype (int datatype and op; fi_xpu_cntr_wait returns nothing).
+ * What fi_xpu adds has its own name: fi_xpu_flush, fi_xpu_cntr_wait_status.
+ * A kernel written for libfabric's header builds against this one with the
+ * device flags (pkg-config --cflags fi_xpu-device), whose compatibility
+ * directory maps <rdma/fi_xpu_device.h> here.
+ *
  * Return codes common to all of them: -FI_EINVAL for a NULL handle or a
  * scope outside FI_XPU_WORK_ITEM..FI_XPU_DEVICE (checked first), -FI_ENOSYS
  * for a prov_id that is not compiled in. Functions returning uint64_t
@@ -35,9 +42,9 @@
  *   int fi_xpu_recv_<prov>(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, void *context, uint64_t flags, int scope);
  *   int fi_xpu_tsend_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope);
  *   int fi_xpu_trecv_<prov>(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope);
- *   int fi_xpu_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope);
- *   int fi_xpu_fetch_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope);
- *   int fi_xpu_compare_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_fetch_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_compare_atomic_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope);
  *   int fi_xpu_flush_<prov>(struct fid_xpu_ep *ep, uint64_t flags, int scope);
  *   uint64_t fi_xpu_cntr_read_<prov>(struct fid_xpu_cntr *cntr, int scope);
  *   uint64_t fi_xpu_cntr_readerr_<prov>(struct fid_xpu_cntr *cntr, int scope);
@@ -206,7 +213,7 @@ fi_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src
 }
 
 FI_XPU_FUNC int
-fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_atomic_##p(ep, buf, count, desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
@@ -214,7 +221,7 @@ fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, 
 }
 
 FI_XPU_FUNC int
-fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_fetch_atomic_##p(ep, buf, count, desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
@@ -222,7 +229,7 @@ fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *
 }
 
 FI_XPU_FUNC int
-fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_compare_atomic_##p(ep, buf, count, desc, compare, compare_desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
@@ -253,12 +260,21 @@ fi_xpu_cntr_readerr(struct fid_xpu_cntr *cntr, int scope)
 #undef FI_XPU_DEVICE__CALL
 }
 
+/* Extension: the counter wait that says how it ended (0, -FI_ETIMEDOUT,
+ * -FI_EAVAIL, ...); fi_xpu_cntr_wait is the same wait with upstream's void
+ * prototype. */
 FI_XPU_FUNC int
-fi_xpu_cntr_wait(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout_ms, int scope)
+fi_xpu_cntr_wait_status(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout_ms, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_wait_##p(cntr, threshold, timeout_ms, scope)
 	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
+}
+
+FI_XPU_FUNC void
+fi_xpu_cntr_wait(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout, int scope)
+{
+	(void)fi_xpu_cntr_wait_status(cntr, threshold, timeout, scope);
 }
 
 FI_XPU_FUNC int

@@ -412,7 +412,7 @@ FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, cons
 
 FI_XPU_FUNC int fi_xpu_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
 				  void *desc, void *dest_addr, uint64_t addr, uint64_t key,
-				  enum fi_datatype datatype, enum fi_op op, void *context,
+				  int datatype, int op, void *context,
 				  uint64_t flags, int scope)
 {
 	int own = op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP) ? -FI_EINVAL : 0;
@@ -424,7 +424,7 @@ FI_XPU_FUNC int fi_xpu_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t
 FI_XPU_FUNC int fi_xpu_fetch_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
 					void *desc, void *result, void *result_desc,
 					void *dest_addr, uint64_t addr, uint64_t key,
-					enum fi_datatype datatype, enum fi_op op, void *context,
+					int datatype, int op, void *context,
 					uint64_t flags, int scope)
 {
 	int own = (op >= FI_CSWAP && op <= FI_MSWAP) || !result ? -FI_EINVAL : 0;
@@ -437,8 +437,8 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, 
 FI_XPU_FUNC int fi_xpu_compare_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t count,
 					  void *desc, const void *compare, void *compare_desc,
 					  void *result, void *result_desc, void *dest_addr,
-					  uint64_t addr, uint64_t key, enum fi_datatype datatype,
-					  enum fi_op op, void *context, uint64_t flags, int scope)
+					  uint64_t addr, uint64_t key, int datatype,
+					  int op, void *context, uint64_t flags, int scope)
 {
 	int own = op < FI_CSWAP || op > FI_MSWAP || !compare || !result ? -FI_EINVAL : 0;
 	(void)compare_desc;

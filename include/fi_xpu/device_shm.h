@@ -1531,7 +1531,7 @@ FI_XPU_FUNC int fi_xpu_trecv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, v
 
 FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
 				  void *desc, void *dest_addr, uint64_t addr, uint64_t key,
-				  enum fi_datatype datatype, enum fi_op op, void *context,
+				  int datatype, int op, void *context,
 				  uint64_t flags, int scope)
 {
 	(void)desc;
@@ -1547,7 +1547,7 @@ FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t
 FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
 					void *desc, void *result, void *result_desc,
 					void *dest_addr, uint64_t addr, uint64_t key,
-					enum fi_datatype datatype, enum fi_op op, void *context,
+					int datatype, int op, void *context,
 					uint64_t flags, int scope)
 {
 	(void)desc;
@@ -1564,8 +1564,8 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(struct fid_xpu_ep *ep, const void *buf, 
 FI_XPU_FUNC int fi_xpu_compare_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t count,
 					  void *desc, const void *compare, void *compare_desc,
 					  void *result, void *result_desc, void *dest_addr,
-					  uint64_t addr, uint64_t key, enum fi_datatype datatype,
-					  enum fi_op op, void *context, uint64_t flags, int scope)
+					  uint64_t addr, uint64_t key, int datatype,
+					  int op, void *context, uint64_t flags, int scope)
 {
 	(void)desc;
 	(void)compare_desc;

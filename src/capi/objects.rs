@@ -289,8 +289,8 @@ fn size_query(buf: *mut c_void, len: *mut usize) -> Result<usize> {
 }
 
 /// The checks of a raw-bytes query for a kernel (AV address, MR descriptor):
-/// the object and the context are live and share a domain, no flags, and a
-/// valid `(buf, len)` size query. Returns the object and the context.
+/// the object and the context are live and share a domain, no flag but
+/// `FI_XPU`, and a valid `(buf, len)` size query. Returns the object and the context.
 fn raw_query(
     obj: *const c_void,
     kind: Kind,
@@ -304,7 +304,8 @@ fn raw_query(
     if !o.same_domain(&c) {
         return Err(Error::INVAL);
     }
-    if flags != 0 {
+    // FI_XPU is what libfabric's callers pass to ask for the XPU form.
+    if flags & !FI_XPU != 0 {
         return Err(Error::BADFLAGS);
     }
     size_query(buf, len)?;

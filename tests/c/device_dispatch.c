@@ -50,7 +50,7 @@ static void call_all(struct fid_xpu_ep *ep, struct fid_xpu_cq *cq, struct fid_xp
 	res[TESTPROV_OP_FLUSH] = fi_xpu_flush(ep, 0, scope);
 	res[TESTPROV_OP_CNTR_READ] = (int64_t)fi_xpu_cntr_read(cntr, scope);
 	res[TESTPROV_OP_CNTR_READERR] = (int64_t)fi_xpu_cntr_readerr(cntr, scope);
-	res[TESTPROV_OP_CNTR_WAIT] = fi_xpu_cntr_wait(cntr, 0, 0, scope);
+	res[TESTPROV_OP_CNTR_WAIT] = fi_xpu_cntr_wait_status(cntr, 0, 0, scope);
 	res[TESTPROV_OP_CNTR_ADD] = fi_xpu_cntr_add(cntr, 1, scope);
 	res[TESTPROV_OP_CNTR_SET] = fi_xpu_cntr_set(cntr, 5, scope);
 	res[TESTPROV_OP_CNTR_ADDERR] = fi_xpu_cntr_adderr(cntr, 1, scope);
@@ -102,7 +102,7 @@ static void wait_vs_error(void *arg)
 {
 	int *ret = arg;
 	if (fi_xpu_arch_group_id() == 0) {
-		ret[0] = fi_xpu_cntr_wait(&cntr, 1000, 10000, FI_XPU_WORK_ITEM);
+		ret[0] = fi_xpu_cntr_wait_status(&cntr, 1000, 10000, FI_XPU_WORK_ITEM);
 	} else {
 		struct timespec ts = {0, 20 * 1000 * 1000};
 		nanosleep(&ts, NULL);
@@ -165,7 +165,7 @@ int main(void)
 		CHECK(fi_xpu_write(&ep, &s, 8, NULL, 0, NULL, (uint64_t)(uintptr_t)&d, 1, NULL, 0,
 				   FI_XPU_WORK_ITEM) == -FI_EACCES && d == 0);
 		CHECK(fi_xpu_cq_read(&cq, &(struct fi_cq_entry){0}, 1, FI_XPU_WORK_ITEM) == -FI_EAGAIN);
-		CHECK(fi_xpu_cntr_wait(&cntr, 6, 30, FI_XPU_WORK_ITEM) == -FI_ETIMEDOUT);
+		CHECK(fi_xpu_cntr_wait_status(&cntr, 6, 30, FI_XPU_WORK_ITEM) == -FI_ETIMEDOUT);
 	}
 
 	/* Work-group writes from three racing groups: one completion each. */

@@ -167,7 +167,7 @@ static void sc_kernel(void *arg)
 				     0, env->peer, env->rbase + SC_DST + item * SC_SLOT, env->rkey,
 				     SC_CTX(1, item), 0, scope);
 		/* The wait is served by the leader; every member gets its status. */
-		rc[1] = fi_xpu_cntr_wait(env->cntr, env->cntr0 + total, SC_WAIT_MS, scope);
+		rc[1] = fi_xpu_cntr_wait_status(env->cntr, env->cntr0 + total, SC_WAIT_MS, scope);
 		sc_drain(env, item, size);
 	}
 	if (env->phases & SC_COUNTERS) {
@@ -183,7 +183,7 @@ static void sc_kernel(void *arg)
 		/* Nothing the next phases post may count before it was read. */
 		fi_xpu_arch_barrier(FI_XPU_DEVICE);
 		/* Nobody can reach it: every member times out, together. */
-		rc[3] = fi_xpu_cntr_wait(env->cntr, UINT64_MAX / 2, 20, scope);
+		rc[3] = fi_xpu_cntr_wait_status(env->cntr, UINT64_MAX / 2, 20, scope);
 	}
 	if (env->phases & SC_ATOMICS) {
 		rc[4] = fi_xpu_fetch_atomic(env->ep, h + SC_OPD + item * 8, 1, env->desc, h + SC_RES + item * 8,

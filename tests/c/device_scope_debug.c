@@ -28,7 +28,7 @@ static void kernel(void *arg)
 	rc[g][i][0] = fi_xpu_write(&w.ep, &src, 8, NULL, 0, &w.raw[0],
 				   w.cards[0].base + 64 * (g * 8 + i), w.cards[0].key, NULL, 0,
 				   FI_XPU_WORK_GROUP);
-	rc[g][i][1] = fi_xpu_cntr_wait(&w.wcntr, 0, 1000, FI_XPU_SUBGROUP);
+	rc[g][i][1] = fi_xpu_cntr_wait_status(&w.wcntr, 0, 1000, FI_XPU_SUBGROUP);
 }
 
 int main(void)

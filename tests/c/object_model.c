@@ -170,6 +170,12 @@ static void check_mr(struct fid_xpu_domain *dom, struct fid_xpu_host_ctx *ctx,
 	EXPECT(desc.addr, (uint64_t)(uintptr_t)region2);
 	EXPECT(desc.key, 0x1234);
 	EXPECT(fi_xpu_mr_desc(mrs[0], &desc, &len, 1, ctx), -FI_EBADFLAGS);
+	/* The FI_XPU flag libfabric's example passes asks for the same thing. */
+	memset(&desc, 0, sizeof(desc));
+	len = sizeof(desc);
+	REQUIRE(fi_xpu_mr_desc(mrs[1], &desc, &len, FI_XPU, ctx), 0);
+	EXPECT(desc.key, 0x1234);
+	EXPECT(fi_xpu_mr_desc(mrs[1], &desc, &len, FI_XPU | 1, ctx), -FI_EBADFLAGS);
 }
 
 static void check_host_cq(struct fid_xpu_host_cq *hcq)
@@ -263,6 +269,11 @@ static void check_av(struct fid_xpu_av *av, struct fid_xpu_host_ctx *ctx_a, stru
 	len = sizeof(got);
 	REQUIRE(fi_xpu_av_lookup(av, addrs[0], &got, &len, 0, ctx_b), 0);
 	EXPECT(memcmp(&got, n1, TP_ADDRLEN), 0);
+	memset(&got, 0, sizeof(got));
+	len = sizeof(got);
+	REQUIRE(fi_xpu_av_lookup(av, addrs[0], &got, &len, FI_XPU, ctx_b), 0);
+	EXPECT(memcmp(&got, n1, TP_ADDRLEN), 0);
+	EXPECT(fi_xpu_av_lookup(av, addrs[0], &got, &len, FI_XPU | 2, ctx_b), -FI_EBADFLAGS);
 
 	/* Unknown and removed addresses. */
 	len = sizeof(got);

@@ -123,7 +123,7 @@ static void survivor(struct ofi_node *n)
 	CHECK(fi_xpu_write(&n->ep[0], &v, 8, NULL, 0, &n->raw[0], n->peer.base + 8, n->peer.key,
 			   &v, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
 	t0 = ofi_now_ms();
-	rc = fi_xpu_cntr_wait(&n->cntr, before + 1, DEATH_WAIT_MS, FI_XPU_WORK_ITEM);
+	rc = fi_xpu_cntr_wait_status(&n->cntr, before + 1, DEATH_WAIT_MS, FI_XPU_WORK_ITEM);
 	EXPECT(rc == -FI_ETIMEDOUT || rc == -FI_EAVAIL);
 	EXPECT(ofi_now_ms() - t0 < DEATH_WAIT_MS + 2000);
 	printf("death: cntr_wait: %s\n", fi_xpu_strerror(rc));

@@ -202,7 +202,7 @@ static void test_protection(void)
 	expect_entry(CTX(14), 0, 0, 0, &err);
 	EXPECT(err, FI_EACCES);
 	EXPECT(fi_xpu_cntr_readerr(&W.wcntr, FI_XPU_WORK_ITEM), werr0 + 5);
-	EXPECT(fi_xpu_cntr_wait(&W.wcntr, 1000, 50, FI_XPU_WORK_ITEM), -FI_ETIMEDOUT);
+	EXPECT(fi_xpu_cntr_wait_status(&W.wcntr, 1000, 50, FI_XPU_WORK_ITEM), -FI_ETIMEDOUT);
 	barrier(&W);
 	/* Nothing was written anywhere. */
 	for (i = 0; i < 64; i++) {

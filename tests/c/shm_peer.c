@@ -180,7 +180,7 @@ int main(void)
 		int st;
 		EXPECT(wait(&st) > 0, 1);
 	}
-	EXPECT(fi_xpu_cntr_wait(&W.rwcntr, fi_xpu_cntr_read(&W.rwcntr, FI_XPU_WORK_ITEM) + 1, 200,
+	EXPECT(fi_xpu_cntr_wait_status(&W.rwcntr, fi_xpu_cntr_read(&W.rwcntr, FI_XPU_WORK_ITEM) + 1, 200,
 				FI_XPU_WORK_ITEM), -FI_ETIMEDOUT);
 	{
 		struct fi_cq_data_entry e;

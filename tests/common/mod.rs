@@ -14,14 +14,22 @@ pub fn root() -> PathBuf {
 /// include directory: `fi_xpu.h` (generated, at the top of the tree) and the
 /// device and provider headers under `include/fi_xpu/`.
 pub fn public_headers() -> Vec<(PathBuf, PathBuf)> {
-    let mut v = vec![(root().join("fi_xpu.h"), PathBuf::from("fi_xpu.h"))];
-    for e in std::fs::read_dir(root().join("include/fi_xpu")).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "h") {
-            let rel = Path::new("fi_xpu").join(p.file_name().unwrap());
-            v.push((p, rel));
+    fn walk(dir: &Path, v: &mut Vec<(PathBuf, PathBuf)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, v);
+            } else if p.extension().is_some_and(|x| x == "h") {
+                let rel = p
+                    .strip_prefix(root().join("include"))
+                    .unwrap()
+                    .to_path_buf();
+                v.push((p, rel));
+            }
         }
     }
+    let mut v = vec![(root().join("fi_xpu.h"), PathBuf::from("fi_xpu.h"))];
+    walk(&root().join("include/fi_xpu"), &mut v);
     v.sort();
     v
 }

@@ -202,6 +202,18 @@ pub fn install(o: Opts) -> Result {
         &native,
     )?;
     write_file(&lib.join("pkgconfig/fi_xpu.pc"), pc.as_bytes(), 0o644)?;
+    // Device flags: the headers and the directory that maps libfabric's
+    // <rdma/fi_xpu_device.h> to fi_xpu's.
+    let pc = pkg_config(
+        &read(&root().join("pkgconfig/fi_xpu-device.pc.in"))?,
+        &librel,
+        &native,
+    )?;
+    write_file(
+        &lib.join("pkgconfig/fi_xpu-device.pc"),
+        pc.as_bytes(),
+        0o644,
+    )?;
     let cmake = lib.join("cmake/fi_xpu");
     let config = cmake_config(
         &read(&root().join("cmake/fi_xpu-config.cmake.in"))?,
@@ -230,7 +242,7 @@ pub fn install(o: Opts) -> Result {
 
     println!(
         "installed into {}{}: {lr}/{real} (+ {soname}, libfi_xpu.so, libfi_xpu.a), \
-         {lr}/fi_xpu/{{{}}}, {count} header(s), {} man page(s), {lr}/pkgconfig/fi_xpu.pc, \
+         {lr}/fi_xpu/{{{}}}, {count} header(s), {} man page(s), {lr}/pkgconfig/fi_xpu{{,-device}}.pc, \
          {lr}/cmake/fi_xpu/, bin/fi_xpu_info{}",
         destdir
             .as_ref()

@@ -297,17 +297,23 @@ fn symlink(target: &str, link: &Path) -> Result {
 
 /// Every public header with its path relative to the include directory: the
 /// generated host header `fi_xpu.h` at the top of the tree, the device and
-/// provider headers under `include/fi_xpu/`.
+/// provider headers under `include/fi_xpu/` (with the compatibility
+/// directory `include/fi_xpu/compat/`).
 fn public_headers() -> Result<Vec<(PathBuf, PathBuf)>> {
-    let mut v = vec![(root().join("fi_xpu.h"), PathBuf::from("fi_xpu.h"))];
-    let dir = root().join("include/fi_xpu");
-    for entry in fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        if path.extension() == Some(OsStr::new("h")) {
-            let rel = Path::new("fi_xpu").join(path.file_name().unwrap());
-            v.push((path, rel));
+    fn walk(dir: &Path, v: &mut Vec<(PathBuf, PathBuf)>) -> Result {
+        for entry in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            if path.is_dir() {
+                walk(&path, v)?;
+            } else if path.extension() == Some(OsStr::new("h")) {
+                let rel = path.strip_prefix(root().join("include")).unwrap();
+                v.push((path.clone(), rel.to_path_buf()));
+            }
         }
+        Ok(())
     }
+    let mut v = vec![(root().join("fi_xpu.h"), PathBuf::from("fi_xpu.h"))];
+    walk(&root().join("include/fi_xpu"), &mut v)?;
     v.sort();
     Ok(v)
 }

@@ -281,21 +281,21 @@ TESTPROV_FUNC int fi_xpu_trecv_testprov(struct fid_xpu_ep *ep, void *buf, size_t
 	return -FI_EOPNOTSUPP;
 }
 
-TESTPROV_FUNC int fi_xpu_atomic_testprov(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+TESTPROV_FUNC int fi_xpu_atomic_testprov(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 	/* Not a loopback operation: it only proves the dispatch got here. */
 	testprov_called(ep->fid.prov_ctx, TESTPROV_OP_ATOMIC, scope);
 	return -FI_EOPNOTSUPP;
 }
 
-TESTPROV_FUNC int fi_xpu_fetch_atomic_testprov(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+TESTPROV_FUNC int fi_xpu_fetch_atomic_testprov(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 	/* Not a loopback operation: it only proves the dispatch got here. */
 	testprov_called(ep->fid.prov_ctx, TESTPROV_OP_FETCH_ATOMIC, scope);
 	return -FI_EOPNOTSUPP;
 }
 
-TESTPROV_FUNC int fi_xpu_compare_atomic_testprov(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags, int scope)
+TESTPROV_FUNC int fi_xpu_compare_atomic_testprov(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 	/* Not a loopback operation: it only proves the dispatch got here. */
 	testprov_called(ep->fid.prov_ctx, TESTPROV_OP_COMPARE_ATOMIC, scope);
