@@ -77,6 +77,11 @@
  *   uint32_t fi_xpu_arch_scope_size(int scope)   work items in the caller's
  *            scope instance; a trailing partial subgroup counts only the
  *            lanes it really has. Both return 0 / 1 for an unchecked scope.
+ *            On NVIDIA (nvcc, or clang with a CUDA installation) and AMD
+ *            the subgroup instance is the lanes converged at the call
+ *            (activemask / EXEC): ranks are dense among them and the
+ *            lowest is the leader; elsewhere it is every lane of the
+ *            subgroup.
  *   int      fi_xpu_arch_barrier(int scope)  every work item of the scope
  *            instance waits for the others; memory written before the
  *            barrier is visible to the scope after it (work-group memory
@@ -363,16 +368,52 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
 {
 	asm volatile("bar.sync 0;" ::: "memory");
 }
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void);
+/* The subgroup of a call is the lanes converged at it (activemask, PTX ISA
+ * 6.2). clang without a CUDA installation emits older PTX, so there the
+ * subgroup is every lane the launch gave the warp. */
+#if !defined(__clang__) || defined(CUDA_VERSION)
+#define FI_XPU_ARCH__SUBGROUP_CONVERGED 1
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void)
+{
+	uint32_t m;
+	asm volatile("activemask.b32 %0;" : "=r"(m));
+	return m;
+}
+#else
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void)
+{
+	uint32_t left = fi_xpu_arch_group_size() - fi_xpu_arch_subgroup_id() * 32u;
+	return left >= 32 ? 0xffffffffu : (1u << left) - 1u;
+}
+#endif
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__popc(uint32_t v)
+{
+	uint32_t n;
+	asm("popc.b32 %0, %1;" : "=r"(n) : "r"(v));
+	return n;
+}
+/* Rank among the members (lanes below this one), and how many there are. */
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_rank(void)
+{
+	uint32_t lt;
+	asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+	return fi_xpu_arch__popc(fi_xpu_arch__subgroup_mask() & lt);
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_count(void)
+{
+	return fi_xpu_arch__popc(fi_xpu_arch__subgroup_mask());
+}
 FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
 {
 	asm volatile("bar.warp.sync %0;" :: "r"(fi_xpu_arch__subgroup_mask()) : "memory");
 }
+/* From the lowest member, the leader (rank 0). */
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
 {
-	uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32), m = fi_xpu_arch__subgroup_mask();
-	asm volatile("shfl.sync.idx.b32 %0, %0, 0, 0x1f, %1;" : "+r"(lo) : "r"(m));
-	asm volatile("shfl.sync.idx.b32 %0, %0, 0, 0x1f, %1;" : "+r"(hi) : "r"(m));
+	uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32), m = fi_xpu_arch__subgroup_mask(), src;
+	asm("bfind.u32 %0, %1;" : "=r"(src) : "r"(m & (0u - m)));
+	asm volatile("shfl.sync.idx.b32 %0, %0, %1, 0x1f, %2;" : "+r"(lo) : "r"(src), "r"(m));
+	asm volatile("shfl.sync.idx.b32 %0, %0, %1, 0x1f, %2;" : "+r"(hi) : "r"(src), "r"(m));
 	return ((uint64_t)hi << 32) | lo;
 }
 /* nanosleep needs PTX ISA 6.3; clang without a CUDA installation emits
@@ -492,8 +533,19 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
 	__builtin_amdgcn_wave_barrier();
 	__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
 }
-/* Lane 0 always takes part in a subgroup-wide call, so the first active
- * lane is the leader. */
+/* The subgroup of a call is the lanes converged at it: the active lanes
+ * (EXEC). Ranks count the members below; the leader is the first. */
+#define FI_XPU_ARCH__SUBGROUP_CONVERGED 1
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_rank(void)
+{
+	uint64_t m = __builtin_amdgcn_read_exec();
+	return __builtin_amdgcn_mbcnt_hi((uint32_t)(m >> 32),
+					 __builtin_amdgcn_mbcnt_lo((uint32_t)m, 0u));
+}
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_count(void)
+{
+	return (uint32_t)__builtin_popcountll(__builtin_amdgcn_read_exec());
+}
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
 {
 	uint32_t lo = (uint32_t)__builtin_amdgcn_readfirstlane((int)(uint32_t)v);
@@ -913,7 +965,11 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_scope_rank(int scope)
 {
 	switch (scope) {
 	case FI_XPU_SUBGROUP:
+#ifdef FI_XPU_ARCH__SUBGROUP_CONVERGED
+		return fi_xpu_arch__subgroup_rank();
+#else
 		return fi_xpu_arch_lane_id();
+#endif
 	case FI_XPU_WORK_GROUP:
 		return fi_xpu_arch_local_id();
 	case FI_XPU_DEVICE:
@@ -927,9 +983,13 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_scope_size(int scope)
 {
 	switch (scope) {
 	case FI_XPU_SUBGROUP: {
+#ifdef FI_XPU_ARCH__SUBGROUP_CONVERGED
+		return fi_xpu_arch__subgroup_count();
+#else
 		uint32_t sg = fi_xpu_arch_subgroup_size();
 		uint32_t left = fi_xpu_arch_group_size() - fi_xpu_arch_subgroup_id() * sg;
 		return left < sg ? left : sg;
+#endif
 	}
 	case FI_XPU_WORK_GROUP:
 		return fi_xpu_arch_group_size();
@@ -940,13 +1000,6 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_scope_size(int scope)
 	}
 }
 
-#if defined(FI_XPU_ARCH_NVPTX)
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void)
-{
-	uint32_t n = fi_xpu_arch_scope_size(FI_XPU_SUBGROUP);
-	return n >= 32 ? 0xffffffffu : (1u << n) - 1u;
-}
-#endif
 
 FI_XPU_FORCE_INLINE int fi_xpu_arch_barrier(int scope)
 {
