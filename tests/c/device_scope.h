@@ -14,6 +14,9 @@
  *             own tagged message.
  *   coop      fi_xpu_coop_write: one write per group, with the group's
  *             arguments, one completion.
+ *   refused   some work items pass a NULL buffer: they alone get
+ *             -FI_EINVAL, the others' writes land (on ofi the refused
+ *             members' ring slots carry no-ops).
  * CQ reads run at the same scope: the leader reads into its buffer, every
  * member gets the count, and each group reads as many completions as it
  * caused. A counter wait that cannot succeed times out for every member.
@@ -47,7 +50,7 @@
 #define SC_WATCHDOG_S 120
 
 enum { SC_WRITES = 1, SC_COUNTERS = 2, SC_ATOMICS = 4, SC_MESSAGES = 8, SC_COOP_WRITE = 16,
-       SC_ALL = 31 };
+       SC_ALL = 31, SC_REFUSED = 32 };
 
 struct scope_env {
 	const char *prov;
@@ -65,7 +68,7 @@ struct scope_env {
 	int fails;
 	/* completions seen, by context */
 	uint32_t seen[6][SC_MAX_ITEMS];
-	int64_t rc[SC_MAX_ITEMS][8];
+	int64_t rc[SC_MAX_ITEMS][9];
 	uint64_t cntr_moved;
 };
 
@@ -78,6 +81,12 @@ static unsigned char sc_pat(uint32_t item, size_t k)
 static size_t sc_len(uint32_t item)
 {
 	return 1 + (item * 13u) % SC_SLOT;
+}
+
+/* The work items whose arguments are refused in the refused phase. */
+static int sc_refused(uint32_t item)
+{
+	return item % 5 == 3;
 }
 
 static size_t sc_msg_len(uint32_t item)
@@ -206,6 +215,19 @@ static void sc_kernel(void *arg)
 					  SC_CTX(5, inst), 0, scope);
 		sc_drain(env, item, 1);
 	}
+	if (env->phases & SC_REFUSED) {
+		/* Ranks are positions in the launch here, so the group is the
+		 * work items [item - rank, item - rank + size). */
+		uint32_t first = item - (scope == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope));
+		uint32_t good = 0;
+		for (uint32_t i = first; i < first + size; i++)
+			good += !sc_refused(i);
+		rc[8] = fi_xpu_write(env->ep,
+				     sc_refused(item) ? NULL : h + SC_SRC + item * SC_SLOT, 8,
+				     env->desc, 0, env->peer, env->rbase + SC_DST + item * SC_SLOT,
+				     env->rkey, SC_CTX(1, item), 0, scope);
+		sc_drain(env, item, good);
+	}
 }
 
 /* Runs the phases at `scope` on `groups` x `items` work items (subgroups of
@@ -220,7 +242,7 @@ static int sc_run(struct scope_env *env, int scope, uint32_t groups, uint32_t it
 			     : scope == FI_XPU_WORK_GROUP ? groups
 							  : 1;
 	unsigned char *h = env->heap;
-	int64_t want[8] = { 0, 0, 0, -FI_ETIMEDOUT, 0, 0, 0, 0 };
+	int64_t want[9] = { 0, 0, 0, -FI_ETIMEDOUT, 0, 0, 0, 0, 0 };
 	uint64_t acc;
 	int ret;
 
@@ -251,11 +273,12 @@ static int sc_run(struct scope_env *env, int scope, uint32_t groups, uint32_t it
 		return env->fails;
 	}
 	for (uint32_t i = 0; i < total; i++)
-		for (int k = 0; k < 8; k++) {
-			static const int phase_of[8] = { SC_WRITES,   SC_WRITES,   SC_COUNTERS,
+		for (int k = 0; k < 9; k++) {
+			static const int phase_of[9] = { SC_WRITES,   SC_WRITES,   SC_COUNTERS,
 							 SC_COUNTERS, SC_ATOMICS,  SC_MESSAGES,
-							 SC_MESSAGES, SC_COOP_WRITE };
-			if ((phases & phase_of[k]) && env->rc[i][k] != want[k])
+							 SC_MESSAGES, SC_COOP_WRITE, SC_REFUSED };
+			int64_t w = k == 8 && sc_refused(i) ? -FI_EINVAL : want[k];
+			if ((phases & phase_of[k]) && env->rc[i][k] != w)
 				sc_fail(env, "return value", i, env->rc[i][k]);
 		}
 	if (phases & SC_WRITES) {
@@ -271,6 +294,20 @@ static int sc_run(struct scope_env *env, int scope, uint32_t groups, uint32_t it
 		for (uint32_t i = 0; i < total; i++)
 			if (env->seen[1][i] != 1)
 				sc_fail(env, "write completions", i, env->seen[1][i]);
+	}
+	if (phases & SC_REFUSED) {
+		/* The accepted writes landed, the refused ones left no trace. */
+		for (uint32_t i = 0; i < total; i++) {
+			for (size_t k = 0; k < SC_SLOT; k++) {
+				unsigned char want_b = !sc_refused(i) && k < 8 ? sc_pat(i, k) : 0;
+				if (h[SC_DST + i * SC_SLOT + k] != want_b) {
+					sc_fail(env, "refused phase: byte", i, (int64_t)k);
+					break;
+				}
+			}
+			if (env->seen[1][i] != (uint32_t)!sc_refused(i))
+				sc_fail(env, "refused phase: completions", i, env->seen[1][i]);
+		}
 	}
 	if ((phases & SC_COUNTERS) && env->cntr_moved != total)
 		sc_fail(env, "counter moved by", 0, (int64_t)env->cntr_moved);
@@ -338,8 +375,11 @@ static int sc_run_all(struct scope_env *env)
 	int bad = 0;
 	alarm(SC_WATCHDOG_S);
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-		for (int scope = FI_XPU_WORK_ITEM; scope <= FI_XPU_DEVICE; scope++)
+		for (int scope = FI_XPU_WORK_ITEM; scope <= FI_XPU_DEVICE; scope++) {
 			bad += sc_run(env, scope, shapes[s][0], shapes[s][1], shapes[s][2], SC_ALL);
+			bad += sc_run(env, scope, shapes[s][0], shapes[s][1], shapes[s][2],
+				      SC_REFUSED);
+		}
 	return bad;
 }
 
