@@ -14,6 +14,7 @@ pub mod launcher;
 pub mod log;
 pub mod memory;
 pub mod object;
+pub mod param;
 pub mod provider;
 
 pub use error::{Error, Result};

@@ -1,14 +1,25 @@
-//! Logging to stderr, one line per event, filtered by `FI_XPU_LOG_LEVEL`
-//! (`warn` (default), `info`, `debug`, or `none`).
-use crate::provider::env;
+//! Logging to stderr, one line per event:
+//!
+//! ```text
+//! fi_xpu:<pid>:<host>:<seconds.microseconds>:<source>:<level>: <message>
+//! ```
+//!
+//! The pid, host and wall-clock time tell apart the ranks of one job that
+//! share a terminal; `<source>` is `core` or the provider's name. Filtered
+//! by `FI_XPU_LOG_LEVEL` (`warn` (default), `info`, `debug`, or `none`) and
+//! `FI_XPU_LOG_PROV` (`shm,core` keeps only those sources, `^ofi` drops
+//! those).
+use crate::param;
+use crate::provider::filter::Filter;
 use fi_xpu_abi::{FI_XPU_LOG_DEBUG, FI_XPU_LOG_INFO, FI_XPU_LOG_WARN};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 fn threshold() -> i32 {
     static LEVEL: OnceLock<i32> = OnceLock::new();
-    *LEVEL.get_or_init(|| match env::var("FI_XPU_LOG_LEVEL").as_deref() {
+    *LEVEL.get_or_init(|| match param::core(param::LOG_LEVEL).as_deref() {
         Some("none") | Some("0") => 0,
         Some("info") | Some("2") => FI_XPU_LOG_INFO,
         Some("debug") | Some("trace") | Some("3") => FI_XPU_LOG_DEBUG,
@@ -16,8 +27,49 @@ fn threshold() -> i32 {
     })
 }
 
+fn source_filter() -> Option<&'static Filter> {
+    static FILTER: OnceLock<Option<Filter>> = OnceLock::new();
+    FILTER
+        .get_or_init(|| Filter::parse(&param::core(param::LOG_PROV)?))
+        .as_ref()
+}
+
+/// The host name, once per process.
+fn host() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let mut buf = [0u8; 256];
+        // SAFETY: `buf` is writable for its whole length; gethostname
+        // writes at most that many bytes.
+        let ret = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        if ret != 0 || end == 0 {
+            return "?".into();
+        }
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    })
+}
+
 pub fn enabled(level: i32) -> bool {
     level <= threshold()
+}
+
+/// One log line for `source` at `level`, without the final newline.
+pub fn format_line(level: i32, source: &str, msg: &str, now: SystemTime) -> String {
+    let name = match level {
+        FI_XPU_LOG_WARN => "warn",
+        FI_XPU_LOG_INFO => "info",
+        _ => "debug",
+    };
+    let t = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!(
+        "fi_xpu:{}:{}:{}.{:06}:{source}:{name}: {}",
+        std::process::id(),
+        host(),
+        t.as_secs(),
+        t.subsec_micros(),
+        msg.trim_end()
+    )
 }
 
 /// Messages of info level and above kept while `capture` runs, as
@@ -26,8 +78,9 @@ static CAPTURED: Mutex<Option<Vec<(String, String)>>> = Mutex::new(None);
 static CAPTURING: AtomicBool = AtomicBool::new(false);
 
 /// Runs `f` and returns, with its result, the messages of info level and
-/// above logged meanwhile, whatever `FI_XPU_LOG_LEVEL` prints (for
-/// `fi_xpu_info`, which shows what providers say when they open a domain).
+/// above logged meanwhile, whatever `FI_XPU_LOG_LEVEL` and
+/// `FI_XPU_LOG_PROV` print (for `fi_xpu_info`, which shows what providers
+/// say when they open a domain).
 pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<(String, String)>) {
     *CAPTURED.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
     CAPTURING.store(true, Ordering::Release);
@@ -41,22 +94,17 @@ pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<(String, String)>) {
     (r, got)
 }
 
-/// Writes `fi_xpu:<source>:<level>: <msg>` as one line.
+/// Writes one line, if `level` and `source` pass the filters.
 pub fn write(level: i32, source: &str, msg: &str) {
     if level <= FI_XPU_LOG_INFO && CAPTURING.load(Ordering::Acquire) {
         if let Some(v) = CAPTURED.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             v.push((source.to_string(), msg.trim_end().to_string()));
         }
     }
-    if !enabled(level) {
+    if !enabled(level) || source_filter().is_some_and(|f| !f.allows(source)) {
         return;
     }
-    let name = match level {
-        FI_XPU_LOG_WARN => "warn",
-        FI_XPU_LOG_INFO => "info",
-        _ => "debug",
-    };
-    let line = format!("fi_xpu:{source}:{name}: {}\n", msg.trim_end());
+    let line = format_line(level, source, msg, SystemTime::now()) + "\n";
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
@@ -71,4 +119,25 @@ macro_rules! info {
 #[macro_export]
 macro_rules! debug {
     ($($arg:tt)*) => { $crate::log::write(fi_xpu_abi::FI_XPU_LOG_DEBUG, "core", &format!($($arg)*)) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn line_carries_pid_host_and_time() {
+        let t = UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_042);
+        let line = format_line(FI_XPU_LOG_WARN, "shm", "no peer\n", t);
+        assert_eq!(
+            line,
+            format!(
+                "fi_xpu:{}:{}:1700000000.000042:shm:warn: no peer",
+                std::process::id(),
+                host()
+            )
+        );
+        assert!(!host().is_empty());
+    }
 }

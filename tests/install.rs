@@ -530,6 +530,28 @@ fn installed_tree_works_alone() {
 
     assert_nothing_at_libfabric_paths(&prefix);
 
+    // fi_xpu_info -e: every variable the core and the installed providers
+    // read, with its default.
+    let o = common::run_ok(
+        Command::new(prefix.join("bin/fi_xpu_info"))
+            .arg("-e")
+            .env_remove("FI_XPU_PROVIDER_PATH")
+            .env_remove("FI_XPU_PROVIDER"),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    for (var, owner, default) in [
+        ("FI_XPU_PROVIDER_PATH", "core", "(unset)"),
+        ("FI_XPU_PROVIDER", "core", "(unset)"),
+        ("FI_XPU_LOG_LEVEL", "core", "warn"),
+        ("FI_XPU_LOG_PROV", "core", "(unset)"),
+        ("FI_XPU_SHM_HEAP_SIZE", "shm", "8388608"),
+        ("FI_XPU_OFI_PROVIDER", "ofi", "(unset)"),
+        ("FI_XPU_OFI_PROGRESS_THREADS", "ofi", "1"),
+    ] {
+        let block = format!("env: {var}\n    owner: {owner}\n    default: {default}\n");
+        assert!(out.contains(&block), "{block}not in:\n{out}");
+    }
+
     // Headers, byte for byte, and one rendered man page per source.
     for (p, rel) in common::public_headers() {
         let installed = prefix.join("include").join(rel);

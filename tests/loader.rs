@@ -194,9 +194,7 @@ fn refusals_are_recorded_logged_and_not_fatal() {
     assert_eq!(run.skipped().len(), cases.len() + 1, "{}", run.dump());
     // A plugin that fails to initialise says why through the core's log.
     assert!(
-        run.stderr
-            .lines()
-            .any(|l| l == "fi_xpu:initfail:warn: refusing to initialise (built with TP_INIT_FAIL)"),
+        run.logged("fi_xpu:initfail:warn: refusing to initialise (built with TP_INIT_FAIL)"),
         "{}",
         run.dump()
     );
@@ -393,7 +391,7 @@ fn writable_directories_are_refused() {
         let reason = format!("directory refused: writable by other users (mode {mode})");
         assert_eq!(run.reason(dir), Some(reason.as_str()), "{}", run.dump());
         let line = format!("fi_xpu:core:warn: {}: {reason}", dir.display());
-        assert!(run.stderr.lines().any(|l| l == line), "{}", run.dump());
+        assert!(run.logged(&line), "{}", run.dump());
     }
     assert_eq!(opened(&mark), ["dok"]);
 }
@@ -415,6 +413,176 @@ fn exit_status_without_usable_provider() {
     let run = info(Some(path_str(&dir)), None, &[]);
     assert_eq!(run.code, 1, "{}", run.dump());
     assert_eq!(run.skipped(), [path_str(&dir.join("libfi_xpu-bad.so"))]);
+}
+
+/// A provider defines and reads its parameters through the core's registry
+/// only: the variable is `FI_XPU_<PROVIDER>_<NAME>`, `fi_xpu_info -e` lists
+/// it with its default and description beside the core's and the in-tree
+/// providers' own, and the value set reaches the provider.
+#[test]
+fn provider_parameters_go_through_the_core() {
+    let dir = scratch("param");
+    build_plugin(&dir, "tparam", &with(named("tparam", 286), &["-DTP_PARAM"]));
+    let p = path_str(&dir);
+    let tool = info_tool();
+    let cwd = info_tool_dir();
+    let warn = [("FI_XPU_LOG_LEVEL", "warn")];
+
+    let run = info_env(cwd, tool, Some(p), None, &[], &warn);
+    assert_eq!(run.providers(), ["tparam"], "{}", run.dump());
+    assert!(
+        run.logged("fi_xpu:tparam:warn: depth: unset"),
+        "{}",
+        run.dump()
+    );
+
+    let set = [("FI_XPU_LOG_LEVEL", "warn"), ("FI_XPU_TPARAM_DEPTH", "12")];
+    let run = info_env(cwd, tool, Some(p), None, &[], &set);
+    assert_eq!(run.providers(), ["tparam"], "{}", run.dump());
+    assert!(
+        run.logged("fi_xpu:tparam:warn: depth: 12"),
+        "{}",
+        run.dump()
+    );
+
+    let run = info_env(cwd, tool, Some(p), None, &["-e"], &set);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let block = |var: &str| -> Vec<String> {
+        let head = format!("env: {var}");
+        run.stdout
+            .lines()
+            .skip_while(|l| *l != head)
+            .skip(1)
+            .take_while(|l| l.starts_with("    "))
+            .map(|l| l.trim_start().to_string())
+            .collect()
+    };
+    assert_eq!(
+        block("FI_XPU_TPARAM_DEPTH"),
+        [
+            "owner: tparam",
+            "default: 4",
+            "value: 12",
+            "description: queue depth of the test provider"
+        ],
+        "{}",
+        run.dump()
+    );
+    assert_eq!(
+        block("FI_XPU_LOG_LEVEL"),
+        [
+            "owner: core",
+            "default: warn",
+            "value: warn",
+            "description: least severe message logged: none, warn, info or debug"
+        ],
+        "{}",
+        run.dump()
+    );
+    for var in ["FI_XPU_PROVIDER_PATH", "FI_XPU_PROVIDER", "FI_XPU_LOG_PROV"] {
+        assert_eq!(
+            block(var).first().map(String::as_str),
+            Some("owner: core"),
+            "{var}"
+        );
+    }
+}
+
+/// No provider reads the environment itself: the in-tree providers' sources
+/// (Rust and C) never call getenv or std::env, only the core's registry.
+#[test]
+fn providers_read_no_environment() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("providers");
+    let mut files = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.file_name().is_some_and(|f| f != "build.rs")
+                && p.extension()
+                    .is_some_and(|x| x == "rs" || x == "c" || x == "h")
+            {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 10, "{files:?}");
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for needle in ["getenv", "env::var", "var_os("] {
+            assert!(
+                !text.contains(needle),
+                "{} reads the environment ({needle}); define a parameter instead",
+                f.display()
+            );
+        }
+    }
+}
+
+/// Every log line carries the pid, the host and the time; FI_XPU_LOG_PROV
+/// keeps or drops sources as FI_XPU_PROVIDER does providers.
+#[test]
+fn log_lines_carry_pid_host_time_and_filter_by_source() {
+    let dir = scratch("logprov");
+    build_plugin(
+        &dir,
+        "initfail",
+        &with(named("initfail", 287), &["-DTP_INIT_FAIL"]),
+    );
+    std::fs::write(dir.join("libfi_xpu-junk.so"), b"not a plugin").unwrap();
+    chmod(&dir.join("libfi_xpu-junk.so"), 0o644);
+    let p = path_str(&dir);
+    let (tool, cwd) = (info_tool(), info_tool_dir());
+    let core_line = |run: &Run| {
+        run.log()
+            .iter()
+            .any(|l| l.starts_with("fi_xpu:core:warn: "))
+    };
+    let prov_line = "fi_xpu:initfail:warn: refusing to initialise (built with TP_INIT_FAIL)";
+
+    let run = info_env(
+        cwd,
+        tool,
+        Some(p),
+        None,
+        &[],
+        &[("FI_XPU_LOG_LEVEL", "warn")],
+    );
+    assert!(core_line(&run) && run.logged(prov_line), "{}", run.dump());
+    let host = {
+        let o = std::process::Command::new("hostname").output().unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // (fi_xpu_info's own message about no usable provider is not a log line.)
+    for line in run.stderr.lines().filter(|l| l.starts_with("fi_xpu:")) {
+        assert!(plugins::log_body(line).is_some(), "{line}");
+        let f: Vec<&str> = line.splitn(5, ':').collect();
+        assert!(f[1].parse::<u32>().unwrap() > 1, "{line}");
+        assert_eq!(f[2], host, "{line}");
+        let secs: u64 = f[3].split('.').next().unwrap().parse().unwrap();
+        assert!(secs.abs_diff(now) < 600, "{line}");
+    }
+
+    let only = [
+        ("FI_XPU_LOG_LEVEL", "warn"),
+        ("FI_XPU_LOG_PROV", "initfail"),
+    ];
+    let run = info_env(cwd, tool, Some(p), None, &[], &only);
+    assert!(!core_line(&run) && run.logged(prov_line), "{}", run.dump());
+    assert_eq!(run.log().len(), 1, "{}", run.dump());
+
+    let drop = [
+        ("FI_XPU_LOG_LEVEL", "warn"),
+        ("FI_XPU_LOG_PROV", "^initfail"),
+    ];
+    let run = info_env(cwd, tool, Some(p), None, &[], &drop);
+    assert!(core_line(&run) && !run.logged(prov_line), "{}", run.dump());
 }
 
 /// `fi_xpu_getinfo` lists the default provider first, whatever the order
@@ -744,7 +912,7 @@ fn relative_search_path_entries_are_refused() {
         let reason = "relative directory in FI_XPU_PROVIDER_PATH refused";
         assert_eq!(run.reason(Path::new(entry)), Some(reason), "{}", run.dump());
         let line = format!("fi_xpu:core:warn: {entry}: {reason}");
-        assert!(run.stderr.lines().any(|l| l == line), "{}", run.dump());
+        assert!(run.logged(&line), "{}", run.dump());
     }
     let searched = run.searched();
     assert_eq!(searched.first(), Some(&path_str(&abs)), "{}", run.dump());

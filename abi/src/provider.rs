@@ -17,7 +17,8 @@ use std::ffi::{c_char, c_int, c_void};
 pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// Plugin ABI minor version: a plugin built for a newer minor is refused; an
 /// older one must be at least `FI_XPU_PROV_MIN_SIZE` bytes.
-pub const FI_XPU_PROV_ABI_MINOR: u32 = 0;
+/// 1: `fi_xpu_core` gained `param_define` and `param_get`.
+pub const FI_XPU_PROV_ABI_MINOR: u32 = 1;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
 
@@ -95,6 +96,33 @@ pub struct fi_xpu_core {
             size: u64,
             fd: *mut c_int,
             offset: *mut u64,
+        ) -> c_int,
+    >,
+    /// Defines the provider `prov`'s parameter `name`, read from the
+    /// environment variable `FI_XPU_<PROV>_<NAME>` (`name` and `prov` of
+    /// `[a-z0-9_]`), with its default as text and a one-line description,
+    /// which `fi_xpu_info -e` lists. Defining it again identically is
+    /// harmless. `-FI_EINVAL`: a malformed name or a NULL argument;
+    /// `-FI_EALREADY`: the variable is already defined otherwise. (ABI 1.1)
+    pub param_define: Option<
+        unsafe extern "C" fn(
+            prov: *const c_char,
+            name: *const c_char,
+            default_value: *const c_char,
+            help: *const c_char,
+        ) -> c_int,
+    >,
+    /// Reads a parameter `prov` defined: copies its value and a NUL into
+    /// `buf` (`*len` bytes). `-FI_ENODATA`: unset or empty (use the
+    /// default); `-FI_ENOENT`: never defined; `-FI_ETOOSMALL` with `*len`
+    /// set to the size needed. Providers read the environment only through
+    /// this call (it uses `secure_getenv`). (ABI 1.1)
+    pub param_get: Option<
+        unsafe extern "C" fn(
+            prov: *const c_char,
+            name: *const c_char,
+            buf: *mut c_char,
+            len: *mut usize,
         ) -> c_int,
     >,
 }

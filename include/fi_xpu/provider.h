@@ -16,8 +16,9 @@
 /**
  * Plugin ABI minor version: a plugin built for a newer minor is refused; an
  * older one must be at least `FI_XPU_PROV_MIN_SIZE` bytes.
+ * 1: `fi_xpu_core` gained `param_define` and `param_get`.
  */
-#define FI_XPU_PROV_ABI_MINOR 0
+#define FI_XPU_PROV_ABI_MINOR 1
 
 /**
  * Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
@@ -107,6 +108,26 @@ struct fi_xpu_core {
                     uint64_t size,
                     int *fd,
                     uint64_t *offset);
+  /**
+   * Defines the provider `prov`'s parameter `name`, read from the
+   * environment variable `FI_XPU_<PROV>_<NAME>` (`name` and `prov` of
+   * `[a-z0-9_]`), with its default as text and a one-line description,
+   * which `fi_xpu_info -e` lists. Defining it again identically is
+   * harmless. `-FI_EINVAL`: a malformed name or a NULL argument;
+   * `-FI_EALREADY`: the variable is already defined otherwise. (ABI 1.1)
+   */
+  int (*param_define)(const char *prov,
+                      const char *name,
+                      const char *default_value,
+                      const char *help);
+  /**
+   * Reads a parameter `prov` defined: copies its value and a NUL into
+   * `buf` (`*len` bytes). `-FI_ENODATA`: unset or empty (use the
+   * default); `-FI_ENOENT`: never defined; `-FI_ETOOSMALL` with `*len`
+   * set to the size needed. Providers read the environment only through
+   * this call (it uses `secure_getenv`). (ABI 1.1)
+   */
+  int (*param_get)(const char *prov, const char *name, char *buf, size_t *len);
 };
 
 /**

@@ -4,6 +4,7 @@
 //! directories searched).
 use fi_xpu::abi::*;
 use fi_xpu::memory::iface_name;
+use fi_xpu::param;
 use fi_xpu::provider::{providers, Provider};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
@@ -37,6 +38,7 @@ extern "C" {
 
 const USAGE: &str = "\
 usage: fi_xpu_info [-v] [-p NAME]
+       fi_xpu_info -e [-p NAME]
        fi_xpu_info --version
 
 Lists the fi_xpu providers found, their capabilities, the plugins that were
@@ -45,6 +47,9 @@ refused and why, and the directories searched.
   -p, --provider NAME  only this provider
   -v, --verbose        also the plugin ABI of each provider and the sizes an
                        XPU context on system memory reports
+  -e, --env            the environment variables fi_xpu and its providers
+                       read: default, description and value when set
+                       (with -p: the core's and that provider's)
   -V, --version        the library's version, API version and plugin ABI
   -h, --help           this text
 
@@ -64,6 +69,7 @@ fn version_line() -> String {
 }
 
 struct Options {
+    env: bool,
     version: bool,
     verbose: bool,
     provider: Option<String>,
@@ -71,6 +77,7 @@ struct Options {
 
 fn parse_args() -> Result<Option<Options>, String> {
     let mut opts = Options {
+        env: false,
         version: false,
         verbose: false,
         provider: None,
@@ -81,6 +88,7 @@ fn parse_args() -> Result<Option<Options>, String> {
             "-h" | "--help" => return Ok(None),
             "-v" | "--verbose" => opts.verbose = true,
             "-V" | "--version" => opts.version = true,
+            "-e" | "--env" => opts.env = true,
             "-p" | "--provider" => {
                 let name = args.next().ok_or("-p needs a provider name")?;
                 opts.provider = Some(name);
@@ -280,6 +288,28 @@ fn print_provider(info: &fi_xpu_info, loaded: Option<&Provider>, verbose: bool) 
     }
 }
 
+/// The parameter registry, after every provider was loaded (and so had
+/// defined its parameters): the core's, then each provider's, or with
+/// `only` the core's and that provider's.
+fn print_params(only: Option<&str>) {
+    for p in fi_xpu::param::all() {
+        if only.is_some_and(|o| p.owner != param::CORE && p.owner != o) {
+            continue;
+        }
+        println!("env: {}", p.var);
+        println!("    owner: {}", p.owner);
+        if p.default.is_empty() {
+            println!("    default: (unset)");
+        } else {
+            println!("    default: {}", p.default);
+        }
+        if let Some(v) = p.value() {
+            println!("    value: {v}");
+        }
+        println!("    description: {}", p.help);
+    }
+}
+
 /// Whether a refused path concerns `name`: its plugin file, or a directory
 /// (a refused directory may have hidden it).
 fn concerns(path: &Path, name: &str) -> bool {
@@ -306,6 +336,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let all = providers();
+    if opts.env {
+        print_params(opts.provider.as_deref());
+        return ExitCode::SUCCESS;
+    }
     let list = InfoList::get(opts.provider.as_deref());
     let entries = list.as_ref().map(InfoList::entries).unwrap_or_default();
     for info in &entries {

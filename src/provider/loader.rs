@@ -8,10 +8,11 @@
 //! Relative directories in the path are refused: they would make the
 //! plugins depend on the working directory. Each file is opened and checked
 //! once and loaded through that descriptor (`plugin_file`).
-use super::env;
+use super::filter::Filter;
 use super::plugin_file::{self, PluginFile};
 use super::services::CORE_SERVICES;
 use crate::error::strerror;
+use crate::param;
 use crate::{info, warn};
 use fi_xpu_abi::*;
 use std::ffi::{c_void, CStr, CString};
@@ -87,7 +88,7 @@ pub fn providers() -> &'static Providers {
 fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut refused = Vec::new();
-    if let Some(path) = env::var("FI_XPU_PROVIDER_PATH") {
+    if let Some(path) = param::core(param::PROVIDER_PATH) {
         for d in path.split(':').filter(|d| !d.is_empty()).map(PathBuf::from) {
             if d.is_absolute() {
                 dirs.push(d);
@@ -145,37 +146,9 @@ fn unsafe_zeroed_dl_info() -> libc::Dl_info {
     }
 }
 
-/// The `FI_XPU_PROVIDER` filter: `a,b` keeps only those, `^a,b` drops them.
-struct Filter {
-    names: Vec<String>,
-    exclude: bool,
-}
-
-impl Filter {
-    fn from_env() -> Option<Filter> {
-        Self::parse(&env::var("FI_XPU_PROVIDER")?)
-    }
-
-    fn parse(spec: &str) -> Option<Filter> {
-        let spec = spec.trim();
-        if spec.is_empty() {
-            return None;
-        }
-        let (exclude, list) = match spec.strip_prefix('^') {
-            Some(rest) => (true, rest),
-            None => (false, spec),
-        };
-        let names = list
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect();
-        Some(Filter { names, exclude })
-    }
-
-    fn allows(&self, name: &str) -> bool {
-        self.names.iter().any(|n| n == name) != self.exclude
-    }
+/// The `FI_XPU_PROVIDER` filter, when set.
+fn provider_filter() -> Option<Filter> {
+    Filter::parse(&param::core(param::PROVIDER)?)
 }
 
 /// `libfi_xpu-<name>.so` → `<name>`, for names of `[a-z0-9_]`.
@@ -189,7 +162,7 @@ fn plugin_name(file: &str) -> Option<&str> {
 }
 
 fn load_all() -> Providers {
-    let filter = Filter::from_env();
+    let filter = provider_filter();
     let (searched, refused) = search_dirs();
     for s in &refused {
         warn!("{}: {}", s.path.display(), s.reason);
@@ -453,23 +426,17 @@ mod tests {
     }
 
     #[test]
-    fn filters() {
-        let f = Filter::parse("shm,ofi").unwrap();
-        assert!(f.allows("shm") && f.allows("ofi") && !f.allows("test"));
-        let f = Filter::parse("^ofi").unwrap();
-        assert!(f.allows("shm") && !f.allows("ofi"));
-        assert!(Filter::parse("  ").is_none());
-    }
-
-    #[test]
     fn header_checks() {
         assert!(check_header(1, 0, FI_XPU_PROV_MIN_SIZE).is_ok());
+        assert!(check_header(1, FI_XPU_PROV_ABI_MINOR, FI_XPU_PROV_MIN_SIZE).is_ok());
         assert!(check_header(2, 0, FI_XPU_PROV_MIN_SIZE)
             .unwrap_err()
             .contains("major"));
-        assert!(check_header(1, 1, FI_XPU_PROV_MIN_SIZE)
-            .unwrap_err()
-            .contains("newer"));
+        assert!(
+            check_header(1, FI_XPU_PROV_ABI_MINOR + 1, FI_XPU_PROV_MIN_SIZE)
+                .unwrap_err()
+                .contains("newer")
+        );
         assert!(check_header(1, 0, 16)
             .unwrap_err()
             .contains("short descriptor"));

@@ -1,7 +1,8 @@
 //! Provider plugins: where they are searched, how each is checked, and the
 //! handle the rest of the core uses to call one.
 mod elf;
-pub mod env;
+pub(crate) mod env;
+pub(crate) mod filter;
 mod loader;
 mod plugin_file;
 mod services;

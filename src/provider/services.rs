@@ -100,6 +100,72 @@ unsafe extern "C" fn mem_export(
     })
 }
 
+/// A C string argument, or `-FI_EINVAL` when NULL or not UTF-8.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string live for the call.
+unsafe fn text_arg<'a>(p: *const c_char) -> crate::Result<&'a str> {
+    if p.is_null() {
+        return Err(Error::INVAL);
+    }
+    // SAFETY: non-NULL, NUL-terminated (caller's contract).
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Error::INVAL)
+}
+
+unsafe extern "C" fn param_define(
+    prov: *const c_char,
+    name: *const c_char,
+    default_value: *const c_char,
+    help: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: providers pass NUL-terminated strings or NULL (plugin ABI).
+        let (prov, name, default, help) = unsafe {
+            (
+                text_arg(prov)?,
+                text_arg(name)?,
+                text_arg(default_value)?,
+                text_arg(help)?,
+            )
+        };
+        crate::param::define(prov, name, default, help)?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn param_get(
+    prov: *const c_char,
+    name: *const c_char,
+    buf: *mut c_char,
+    len: *mut usize,
+) -> c_int {
+    guard(|| {
+        if len.is_null() {
+            return Err(Error::INVAL);
+        }
+        // SAFETY: providers pass NUL-terminated strings or NULL (plugin ABI).
+        let (prov, name) = unsafe { (text_arg(prov)?, text_arg(name)?) };
+        let value = crate::param::get(prov, name)?.ok_or(Error(errno::FI_ENODATA))?;
+        let need = value.len() + 1;
+        // SAFETY: `len` was checked non-NULL; the provider owns it.
+        let have = unsafe { len.read() };
+        // SAFETY: as above.
+        unsafe { len.write(need) };
+        if buf.is_null() || have < need {
+            return Err(Error(errno::FI_ETOOSMALL));
+        }
+        // SAFETY: `buf` holds `have >= need` bytes (plugin ABI); the value
+        // has no NUL inside (it came from the environment).
+        unsafe {
+            std::ptr::copy_nonoverlapping(value.as_ptr(), buf.cast::<u8>(), value.len());
+            buf.add(value.len()).write(0);
+        }
+        Ok(0)
+    })
+}
+
 pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     abi_major: FI_XPU_PROV_ABI_MAJOR,
     abi_minor: FI_XPU_PROV_ABI_MINOR,
@@ -111,4 +177,6 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     mem_unimport: Some(mem_unimport),
     mem_free: Some(mem_free),
     mem_export: Some(mem_export),
+    param_define: Some(param_define),
+    param_get: Some(param_get),
 };

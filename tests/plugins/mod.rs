@@ -87,6 +87,19 @@ pub fn info_tool_dir() -> &'static Path {
     info_tool().parent().unwrap()
 }
 
+/// A log line without the pid, host and time it carries:
+/// `fi_xpu:<pid>:<host>:<secs.micros>:<source>:<level>: <msg>` becomes
+/// `fi_xpu:<source>:<level>: <msg>`. `None` for anything else.
+pub fn log_body(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("fi_xpu:")?;
+    let mut f = rest.splitn(4, ':');
+    let (pid, host, time, tail) = (f.next()?, f.next()?, f.next()?, f.next()?);
+    let (secs, micros) = time.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && !host.is_empty() && digits(secs) && micros.len() == 6 && digits(micros))
+        .then(|| format!("fi_xpu:{tail}"))
+}
+
 /// What one run of `fi_xpu_info` printed.
 pub struct Run {
     pub code: i32,
@@ -136,13 +149,22 @@ impl Run {
             .collect()
     }
 
+    /// The log lines of stderr as `log_body` gives them.
+    pub fn log(&self) -> Vec<String> {
+        self.stderr.lines().filter_map(log_body).collect()
+    }
+
+    /// Whether `line` (`fi_xpu:<source>:<level>: <msg>`) was logged.
+    pub fn logged(&self, line: &str) -> bool {
+        self.log().iter().any(|l| l == line)
+    }
+
     /// The warning the loader logs for a refused plugin file.
     pub fn logged_plugin_refusal(&self, path: &Path, reason: &str) -> bool {
-        let line = format!(
+        self.logged(&format!(
             "fi_xpu:core:warn: {}: plugin refused: {reason}",
             path.display()
-        );
-        self.stderr.lines().any(|l| l == line)
+        ))
     }
 
     pub fn dump(&self) -> String {
@@ -172,12 +194,26 @@ pub fn info_in(
     filter: Option<&str>,
     args: &[&str],
 ) -> Run {
+    info_env(cwd, tool, path, filter, args, &[])
+}
+
+/// As `info_in`, with extra environment variables.
+pub fn info_env(
+    cwd: &Path,
+    tool: &Path,
+    path: Option<&str>,
+    filter: Option<&str>,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> Run {
     let mut cmd = Command::new(tool);
     cmd.current_dir(cwd)
         .args(args)
         .env_remove("FI_XPU_PROVIDER_PATH")
         .env_remove("FI_XPU_PROVIDER")
-        .env_remove("FI_XPU_LOG_LEVEL");
+        .env_remove("FI_XPU_LOG_LEVEL")
+        .env_remove("FI_XPU_LOG_PROV")
+        .envs(vars.iter().copied());
     if let Some(p) = path {
         cmd.env("FI_XPU_PROVIDER_PATH", p);
     }

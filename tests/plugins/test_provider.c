@@ -22,6 +22,10 @@
  *   TP_MARK_ID           ... followed by the prov_id
  *   TP_SLOW_HOST_CALLS   host reads of CQs and counters sleep inside the
  *                        provider, so that a close racing them is likely
+ *   TP_PARAM             init defines the parameter "depth" (default "4")
+ *                        through the core's registry, checks the registry's
+ *                        error codes, and logs "depth: <value>" or
+ *                        "depth: unset"; a failed check refuses init
  *
  * Whatever the variant, a CQ or counter closed while one of its host calls
  * is still inside the provider aborts the process with a message: the core
@@ -196,6 +200,60 @@ static int tp_state_free(struct tp_ctx *ctx, void *addr)
 	return ret;
 }
 
+#ifdef TP_PARAM
+#define TP_PARAM_FAIL(what, got)                                                   \
+	do {                                                                       \
+		snprintf(msg, sizeof(msg), "param check failed: %s = %d", what, got); \
+		core->log(FI_XPU_LOG_WARN, TP_NAME, msg);                          \
+		return -FI_EINVAL;                                                 \
+	} while (0)
+
+/* Defines and reads a parameter through the core only, as every provider
+ * must (no getenv here). */
+static int tp_params(const struct fi_xpu_core *core)
+{
+	char msg[160], value[64], tiny[1];
+	size_t len;
+	int ret;
+
+	if (core->size < offsetof(struct fi_xpu_core, param_get) + sizeof(core->param_get))
+		return -FI_ENOSYS;
+	ret = core->param_define(TP_NAME, "depth", "4", "queue depth of the test provider");
+	if (ret != 0)
+		TP_PARAM_FAIL("define depth", ret);
+	ret = core->param_define(TP_NAME, "depth", "4", "queue depth of the test provider");
+	if (ret != 0)
+		TP_PARAM_FAIL("define depth again", ret);
+	ret = core->param_define(TP_NAME, "depth", "5", "another default");
+	if (ret != -FI_EALREADY)
+		TP_PARAM_FAIL("define depth, other default", ret);
+	ret = core->param_define(TP_NAME, "Bad-Name", "1", "x");
+	if (ret != -FI_EINVAL)
+		TP_PARAM_FAIL("define Bad-Name", ret);
+	len = sizeof(value);
+	ret = core->param_get(TP_NAME, "undefined", value, &len);
+	if (ret != -FI_ENOENT)
+		TP_PARAM_FAIL("get undefined", ret);
+	len = sizeof(tiny);
+	ret = core->param_get(TP_NAME, "depth", tiny, &len);
+	if (ret == -FI_ENODATA) {
+		core->log(FI_XPU_LOG_WARN, TP_NAME, "depth: unset");
+		return 0;
+	}
+	if (ret != -FI_ETOOSMALL || len < 2)
+		TP_PARAM_FAIL("get depth into one byte", ret);
+	len = sizeof(value);
+	ret = core->param_get(TP_NAME, "depth", value, &len);
+	if (ret != 0)
+		TP_PARAM_FAIL("get depth", ret);
+	if (strlen(value) + 1 != len)
+		TP_PARAM_FAIL("length of depth", (int)len);
+	snprintf(msg, sizeof(msg), "depth: %s", value);
+	core->log(FI_XPU_LOG_WARN, TP_NAME, msg);
+	return 0;
+}
+#endif
+
 static int tp_init(const struct fi_xpu_core *core, fi_xpu_prov_handle *out)
 {
 	/* The services used below must all be present in the core's table. */
@@ -207,6 +265,11 @@ static int tp_init(const struct fi_xpu_core *core, fi_xpu_prov_handle *out)
 	(void)out;
 	return -FI_ENODEV;
 #else
+#ifdef TP_PARAM
+	int pret = tp_params(core);
+	if (pret != 0)
+		return pret;
+#endif
 	struct tp_prov *prov = calloc(1, sizeof(*prov));
 	if (!prov)
 		return -FI_ENOMEM;

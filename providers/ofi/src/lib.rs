@@ -48,6 +48,9 @@ impl Provider for Ofi {
     type Ep = Mutex<Ep>;
 
     fn init() -> Result<(), i32> {
+        for (name, default, help) in objects::PARAMS {
+            fi_xpu_prov_sdk::services::param_define(name, default, help)?;
+        }
         if !ffi::available() {
             core::warn("built without libfabric (its headers were not found at build time)");
             return Err(-FI_ENODEV);

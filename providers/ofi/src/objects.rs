@@ -22,7 +22,7 @@ pub const ADDR_LEN: usize = 64;
 const ADDR_MAGIC: u32 = 0x4158_4f46; // "FOXA"
 const ADDR_HDR: usize = 8;
 /// Default and most progress threads per domain.
-const DEFAULT_THREADS: u32 = 1;
+pub(crate) const DEFAULT_THREADS: u32 = 1;
 const MAX_THREADS: u32 = 64;
 /// Longest operation the proxy passes on, whatever libfabric allows (tcp
 /// and shm say SIZE_MAX): no buffer of a device or host reaches 2^48
@@ -94,23 +94,54 @@ pub struct Domain {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-extern "C" {
-    fn secure_getenv(name: *const std::ffi::c_char) -> *mut std::ffi::c_char;
-}
-
 /// libfabric's "no address vector bound" (not in every fi_errno.h we mirror).
 const FI_ENOAV: i32 = 267;
 
-fn env(name: &str) -> Option<String> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: a valid C string; the result is copied out at once.
-    let v = unsafe { secure_getenv(c.as_ptr()) };
-    if v.is_null() {
-        return None;
-    }
-    // SAFETY: getenv returns a NUL-terminated string.
-    let s = unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned();
-    (!s.is_empty()).then_some(s)
+/// The parameters ofi defines (name, default, description); `init`
+/// registers them with the core. Each is `FI_XPU_OFI_<NAME>`.
+pub const PARAMS: [(&str, &str, &str); 7] = [
+    (
+        "provider",
+        "",
+        "libfabric provider to run on (empty: the first of cxi, efa, verbs, opx, tcp, shm that works)",
+    ),
+    (
+        "domain",
+        "",
+        "libfabric domain name to use, such as an interface (empty: any)",
+    ),
+    (
+        "progress_threads",
+        "1",
+        "progress threads per domain, 1 to 64, unless fi_xpu_domain_attr.progress_threads is set",
+    ),
+    (
+        "spin_us",
+        "100",
+        "microseconds a progress thread keeps polling after its last activity (0 on hosts with fewer than 4 CPUs)",
+    ),
+    (
+        "poll_us",
+        "200",
+        "longest sleep, in microseconds, of a progress thread that can only notice work by polling",
+    ),
+    (
+        "stall_ms",
+        "1000",
+        "milliseconds an unpublished ring slot may hold up later published ones before it is failed",
+    ),
+    (
+        "close_ms",
+        "5000",
+        "milliseconds a close waits for a progress thread stuck inside libfabric before giving it up",
+    ),
+];
+
+/// The value of `FI_XPU_OFI_<NAME>`, through the core's parameter registry
+/// (`name` is the variable).
+fn env(var: &str) -> Option<String> {
+    let name = var.strip_prefix("FI_XPU_OFI_")?.to_ascii_lowercase();
+    fi_xpu_prov_sdk::services::param(&name)
 }
 
 fn cstr_or_empty(p: *const std::ffi::c_char) -> String {

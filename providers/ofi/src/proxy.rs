@@ -1092,6 +1092,26 @@ pub fn release_requests(ep: &EpInner) {
 mod tests {
     use super::*;
 
+    /// What `fi_xpu_info -e` lists is what is used.
+    #[test]
+    fn listed_defaults_are_the_ones_used() {
+        let listed = |name: &str| {
+            crate::objects::PARAMS
+                .iter()
+                .find(|(n, _, _)| *n == name)
+                .map(|(_, d, _)| d.parse::<u64>().unwrap())
+                .unwrap()
+        };
+        assert_eq!(listed("spin_us"), DEFAULT_SPIN_US);
+        assert_eq!(listed("poll_us"), DEFAULT_POLL_US);
+        assert_eq!(listed("stall_ms"), DEFAULT_STALL_MS);
+        assert_eq!(listed("close_ms"), DEFAULT_CLOSE_MS);
+        assert_eq!(
+            listed("progress_threads"),
+            u64::from(crate::objects::DEFAULT_THREADS)
+        );
+    }
+
     fn tuning(vars: &[(&str, &str)]) -> Tuning {
         Tuning::from_env_cpus(
             |n| {

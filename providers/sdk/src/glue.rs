@@ -755,7 +755,7 @@ mod tests {
     #[test]
     fn descriptor_carries_identity_and_every_entry_point() {
         let d = descriptor::<Mock>();
-        assert_eq!((d.abi_major, d.abi_minor), (1, 0));
+        assert_eq!((d.abi_major, d.abi_minor), (1, 1));
         assert_eq!(d.size, std::mem::size_of::<fi_xpu_prov_desc>());
         // SAFETY: the name is a static C string.
         assert_eq!(unsafe { std::ffi::CStr::from_ptr(d.name) }, c"mock");
@@ -782,6 +782,8 @@ mod tests {
             mem_unimport: None,
             mem_free: None,
             mem_export: None,
+            param_define: None,
+            param_get: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.
@@ -795,6 +797,9 @@ mod tests {
             services::mem_alloc(std::ptr::null_mut(), 64, 64, 0).unwrap_err(),
             -FI_ENOSYS
         );
+        // Without the core's registry: nothing defined, nothing read.
+        assert_eq!(services::param_define("x", "1", "x"), Err(-FI_ENOSYS));
+        assert_eq!(services::param("x"), None);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The core's services (logging, memory) as safe calls.
+//! The core's services (logging, parameters, memory) as safe calls.
 //!
 //! `init` stores the core's table here before the provider's own `init`
 //! runs; until then logging is silent and memory services answer
@@ -65,6 +65,65 @@ pub fn info(msg: &str) {
 
 pub fn debug(msg: &str) {
     log(FI_XPU_LOG_DEBUG, msg);
+}
+
+/// Defines this provider's parameter `name`: the environment variable
+/// `FI_XPU_<PROVIDER>_<NAME>`, with its default (as text) and a one-line
+/// description, which `fi_xpu_info -e` lists. Define every parameter in
+/// `Provider::init`, before reading it with `param`.
+pub fn param_define(name: &str, default: &str, help: &str) -> Result<(), i32> {
+    let f = core().and_then(|c| c.param_define).ok_or(-FI_ENOSYS)?;
+    let text = |s: &str| CString::new(s).map_err(|_| -FI_EINVAL);
+    let (name, default, help) = (text(name)?, text(default)?, text(help)?);
+    // SAFETY: NAME is the provider's static name (stored with CORE); the
+    // other strings are NUL-terminated locals that live for the call.
+    let r = unsafe {
+        f(
+            NAME.load(Ordering::Acquire),
+            name.as_ptr(),
+            default.as_ptr(),
+            help.as_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(r);
+    }
+    Ok(())
+}
+
+/// The value of this provider's parameter `name` (defined with
+/// `param_define`), read by the core (which ignores the environment of
+/// set-uid programs); `None` when it is unset or empty, and (with a
+/// warning) when it was never defined.
+pub fn param(name: &str) -> Option<String> {
+    let f = core().and_then(|c| c.param_get)?;
+    let cname = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 256];
+    loop {
+        let mut len = buf.len();
+        // SAFETY: `buf` holds `len` writable bytes; the strings are
+        // NUL-terminated and live for the call (NAME: see `log`).
+        let r = unsafe {
+            f(
+                NAME.load(Ordering::Acquire),
+                cname.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        match r {
+            0 => {
+                let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+                return Some(String::from_utf8_lossy(&buf[..end]).into_owned());
+            }
+            r if r == -FI_ETOOSMALL && len > buf.len() => buf.resize(len, 0),
+            r if r == -FI_ENOENT => {
+                warn(&format!("parameter {name} read but never defined"));
+                return None;
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// What `mem_alloc` hands back.

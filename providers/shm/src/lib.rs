@@ -59,6 +59,13 @@ impl Provider for Shm {
     type Cntr = Counter;
     type Ep = Mutex<Ep>;
 
+    fn init() -> Result<(), i32> {
+        for (name, default, help) in objects::PARAMS {
+            fi_xpu_prov_sdk::services::param_define(name, default, help)?;
+        }
+        Ok(())
+    }
+
     fn domain_open(_attr: &fi_xpu_domain_attr) -> Result<Domain, i32> {
         Domain::open()
     }

@@ -15,10 +15,17 @@ const DEFAULT_HEAP: u64 = 8 << 20;
 /// libfabric's "queue has been overrun" (not in every fi_errno.h copy).
 const AV_TAB_CAP: usize = 1024;
 
+/// The parameters shm defines (name, default, description); `init`
+/// registers them with the core.
+pub const PARAMS: [(&str, &str, &str); 1] = [(
+    "heap_size",
+    "8388608",
+    "bytes of shared memory per XPU context for registrations, CQs, counters and inboxes (at least 1048576)",
+)];
+
 fn heap_size() -> u64 {
-    let v = std::env::var("FI_XPU_SHM_HEAP_SIZE")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok());
+    let v =
+        fi_xpu_prov_sdk::services::param("heap_size").and_then(|s| s.trim().parse::<u64>().ok());
     v.filter(|&v| v >= 1 << 20).unwrap_or(DEFAULT_HEAP)
 }
 
@@ -874,6 +881,11 @@ impl Ep {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_default_is_the_one_used() {
+        assert_eq!(PARAMS[0].1, DEFAULT_HEAP.to_string());
+    }
 
     /// Publishes a completion the way device code does: claim the head,
     /// write the entry, store its sequence number last.

@@ -1,0 +1,196 @@
+//! The parameter registry: every environment variable fi_xpu reads, the
+//! core's and the providers', is defined here with its default and a
+//! description, and read here (with `secure_getenv`, so set-uid programs
+//! ignore them). `fi_xpu_info -e` lists the registry.
+//!
+//! Providers define and read theirs through the core services
+//! (`param_define`, `param_get`, as libfabric's `fi_param_define` and
+//! `fi_param_get`) and never read the environment themselves. A provider's
+//! parameter `name` is the variable `FI_XPU_<PROVIDER>_<NAME>`, so providers
+//! cannot read or shadow each other's variables, nor the core's.
+use crate::error::Error;
+use crate::provider::env;
+use fi_xpu_abi::errno;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Owner of the core's own parameters.
+pub const CORE: &str = "core";
+
+pub const PROVIDER_PATH: &str = "FI_XPU_PROVIDER_PATH";
+pub const PROVIDER: &str = "FI_XPU_PROVIDER";
+pub const LOG_LEVEL: &str = "FI_XPU_LOG_LEVEL";
+pub const LOG_PROV: &str = "FI_XPU_LOG_PROV";
+
+/// The core's parameters: variable, default (as `fi_xpu_info -e` shows it),
+/// description.
+const CORE_PARAMS: [(&str, &str, &str); 4] = [
+    (
+        PROVIDER_PATH,
+        "",
+        "colon-separated directories searched for provider plugins before the installed ones",
+    ),
+    (
+        PROVIDER,
+        "",
+        "providers to load: `shm,ofi` keeps only those, `^ofi` drops those (empty: all)",
+    ),
+    (
+        LOG_LEVEL,
+        "warn",
+        "least severe message logged: none, warn, info or debug",
+    ),
+    (
+        LOG_PROV,
+        "",
+        "sources whose messages are logged: `shm,core` keeps only those, `^ofi` drops those (empty: all)",
+    ),
+];
+
+/// One defined parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// `core` or the provider's name.
+    pub owner: String,
+    /// The provider's name for it (`heap_size`); the variable for the core's.
+    pub name: String,
+    /// The environment variable (`FI_XPU_SHM_HEAP_SIZE`).
+    pub var: String,
+    /// The value used when the variable is unset, as text.
+    pub default: String,
+    pub help: String,
+}
+
+impl Param {
+    /// The variable's value, when it is set and not empty.
+    pub fn value(&self) -> Option<String> {
+        env::var(&self.var).filter(|v| !v.is_empty())
+    }
+}
+
+fn registry() -> MutexGuard<'static, Vec<Param>> {
+    static REGISTRY: OnceLock<Mutex<Vec<Param>>> = OnceLock::new();
+    REGISTRY
+        .get_or_init(|| {
+            Mutex::new(
+                CORE_PARAMS
+                    .iter()
+                    .map(|(var, default, help)| Param {
+                        owner: CORE.into(),
+                        name: (*var).into(),
+                        var: (*var).into(),
+                        default: (*default).into(),
+                        help: (*help).into(),
+                    })
+                    .collect(),
+            )
+        })
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `FI_XPU_<OWNER>_<NAME>` for a provider's parameter; `None` unless both
+/// are made of `[a-z0-9_]`.
+pub fn var_name(owner: &str, name: &str) -> Option<String> {
+    (plain_name(owner) && plain_name(name) && owner != CORE)
+        .then(|| format!("FI_XPU_{owner}_{name}").to_ascii_uppercase())
+}
+
+/// Defines the provider `owner`'s parameter `name`. Defining the same
+/// parameter again with the same default is harmless. `-FI_EINVAL` for a
+/// malformed name or one-line text with a newline; `-FI_EALREADY` when the
+/// variable is already defined otherwise (by the core, another provider, or
+/// with another default).
+pub fn define(owner: &str, name: &str, default: &str, help: &str) -> Result<String, Error> {
+    let var = var_name(owner, name).ok_or(Error::INVAL)?;
+    if default.contains('\n') || help.contains('\n') {
+        return Err(Error::INVAL);
+    }
+    let mut reg = registry();
+    if let Some(p) = reg.iter().find(|p| p.var == var) {
+        return if p.owner == owner && p.name == name && p.default == default {
+            Ok(var)
+        } else {
+            Err(Error(errno::FI_EALREADY))
+        };
+    }
+    reg.push(Param {
+        owner: owner.into(),
+        name: name.into(),
+        var: var.clone(),
+        default: default.into(),
+        help: help.into(),
+    });
+    Ok(var)
+}
+
+/// The value of `owner`'s parameter `name`: `None` when unset (the caller
+/// uses its default), `-FI_ENOENT` when `owner` never defined it.
+pub fn get(owner: &str, name: &str) -> Result<Option<String>, Error> {
+    let reg = registry();
+    let p = reg
+        .iter()
+        .find(|p| p.owner == owner && p.name == name)
+        .ok_or(Error(errno::FI_ENOENT))?;
+    Ok(p.value())
+}
+
+/// The value of one of the core's parameters (`param::LOG_LEVEL`, ...).
+pub fn core(var: &str) -> Option<String> {
+    debug_assert!(CORE_PARAMS.iter().any(|(v, _, _)| *v == var), "{var}");
+    get(CORE, var).ok().flatten()
+}
+
+/// Every defined parameter: the core's, then each provider's in the order
+/// they were defined.
+pub fn all() -> Vec<Param> {
+    registry().clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_variables_are_namespaced() {
+        assert_eq!(
+            var_name("shm", "heap_size").as_deref(),
+            Some("FI_XPU_SHM_HEAP_SIZE")
+        );
+        assert_eq!(var_name("shm", "Heap"), None);
+        assert_eq!(var_name("shm", ""), None);
+        assert_eq!(var_name("sh-m", "x"), None);
+        assert_eq!(var_name(CORE, "x"), None);
+    }
+
+    #[test]
+    fn define_then_get() {
+        assert_eq!(
+            define("ptest", "depth", "4", "queue depth").unwrap(),
+            "FI_XPU_PTEST_DEPTH"
+        );
+        // Again, identically: fine. Another default: refused.
+        assert!(define("ptest", "depth", "4", "queue depth").is_ok());
+        assert_eq!(
+            define("ptest", "depth", "5", "queue depth"),
+            Err(Error(errno::FI_EALREADY))
+        );
+        assert_eq!(define("ptest", "x", "1", "two\nlines"), Err(Error::INVAL));
+        // Provider `log`, parameter `level`, would be the core's variable.
+        assert_eq!(
+            define("log", "level", "x", "shadow"),
+            Err(Error(errno::FI_EALREADY))
+        );
+        assert_eq!(get("ptest", "undefined"), Err(Error(errno::FI_ENOENT)));
+        assert_eq!(get("other", "depth"), Err(Error(errno::FI_ENOENT)));
+        let all = all();
+        assert_eq!(all[0].var, PROVIDER_PATH);
+        let p = all.iter().find(|p| p.var == "FI_XPU_PTEST_DEPTH").unwrap();
+        assert_eq!((p.owner.as_str(), p.default.as_str()), ("ptest", "4"));
+    }
+}

@@ -1,0 +1,46 @@
+//! A list of names to keep or to drop, in libfabric's `FI_PROVIDER` syntax:
+//! `a,b` keeps only those, `^a,b` drops those. Used for `FI_XPU_PROVIDER`
+//! (which plugins load) and `FI_XPU_LOG_PROV` (whose messages are logged).
+
+pub struct Filter {
+    names: Vec<String>,
+    exclude: bool,
+}
+
+impl Filter {
+    /// `None` for an empty specification (no filter).
+    pub fn parse(spec: &str) -> Option<Filter> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return None;
+        }
+        let (exclude, list) = match spec.strip_prefix('^') {
+            Some(rest) => (true, rest),
+            None => (false, spec),
+        };
+        let names = list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        Some(Filter { names, exclude })
+    }
+
+    pub fn allows(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name) != self.exclude
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_and_drop() {
+        assert!(Filter::parse(" ").is_none());
+        let keep = Filter::parse("shm, core").unwrap();
+        assert!(keep.allows("shm") && keep.allows("core") && !keep.allows("ofi"));
+        let drop = Filter::parse("^ofi").unwrap();
+        assert!(drop.allows("shm") && !drop.allows("ofi"));
+    }
+}
