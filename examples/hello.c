@@ -134,25 +134,32 @@ static int run(int sock, int rank)
 		int n = snprintf(msg, sizeof(msg), "hello from pid %d", (int)getpid());
 		/* Device code: write into the peer's heap, announce it with CQ data,
 		 * bump a counter word atomically, then send a message. */
+		/* `msg` and `one` live on the stack, which no provider has to be
+		 * able to reach later: FI_INJECT copies them during the call
+		 * (up to the inject size, 64 bytes or more), so they may change
+		 * as soon as it returns. */
 		CHECK(fi_xpu_write(&ep, msg, (size_t)n + 1, NULL, 0x2a, &raw, peer.base, peer.key,
-				   NULL, FI_REMOTE_CQ_DATA, FI_XPU_WORK_ITEM));
+				   NULL, FI_REMOTE_CQ_DATA | FI_INJECT, FI_XPU_WORK_ITEM));
 		wait_one(&cq);
 		CHECK(fi_xpu_atomic(&ep, &one, 1, NULL, &raw, peer.base + 256, peer.key, FI_UINT64,
-				    FI_SUM, NULL, 0, FI_XPU_WORK_ITEM));
+				    FI_SUM, NULL, FI_INJECT, FI_XPU_WORK_ITEM));
 		wait_one(&cq);
 		if (read(sock, &ready, 1) != 1)
 			exit(1);
 		n = snprintf(msg, sizeof(msg), "a message from pid %d", (int)getpid());
-		CHECK(fi_xpu_send(&ep, msg, (size_t)n + 1, NULL, 0, &raw, NULL, 0, FI_XPU_WORK_ITEM));
+		CHECK(fi_xpu_send(&ep, msg, (size_t)n + 1, NULL, 0, &raw, NULL, FI_INJECT,
+				  FI_XPU_WORK_ITEM));
 		wait_one(&cq);
 		if (read(sock, &ready, 1) != 1)
 			exit(1);
 	} else {
-		char box[64] = { 0 };
+		/* A receive buffer must be memory the context knows (allocated,
+		 * imported or registered): the part of the heap nobody writes. */
+		char *box = (char *)heap + 512;
 		struct fi_cq_data_entry e;
 		uint64_t src = 0;
 		int64_t n;
-		CHECK(fi_xpu_recv(&ep, box, sizeof(box), NULL, NULL, box, 0, FI_XPU_WORK_ITEM));
+		CHECK(fi_xpu_recv(&ep, box, 64, NULL, NULL, box, 0, FI_XPU_WORK_ITEM));
 		e = wait_one(&cq);
 		printf("[%d] remote write arrived (cq data 0x%" PRIx64 ", %zu bytes): \"%s\"\n",
 		       (int)getpid(), e.data, e.len, heap);

@@ -36,6 +36,15 @@ fn run_ops(fabric: &str) {
         stderr.contains("malformed ring entry at 4 (op 1): Permission denied"),
         "the out-of-range local buffer is reported: {stderr}"
     );
+    // The wild pointer, private memory as a source, as a read target, as a
+    // fetch result, and as a receive buffer on the other side.
+    assert_eq!(
+        stderr
+            .matches("lies in no allocation, import or registration of the context")
+            .count(),
+        5,
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -12,12 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-fn have_libfabric() -> bool {
-    Command::new("pkg-config")
-        .args(["--exists", "libfabric"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
+use common::ofi::{have_libfabric, pids, ShmLeftovers};
 
 fn exe() -> &'static PathBuf {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
@@ -33,24 +28,6 @@ fn exe() -> &'static PathBuf {
         );
         exe
     })
-}
-
-/// Removes what libfabric's shm provider leaves in /dev/shm for processes
-/// that could not clean up (killed, or failed): files named `<pid>:...`.
-struct ShmLeftovers(Vec<u32>);
-
-impl Drop for ShmLeftovers {
-    fn drop(&mut self) {
-        let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-            return;
-        };
-        for e in dir.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if self.0.iter().any(|p| name.starts_with(&format!("{p}:"))) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
 }
 
 /// The fault injector of tests/c/ofi_wedge.c, built once.
@@ -83,6 +60,7 @@ fn run_with(mode: &str, fabric: &str, env: &[(&str, &str)]) -> Option<(String, S
     let limit = if mode == "death" { "45" } else { "120" };
     let start = Instant::now();
     let out = Command::new("timeout")
+        .current_dir(exe().parent().unwrap())
         .arg(limit)
         .arg(exe())
         .arg(mode)
@@ -94,16 +72,7 @@ fn run_with(mode: &str, fabric: &str, env: &[(&str, &str)]) -> Option<(String, S
         .expect("run ofi_stress");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let pids = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("ofi_stress pids "))
-        .map(|l| {
-            l.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let _cleanup = ShmLeftovers(pids);
+    let _cleanup = ShmLeftovers(pids(&stdout, "ofi_stress"));
     assert!(
         out.status.success(),
         "ofi_stress {mode} over {fabric} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",

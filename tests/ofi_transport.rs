@@ -8,22 +8,11 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn have_libfabric() -> bool {
-    Command::new("pkg-config")
-        .args(["--exists", "libfabric"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
+use common::ofi::have_libfabric;
 
 /// Builds one of the C programs of tests/c.
 fn program(name: &str) -> PathBuf {
-    let exe = scratch(name).join(name);
-    common::cc(
-        &[&common::root().join(format!("tests/c/{name}.c"))],
-        &exe,
-        &[],
-    );
-    exe
+    common::ofi::program(name, &[])
 }
 
 /// The directory a program runs in: libfabric writes crash dumps into the

@@ -125,6 +125,13 @@ pub struct fi_xpu_core {
             len: *mut usize,
         ) -> c_int,
     >,
+    /// 0 when `[addr, addr+size)` lies inside one allocation or import of
+    /// the context, `-FI_ENOENT` when it does not, `-FI_EINVAL` for a bad
+    /// context. Providers that hand device-supplied buffers to a transport
+    /// check them here first. (ABI 1.1)
+    pub mem_known: Option<
+        unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, addr: *const c_void, size: u64) -> c_int,
+    >,
 }
 
 /// Opaque provider-side handle.

@@ -88,7 +88,7 @@ struct fi_xpu_ofi_wqe {
 struct fi_xpu_ofi_ep_dev {
 	uint64_t magic, ring, size, caps, tx_cq, rx_cq;
 	uint64_t cntr[6];
-	uint64_t max_msg, p0[3];
+	uint64_t max_msg, inject_size, stage, p0;
 	uint64_t prod, p1[7];
 	uint64_t cons_cache, p2[7];
 	uint64_t cons, flushed, p3[6];
@@ -163,6 +163,65 @@ FI_XPU_FUNC struct fi_xpu_ofi_wqe fi_xpu_ofi_wqe_zero(void)
 	return w;
 }
 
+FI_XPU_FUNC void fi_xpu_ofi_copy_bytes(void *dst, const void *src, size_t n)
+{
+	unsigned char *d = (unsigned char *)dst;
+	const unsigned char *s = (const unsigned char *)src;
+	size_t i;
+	for (i = 0; i < n; i++)
+		d[i] = s[i];
+}
+
+/* Bytes of one element of an atomic datatype, 0 for one the proxy does
+ * not take. */
+FI_XPU_FUNC uint64_t fi_xpu_ofi_dt_size(uint32_t dt)
+{
+	switch (dt) {
+	case FI_INT8:
+	case FI_UINT8:
+		return 1;
+	case FI_INT16:
+	case FI_UINT16:
+		return 2;
+	case FI_INT32:
+	case FI_UINT32:
+	case FI_FLOAT:
+		return 4;
+	case FI_INT64:
+	case FI_UINT64:
+	case FI_DOUBLE:
+		return 8;
+	default:
+		return 0;
+	}
+}
+
+/* Source bytes an FI_INJECT entry copies into its staging slot (the
+ * operand; compare atomics copy as many compare bytes beside it), or a
+ * negative error: an operation with no source, or an atomic whose size
+ * is unknown, takes no FI_INJECT. */
+FI_XPU_FUNC int64_t fi_xpu_ofi_inject_bytes(const struct fi_xpu_ofi_wqe *w)
+{
+	uint64_t dt;
+	switch (w->op) {
+	case FI_XPU_OFI_OP_WRITE:
+	case FI_XPU_OFI_OP_SEND:
+	case FI_XPU_OFI_OP_TSEND:
+		return (int64_t)(w->len > 0x7fffffffULL ? 0x7fffffffULL : w->len);
+	case FI_XPU_OFI_OP_ATOMIC:
+	case FI_XPU_OFI_OP_FETCH_ATOMIC:
+	case FI_XPU_OFI_OP_COMPARE_ATOMIC:
+		if ((w->atomic >> 16) == FI_ATOMIC_READ)
+			return 0;
+		dt = fi_xpu_ofi_dt_size(w->atomic & 0xffff);
+		if (!dt || w->len > 0x7fffffffULL)
+			return -FI_EINVAL;
+		return (int64_t)(dt * w->len);
+	default:
+		return -FI_EINVAL;
+	}
+}
+
 /* Claims `n` consecutive ring slots with one CAS on `prod` (retried only
  * when another poster moved it), against the cached consumer index first
  * and the proxy's own only when the ring looks full. -FI_EAGAIN when the
@@ -196,12 +255,28 @@ FI_XPU_FUNC int fi_xpu_ofi_claim(struct fi_xpu_ofi_ep_dev *ep, uint64_t n, uint6
 }
 
 /* Writes the claimed entry at `pos` and publishes it: `seq` last, with
- * release order at system scope. */
+ * release order at system scope. With FI_INJECT (checked by the caller
+ * with fi_xpu_ofi_inject_bytes) the source and compare bytes are copied
+ * into the entry's staging slot first, where the proxy reads them: the
+ * caller may reuse its buffers once this returns. */
 FI_XPU_FUNC void fi_xpu_ofi_fill(struct fi_xpu_ofi_ep_dev *ep, uint64_t pos,
 				 const struct fi_xpu_ofi_wqe *w)
 {
 	struct fi_xpu_ofi_wqe *e =
 		FI_XPU_OFI_P(struct fi_xpu_ofi_wqe, ep->ring) + (pos & (ep->size - 1));
+	unsigned char *stage = (unsigned char *)0;
+	if (w->flags & FI_INJECT) {
+		int64_t n = fi_xpu_ofi_inject_bytes(w);
+		stage = FI_XPU_OFI_P(unsigned char, ep->stage) +
+			(pos & (ep->size - 1)) * 2 * ep->inject_size;
+		if (n > 0) {
+			fi_xpu_ofi_copy_bytes(stage, FI_XPU_OFI_P(const void, w->buf), (size_t)n);
+			if (w->op == FI_XPU_OFI_OP_COMPARE_ATOMIC)
+				fi_xpu_ofi_copy_bytes(stage + ep->inject_size,
+						      FI_XPU_OFI_P(const void, w->compare),
+						      (size_t)n);
+		}
+	}
 	e->op = w->op;
 	e->atomic = w->atomic;
 	e->flags = w->flags;
@@ -218,6 +293,13 @@ FI_XPU_FUNC void fi_xpu_ofi_fill(struct fi_xpu_ofi_ep_dev *ep, uint64_t pos,
 	e->compare = w->compare;
 	e->result = w->result;
 	e->result_desc = w->result_desc;
+	if (stage) {
+		/* For the reader's eyes: the proxy finds the slot by position. */
+		e->buf = (uint64_t)(uintptr_t)stage;
+		e->desc = 0;
+		if (w->op == FI_XPU_OFI_OP_COMPARE_ATOMIC)
+			e->compare = (uint64_t)(uintptr_t)(stage + ep->inject_size);
+	}
 	fi_xpu_ofi_st(&e->seq, pos + 1);
 }
 
@@ -261,6 +343,15 @@ FI_XPU_FUNC int fi_xpu_ofi_submit(const struct fid_xpu_ep *hep, const struct fi_
 	int64_t rc = fi_xpu_group_enter(&g, scope, call);
 	if (rc)
 		return (int)rc;
+	/* FI_INJECT: at most `inject_size` source bytes, and only for
+	 * operations with a source. */
+	if (!own && ep && (w->flags & FI_INJECT)) {
+		int64_t n = fi_xpu_ofi_inject_bytes(w);
+		if (n < 0)
+			own = (int)n;
+		else if (!ep->stage || (uint64_t)n > ep->inject_size)
+			own = -FI_EMSGSIZE;
+	}
 	if (g.size == 1 && own)
 		return own;
 	if (fi_xpu_group_leader(&g))
@@ -313,7 +404,7 @@ FI_XPU_FUNC int fi_xpu_read_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 	if (!ep)
 		return -FI_EINVAL;
 	w.op = FI_XPU_OFI_OP_READ;
-	w.flags = flags & ~FI_REMOTE_CQ_DATA;
+	w.flags = flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT);
 	w.addr = fi_xpu_ofi_addr(src_addr);
 	w.buf = (uint64_t)(uintptr_t)buf;
 	w.len = len;
@@ -370,7 +461,7 @@ FI_XPU_FUNC int fi_xpu_recv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_RECV, buf, len, desc, 0,
 			      fi_xpu_ofi_addr(src_addr), 0, 0, context,
-			      flags & ~FI_REMOTE_CQ_DATA, 0, scope, "fi_xpu_recv");
+			      flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT), 0, scope, "fi_xpu_recv");
 }
 
 FI_XPU_FUNC int fi_xpu_trecv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -379,7 +470,7 @@ FI_XPU_FUNC int fi_xpu_trecv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, v
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_TRECV, buf, len, desc, 0,
 			      fi_xpu_ofi_addr(src_addr), tag, ignore, context,
-			      flags & ~FI_REMOTE_CQ_DATA, 0, scope, "fi_xpu_trecv");
+			      flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT), 0, scope, "fi_xpu_trecv");
 }
 
 FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, const void *buf,
@@ -482,15 +573,6 @@ FI_XPU_FUNC size_t fi_xpu_ofi_entry_size(uint64_t format)
 	     : format == FI_CQ_FORMAT_DATA   ? sizeof(struct fi_cq_data_entry)
 	     : format == FI_CQ_FORMAT_TAGGED ? sizeof(struct fi_cq_tagged_entry)
 					     : sizeof(struct fi_cq_entry);
-}
-
-FI_XPU_FUNC void fi_xpu_ofi_copy_bytes(void *dst, const void *src, size_t n)
-{
-	unsigned char *d = (unsigned char *)dst;
-	const unsigned char *s = (const unsigned char *)src;
-	size_t i;
-	for (i = 0; i < n; i++)
-		d[i] = s[i];
 }
 
 FI_XPU_FUNC struct fi_xpu_ofi_cqe *fi_xpu_ofi_cqe_at(struct fi_xpu_ofi_cq_dev *q, uint64_t pos)

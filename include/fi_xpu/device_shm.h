@@ -909,6 +909,10 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
+	/* FI_INJECT: the source must be copied before the call returns, which
+	 * only an eager send does. */
+	if ((flags & FI_INJECT) && len > FI_XPU_SHM_EAGER_MAX)
+		return -FI_EMSGSIZE;
 	if (rank == 0) {
 		rc = fi_xpu_shm_target(dest_addr, &t);
 		if (rc == 0 && len > FI_XPU_SHM_EAGER_MAX) {

@@ -128,6 +128,13 @@ struct fi_xpu_core {
    * this call (it uses `secure_getenv`). (ABI 1.1)
    */
   int (*param_get)(const char *prov, const char *name, char *buf, size_t *len);
+  /**
+   * 0 when `[addr, addr+size)` lies inside one allocation or import of
+   * the context, `-FI_ENOENT` when it does not, `-FI_EINVAL` for a bad
+   * context. Providers that hand device-supplied buffers to a transport
+   * check them here first. (ABI 1.1)
+   */
+  int (*mem_known)(struct fid_xpu_host_ctx *ctx, const void *addr, uint64_t size);
 };
 
 /**

@@ -254,6 +254,29 @@ impl Memory {
         }
     }
 
+    /// Whether `[addr, addr+size)` lies inside one live allocation or
+    /// import, without wrapping: a provider's check of a buffer device code
+    /// named before it hands the buffer to a transport.
+    pub fn contains(&self, addr: usize, size: u64) -> bool {
+        let Some(end) = (addr as u64).checked_add(size) else {
+            return false;
+        };
+        let inside = |start: usize, len: u64| {
+            addr >= start && (start as u64).checked_add(len).is_some_and(|e| end <= e)
+        };
+        self.allocs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(&a, &len)| inside(a, len))
+            || self
+                .imports
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(&a, recs)| recs.iter().any(|r| inside(a, r.size)))
+    }
+
     pub fn live_counts(&self) -> (usize, usize) {
         (
             self.allocs.lock().unwrap().len(),
@@ -292,6 +315,29 @@ mod tests {
 
     fn system() -> Memory {
         Memory::new(FI_HMEM_SYSTEM, 0, None).unwrap()
+    }
+
+    #[test]
+    fn contains_only_live_ranges() {
+        let m = system();
+        let a = m.alloc(4096, 0, 0).unwrap().addr;
+        assert!(m.contains(a, 4096));
+        assert!(m.contains(a + 4095, 1));
+        assert!(m.contains(a + 100, 0));
+        assert!(!m.contains(a + 4095, 2));
+        assert!(!m.contains(a.wrapping_sub(1), 2));
+        assert!(!m.contains(a, u64::MAX));
+        assert!(!m.contains(usize::MAX, 2));
+        let mut host = [0u8; 64];
+        let h = host.as_mut_ptr() as usize;
+        assert!(!m.contains(h, 8));
+        let d = m.import(h, -1, 0, 64, 0).unwrap();
+        assert!(m.contains(d, 64));
+        assert!(!m.contains(d, 65));
+        m.unimport(d).unwrap();
+        assert!(!m.contains(d, 8));
+        m.free(a).unwrap();
+        assert!(!m.contains(a, 8));
     }
 
     #[test]

@@ -166,6 +166,25 @@ unsafe extern "C" fn param_get(
     })
 }
 
+unsafe extern "C" fn mem_known(
+    ctx: *mut fid_xpu_host_ctx,
+    addr: *const c_void,
+    size: u64,
+) -> c_int {
+    guard(|| {
+        let known = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .contains(addr as usize, size);
+        if known {
+            Ok(0)
+        } else {
+            Err(Error(fi_xpu_abi::errno::FI_ENOENT))
+        }
+    })
+}
+
 pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     abi_major: FI_XPU_PROV_ABI_MAJOR,
     abi_minor: FI_XPU_PROV_ABI_MINOR,
@@ -179,4 +198,5 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     mem_export: Some(mem_export),
     param_define: Some(param_define),
     param_get: Some(param_get),
+    mem_known: Some(mem_known),
 };

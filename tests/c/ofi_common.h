@@ -57,6 +57,7 @@ struct ofi_opts {
 	uint32_t threads;      /* progress threads (0: default) */
 	size_t heap;           /* registered bytes */
 	size_t heap2;          /* bytes of a second registration (0: none) */
+	size_t local;          /* bytes of unregistered local memory (0: 64 KiB) */
 };
 
 struct ofi_node {
@@ -74,6 +75,9 @@ struct ofi_node {
 	uint64_t raw[OFI_MAX_EP]; /* the peer's endpoints, as fi_xpu_av_lookup gives them */
 	uint8_t desc[32];
 	unsigned char *heap, *heap2;
+	/* Allocated through the context, not registered: where the tests'
+	 * local buffers live (the provider refuses private host memory). */
+	unsigned char *local;
 	size_t heap_len;
 	struct ofi_card me, peer;
 };
@@ -121,8 +125,11 @@ static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struc
 	n->sock = sock;
 	n->rank = rank;
 	n->nep = o->nep ? o->nep : 1;
+	/* The ofi provider, unless OFI_COMMON_PROV names another (the tests
+	 * that hold every provider to one contract). */
+	const char *want = getenv("OFI_COMMON_PROV") ? getenv("OFI_COMMON_PROV") : "ofi";
 	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
+	for (i = info; i && strcmp(i->prov_name, want) != 0; i = i->next)
 		;
 	EXPECT(i != NULL);
 	memset(&dattr, 0, sizeof(dattr));
@@ -156,6 +163,9 @@ static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struc
 		CHECK(fi_xpu_export(&n->hcq[e]->fid, 0, &n->cq[e].fid));
 	}
 	CHECK(fi_xpu_export(&n->hcntr->fid, 0, &n->cntr.fid));
+	CHECK(fi_xpu_alloc(n->ctx, o->local ? o->local : 65536, 0, 0, (void **)&n->local, &fd,
+			   &off));
+	memset(n->local, 0, o->local ? o->local : 65536);
 	n->heap_len = o->heap ? o->heap : 4096;
 	CHECK(fi_xpu_alloc(n->ctx, n->heap_len, 0, 0, (void **)&n->heap, &fd, &off));
 	memset(n->heap, 0, n->heap_len);
@@ -189,6 +199,7 @@ static inline void ofi_teardown(struct ofi_node *n)
 		CHECK(fi_xpu_close(&n->hep[e]->fid));
 	CHECK(fi_xpu_close(&n->mr->fid));
 	CHECK(fi_xpu_free(n->ctx, n->heap));
+	CHECK(fi_xpu_free(n->ctx, n->local));
 	if (n->mr2) {
 		CHECK(fi_xpu_close(&n->mr2->fid));
 		CHECK(fi_xpu_free(n->ctx, n->heap2));

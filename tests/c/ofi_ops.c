@@ -1,6 +1,9 @@
 /* Two processes (fork + socketpair) on the ofi provider: RMA write and read,
  * fetching and compare atomics, tagged send/receive, CQ data, counters and
- * error completions, all posted through the device API and checked by value.
+ * error completions, all posted through the device API and checked by value;
+ * local buffers that lie in no memory of the context (a wild pointer,
+ * private host memory) end in error completions, FI_INJECT sources may be
+ * private.
  * The libfabric provider comes from FI_XPU_OFI_PROVIDER. With OFI_OPS_FD and
  * OFI_OPS_RANK set, runs one side only over that inherited socket. */
 #include <sys/socket.h>
@@ -94,27 +97,34 @@ static int run(int sock, int rank)
 
 	if (rank == 0) {
 		struct fi_cq_tagged_entry e;
-		uint64_t v = 0xabcdef, got = 0, one = 5, cmp = 1006, swap = 77, old = 0;
-		uint64_t bad = 0;
+		/* Local buffers live in the registered allocation: the proxy
+		 * hands libfabric nothing else. */
+		uint64_t *v = heap + 64, *got = heap + 65, *one = heap + 66, *cmp = heap + 67;
+		uint64_t *swap = heap + 68, *old = heap + 69;
+		uint64_t bad = 0, secret = 0x5ec2e7, stack_v = 0x1e1e;
+		*v = 0xabcdef;
+		*one = 5;
+		*cmp = 1006;
+		*swap = 77;
 		/* write then read back */
-		CHECK(fi_xpu_write(&ep, &v, 8, NULL, 0, &raw, peer.base + 8, peer.key, &v, 0,
+		CHECK(fi_xpu_write(&ep, v, 8, NULL, 0, &raw, peer.base + 8, peer.key, v, 0,
 				   FI_XPU_WORK_ITEM));
 		e = wait_one(&cq, NULL);
-		EXPECT(e.op_context == &v && (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
-		CHECK(fi_xpu_read(&ep, &got, 8, NULL, &raw, peer.base + 8, peer.key, &got, 0,
+		EXPECT(e.op_context == v && (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+		CHECK(fi_xpu_read(&ep, got, 8, NULL, &raw, peer.base + 8, peer.key, got, 0,
 				  FI_XPU_WORK_ITEM));
 		e = wait_one(&cq, NULL);
-		EXPECT(e.op_context == &got && got == 0xabcdef);
+		EXPECT(e.op_context == got && *got == 0xabcdef);
 		/* fetch-add then compare-swap on the peer's heap[0] (1001) */
-		CHECK(fi_xpu_fetch_atomic(&ep, &one, 1, NULL, &old, NULL, &raw, peer.base,
-					  peer.key, FI_UINT64, FI_SUM, NULL, 0, FI_XPU_WORK_ITEM));
+		CHECK(fi_xpu_fetch_atomic(&ep, one, 1, NULL, old, NULL, &raw, peer.base, peer.key,
+					  FI_UINT64, FI_SUM, NULL, 0, FI_XPU_WORK_ITEM));
 		(void)wait_one(&cq, NULL);
-		EXPECT(old == 1001);
-		CHECK(fi_xpu_compare_atomic(&ep, &swap, 1, NULL, &cmp, NULL, &old, NULL, &raw,
+		EXPECT(*old == 1001);
+		CHECK(fi_xpu_compare_atomic(&ep, swap, 1, NULL, cmp, NULL, old, NULL, &raw,
 					    peer.base, peer.key, FI_UINT64, FI_CSWAP, NULL, 0,
 					    FI_XPU_WORK_ITEM));
 		(void)wait_one(&cq, NULL);
-		EXPECT(old == 1006);
+		EXPECT(*old == 1006);
 		CHECK(fi_xpu_flush(&ep, 0, FI_XPU_WORK_ITEM));
 		EXPECT(fi_xpu_cntr_read(&cntr, FI_XPU_WORK_ITEM) == 4);
 		/* a local buffer outside its descriptor: an error completion */
@@ -123,26 +133,60 @@ static int run(int sock, int rank)
 		e = wait_one(&cq, &err);
 		EXPECT(err.err == FI_EACCES && err.op_context == &bad);
 		EXPECT(fi_xpu_cntr_readerr(&cntr, FI_XPU_WORK_ITEM) == 1);
+		/* Without a descriptor: a wild pointer, which would crash the
+		 * process inside libfabric, and private host memory, which would
+		 * be sent to the peer, both end in error completions. So do a
+		 * read into private memory and a fetch into a wild result. */
+		CHECK(fi_xpu_write(&ep, (void *)(uintptr_t)0xdead0000, 8, NULL, 0, &raw,
+				   peer.base + 16, peer.key, &bad, 0, FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, &err);
+		EXPECT(err.err == FI_EACCES && err.op_context == &bad);
+		CHECK(fi_xpu_write(&ep, &secret, 8, NULL, 0, &raw, peer.base + 16, peer.key,
+				   &secret, 0, FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, &err);
+		EXPECT(err.err == FI_EACCES && err.op_context == &secret);
+		EXPECT(fi_xpu_cntr_readerr(&cntr, FI_XPU_WORK_ITEM) == 3);
+		CHECK(fi_xpu_read(&ep, &secret, 8, NULL, &raw, peer.base + 8, peer.key, &secret,
+				  0, FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, &err);
+		EXPECT(err.err == FI_EACCES && err.op_context == &secret && secret == 0x5ec2e7);
+		CHECK(fi_xpu_fetch_atomic(&ep, one, 1, NULL, (void *)(uintptr_t)0xdead0000, NULL,
+					  &raw, peer.base, peer.key, FI_UINT64, FI_SUM, &bad, 0,
+					  FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, &err);
+		EXPECT(err.err == FI_EACCES && err.op_context == &bad);
+		EXPECT(fi_xpu_cntr_readerr(&cntr, FI_XPU_WORK_ITEM) == 5);
+		/* FI_INJECT: private memory is fine, the bytes travel in the ring. */
+		CHECK(fi_xpu_write(&ep, &stack_v, 8, NULL, 0, &raw, peer.base + 24, peer.key, NULL,
+				   FI_INJECT | FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
+		stack_v = 0;
+		(void)wait_one(&cq, NULL);
 		/* tagged message with CQ data */
 		if (read(sock, &c, 1) != 1)
 			exit(1);
-		CHECK(fi_xpu_tsend(&ep, &v, 8, NULL, 0x55, &raw, 0x1234, NULL, FI_REMOTE_CQ_DATA,
+		CHECK(fi_xpu_tsend(&ep, v, 8, NULL, 0x55, &raw, 0x1234, NULL, FI_REMOTE_CQ_DATA,
 				   FI_XPU_WORK_ITEM));
 		(void)wait_one(&cq, NULL);
 		if (read(sock, &c, 1) != 1)
 			exit(1);
 	} else {
 		struct fi_cq_tagged_entry e;
-		uint64_t box = 0;
-		CHECK(fi_xpu_trecv(&ep, &box, 8, NULL, NULL, 0x1200, 0xff, &box, 0,
+		uint64_t *box = heap + 64, secret = 0x5ec2e7;
+		/* A receive into private memory is refused as well. */
+		CHECK(fi_xpu_trecv(&ep, &secret, 8, NULL, NULL, 0x1200, 0xff, &secret, 0,
+				   FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, &err);
+		EXPECT(err.err == FI_EACCES && err.op_context == &secret);
+		CHECK(fi_xpu_trecv(&ep, box, 8, NULL, NULL, 0x1200, 0xff, box, 0,
 				   FI_XPU_WORK_ITEM));
 		if (write(sock, "r", 1) != 1)
 			exit(1);
 		e = wait_one(&cq, NULL);
-		EXPECT(e.op_context == &box && box == 0xabcdef && e.tag == 0x1234);
+		EXPECT(e.op_context == box && *box == 0xabcdef && e.tag == 0x1234);
 		EXPECT((e.flags & (FI_TAGGED | FI_RECV)) == (FI_TAGGED | FI_RECV));
 		EXPECT((e.flags & FI_REMOTE_CQ_DATA) && e.data == 0x55 && e.len == 8);
-		EXPECT(heap[1] == 0xabcdef && heap[0] == 77);
+		EXPECT(heap[1] == 0xabcdef && heap[0] == 77 && heap[2] == 0 && heap[3] == 0x1e1e);
+		EXPECT(secret == 0x5ec2e7);
 		if (write(sock, "d", 1) != 1)
 			exit(1);
 	}

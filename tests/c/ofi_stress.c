@@ -51,18 +51,18 @@ void ofi_wedge_arm(void) __attribute__((weak));
  * in the survivor's locked queue never lands. */
 static void victim(struct ofi_node *n)
 {
-	static uint64_t v;
+	uint64_t *v = (uint64_t *)n->local;
 	uint64_t flags = ofi_wedge_arm ? FI_DELIVERY_COMPLETE : 0;
 	struct fi_cq_tagged_entry e;
 	for (;;) {
-		v++;
-		CHECK(fi_xpu_write(&n->ep[0], &v, 8, NULL, 0, &n->raw[0], n->peer.base,
-				   n->peer.key, &v, flags, FI_XPU_WORK_ITEM));
+		(*v)++;
+		CHECK(fi_xpu_write(&n->ep[0], v, 8, NULL, 0, &n->raw[0], n->peer.base,
+				   n->peer.key, v, flags, FI_XPU_WORK_ITEM));
 		CHECK(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM));
-		if (v == DEATH_ARM_AFTER && ofi_wedge_arm)
+		if (*v == DEATH_ARM_AFTER && ofi_wedge_arm)
 			ofi_wedge_arm();
 		/* A libfabric without such locks never sets it off. */
-		if (v == DEATH_ARM_AFTER + 100 && ofi_wedge_arm)
+		if (*v == DEATH_ARM_AFTER + 100 && ofi_wedge_arm)
 			raise(SIGKILL);
 	}
 }
@@ -89,14 +89,15 @@ static void expect_failure(struct fid_xpu_cq *cq, int64_t rc, const void *a, con
 
 static void survivor(struct ofi_node *n)
 {
-	static uint64_t box, v = 0x5eed;
+	uint64_t *box = (uint64_t *)n->local, *v = box + 1;
 	volatile uint64_t *seen = (volatile uint64_t *)n->heap;
 	struct fi_cq_tagged_entry e;
 	uint64_t t0, before;
 	int st = 0, rc;
 	int64_t r;
 
-	CHECK(fi_xpu_trecv(&n->ep[0], &box, 8, NULL, &n->raw[0], 7, 0, &box, 0,
+	*v = 0x5eed;
+	CHECK(fi_xpu_trecv(&n->ep[0], box, 8, NULL, &n->raw[0], 7, 0, box, 0,
 			   FI_XPU_WORK_ITEM));
 	/* Kill the peer in the middle of its stream of writes. */
 	t0 = ofi_now_ms();
@@ -120,8 +121,8 @@ static void survivor(struct ofi_node *n)
 
 	/* A counter wait on a write to the dead peer. */
 	before = fi_xpu_cntr_read(&n->cntr, FI_XPU_WORK_ITEM);
-	CHECK(fi_xpu_write(&n->ep[0], &v, 8, NULL, 0, &n->raw[0], n->peer.base + 8, n->peer.key,
-			   &v, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
+	CHECK(fi_xpu_write(&n->ep[0], v, 8, NULL, 0, &n->raw[0], n->peer.base + 8, n->peer.key,
+			   v, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
 	t0 = ofi_now_ms();
 	rc = fi_xpu_cntr_wait_status(&n->cntr, before + 1, DEATH_WAIT_MS, FI_XPU_WORK_ITEM);
 	EXPECT(rc == -FI_ETIMEDOUT || rc == -FI_EAVAIL);
@@ -131,7 +132,7 @@ static void survivor(struct ofi_node *n)
 	/* A blocking CQ read, limited by the CQ's timeout. */
 	t0 = ofi_now_ms();
 	r = fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM);
-	expect_failure(&n->cq[0], r, &v, &box, "cq_sread");
+	expect_failure(&n->cq[0], r, v, box, "cq_sread");
 	EXPECT(ofi_now_ms() - t0 < DEATH_WAIT_MS + 2000);
 
 	/* A polling loop bounded by time. */
@@ -139,7 +140,7 @@ static void survivor(struct ofi_node *n)
 	while (ofi_now_ms() - t0 < 1000) {
 		r = fi_xpu_cq_read(&n->cq[0], &e, 1, FI_XPU_WORK_ITEM);
 		if (r != -FI_EAGAIN)
-			expect_failure(&n->cq[0], r, &v, &box, "cq_read");
+			expect_failure(&n->cq[0], r, v, box, "cq_read");
 		usleep(1000);
 	}
 
@@ -148,7 +149,7 @@ static void survivor(struct ofi_node *n)
 	EXPECT(rc == 0 || rc == -FI_ETIMEDOUT);
 	printf("death: flush: %s\n", rc ? fi_xpu_strerror(rc) : "done");
 	/* Posting still works: the ring is the process's own memory. */
-	rc = fi_xpu_write(&n->ep[0], &v, 8, NULL, 0, &n->raw[0], n->peer.base, n->peer.key, &v,
+	rc = fi_xpu_write(&n->ep[0], v, 8, NULL, 0, &n->raw[0], n->peer.base, n->peer.key, v,
 			  0, FI_XPU_WORK_ITEM);
 	EXPECT(rc == 0 || rc == -FI_EAGAIN);
 }
@@ -165,7 +166,7 @@ static uint64_t flood_val(uint64_t i)
 
 static void flood_sender(struct ofi_node *n)
 {
-	static uint64_t src[FLOOD_OPS];
+	uint64_t *src = (uint64_t *)n->local;
 	static unsigned char done[FLOOD_OPS];
 	struct fi_cq_tagged_entry e[8];
 	uint64_t posted = 0, completed = 0, eagain = 0, first_full = 0, t0 = ofi_now_ms();
@@ -301,10 +302,9 @@ static void malformed_sender(struct ofi_node *n)
 		{ "unknown flag", FI_EBADFLAGS },  { "buffer outside its descriptor", FI_EACCES },
 	};
 	enum { NBAD = sizeof(cases) / sizeof(cases[0]) };
-	static uint64_t good[NBAD];
+	uint64_t *good = (uint64_t *)n->local, *local = good + NBAD;
 	static unsigned char bad_ctx[NBAD];
 	unsigned char seen_bad[NBAD] = { 0 }, seen_good[NBAD] = { 0 };
-	uint64_t local = 0;
 	int got = 0;
 
 	for (int i = 0; i < NBAD; i++) {
@@ -312,7 +312,7 @@ static void malformed_sender(struct ofi_node *n)
 		memset(&w, 0, sizeof(w));
 		w.op = FI_XPU_OFI_OP_WRITE;
 		w.addr = n->raw[0];
-		w.buf = (uint64_t)(uintptr_t)&local;
+		w.buf = (uint64_t)(uintptr_t)local;
 		w.len = 8;
 		w.raddr = n->peer.base + 512;
 		w.rkey = n->peer.key;
@@ -436,7 +436,7 @@ static void stalled_sender(struct ofi_node *n)
 {
 	struct fi_xpu_ofi_ep_dev *d = (struct fi_xpu_ofi_ep_dev *)(uintptr_t)n->ep[0].fid.prov_ctx;
 	struct fi_xpu_ofi_wqe *ring = (struct fi_xpu_ofi_wqe *)(uintptr_t)d->ring, w;
-	static uint64_t slow = 0x510e, bad = 0xbad, after = 0xa17e4;
+	uint64_t *slow = (uint64_t *)n->local, *bad = slow + 1, *after = slow + 2;
 	struct fi_cq_tagged_entry e;
 	struct fi_cq_err_entry err;
 	uint64_t pos;
@@ -448,39 +448,42 @@ static void stalled_sender(struct ofi_node *n)
 	EXPECT_EQ(offsetof(struct fi_xpu_ofi_ep_dev, wake_fd), 328);
 	EXPECT(d->wake_fd >= 0);
 
+	*slow = 0x510e;
+	*bad = 0xbad;
+	*after = 0xa17e4;
 	/* A slow producer: nothing behind its slot is published, so the proxy
 	 * waits for it however long it takes. */
 	pos = claim(&n->ep[0]);
 	usleep(4 * STALL_MS * 1000);
 	EXPECT_EQ(fi_xpu_cq_read(&n->cq[0], &e, 1, FI_XPU_WORK_ITEM), -FI_EAGAIN);
 	EXPECT_EQ(__atomic_load_n(&d->cons, __ATOMIC_ACQUIRE), pos);
-	w = write_wqe(n, &slow, 0);
+	w = write_wqe(n, slow, 0);
 	memcpy((char *)&ring[pos & (d->size - 1)] + 8, (const char *)&w + 8, sizeof(w) - 8);
 	__atomic_store_n(&ring[pos & (d->size - 1)].seq, pos + 1, __ATOMIC_RELEASE);
 	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), 1);
-	EXPECT(e.op_context == &slow);
+	EXPECT(e.op_context == slow);
 
 	/* A buggy one: its entry carries the next lap's `seq`, and the entry
 	 * behind it is published. */
 	pos = claim(&n->ep[0]);
-	w = write_wqe(n, &bad, 8);
+	w = write_wqe(n, bad, 8);
 	memcpy((char *)&ring[pos & (d->size - 1)] + 8, (const char *)&w + 8, sizeof(w) - 8);
 	__atomic_store_n(&ring[pos & (d->size - 1)].seq, pos + 1 + d->size, __ATOMIC_RELEASE);
-	inject(&n->ep[0], (w = write_wqe(n, &after, 16), &w));
+	inject(&n->ep[0], (w = write_wqe(n, after, 16), &w));
 	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), -FI_EAVAIL);
 	EXPECT_EQ(fi_xpu_cq_readerr(&n->cq[0], &err, 0, FI_XPU_WORK_ITEM), 1);
 	EXPECT_EQ(err.err, FI_EINVAL);
-	EXPECT(err.op_context == &bad);
+	EXPECT(err.op_context == bad);
 	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), 1);
-	EXPECT(e.op_context == &after);
+	EXPECT(e.op_context == after);
 	EXPECT_EQ(fi_xpu_cntr_readerr(&n->cntr, FI_XPU_WORK_ITEM), 1);
 	EXPECT_EQ(fi_xpu_cntr_read(&n->cntr, FI_XPU_WORK_ITEM), 2);
 
 	/* The device API goes on with the ring. */
-	CHECK(fi_xpu_write(&n->ep[0], &after, 8, NULL, 0, &n->raw[0], n->peer.base + 24,
-			   n->peer.key, &after, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
+	CHECK(fi_xpu_write(&n->ep[0], after, 8, NULL, 0, &n->raw[0], n->peer.base + 24,
+			   n->peer.key, after, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
 	EXPECT_EQ(fi_xpu_cq_sread(&n->cq[0], &e, 1, 1, FI_XPU_WORK_ITEM), 1);
-	EXPECT(e.op_context == &after);
+	EXPECT(e.op_context == after);
 	printf("stalled: slow slot served, bad slot failed after %d ms, ring goes on\n", STALL_MS);
 }
 
@@ -507,9 +510,10 @@ static void stalled_target(struct ofi_node *n)
 #define SC_ATOMIC_OFF (SC_SG_OFF + SC_GROUPS * (SC_ITEMS / SC_LANES) * SC_SG_BYTES)
 
 static struct ofi_node *scope_node;
-static unsigned char scope_src[SC_ATOMIC_OFF];
-/* The fetched values land here, in memory that outlives the kernel. */
-static uint64_t scope_old[SC_GROUPS][SC_ITEMS];
+/* In the node's local memory (the provider refuses private memory): the
+ * source, then the fetched values, in memory that outlives the kernel. */
+static unsigned char *scope_src;
+#define scope_old ((uint64_t(*)[SC_ITEMS])(scope_src + SC_ATOMIC_OFF))
 
 struct scope_out {
 	int rc[SC_GROUPS][SC_ITEMS][3];
@@ -527,7 +531,7 @@ static void scope_kernel(void *arg)
 	struct ofi_node *n = scope_node;
 	uint32_t g = fi_xpu_arch_group_id(), item = fi_xpu_arch_local_id();
 	uint32_t sg = fi_xpu_arch_subgroup_id(), nsg = SC_ITEMS / SC_LANES;
-	uint64_t base = n->peer.base, key = n->peer.key, one = 1;
+	uint64_t base = n->peer.base, key = n->peer.key;
 	size_t wg_off = (size_t)g * SC_WG_BYTES;
 	size_t sg_off = SC_SG_OFF + ((size_t)g * nsg + sg) * SC_SG_BYTES;
 
@@ -540,9 +544,10 @@ static void scope_kernel(void *arg)
 					 &n->raw[g], base + sg_off, key, scope_src + sg_off,
 					 FI_DELIVERY_COMPLETE,
 					 FI_XPU_SUBGROUP);
+	/* The operand is on this work item's stack: FI_INJECT copies it. */
 	o->rc[g][item][2] = fi_xpu_fetch_atomic(&n->ep[0], &one, 1, NULL, &scope_old[g][item], NULL,
 						&n->raw[0], base + SC_ATOMIC_OFF, key, FI_UINT64,
-						FI_SUM, &scope_node, 0, FI_XPU_DEVICE);
+						FI_SUM, &scope_node, FI_INJECT, FI_XPU_DEVICE);
 	/* The results are written when the operations complete: wait for
 	 * them once for the whole device (the leader flushes for everyone). */
 	if (o->rc[g][item][2] == 0)
@@ -560,7 +565,8 @@ static void scopes_sender(struct ofi_node *n)
 	int e, want[2] = { 1 + SC_ITEMS / SC_LANES + SC_GROUPS * SC_ITEMS,
 			   1 + SC_ITEMS / SC_LANES };
 
-	for (size_t i = 0; i < sizeof(scope_src); i++)
+	scope_src = n->local;
+	for (size_t i = 0; i < SC_ATOMIC_OFF; i++)
 		scope_src[i] = scope_pat(i);
 	for (e = 0; e < 2; e++) {
 		d[e] = (struct fi_xpu_ofi_ep_dev *)(uintptr_t)n->ep[e].fid.prov_ctx;
@@ -588,7 +594,7 @@ static void scopes_sender(struct ofi_node *n)
 				EXPECT((c.flags & FI_ATOMIC) != 0);
 			} else {
 				EXPECT((unsigned char *)c.op_context >= scope_src &&
-				       (unsigned char *)c.op_context < scope_src + sizeof(scope_src));
+				       (unsigned char *)c.op_context < scope_src + SC_ATOMIC_OFF);
 			}
 		}
 		struct fi_cq_tagged_entry c;
@@ -608,17 +614,18 @@ static void scopes_sender(struct ofi_node *n)
 	 * libfabric providers that address by offset the proxy turns each
 	 * address into an offset from the right base), then read back. */
 	{
-		static uint64_t v = 0x2e9157e2, back;
+		uint64_t *v = &scope_old[SC_GROUPS][0], *back = v + 1;
 		struct fi_cq_tagged_entry c;
+		*v = 0x2e9157e2;
 		EXPECT(n->peer.key2 != n->peer.key);
-		CHECK(fi_xpu_write(&n->ep[1], &v, 8, NULL, 0, &n->raw[1], n->peer.base2 + 40,
-				   n->peer.key2, &v, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
+		CHECK(fi_xpu_write(&n->ep[1], v, 8, NULL, 0, &n->raw[1], n->peer.base2 + 40,
+				   n->peer.key2, v, FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
 		EXPECT_EQ(fi_xpu_cq_sread(&n->cq[1], &c, 1, 1, FI_XPU_WORK_ITEM), 1);
-		EXPECT(c.op_context == &v);
-		CHECK(fi_xpu_read(&n->ep[1], &back, 8, NULL, &n->raw[1], n->peer.base2 + 40,
-				  n->peer.key2, &back, 0, FI_XPU_WORK_ITEM));
+		EXPECT(c.op_context == v);
+		CHECK(fi_xpu_read(&n->ep[1], back, 8, NULL, &n->raw[1], n->peer.base2 + 40,
+				  n->peer.key2, back, 0, FI_XPU_WORK_ITEM));
 		EXPECT_EQ(fi_xpu_cq_sread(&n->cq[1], &c, 1, 1, FI_XPU_WORK_ITEM), 1);
-		EXPECT_EQ(back, v);
+		EXPECT_EQ(*back, *v);
 	}
 	printf("scopes: %d + %d ring entries for %d items\n", want[0], want[1],
 	       SC_GROUPS * SC_ITEMS);

@@ -79,6 +79,8 @@ pub fn build() -> &'static Path {
 #[path = "../../xtask/src/stage.rs"]
 mod stage;
 
+pub mod ofi;
+
 /// Stages `dir` (plugins under the loader's names, the soname link).
 pub fn stage_providers(dir: &Path) {
     stage::stage(dir).expect("staging the build directory");

@@ -30,6 +30,13 @@ pub const OP_LAST: u32 = OP_NOP;
 
 /// Default ring entries per endpoint (power of two).
 pub const RING_ENTRIES: u64 = 256;
+/// Most bytes of source data an entry posted with `FI_INJECT` carries: the
+/// device copies them into the entry's staging slot, so the source may be
+/// reused as soon as the post returns.
+pub const INJECT_SIZE: u64 = 64;
+/// Bytes of one staging slot: the operand at 0 and, for compare atomics,
+/// the compare values at `INJECT_SIZE`.
+pub const STAGE_SLOT: u64 = 2 * INJECT_SIZE;
 /// Default XPU CQ entries.
 pub const CQ_ENTRIES: u64 = 1024;
 
@@ -90,7 +97,12 @@ pub struct EpDev {
     /// remote read, remote write.
     pub cntr: [u64; 6],
     pub max_msg: u64,
-    pub _p0: [u64; 3],
+    /// Most bytes an entry posted with `FI_INJECT` may carry (`INJECT_SIZE`).
+    pub inject_size: u64,
+    /// The staging slots of `FI_INJECT` entries: `size` slots of
+    /// `STAGE_SLOT` bytes, slot `pos & (size - 1)` for ring position `pos`.
+    pub stage: u64,
+    pub _p0: u64,
     pub prod: u64,
     pub _p1: [u64; 7],
     pub cons_cache: u64,
@@ -187,6 +199,8 @@ mod tests {
     fn sizes() {
         assert_eq!(size_of::<Wqe>(), 128);
         assert_eq!(size_of::<EpDev>(), EP_DEV_SIZE);
+        assert_eq!(offset_of!(EpDev, inject_size), 104);
+        assert_eq!(offset_of!(EpDev, stage), 112);
         assert_eq!(offset_of!(EpDev, prod), 128);
         assert_eq!(offset_of!(EpDev, cons_cache), 192);
         assert_eq!(offset_of!(EpDev, cons), 256);

@@ -68,6 +68,14 @@ pub struct DomInner {
     /// The provider addresses registrations by offset and takes our keys:
     /// keys are base addresses and remote addresses are sent as offsets.
     pub offset_keys: bool,
+    /// Post a non-fetching atomic that asks for `FI_DELIVERY_COMPLETE` as
+    /// a fetching one instead (the fetched values discarded): libfabric's
+    /// `shm` provider (1.17 and later 1.x) returns the inject buffer of such
+    /// an atomic to its pool twice, once at the target and once at the
+    /// initiator, so that later atomics share buffers and apply or fetch
+    /// each other's values. A fetching atomic completes only after the
+    /// target applied it, which is what delivery completion promises.
+    pub dc_atomic_as_fetch: bool,
     pub mrs: Mutex<Vec<Option<MrRec>>>,
     next_ep: AtomicUsize,
     next_key: AtomicU64,
@@ -257,6 +265,7 @@ impl Domain {
         }
         // SAFETY: info is live.
         let auto_progress = unsafe { ffi::xo_info_auto_progress(info.0) } != 0;
+        let dc_atomic_as_fetch = name == "shm";
         let inner = Arc::new(DomInner {
             domain: Fid(domain),
             _fabric: Fid(fabric),
@@ -266,6 +275,7 @@ impl Domain {
             max_msg,
             auto_progress,
             offset_keys: mr_mode & (ffi::FI_MR_VIRT_ADDR | ffi::FI_MR_PROV_KEY) == 0,
+            dc_atomic_as_fetch,
             mrs: Mutex::new(Vec::new()),
             next_ep: AtomicUsize::new(0),
             next_key: AtomicU64::new(1 << 32),
@@ -879,7 +889,7 @@ pub struct EpInner {
     pub rem_read: Option<Fid>,
     pub bound: OnceLock<Bound>,
     pub state: Mutex<proxy::EpState>,
-    ctx: Ctx,
+    pub ctx: Ctx,
 }
 
 // SAFETY: the raw context handle is only passed back to the core's memory
@@ -895,6 +905,24 @@ impl EpInner {
 
     pub fn ring(&self) -> *mut Wqe {
         (self.ring_mem + EP_DEV_SIZE) as *mut Wqe
+    }
+
+    /// The staging slot of ring position `pos` (`STAGE_SLOT` bytes).
+    pub fn stage(&self, pos: u64) -> *const u8 {
+        let ring_bytes = self.size as usize * std::mem::size_of::<Wqe>();
+        let slot = (pos & (self.size - 1)) * STAGE_SLOT;
+        (self.ring_mem + EP_DEV_SIZE + ring_bytes + slot as usize) as *const u8
+    }
+
+    /// Whether `[addr, addr+len)` lies in memory the context knows: a
+    /// registration of the domain, or an allocation or import of the
+    /// context.
+    pub fn known(&self, addr: u64, len: u64) -> bool {
+        let registered =
+            self.dom.mrs.lock().unwrap().iter().flatten().any(|r| {
+                addr >= r.base && addr - r.base <= r.len && len <= r.len - (addr - r.base)
+            });
+        registered || core::mem_known(self.ctx, addr as usize, len)
     }
 }
 
@@ -958,7 +986,8 @@ impl Ep {
         if size > 1 << 16 {
             return Err(-FI_EINVAL);
         }
-        let bytes = EP_DEV_SIZE as u64 + size * std::mem::size_of::<Wqe>() as u64;
+        let ring_bytes = size * std::mem::size_of::<Wqe>() as u64;
+        let bytes = EP_DEV_SIZE as u64 + ring_bytes + size * STAGE_SLOT;
         let mem = core::alloc_host(c.core_ctx, bytes)?;
         let dev = mem as *mut EpDev;
         // SAFETY: fresh zeroed block, not shared yet.
@@ -972,6 +1001,8 @@ impl Ep {
                 attr.caps
             };
             (*dev).max_msg = dom.max_msg;
+            (*dev).inject_size = INJECT_SIZE;
+            (*dev).stage = mem as u64 + EP_DEV_SIZE as u64 + ring_bytes;
             (*dev).wake_fd = -1;
         }
         Ok(Ep {

@@ -135,6 +135,13 @@ pub struct Req {
     buf: u64,
     len: u64,
     tag: u64,
+    /// An `FI_INJECT` entry's source (and compare) bytes, copied out of its
+    /// staging slot before the slot can be reused; libfabric reads them
+    /// from here.
+    inject: [u8; STAGE_SLOT as usize],
+    /// Where the values of a non-fetching atomic posted as a fetching one
+    /// land (see `DomInner::dc_atomic_as_fetch`); never read.
+    discard: Option<Box<[u8]>>,
 }
 
 #[derive(Default)]
@@ -737,7 +744,23 @@ fn issue(
         }
         return Ok(());
     }
-    let req = Box::into_raw(Box::new(Req {
+    // Nothing but memory the context knows reaches libfabric: a wild
+    // pointer would crash the process inside libfabric, a pointer to
+    // private host memory would send that memory to the peer.
+    if let Some((addr, len)) = ring::local_buffers(w)
+        .into_iter()
+        .find(|&(a, l)| !ep.known(a, l))
+    {
+        crate::core::warn(&format!(
+            "ring entry at {pos} (op {}): local buffer {addr:#x} ({len} bytes) lies in no \
+             allocation, import or registration of the context: {}",
+            w.op,
+            ffi::strerror(-FI_EACCES)
+        ));
+        fail(b, w, -FI_EACCES, 0);
+        return Ok(());
+    }
+    let mut req = Box::new(Req {
         fi_ctx: [0; 8],
         pos,
         op: w.op,
@@ -745,8 +768,36 @@ fn issue(
         buf: w.buf,
         len: w.len,
         tag: w.tag,
-    }));
-    let r = g.call(|| post(ep, w, req as *mut c_void));
+        inject: [0; STAGE_SLOT as usize],
+        discard: None,
+    });
+    let entry = w;
+    let mut w = *w;
+    if w.flags & FI_INJECT != 0 {
+        // SAFETY: the slot of `pos` lies in the endpoint's block, and the
+        // device does not write it again until `cons` passes `pos`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(ep.stage(pos), req.inject.as_mut_ptr(), req.inject.len())
+        };
+        w.buf = req.inject.as_ptr() as u64;
+        w.compare = req.inject[INJECT_SIZE as usize..].as_ptr() as u64;
+        w.desc = 0;
+        w.flags &= !FI_INJECT;
+    }
+    if w.op == OP_ATOMIC {
+        // Not a field of this operation: whatever the device left there
+        // never reaches libfabric.
+        w.result = 0;
+        w.result_desc = 0;
+    }
+    if w.op == OP_ATOMIC && w.flags & FI_DELIVERY_COMPLETE != 0 && ep.dom.dc_atomic_as_fetch {
+        let bytes = ring::check_atomic(&w).map_or(0, |a| a.2) as usize;
+        let d = req.discard.insert(vec![0u8; bytes].into_boxed_slice());
+        w.result = d.as_mut_ptr() as u64;
+        w.result_desc = 0;
+    }
+    let req = Box::into_raw(req);
+    let r = g.call(|| post(ep, &w, req as *mut c_void));
     match r {
         Ok(()) => {
             st.reqs.insert(req as usize);
@@ -767,7 +818,7 @@ fn issue(
                 w.op,
                 ffi::strerror(e)
             ));
-            fail(b, w, e, 0);
+            fail(b, entry, e, 0);
             Ok(())
         }
     }
@@ -799,7 +850,8 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
         iov_base: w.buf as *mut c_void,
         iov_len: w.len as usize,
     };
-    let data_flags = w.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE | FI_INJECT);
+    // FI_INJECT never reaches libfabric: the proxy staged the bytes itself.
+    let data_flags = w.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE);
     let flags = FI_COMPLETION | data_flags;
     let r = match w.op {
         OP_WRITE | OP_READ => {
@@ -868,7 +920,14 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
         }
         OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => {
             let (dt, op, bytes) = ring::check_atomic(w)?;
-            let kind = (w.op - OP_ATOMIC) as i32;
+            // A non-fetching atomic with a result buffer is posted as a
+            // fetching one (see `issue`).
+            let as_fetch = w.op == OP_ATOMIC && w.result != 0;
+            let kind = if as_fetch {
+                1
+            } else {
+                (w.op - OP_ATOMIC) as i32
+            };
             // SAFETY: live endpoint; plain query.
             let v = unsafe { xo_atomic_valid(e, kind, dt, op) };
             if v != 0 {
@@ -910,10 +969,15 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
                 count: w.len as usize,
             };
             let mut cdesc = local_desc(ep, 0, w.compare, bytes);
-            let fl = flags & !FI_INJECT;
+            let fl = if as_fetch {
+                flags & !FI_DELIVERY_COMPLETE
+            } else {
+                flags
+            };
             // SAFETY: as above.
             unsafe {
                 match w.op {
+                    OP_ATOMIC if as_fetch => xo_fetch_atomicmsg(e, &m, &res, &mut rdesc, fl),
                     OP_ATOMIC => xo_atomicmsg(e, &m, fl),
                     OP_FETCH_ATOMIC => xo_fetch_atomicmsg(e, &m, &res, &mut rdesc, fl),
                     _ => xo_compare_atomicmsg(e, &m, &cmp, &mut cdesc, &res, &mut rdesc, fl),

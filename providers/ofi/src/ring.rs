@@ -87,6 +87,10 @@ pub fn check(
     if w.op == OP_NOP {
         return Ok(());
     }
+    let inject = w.flags & FI_INJECT != 0;
+    if inject && !has_source(w.op) {
+        return Err(-FI_EINVAL);
+    }
     let bytes = match w.op {
         OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => {
             if !lim.has_atomic {
@@ -100,7 +104,13 @@ pub fn check(
         return Err(-FI_EMSGSIZE);
     }
     let read_only_fetch = w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
-    if !read_only_fetch && !range_ok(w.buf, bytes) {
+    if inject && !read_only_fetch && bytes > INJECT_SIZE {
+        return Err(-FI_EMSGSIZE);
+    }
+    // An injected source lies in the entry's staging slot, whatever `buf`
+    // and `compare` say.
+    let source_in_buf = !read_only_fetch && !inject;
+    if source_in_buf && !range_ok(w.buf, bytes) {
         return Err(-FI_EINVAL);
     }
     let covered = |id: u64, buf: u64, len: u64| -> Result<(), i32> {
@@ -113,7 +123,7 @@ pub fn check(
         }
         Ok(())
     };
-    if !read_only_fetch {
+    if source_in_buf {
         covered(w.desc, w.buf, bytes)?;
     }
     match w.op {
@@ -122,7 +132,10 @@ pub fn check(
                 return Err(-FI_EINVAL);
             }
             covered(w.result_desc, w.result, bytes)?;
-            if w.op == OP_COMPARE_ATOMIC && (w.compare == 0 || !range_ok(w.compare, bytes)) {
+            if w.op == OP_COMPARE_ATOMIC
+                && !inject
+                && (w.compare == 0 || !range_ok(w.compare, bytes))
+            {
                 return Err(-FI_EINVAL);
             }
         }
@@ -133,6 +146,44 @@ pub fn check(
         return Err(-FI_EINVAL);
     }
     Ok(())
+}
+
+/// Whether the operation sends data from a local buffer (the ones that
+/// take `FI_INJECT`).
+pub fn has_source(op: u32) -> bool {
+    matches!(
+        op,
+        OP_WRITE | OP_SEND | OP_TSEND | OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC
+    )
+}
+
+/// The local memory a checked entry makes libfabric read or write, as
+/// (address, bytes): the source or destination buffer (unless injected),
+/// the compare buffer, the fetch result. Each must lie in memory the
+/// context knows (allocated, imported or registered) before the entry
+/// reaches libfabric.
+pub fn local_buffers(w: &Wqe) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(3);
+    let inject = w.flags & FI_INJECT != 0;
+    let bytes = match w.op {
+        OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => match check_atomic(w) {
+            Ok((_, _, b)) => b,
+            Err(_) => return out,
+        },
+        OP_NOP => return out,
+        _ => w.len,
+    };
+    let read_only_fetch = w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
+    if bytes > 0 && !read_only_fetch && !inject {
+        out.push((w.buf, bytes));
+    }
+    if w.op == OP_COMPARE_ATOMIC && !inject {
+        out.push((w.compare, bytes));
+    }
+    if matches!(w.op, OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC) {
+        out.push((w.result, bytes));
+    }
+    out
 }
 
 /// Completion flags of an operation (`fi_cq_*_entry.flags`).
@@ -254,6 +305,66 @@ mod tests {
         };
         assert_eq!(check(&flags, &l, &mr, &any), Err(-FI_EBADFLAGS));
         assert_eq!(check(&write(), &l, &mr, &|_| false), Err(-FI_EINVAL));
+    }
+
+    #[test]
+    fn injected_entries() {
+        let l = lim();
+        // The source is in the staging slot: `buf` and `desc` are not used.
+        let w = Wqe {
+            flags: FI_INJECT,
+            buf: 0,
+            desc: 0,
+            len: INJECT_SIZE,
+            ..write()
+        };
+        assert_eq!(check(&w, &l, &mr, &any), Ok(()));
+        assert_eq!(local_buffers(&w), vec![]);
+        let big = Wqe {
+            len: INJECT_SIZE + 1,
+            ..w
+        };
+        assert_eq!(check(&big, &l, &mr, &any), Err(-FI_EMSGSIZE));
+        let read = Wqe { op: OP_READ, ..w };
+        assert_eq!(check(&read, &l, &mr, &any), Err(-FI_EINVAL));
+        let recv = Wqe { op: OP_RECV, ..w };
+        assert_eq!(check(&recv, &l, &mr, &any), Err(-FI_EINVAL));
+        // Compare atomics: operand and compare injected, result not.
+        let cas = Wqe {
+            op: OP_COMPARE_ATOMIC,
+            atomic: FI_UINT64 as u32 | (FI_CSWAP as u32) << 16,
+            flags: FI_INJECT,
+            buf: 0,
+            compare: 0,
+            len: 8,
+            result: 0x2000,
+            ..Default::default()
+        };
+        assert_eq!(check(&cas, &l, &mr, &any), Ok(()));
+        assert_eq!(local_buffers(&cas), vec![(0x2000, 64)]);
+        let cas9 = Wqe { len: 9, ..cas };
+        assert_eq!(check(&cas9, &l, &mr, &any), Err(-FI_EMSGSIZE));
+    }
+
+    #[test]
+    fn local_buffers_of_entries() {
+        assert_eq!(local_buffers(&write()), vec![(0x1000, 0x100)]);
+        let fetch = Wqe {
+            op: OP_FETCH_ATOMIC,
+            atomic: FI_UINT32 as u32 | (FI_SUM as u32) << 16,
+            buf: 0x10,
+            len: 2,
+            result: 0x20,
+            ..Default::default()
+        };
+        assert_eq!(local_buffers(&fetch), vec![(0x10, 8), (0x20, 8)]);
+        let empty = Wqe {
+            op: OP_SEND,
+            buf: 0,
+            len: 0,
+            ..Default::default()
+        };
+        assert_eq!(local_buffers(&empty), vec![]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! every accepted entry must satisfy what the proxy relies on before it calls
 //! libfabric.
 use crate::layout::*;
-use crate::ring::{check, check_atomic, Limits, MrRange, WQE_FLAGS};
+use crate::ring::{check, check_atomic, has_source, local_buffers, Limits, MrRange, WQE_FLAGS};
 use fi_xpu_abi::datatype::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::op::*;
@@ -154,7 +154,20 @@ fn invariants(w: &Wqe) {
     };
     assert!(bytes <= limits().max_msg, "{w:?}");
     let read_only = w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
-    if !read_only {
+    // An injected source is read from the entry's staging slot, never from
+    // `buf` or `compare`: only its size matters.
+    let inject = w.flags & FI_INJECT != 0;
+    if inject {
+        assert!(has_source(w.op), "{w:?}");
+        assert!(read_only || bytes <= INJECT_SIZE, "{w:?}");
+    }
+    // Every buffer libfabric will be given is one `local_buffers` lists
+    // (and the proxy checks against the context's memory).
+    let listed = local_buffers(w);
+    if !read_only && !inject && bytes > 0 {
+        assert!(listed.contains(&(w.buf, bytes)), "{w:?}");
+    }
+    if !read_only && !inject {
         assert!(w.buf.checked_add(bytes).is_some(), "{w:?}");
         assert!(within(w.desc, w.buf, bytes), "{w:?}");
     }
@@ -164,7 +177,11 @@ fn invariants(w: &Wqe) {
             "{w:?}"
         );
     }
-    if w.op == OP_COMPARE_ATOMIC {
+    if matches!(w.op, OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC) {
+        assert!(listed.contains(&(w.result, bytes)), "{w:?}");
+    }
+    if w.op == OP_COMPARE_ATOMIC && !inject {
+        assert!(listed.contains(&(w.compare, bytes)), "{w:?}");
         assert!(
             w.compare != 0 && w.compare.checked_add(bytes).is_some(),
             "{w:?}"

@@ -784,6 +784,7 @@ mod tests {
             mem_export: None,
             param_define: None,
             param_get: None,
+            mem_known: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.

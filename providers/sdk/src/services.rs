@@ -229,3 +229,15 @@ pub fn mem_export(ctx: CoreCtx, addr: usize, size: u64) -> Result<(OwnedFd, u64)
     // SAFETY: on success the core hands over ownership of the fd.
     Ok((unsafe { OwnedFd::from_raw_fd(fd) }, off))
 }
+
+/// Whether `[addr, addr+size)` lies inside one allocation or import of the
+/// context `ctx` (memory the device may use). False as well when the core
+/// cannot say.
+pub fn mem_known(ctx: CoreCtx, addr: usize, size: u64) -> bool {
+    let Some(f) = core().and_then(|c| c.mem_known) else {
+        return false;
+    };
+    // SAFETY: the core validates ctx and only compares the range with its
+    // records; nothing at `addr` is read.
+    unsafe { f(ctx, addr as *const c_void, size) == 0 }
+}

@@ -1,0 +1,65 @@
+//! One source-buffer contract on every provider (tests/c/buffer_reuse.c):
+//! a source may change once its operation's local completion is seen, or
+//! as soon as the post returns with `FI_INJECT` (up to the inject size);
+//! the bytes that arrive are the ones the buffer held at the post. Over
+//! the ofi provider the proxy read sources late, so before the contract
+//! and `FI_INJECT` were kept, overwritten bytes arrived.
+mod common;
+
+use common::ofi::{have_libfabric, over, program, run_ok};
+
+fn shm_provider() -> Vec<(&'static str, String)> {
+    vec![
+        ("FI_XPU_PROVIDER", "shm".into()),
+        ("OFI_COMMON_PROV", "shm".into()),
+    ]
+}
+
+fn reuse(mode: &str, env: Vec<(&'static str, String)>) {
+    let out = run_ok(
+        &program("buffer_reuse", &[]),
+        &[mode],
+        &env,
+        120,
+        "buffer_reuse",
+    );
+    assert!(out.contains(&format!("{mode}: ")), "{out}");
+}
+
+#[test]
+fn reuse_after_completion_on_shm() {
+    reuse("completion", shm_provider());
+}
+
+#[test]
+fn reuse_after_inject_on_shm() {
+    reuse("inject", shm_provider());
+}
+
+fn ofi(mode: &str, fabric: &str) {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping {mode} over ofi/{fabric}");
+        return;
+    }
+    reuse(mode, over(fabric));
+}
+
+#[test]
+fn reuse_after_completion_on_ofi_tcp() {
+    ofi("completion", "tcp");
+}
+
+#[test]
+fn reuse_after_completion_on_ofi_shm() {
+    ofi("completion", "shm");
+}
+
+#[test]
+fn reuse_after_inject_on_ofi_tcp() {
+    ofi("inject", "tcp");
+}
+
+#[test]
+fn reuse_after_inject_on_ofi_shm() {
+    ofi("inject", "shm");
+}
