@@ -84,14 +84,14 @@ static int run(int rank)
 {
 	struct fi_xpu_info *info, *i;
 	struct fid_xpu_domain *dom;
-	struct fid_xpu_ctx *ctx;
+	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_ep *hep;
 	struct fid_xpu_mr *mr;
 	struct fid_xpu_cq cq;
 	struct fid_xpu_ep ep;
-	struct fi_xpu_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 1024, .format = FI_CQ_FORMAT_TAGGED,
 					.timeout = 10000 };
 	struct fi_xpu_ep_attr eattr = { 0 };
@@ -105,7 +105,7 @@ static int run(int rank)
 	EXPECT(i != NULL);
 	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
 	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx(dom, &xattr, &ctx, NULL));
+	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
 	cattr.xpu_ctx = ctx;
 	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));

@@ -531,7 +531,7 @@ static void scope_kernel(void *arg)
 	struct ofi_node *n = scope_node;
 	uint32_t g = fi_xpu_arch_group_id(), item = fi_xpu_arch_local_id();
 	uint32_t sg = fi_xpu_arch_subgroup_id(), nsg = SC_ITEMS / SC_LANES;
-	uint64_t base = n->peer.base, key = n->peer.key;
+	uint64_t base = n->peer.base, key = n->peer.key, one = 1;
 	size_t wg_off = (size_t)g * SC_WG_BYTES;
 	size_t sg_off = SC_SG_OFF + ((size_t)g * nsg + sg) * SC_SG_BYTES;
 

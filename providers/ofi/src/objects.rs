@@ -107,7 +107,7 @@ const FI_ENOAV: i32 = 267;
 
 /// The parameters ofi defines (name, default, description); `init`
 /// registers them with the core. Each is `FI_XPU_OFI_<NAME>`.
-pub const PARAMS: [(&str, &str, &str); 7] = [
+pub const PARAMS: [(&str, &str, &str); 8] = [
     (
         "provider",
         "",
@@ -142,6 +142,11 @@ pub const PARAMS: [(&str, &str, &str); 7] = [
         "close_ms",
         "5000",
         "milliseconds a close waits for a progress thread stuck inside libfabric before giving it up",
+    ),
+    (
+        "op_timeout_ms",
+        "10000",
+        "milliseconds an RMA or atomic may go without a completion from libfabric before it fails with -FI_ETIMEDOUT (0: no limit)",
     ),
 ];
 

@@ -54,6 +54,11 @@ const MAX_STALL_MS: u64 = 3_600_000;
 const STALL_SCAN: u64 = 64;
 const DEFAULT_CLOSE_MS: u64 = 5000;
 const MAX_CLOSE_MS: u64 = 3_600_000;
+const DEFAULT_OP_TIMEOUT_MS: u64 = 10_000;
+const MAX_OP_TIMEOUT_MS: u64 = 3_600_000;
+/// Longest gap between two looks for RMA and atomic operations past their
+/// time limit.
+const EXPIRE_SCAN: Duration = Duration::from_millis(50);
 
 /// How an idle progress thread waits, and how long closes wait for it.
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +73,10 @@ pub struct Tuning {
     /// How long a close waits for a progress thread that is inside a
     /// libfabric call before it gives the thread up (see `Gate`).
     pub close: Duration,
+    /// How long an RMA or atomic operation may stay without a completion
+    /// from libfabric before it is failed with `-FI_ETIMEDOUT`; `None`:
+    /// no limit.
+    pub op_timeout: Option<Duration>,
 }
 
 impl Tuning {
@@ -115,6 +124,14 @@ impl Tuning {
                 DEFAULT_CLOSE_MS,
                 1..=MAX_CLOSE_MS,
             )),
+            op_timeout: match get(
+                "FI_XPU_OFI_OP_TIMEOUT_MS",
+                DEFAULT_OP_TIMEOUT_MS,
+                0..=MAX_OP_TIMEOUT_MS,
+            ) {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
         }
     }
 }
@@ -142,6 +159,11 @@ pub struct Req {
     /// Where the values of a non-fetching atomic posted as a fetching one
     /// land (see `DomInner::dc_atomic_as_fetch`); never read.
     discard: Option<Box<[u8]>>,
+    /// When libfabric took it.
+    issued: Instant,
+    /// Failed with `-FI_ETIMEDOUT` (see `expire`): a completion libfabric
+    /// reports for it later is dropped.
+    timed_out: bool,
 }
 
 #[derive(Default)]
@@ -161,6 +183,11 @@ pub struct EpState {
     /// Since when the entry at `cons` has been unpublished while a later
     /// one is published.
     stalled_since: Option<Instant>,
+    /// When `expire` looks next.
+    next_expire: Option<Instant>,
+    /// The ring position libfabric keeps answering `-FI_EAGAIN` for, and
+    /// since when.
+    refused_since: Option<(u64, Instant)>,
 }
 
 /// Whether a progress thread is inside a libfabric call, and whether a
@@ -646,13 +673,24 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
             issue(ep, b, &mut st, pos, &w, g)
         };
         match r {
-            Err(e) if e == -FI_EAGAIN => {
+            Err(e) if e == -FI_EAGAIN && !refused_too_long(&mut st, pos, &w, tuning) => {
                 if let Some(cq) = cq {
                     cq.unreserve();
                 }
                 break;
             }
-            _ => {}
+            Err(e) if e == -FI_EAGAIN => {
+                crate::core::warn(&format!(
+                    "op {} at ring position {pos}: libfabric refused it with {} for {} ms: \
+                     failed with {}",
+                    w.op,
+                    ffi::strerror(e),
+                    tuning.op_timeout.map_or(0, |t| t.as_millis()),
+                    ffi::strerror(-FI_ETIMEDOUT)
+                ));
+                fail(b, &w, -FI_ETIMEDOUT, 0);
+            }
+            _ => st.refused_since = None,
         }
         st.cons = pos + 1;
         // SAFETY: aligned word of the live endpoint block.
@@ -661,6 +699,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     }
     busy |= poll_cq(ep, b, &mut st, g);
     busy |= mirror_remote(ep, b, &mut st, g);
+    busy |= expire(b, &mut st, tuning);
     let flushed = st.inflight.keys().next().copied().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
     at64(unsafe { std::ptr::addr_of_mut!((*dev).flushed) }).store(flushed, Ordering::Release);
@@ -770,6 +809,8 @@ fn issue(
         tag: w.tag,
         inject: [0; STAGE_SLOT as usize],
         discard: None,
+        issued: Instant::now(),
+        timed_out: false,
     });
     let entry = w;
     let mut w = *w;
@@ -989,6 +1030,104 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
     crate::fabric::check(r)
 }
 
+/// Whether an operation of opcode `op` ends with `-FI_ETIMEDOUT` when
+/// libfabric keeps it past `Tuning::op_timeout`: RMA and atomics, which a
+/// peer serves without its application's help. Messages wait for the
+/// peer's receives, which may legitimately take any time.
+fn has_time_limit(op: u32) -> bool {
+    matches!(
+        op,
+        OP_WRITE | OP_READ | OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC
+    )
+}
+
+/// Fails the RMA and atomic operations libfabric has held longer than the
+/// limit: an error completion `-FI_ETIMEDOUT` and an error count, and they
+/// no longer hold `fi_xpu_flush` back. libfabric keeps the request (and may
+/// still complete it, which is then dropped): libfabric 1.17's `shm`
+/// provider never answers a write, read or atomic with a wrong key or past
+/// the end of a registration when the initiator waits for an answer
+/// (`FI_DELIVERY_COMPLETE`, reads, fetching atomics), and such an
+/// operation would otherwise never complete.
+fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning) -> bool {
+    let Some(limit) = tuning.op_timeout else {
+        return false;
+    };
+    let now = Instant::now();
+    if st.next_expire.is_some_and(|t| now < t) {
+        return false;
+    }
+    st.next_expire = Some(now + EXPIRE_SCAN.min(limit / 4));
+    let mut expired = Vec::new();
+    for &r in &st.reqs {
+        let p = r as *mut Req;
+        // SAFETY: a registered request is a live box of ours; libfabric
+        // only uses its first 64 bytes (the fi_context2), never these
+        // fields, which only this thread touches.
+        let (op, issued, timed_out) = unsafe { ((*p).op, (*p).issued, (*p).timed_out) };
+        if !timed_out && has_time_limit(op) && now.duration_since(issued) >= limit {
+            expired.push(p);
+        }
+    }
+    for p in &expired {
+        // SAFETY: as above.
+        let (pos, w) = unsafe {
+            (*(*p)).timed_out = true;
+            let r = &*(*p);
+            (
+                r.pos,
+                Wqe {
+                    op: r.op,
+                    context: r.context,
+                    buf: r.buf,
+                    len: r.len,
+                    tag: r.tag,
+                    ..Default::default()
+                },
+            )
+        };
+        if let Some(n) = st.inflight.get_mut(&pos) {
+            *n -= 1;
+            if *n == 0 {
+                st.inflight.remove(&pos);
+            }
+        }
+        crate::core::warn(&format!(
+            "op {} at ring position {pos}: no completion from libfabric after {} ms: \
+             failed with {} (libfabric's shm provider never answers an access with a \
+             wrong key or outside the registration)",
+            w.op,
+            limit.as_millis(),
+            ffi::strerror(-FI_ETIMEDOUT)
+        ));
+        fail(b, &w, -FI_ETIMEDOUT, 0);
+    }
+    !expired.is_empty()
+}
+
+/// Whether libfabric has refused the RMA or atomic entry at `pos` with
+/// `-FI_EAGAIN` for longer than the operation limit: libfabric 1.17's `shm`
+/// does so for good once an earlier operation of the endpoint was never
+/// answered, and the entry would hold the ring.
+fn refused_too_long(st: &mut EpState, pos: u64, w: &Wqe, tuning: &Tuning) -> bool {
+    let Some(limit) = tuning.op_timeout.filter(|_| has_time_limit(w.op)) else {
+        return false;
+    };
+    match st.refused_since {
+        Some((p, since)) if p == pos => {
+            if since.elapsed() < limit {
+                return false;
+            }
+            st.refused_since = None;
+            true
+        }
+        _ => {
+            st.refused_since = Some((pos, Instant::now()));
+            false
+        }
+    }
+}
+
 /// Takes a request back from libfabric, if it is one of ours.
 fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
     if !st.reqs.remove(&(ctx as usize)) {
@@ -997,6 +1136,10 @@ fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
     // SAFETY: the pointer came from Box::into_raw in `issue` and was still
     // registered, so it is live and owned by us again.
     let req = unsafe { Box::from_raw(ctx as *mut Req) };
+    if req.timed_out {
+        // Already failed and no longer counted in flight.
+        return None;
+    }
     if !ring::is_receive(req.op) {
         if let Some(n) = st.inflight.get_mut(&req.pos) {
             *n -= 1;
@@ -1144,7 +1287,11 @@ pub fn release_requests(ep: &EpInner) {
         // SAFETY: registered requests are live boxes that libfabric no
         // longer references once its endpoint is closed.
         let req = unsafe { Box::from_raw(r as *mut Req) };
-        // The completion it reserved will never come.
+        // The completion it reserved will never come (one that timed out
+        // used its reservation already).
+        if req.timed_out {
+            continue;
+        }
         if let Some(cq) = ep.bound.get().and_then(|b| cq_for(b, req.op)) {
             cq.unreserve();
         }
@@ -1170,6 +1317,7 @@ mod tests {
         assert_eq!(listed("poll_us"), DEFAULT_POLL_US);
         assert_eq!(listed("stall_ms"), DEFAULT_STALL_MS);
         assert_eq!(listed("close_ms"), DEFAULT_CLOSE_MS);
+        assert_eq!(listed("op_timeout_ms"), DEFAULT_OP_TIMEOUT_MS);
         assert_eq!(
             listed("progress_threads"),
             u64::from(crate::objects::DEFAULT_THREADS)
@@ -1194,6 +1342,22 @@ mod tests {
         assert_eq!(d.poll, Duration::from_micros(DEFAULT_POLL_US));
         assert_eq!(d.stall, Duration::from_millis(DEFAULT_STALL_MS));
         assert_eq!(d.close, Duration::from_millis(DEFAULT_CLOSE_MS));
+        assert_eq!(
+            d.op_timeout,
+            Some(Duration::from_millis(DEFAULT_OP_TIMEOUT_MS))
+        );
+        assert_eq!(
+            tuning(&[("FI_XPU_OFI_OP_TIMEOUT_MS", "0")]).op_timeout,
+            None
+        );
+        assert_eq!(
+            tuning(&[("FI_XPU_OFI_OP_TIMEOUT_MS", "250")]).op_timeout,
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            tuning(&[("FI_XPU_OFI_OP_TIMEOUT_MS", "x")]).op_timeout,
+            d.op_timeout
+        );
         let t = tuning(&[
             ("FI_XPU_OFI_SPIN_US", "0"),
             ("FI_XPU_OFI_POLL_US", " 50 "),
