@@ -91,9 +91,10 @@ struct fi_xpu_shm_posted {
 	uint64_t slot, src_nonce, src_ep, mlen, done, stage, data, map;
 };
 /* An outstanding rendezvous (kind RDV) or streamed (STREAM, then STAGED
- * once every byte is in the lane and the send was reported) send. */
+ * once every byte is in the lane and the send was reported) send; `map`
+ * and `gen` name the receiver's connection, checked for liveness. */
 struct fi_xpu_shm_rdv {
-	uint64_t slot, context, len, flags, buf, sent, lane, kind;
+	uint64_t slot, context, len, flags, buf, sent, lane, kind, map, gen;
 };
 struct fi_xpu_shm_ep_dev {
 	uint64_t block, ctx, nonce, ep_id, caps, tx_cq, rx_cq;
@@ -992,6 +993,8 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			q->sent = 0;
 			q->lane = lane;
 			q->kind = (uint64_t)kind;
+			q->map = (uint64_t)(uintptr_t)t.map;
+			q->gen = t.pa->map_gen;
 			if (kind == FI_XPU_SHM_RDV_STREAM)
 				ep->lanes |= 1ULL << lane;
 			fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m);
@@ -1254,9 +1257,24 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 	for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
 		struct fi_xpu_shm_rdv *r = &ep->rdv[i];
 		struct fi_xpu_shm_msg *m = FI_XPU_SHM_P(struct fi_xpu_shm_msg, fi_xpu_shm_ld(&r->slot));
+		const struct fi_xpu_shm_peer_map *map =
+			FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, r->map);
 		uint64_t st;
 		if (!m)
 			continue;
+		if (!fi_xpu_shm_peer_alive(map) || fi_xpu_shm_ld(&map->gen) != r->gen) {
+			/* The receiver departed: nothing it left in its slot will
+			 * ever change, so the send ends here (a streamed one
+			 * already reported stays reported). */
+			if (r->kind != FI_XPU_SHM_RDV_STAGED)
+				fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, r->flags,
+						    FI_XPU_SHM_P(void, r->context), r->len,
+						    -FI_ECONNRESET);
+			if (r->kind != FI_XPU_SHM_RDV_REG)
+				ep->lanes &= ~(1ULL << r->lane);
+			fi_xpu_shm_st(&r->slot, 0);
+			continue;
+		}
 		st = fi_xpu_shm_ld(&m->state);
 		if (st == FI_XPU_SHM_SLOT_RDV_DONE || st == FI_XPU_SHM_SLOT_RDV_FAILED) {
 			/* A streamed send was reported when fully staged. */

@@ -11,7 +11,7 @@
 #include "shm_common.h"
 
 _Static_assert(sizeof(struct fi_xpu_shm_posted) == 128, "posted receive");
-_Static_assert(sizeof(struct fi_xpu_shm_rdv) == 64, "outstanding send");
+_Static_assert(sizeof(struct fi_xpu_shm_rdv) == 80, "outstanding send");
 
 static struct world W;
 static char marks[64];

@@ -21,7 +21,7 @@ _Static_assert(sizeof(struct fi_xpu_shm_ep_block) == 256, "ep block");
 _Static_assert(sizeof(struct fi_xpu_shm_msg) == FI_XPU_SHM_MSG_HDR, "message header");
 _Static_assert(sizeof(struct fi_xpu_shm_peer_addr) == 64, "peer address");
 _Static_assert(sizeof(struct fi_xpu_shm_mr_desc) == 32, "mr descriptor");
-_Static_assert(sizeof(struct fi_xpu_shm_ep_dev) == 144 + 64 * 128 + 64 * 64, "ep device state");
+_Static_assert(sizeof(struct fi_xpu_shm_ep_dev) == 144 + 64 * 128 + 64 * 80, "ep device state");
 _Static_assert(sizeof(struct fi_xpu_shm_cq_dev) == 128, "cq device state");
 _Static_assert(sizeof(struct fi_xpu_shm_ctx_dev) == 32 + 8 * FI_XPU_SHM_MAX_CONNS, "ctx root");
 

@@ -4,8 +4,9 @@
  * queries, registration rules, host CQs for device errors, forged addresses
  * (another node, a wrong secret), a peer of another uid (when run as root),
  * and a peer that exits mid-test: the survivor's waits end with
- * -FI_ETIMEDOUT and its operations on the peer with -FI_ECONNRESET instead
- * of hanging. Prints "shm_peer: ok".
+ * -FI_ETIMEDOUT, its operations on the peer with -FI_ECONNRESET, and the
+ * streamed and rendezvous sends it had outstanding to the peer with an
+ * FI_ECONNRESET error completion, instead of hanging. Prints "shm_peer: ok".
  */
 #include "shm_common.h"
 
@@ -153,6 +154,72 @@ static void other_uid(void)
 	EXPECT(WIFEXITED(st) ? WEXITSTATUS(st) : 100, 0);
 }
 
+/* An endpoint of rank 0 with sends to rank 1 that rank 1 never takes. */
+static struct fid_xpu_host_cq *dq;
+static struct fid_xpu_host_ep *dep;
+static struct fid_xpu_cq dcq;
+static struct fid_xpu_ep dev_ep;
+static unsigned char *big;
+#define BIG 300000
+
+static void outstanding_sends(void)
+{
+	struct fi_xpu_cq_attr qa = { .size = 16, .flags = 0, .format = FI_CQ_FORMAT_MSG,
+				     .timeout = 0, .xpu_ctx = W.ctx };
+	struct fi_xpu_ep_attr ea = { 0 };
+	struct fi_cq_msg_entry e;
+	uint64_t desc[4];
+	size_t len = sizeof(desc);
+
+	ea.xpu_ctx = W.ctx;
+	REQUIRE(fi_xpu_cq_open(W.dom, &qa, &dq, NULL), 0);
+	REQUIRE(fi_xpu_endpoint(W.dom, &ea, &dep, NULL), 0);
+	REQUIRE(fi_xpu_ep_bind(dep, &W.av->fid, 0), 0);
+	REQUIRE(fi_xpu_ep_bind(dep, &dq->fid, FI_TRANSMIT), 0);
+	REQUIRE(fi_xpu_enable(dep), 0);
+	REQUIRE(fi_xpu_export(&dep->fid, 0, &dev_ep.fid), 0);
+	REQUIRE(fi_xpu_export(&dq->fid, 0, &dcq.fid), 0);
+	REQUIRE(fi_xpu_mr_desc(W.mr, desc, &len, 0, W.ctx), 0);
+	big = malloc(BIG);
+	REQUIRE(big != NULL, 1);
+	memset(big, 7, BIG);
+	/* Streamed (plain memory: one lane staged, the rest waits for the
+	 * receiver) and rendezvous (registered: the receiver would pull it). */
+	EXPECT(fi_xpu_send(&dev_ep, big, BIG, NULL, 0, &W.raw[1], (void *)0x51, 0,
+			   FI_XPU_WORK_ITEM), 0);
+	EXPECT(fi_xpu_send(&dev_ep, W.heap, 100000, desc, 0, &W.raw[1], (void *)0x52, 0,
+			   FI_XPU_WORK_ITEM), 0);
+	EXPECT(fi_xpu_cq_read(&dcq, &e, 1, FI_XPU_WORK_ITEM), -FI_EAGAIN);
+}
+
+/* Once the receiver is known gone, both sends end with FI_ECONNRESET. */
+static void departed_receiver_ends_sends(void)
+{
+	struct fi_cq_err_entry ee;
+	struct fi_cq_msg_entry e;
+	int got = 0, seen = 0, i;
+	for (i = 0; i < 300 && got < 2; i++) {
+		int64_t n = fi_xpu_cq_read(&dcq, &e, 1, FI_XPU_WORK_ITEM);
+		if (n == -FI_EAVAIL) {
+			memset(&ee, 0, sizeof(ee));
+			EXPECT(fi_xpu_cq_readerr(&dcq, &ee, 0, FI_XPU_WORK_ITEM), 1);
+			EXPECT(ee.err, FI_ECONNRESET);
+			EXPECT(ee.flags & FI_SEND, FI_SEND);
+			if ((uintptr_t)ee.op_context == 0x51 || (uintptr_t)ee.op_context == 0x52)
+				seen |= 1 << ((uintptr_t)ee.op_context - 0x51);
+			got++;
+			continue;
+		}
+		EXPECT(n, -FI_EAGAIN);
+		usleep(10000);
+	}
+	EXPECT(got, 2);
+	EXPECT(seen, 3);
+	EXPECT(fi_xpu_close(&dep->fid), 0);
+	EXPECT(fi_xpu_close(&dq->fid), 0);
+	free(big);
+}
+
 int main(void)
 {
 	int64_t rc;
@@ -164,12 +231,18 @@ int main(void)
 	spawn(&W, 2);
 	open_world(&W, FI_CQ_FORMAT_DATA);
 	if (W.rank == 1) {
-		/* Leave without closing anything, as a crashed peer would. */
+		/* Once rank 0 has sends outstanding to us, leave without
+		 * closing anything, as a crashed peer would. */
+		if (read(W.sock, &c, 1) != 1)
+			_exit(2);
 		fflush(stdout);
 		if (write(W.sock, "x", 1) != 1)
 			_exit(2);
 		_exit(0);
 	}
+	outstanding_sends();
+	if (write(W.socks[1], "g", 1) != 1)
+		failures++;
 	host_side();
 	forged();
 	other_uid();
@@ -201,6 +274,7 @@ int main(void)
 		usleep(10000);
 	}
 	EXPECT(rc, -FI_ECONNRESET);
+	departed_receiver_ends_sends();
 	EXPECT(fi_xpu_send(&W.ep, &v, 8, NULL, 0, &W.raw[1], NULL, 0, FI_XPU_WORK_ITEM),
 	       -FI_ECONNRESET);
 	{

@@ -184,7 +184,8 @@ pub struct Posted {
     pub _pad: u64,
 }
 
-/// An outstanding rendezvous or streamed send. Only device code touches it.
+/// An outstanding rendezvous or streamed send; `map` and `gen` name the
+/// receiver's connection, checked for liveness. Only device code touches it.
 #[allow(dead_code)]
 #[repr(C)]
 pub struct Rdv {
@@ -196,6 +197,8 @@ pub struct Rdv {
     pub sent: u64,
     pub lane: u64,
     pub kind: u64,
+    pub map: u64,
+    pub gen: u64,
 }
 
 /// Endpoint device state (local); `fid_xpu.prov_ctx` points here.
@@ -304,7 +307,7 @@ mod tests {
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 64);
         assert_eq!(size_of::<MrDesc>(), 32);
-        assert_eq!(size_of::<EpDev>(), 144 + 64 * 128 + 64 * 64);
+        assert_eq!(size_of::<EpDev>(), 144 + 64 * 128 + 64 * 80);
         assert_eq!(size_of::<CqDev>(), 128);
         assert_eq!(size_of::<CtxDev>(), 32 + 8 * MAX_CONNS);
         assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS);
