@@ -292,6 +292,27 @@ struct fi_cq_err_entry {
 #define FI_XPU_CAP_WR (1 << 3)
 
 /**
+ * Validity word of an exported handle's device block (see
+ * `fi_xpu/device_handle.h`): magic, class, state, and the exporting
+ * library's `FI_XPU_API_VERSION` in the low 32 bits. Device code accepts
+ * only the live word of the class it expects, from its own version.
+ */
+#define FI_XPU_HANDLE_MAGIC 5068801380605493248
+
+#define FI_XPU_HANDLE_EP 1099511627776
+
+#define FI_XPU_HANDLE_CQ 2199023255552
+
+#define FI_XPU_HANDLE_CNTR 3298534883328
+
+#define FI_XPU_HANDLE_LIVE 326417514496
+
+/**
+ * A closed object's block: kept mapped, never accepted again.
+ */
+#define FI_XPU_HANDLE_DEAD 292057776128
+
+/**
  * `fid.fclass` of an XPU context (`FI_CLASS_*` has no value for it in
  * libfabric 1.x; this one cannot collide with theirs).
  */

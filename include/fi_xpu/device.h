@@ -12,7 +12,8 @@
  * device flags (pkg-config --cflags fi_xpu-device), whose compatibility
  * directory maps <rdma/fi_xpu_device.h> here.
  *
- * Return codes common to all of them: -FI_EINVAL for a NULL handle or a
+ * Return codes common to all of them: -FI_EINVAL for a NULL handle, a
+ * handle of another class (fid.fclass: a CQ passed as an endpoint) or a
  * scope outside FI_XPU_WORK_ITEM..FI_XPU_DEVICE (checked first), -FI_ENOSYS
  * for a prov_id that is not compiled in. Functions returning uint64_t
  * (fi_xpu_cntr_read, fi_xpu_cntr_readerr) return these codes converted to
@@ -149,8 +150,9 @@
 #define FI_XPU_DEVICE__CASE(p)                                                \
 	case FI_XPU_DEVICE_ID_##p:                                            \
 		return FI_XPU_DEVICE__CALL(p);
-#define FI_XPU_DEVICE__DISPATCH(h, inval, nosys)                              \
-	if (!(h) || (unsigned)scope > (unsigned)FI_XPU_DEVICE)                \
+#define FI_XPU_DEVICE__DISPATCH(h, cls, inval, nosys)                         \
+	if (!(h) || (h)->fid.fclass != (uint32_t)(cls) ||                     \
+	    (unsigned)scope > (unsigned)FI_XPU_DEVICE)                        \
 		return inval;                                                 \
 	switch ((h)->fid.prov_id) {                                           \
 	FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__CASE)                          \
@@ -168,7 +170,7 @@ FI_XPU_FUNC int
 fi_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -176,7 +178,7 @@ FI_XPU_FUNC int
 fi_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -184,7 +186,7 @@ FI_XPU_FUNC int
 fi_xpu_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -192,7 +194,7 @@ FI_XPU_FUNC int
 fi_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_recv_##p(ep, buf, len, desc, src_addr, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -200,7 +202,7 @@ FI_XPU_FUNC int
 fi_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -208,7 +210,7 @@ FI_XPU_FUNC int
 fi_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_trecv_##p(ep, buf, len, desc, src_addr, tag, ignore, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -216,7 +218,7 @@ FI_XPU_FUNC int
 fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_atomic_##p(ep, buf, count, desc, dest_addr, addr, key, datatype, op, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -224,7 +226,7 @@ FI_XPU_FUNC int
 fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_fetch_atomic_##p(ep, buf, count, desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -232,7 +234,7 @@ FI_XPU_FUNC int
 fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_compare_atomic_##p(ep, buf, count, desc, compare, compare_desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -240,7 +242,7 @@ FI_XPU_FUNC int
 fi_xpu_flush(struct fid_xpu_ep *ep, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_flush_##p(ep, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -248,7 +250,7 @@ FI_XPU_FUNC uint64_t
 fi_xpu_cntr_read(struct fid_xpu_cntr *cntr, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_read_##p(cntr, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -256,7 +258,7 @@ FI_XPU_FUNC uint64_t
 fi_xpu_cntr_readerr(struct fid_xpu_cntr *cntr, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_readerr_##p(cntr, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -267,7 +269,7 @@ FI_XPU_FUNC int
 fi_xpu_cntr_wait_status(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout_ms, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_wait_##p(cntr, threshold, timeout_ms, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -281,7 +283,7 @@ FI_XPU_FUNC int
 fi_xpu_cntr_add(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_add_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -289,7 +291,7 @@ FI_XPU_FUNC int
 fi_xpu_cntr_set(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_set_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -297,7 +299,7 @@ FI_XPU_FUNC int
 fi_xpu_cntr_adderr(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_adderr_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -305,7 +307,7 @@ FI_XPU_FUNC int
 fi_xpu_cntr_seterr(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_seterr_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -313,7 +315,7 @@ FI_XPU_FUNC int64_t
 fi_xpu_cq_read(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_read_##p(cq, buf, count, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -321,7 +323,7 @@ FI_XPU_FUNC int64_t
 fi_xpu_cq_readfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_readfrom_##p(cq, buf, count, src_addr, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -329,7 +331,7 @@ FI_XPU_FUNC int64_t
 fi_xpu_cq_readerr(struct fid_xpu_cq *cq, void *buf, uint64_t flags, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_readerr_##p(cq, buf, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -337,7 +339,7 @@ FI_XPU_FUNC int64_t
 fi_xpu_cq_sread(struct fid_xpu_cq *cq, void *buf, size_t count, uint64_t threshold, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_sread_##p(cq, buf, count, threshold, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 
@@ -345,7 +347,7 @@ FI_XPU_FUNC int64_t
 fi_xpu_cq_sreadfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, uint64_t threshold, int scope)
 {
 #define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_sreadfrom_##p(cq, buf, count, src_addr, threshold, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, -FI_EINVAL, -FI_ENOSYS);
+	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_DEVICE__CALL
 }
 

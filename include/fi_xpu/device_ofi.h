@@ -30,6 +30,7 @@
 #include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
+#include <fi_xpu/device_handle.h>
 #include <fi_xpu/device_group.h>
 
 #if defined(FI_XPU_ARCH_HOST) && defined(__linux__) && !defined(FI_XPU_OFI_NO_WAKE) &&       \
@@ -60,8 +61,6 @@ extern long syscall(long number, ...);
 #endif
 
 /* ---- shared layouts (twins of providers/ofi/src/layout.rs) ------------ */
-#define FI_XPU_OFI_EP_MAGIC 0x66786f6669657062ULL
-#define FI_XPU_OFI_CQ_MAGIC 0x66786f6669637162ULL
 
 enum {
 	FI_XPU_OFI_OP_WRITE = 1,
@@ -135,10 +134,25 @@ FI_XPU_FUNC void fi_xpu_ofi_st(uint64_t *p, uint64_t v)
 	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_OFI_SYS);
 }
 
+/* The device blocks behind handles, or NULL unless the block's validity
+ * word (`magic`) says live, of that class, of this version
+ * (fi_xpu/device_handle.h). */
 FI_XPU_FUNC struct fi_xpu_ofi_ep_dev *fi_xpu_ofi_ep(const struct fid_xpu_ep *ep)
 {
-	return ep ? FI_XPU_OFI_P(struct fi_xpu_ofi_ep_dev, ep->fid.prov_ctx)
-		  : (struct fi_xpu_ofi_ep_dev *)0;
+	struct fi_xpu_ofi_ep_dev *d =
+		ep ? FI_XPU_OFI_P(struct fi_xpu_ofi_ep_dev, ep->fid.prov_ctx)
+		   : (struct fi_xpu_ofi_ep_dev *)0;
+	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_EP) ? d
+								     : (struct fi_xpu_ofi_ep_dev *)0;
+}
+
+FI_XPU_FUNC struct fi_xpu_ofi_cq_dev *fi_xpu_ofi_cq(const struct fid_xpu_cq *cq)
+{
+	struct fi_xpu_ofi_cq_dev *d =
+		cq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
+		   : (struct fi_xpu_ofi_cq_dev *)0;
+	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_CQ) ? d
+								     : (struct fi_xpu_ofi_cq_dev *)0;
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_ofi_desc_id(const void *desc)
@@ -587,8 +601,7 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *
 	struct fi_xpu_ofi_cq_dev *q;
 	size_t n = 0, esz;
 	int64_t rc = 0;
-	q = hcq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, hcq->fid.prov_ctx)
-		: (struct fi_xpu_ofi_cq_dev *)0;
+	q = fi_xpu_ofi_cq(hcq);
 	if (!q || (!buf && count))
 		return -FI_EINVAL;
 	{
@@ -631,8 +644,7 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 	struct fi_xpu_ofi_cq_dev *q;
 	struct fi_cq_err_entry *out = (struct fi_cq_err_entry *)buf;
 	int64_t rc;
-	q = cq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
-	       : (struct fi_xpu_ofi_cq_dev *)0;
+	q = fi_xpu_ofi_cq(cq);
 	if (!q || !out)
 		return -FI_EINVAL;
 	rc = -FI_EAGAIN;
@@ -672,9 +684,7 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 FI_XPU_FUNC int64_t fi_xpu_ofi_cq_sread_item(const struct fid_xpu_cq *cq, void *buf, size_t count,
 					     void *src_addr, uint64_t threshold)
 {
-	const struct fi_xpu_ofi_cq_dev *q =
-		cq ? FI_XPU_OFI_P(const struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
-		   : (const struct fi_xpu_ofi_cq_dev *)0;
+	const struct fi_xpu_ofi_cq_dev *q = fi_xpu_ofi_cq(cq);
 	uint64_t want = threshold == 0 ? 1 : threshold, start = fi_xpu_arch_clock_ns();
 	int64_t to, rc;
 	size_t got = 0, esz;
@@ -747,9 +757,12 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sread_ofi(struct fid_xpu_cq *cq, void *buf, size_t
 }
 
 /* ---- counters ------------------------------------------------------------ */
+/* {value, errors, validity word, ...}: the layout of `Cntr` in the ofi
+ * provider. */
 FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr(const struct fid_xpu_cntr *c)
 {
-	return c ? FI_XPU_OFI_P(uint64_t, c->fid.prov_ctx) : (uint64_t *)0;
+	uint64_t *k = c ? FI_XPU_OFI_P(uint64_t, c->fid.prov_ctx) : (uint64_t *)0;
+	return k && fi_xpu_handle_live(k + 2, FI_XPU_HANDLE_CNTR) ? k : (uint64_t *)0;
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_read_ofi(struct fid_xpu_cntr *c, int scope)

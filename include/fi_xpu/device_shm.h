@@ -24,6 +24,7 @@
 #include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
+#include <fi_xpu/device_handle.h>
 #include <fi_xpu/device_group.h>
 
 #ifndef FI_XPU_DEVICE_ID_shm
@@ -36,6 +37,7 @@
 #define FI_XPU_SHM_MAX_POSTED 64
 #define FI_XPU_SHM_MAX_PROGRESS 8
 #define FI_XPU_SHM_PEER_ALIVE 1
+#define FI_XPU_SHM_PEER_ADDRS 1024
 #define FI_XPU_SHM_EP_MAGIC 0x6669787075657062ULL
 #define FI_XPU_SHM_CQ_HDR 192
 #define FI_XPU_SHM_MSG_HDR 128
@@ -62,7 +64,7 @@ struct fi_xpu_shm_cqe {
 	uint64_t olen, src_nonce, src_ep, is_err;
 };
 struct fi_xpu_shm_cntr {
-	uint64_t value, err, pad[6];
+	uint64_t value, err, magic, pad[5];
 };
 struct fi_xpu_shm_ep_block {
 	uint64_t magic, nonce, ep_id, caps;
@@ -80,7 +82,8 @@ struct fi_xpu_shm_peer_addr {
 	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
 };
 struct fi_xpu_shm_ctx_dev {
-	uint64_t heap_base, heap_region, nonce, pad;
+	uint64_t heap_base, heap_region, nonce;
+	uint64_t peer_addrs; /* table of FI_XPU_SHM_PEER_ADDRS raw addresses */
 	uint64_t maps[FI_XPU_SHM_MAX_CONNS];
 };
 /* A posted receive. Matched to a streamed message it stays ACTIVE, with
@@ -100,6 +103,7 @@ struct fi_xpu_shm_ep_dev {
 	uint64_t block, ctx, nonce, ep_id, caps, tx_cq, rx_cq;
 	uint64_t cntr[6];
 	uint64_t av_tab, av_count, lock, post_seq, lanes;
+	uint64_t magic; /* validity word, fi_xpu/device_handle.h */
 	struct fi_xpu_shm_posted posted[FI_XPU_SHM_MAX_POSTED];
 	struct fi_xpu_shm_rdv rdv[FI_XPU_SHM_MAX_POSTED];
 };
@@ -112,6 +116,7 @@ struct fi_xpu_shm_cq_dev {
 	uint64_t nprog;
 	uint64_t prog[FI_XPU_SHM_MAX_PROGRESS];
 	uint64_t rring, rtail, rseen;
+	uint64_t magic; /* validity word, fi_xpu/device_handle.h */
 };
 struct fi_xpu_shm_av_ent {
 	uint64_t nonce, ep_id;
@@ -373,14 +378,30 @@ struct fi_xpu_shm_target {
 	struct fi_xpu_shm_ep_block *ep;
 };
 
-/* Resolves a raw AV address: the peer's heap and endpoint block. */
-FI_XPU_FUNC int fi_xpu_shm_target(const void *dest_addr, struct fi_xpu_shm_target *t)
+/* A raw AV address points into the context's table of peer addresses
+ * (fi_xpu_av_lookup hands out nothing else); anything else is refused
+ * before it is followed. */
+FI_XPU_FUNC const struct fi_xpu_shm_peer_addr *fi_xpu_shm_peer(const struct fi_xpu_shm_ep_dev *ep,
+								uint64_t raw)
 {
-	uint64_t raw;
+	const struct fi_xpu_shm_ctx_dev *c =
+		ep ? FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx)
+		   : (const struct fi_xpu_shm_ctx_dev *)0;
+	uint64_t base = c ? c->peer_addrs : 0, off = raw - base;
+	if (!base || raw < base ||
+	    off >= (uint64_t)FI_XPU_SHM_PEER_ADDRS * sizeof(struct fi_xpu_shm_peer_addr) ||
+	    off % sizeof(struct fi_xpu_shm_peer_addr))
+		return (const struct fi_xpu_shm_peer_addr *)0;
+	return FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw);
+}
+
+/* Resolves a raw AV address: the peer's heap and endpoint block. */
+FI_XPU_FUNC int fi_xpu_shm_target(const struct fi_xpu_shm_ep_dev *ep, const void *dest_addr,
+				  struct fi_xpu_shm_target *t)
+{
 	if (!dest_addr)
 		return -FI_EINVAL;
-	raw = *(const uint64_t *)dest_addr;
-	t->pa = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw);
+	t->pa = fi_xpu_shm_peer(ep, *(const uint64_t *)dest_addr);
 	if (!t->pa)
 		return -FI_EINVAL;
 	t->map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, t->pa->map);
@@ -488,10 +509,24 @@ FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 	return fi_xpu_shm_ring_push(r, size, in);
 }
 
+/* The device blocks behind handles, or NULL unless the block's validity
+ * word says live, of that class, of this version (fi_xpu/device_handle.h). */
 FI_XPU_FUNC struct fi_xpu_shm_ep_dev *fi_xpu_shm_ep(const struct fid_xpu_ep *ep)
 {
-	return ep ? FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, ep->fid.prov_ctx)
-		  : (struct fi_xpu_shm_ep_dev *)0;
+	struct fi_xpu_shm_ep_dev *d =
+		ep ? FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, ep->fid.prov_ctx)
+		   : (struct fi_xpu_shm_ep_dev *)0;
+	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_EP) ? d
+								     : (struct fi_xpu_shm_ep_dev *)0;
+}
+
+FI_XPU_FUNC struct fi_xpu_shm_cq_dev *fi_xpu_shm_cq(const struct fid_xpu_cq *cq)
+{
+	struct fi_xpu_shm_cq_dev *d =
+		cq ? FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, cq->fid.prov_ctx)
+		   : (struct fi_xpu_shm_cq_dev *)0;
+	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_CQ) ? d
+								     : (struct fi_xpu_shm_cq_dev *)0;
 }
 
 /* ---- scopes ------------------------------------------------------------- */
@@ -537,7 +572,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
 	if (rank == 0) {
-		rc = fi_xpu_shm_target(dest_addr, &t);
+		rc = fi_xpu_shm_target(ep, dest_addr, &t);
 		if (rc == 0 && len)
 			rc = fi_xpu_shm_rkey(&t, addr, len, key,
 					     is_write ? FI_REMOTE_WRITE : FI_REMOTE_READ, &mem);
@@ -786,7 +821,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 	need = op == FI_ATOMIC_READ ? FI_REMOTE_READ
 				    : (result ? FI_REMOTE_READ | FI_REMOTE_WRITE : FI_REMOTE_WRITE);
 	if (rank == 0) {
-		rc = fi_xpu_shm_target(dest_addr, &t);
+		rc = fi_xpu_shm_target(ep, dest_addr, &t);
 		if (rc == 0)
 			rc = fi_xpu_shm_rkey(&t, addr, count * (size_t)sz, key, need, &mem);
 		/* The registration's base comes from the target: the element
@@ -915,7 +950,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 	if ((flags & FI_INJECT) && len > FI_XPU_SHM_EAGER_MAX)
 		return -FI_EMSGSIZE;
 	if (rank == 0) {
-		rc = fi_xpu_shm_target(dest_addr, &t);
+		rc = fi_xpu_shm_target(ep, dest_addr, &t);
 		if (rc == 0 && len > FI_XPU_SHM_EAGER_MAX) {
 			const struct fi_xpu_shm_mr_desc *d = (const struct fi_xpu_shm_mr_desc *)desc;
 			uint64_t a = (uint64_t)(uintptr_t)buf;
@@ -1308,7 +1343,7 @@ FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, siz
 		return -FI_EINVAL;
 	if (src_addr) {
 		/* Directed receive: the raw address of the one source. */
-		src = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, *(const uint64_t *)src_addr);
+		src = fi_xpu_shm_peer(ep, *(const uint64_t *)src_addr);
 		if (!src)
 			return -FI_EINVAL;
 	}
@@ -1363,8 +1398,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 	uint64_t i;
 	int64_t rc = 0;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
-	q = hcq ? FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx)
-		: (struct fi_xpu_shm_cq_dev *)0;
+	q = fi_xpu_shm_cq(hcq);
 	if (!q || (!buf && count))
 		return -FI_EINVAL;
 	if (rank == 0) {
@@ -1417,7 +1451,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 	int64_t rc = -FI_EAGAIN;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
 	(void)flags;
-	q = FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx);
+	q = fi_xpu_shm_cq(hcq);
 	if (!q || !buf)
 		return -FI_EINVAL;
 	if (rank == 0) {
@@ -1656,7 +1690,7 @@ FI_XPU_FUNC int fi_xpu_flush_shm(struct fid_xpu_ep *ep, uint64_t flags, int scop
 	fi_xpu_group_sync(&g);
 	if (fi_xpu_group_leader(&g))
 		fi_xpu_shm_progress(fi_xpu_shm_ep(ep));
-	return fi_xpu_group_leave(&g, 0);
+	return fi_xpu_group_leave(&g, fi_xpu_shm_ep(ep) ? 0 : -FI_EINVAL);
 }
 
 FI_XPU_FUNC int64_t fi_xpu_cq_read_shm(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
@@ -1688,8 +1722,7 @@ FI_XPU_FUNC int64_t fi_xpu_cq_readerr_shm(struct fid_xpu_cq *cq, void *buf, uint
 FI_XPU_FUNC int64_t fi_xpu_shm_cq_sread_item(struct fid_xpu_cq *cq, void *buf, size_t count,
 					     void *src_addr, uint64_t threshold)
 {
-	const struct fi_xpu_shm_cq_dev *q = FI_XPU_SHM_P(const struct fi_xpu_shm_cq_dev,
-							 cq->fid.prov_ctx);
+	const struct fi_xpu_shm_cq_dev *q = fi_xpu_shm_cq(cq);
 	uint64_t want = threshold == 0 ? 1 : threshold, start = fi_xpu_arch_clock_ns();
 	int64_t to = q ? q->timeout_ms : -1, rc;
 	size_t got = 0, esz;
@@ -1736,7 +1769,9 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sread_shm(struct fid_xpu_cq *cq, void *buf, size_t
  * updates are made once, by the scope's leader). */
 FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
 {
-	return FI_XPU_SHM_P(uint64_t, c->fid.prov_ctx);
+	struct fi_xpu_shm_cntr *k = c ? FI_XPU_SHM_P(struct fi_xpu_shm_cntr, c->fid.prov_ctx)
+				      : (struct fi_xpu_shm_cntr *)0;
+	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR) ? &k->value : (uint64_t *)0;
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_read_shm(struct fid_xpu_cntr *c, int scope)

@@ -273,7 +273,7 @@ static void inject(struct fid_xpu_ep *ep, const struct fi_xpu_ofi_wqe *w)
 	struct fi_xpu_ofi_wqe *ring = (struct fi_xpu_ofi_wqe *)(uintptr_t)d->ring, *slot;
 	uint64_t pos = __atomic_load_n(&d->prod, __ATOMIC_RELAXED), t0 = ofi_now_ms();
 
-	EXPECT(d->magic == FI_XPU_OFI_EP_MAGIC);
+	EXPECT(d->magic == FI_XPU_HANDLE_WORD(FI_XPU_HANDLE_EP, FI_XPU_HANDLE_LIVE));
 	for (;;) {
 		if (pos - __atomic_load_n(&d->cons, __ATOMIC_ACQUIRE) >= d->size) {
 			EXPECT(ofi_now_ms() - t0 < 10000);

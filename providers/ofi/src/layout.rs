@@ -6,10 +6,6 @@
 //! (`FI_XPU_ALLOC_HOST`): the device writes ring entries and reads
 //! completions; the proxy threads read ring entries and write completions.
 
-/// Magic of an endpoint's device block ("fxofiepb").
-pub const EP_MAGIC: u64 = 0x6678_6f66_6965_7062;
-/// Magic of a CQ's device block ("fxoficqb").
-pub const CQ_MAGIC: u64 = 0x6678_6f66_6963_7162;
 /// Magic in the high half of a raw MR descriptor's `id` word.
 pub const MR_MAGIC: u64 = 0x4f46_4d52; // "OFMR"
 
@@ -176,7 +172,9 @@ pub struct Cqe {
 pub struct Cntr {
     pub value: u64,
     pub err: u64,
-    pub _pad: [u64; 6],
+    /// Validity word (`fi_xpu_handle_word`), checked by device code.
+    pub magic: u64,
+    pub _pad: [u64; 5],
 }
 
 /// Raw MR descriptor (`fi_xpu_mr_desc`), what a kernel passes as `desc`.

@@ -116,6 +116,13 @@ impl Provider for Ofi {
         CqShared::open(c.map(|c| c.core_ctx), attr)
     }
 
+    fn cq_close(cq: &mut Arc<CqShared>) -> Result<(), i32> {
+        // The endpoint's proxy may hold the block a little longer; the
+        // handle is refused from the close on.
+        cq.tombstone();
+        Ok(())
+    }
+
     fn cq_export(cq: &Arc<CqShared>, _flags: u64) -> Result<u64, i32> {
         Ok(cq.dev() as u64)
     }
@@ -139,6 +146,11 @@ impl Provider for Ofi {
         _attr: &fi_xpu_cntr_attr,
     ) -> Result<Arc<CntrShared>, i32> {
         CntrShared::open(c.map(|c| c.core_ctx))
+    }
+
+    fn cntr_close(c: &mut Arc<CntrShared>) -> Result<(), i32> {
+        c.tombstone();
+        Ok(())
     }
 
     fn cntr_export(c: &Arc<CntrShared>, _flags: u64) -> Result<u64, i32> {
@@ -172,6 +184,11 @@ impl Provider for Ofi {
 
     fn ep_getname(e: &Mutex<Ep>) -> Result<Vec<u8>, i32> {
         Ok(lock(e).name()?.to_vec())
+    }
+
+    fn ep_close(e: &mut Mutex<Ep>) -> Result<(), i32> {
+        lock(e).inner.tombstone();
+        Ok(())
     }
 
     fn ep_export(e: &Mutex<Ep>, _flags: u64) -> Result<u64, i32> {

@@ -349,6 +349,10 @@ impl XpuCtx {
             ));
             return Err(-FI_EOPNOTSUPP);
         }
+        RETIRED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((a.core_ctx as usize, Vec::new()));
         Ok(XpuCtx {
             dom: dom.clone(),
             core_ctx: a.core_ctx,
@@ -570,10 +574,66 @@ impl Block {
 impl Drop for Block {
     fn drop(&mut self) {
         match self.ctx {
-            Some(c) => core::free(c, self.addr),
+            // An exported block: its validity word (the first word of a
+            // CqDev, the third of a Cntr) was tombstoned by its owner; it
+            // stays mapped until the context closes.
+            Some(c) => retire(c, self.addr),
             // SAFETY: allocated above with this layout.
             None => unsafe { std::alloc::dealloc(self.addr as *mut u8, self.layout) },
         }
+    }
+}
+
+/// Device memory of closed objects, per context (by core context address):
+/// kept mapped, tombstoned, until the context closes.
+static RETIRED: Mutex<Vec<(usize, Vec<usize>)>> = Mutex::new(Vec::new());
+
+fn retire(ctx: Ctx, addr: usize) {
+    let mut r = RETIRED.lock().unwrap_or_else(|p| p.into_inner());
+    match r.iter_mut().find(|(c, _)| *c == ctx as usize) {
+        Some((_, v)) => v.push(addr),
+        None => core::free(ctx, addr),
+    }
+}
+
+impl Drop for XpuCtx {
+    fn drop(&mut self) {
+        let mut r = RETIRED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = r.iter().position(|(c, _)| *c == self.core_ctx as usize) {
+            for a in r.swap_remove(i).1 {
+                core::free(self.core_ctx, a);
+            }
+        }
+    }
+}
+
+fn tombstone(word: &u64) {
+    at64(word).store(fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD), Ordering::Release);
+}
+
+impl CqShared {
+    /// Device code refuses the CQ's handle from now on.
+    pub fn tombstone(&self) {
+        tombstone(&self.dev_ref().magic);
+    }
+}
+
+impl Drop for CqShared {
+    fn drop(&mut self) {
+        self.tombstone();
+    }
+}
+
+impl CntrShared {
+    /// Device code refuses the counter's handle from now on.
+    pub fn tombstone(&self) {
+        tombstone(&self.c().magic);
+    }
+}
+
+impl Drop for CntrShared {
+    fn drop(&mut self) {
+        self.tombstone();
     }
 }
 
@@ -615,7 +675,7 @@ impl CqShared {
         let dev = mem.addr as *mut CqDev;
         // SAFETY: fresh zeroed block, not shared yet.
         unsafe {
-            (*dev).magic = CQ_MAGIC;
+            (*dev).magic = fi_xpu_handle_word(FI_XPU_HANDLE_CQ, FI_XPU_HANDLE_LIVE);
             (*dev).ring = (mem.addr + CQ_DEV_SIZE) as u64;
             (*dev).size = size;
             (*dev).format = format as u64;
@@ -824,9 +884,13 @@ pub struct CntrShared {
 
 impl CntrShared {
     pub fn open(ctx: Option<Ctx>) -> Result<Arc<CntrShared>, i32> {
-        Ok(Arc::new(CntrShared {
-            mem: Block::new(ctx, std::mem::size_of::<Cntr>())?,
-        }))
+        let mem = Block::new(ctx, std::mem::size_of::<Cntr>())?;
+        // SAFETY: fresh zeroed block of a Cntr, not shared yet.
+        unsafe {
+            (*(mem.addr as *mut Cntr)).magic =
+                fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE)
+        };
+        Ok(Arc::new(CntrShared { mem }))
     }
 
     pub fn dev(&self) -> *mut Cntr {
@@ -962,6 +1026,15 @@ impl EpInner {
     }
 }
 
+impl EpInner {
+    /// Device code refuses the endpoint's handle from now on.
+    pub fn tombstone(&self) {
+        // SAFETY: the ring memory starts with this endpoint's EpDev, alive
+        // as long as self.
+        tombstone(unsafe { &(*self.dev()).magic });
+    }
+}
+
 impl Drop for EpInner {
     fn drop(&mut self) {
         // libfabric may use an operation's context until the endpoint is
@@ -971,7 +1044,8 @@ impl Drop for EpInner {
         drop(self.rem_read.take());
         drop(std::mem::replace(&mut self.cq, Fid(std::ptr::null_mut())));
         proxy::release_requests(self);
-        core::free(self.ctx, self.ring_mem);
+        self.tombstone();
+        retire(self.ctx, self.ring_mem);
     }
 }
 
@@ -997,7 +1071,7 @@ impl Ep {
         let dev = mem as *mut EpDev;
         // SAFETY: fresh zeroed block, not shared yet.
         unsafe {
-            (*dev).magic = EP_MAGIC;
+            (*dev).magic = fi_xpu_handle_word(FI_XPU_HANDLE_EP, FI_XPU_HANDLE_LIVE);
             (*dev).ring = (mem + EP_DEV_SIZE) as u64;
             (*dev).size = size;
             (*dev).caps = if attr.caps == 0 {

@@ -189,9 +189,14 @@ pub struct CtxSt {
     pub maps: HashMap<u32, usize>,
     /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.
     pub peer_addrs: HashMap<(u64, u64), usize>,
+    /// Which slots of the context's table of raw peer addresses are in use.
+    pub peer_slots: Vec<bool>,
     /// Imports of departed peers whose connection id was reused: kept
     /// until the context closes, so an access under way cannot fault.
     pub retired_imports: Vec<usize>,
+    /// Device blocks of closed endpoints and CQs, tombstoned: kept mapped
+    /// until the context closes so stale handles never reach freed memory.
+    pub retired_dev: Vec<usize>,
 }
 
 impl CtxSt {
@@ -550,11 +555,11 @@ impl Inner {
         for &d in c.retired_imports.iter() {
             core::unimport(c.core(), d);
         }
+        for &d in c.retired_dev.iter() {
+            core::free(c.core(), d);
+        }
         for m in c.maps.values() {
             core::free(c.core(), *m);
-        }
-        for (_, p) in c.peer_addrs.iter() {
-            core::free(c.core(), *p);
         }
         Some(c)
     }

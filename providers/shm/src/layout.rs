@@ -10,6 +10,8 @@
 pub const MAX_REGIONS: usize = 256;
 /// Connections a domain can hold.
 pub const MAX_CONNS: usize = 64;
+/// Raw peer addresses (`fi_xpu_av_lookup` results) per context.
+pub const PEER_ADDRS: usize = 1024;
 /// Registration slots per context heap.
 pub const MR_SLOTS: usize = 1024;
 /// Inbox slots per endpoint.
@@ -95,7 +97,9 @@ pub struct Cqe {
 pub struct Cntr {
     pub value: u64,
     pub err: u64,
-    pub _pad: [u64; 6],
+    /// Validity word (`fi_xpu_handle_word`), checked by device code.
+    pub magic: u64,
+    pub _pad: [u64; 5],
 }
 
 /// Endpoint block (heap): what peers need to deliver to this endpoint.
@@ -156,7 +160,9 @@ pub struct CtxDev {
     pub heap_base: u64,
     pub heap_region: u64,
     pub nonce: u64,
-    pub _pad: u64,
+    /// The context's table of `PEER_ADDRS` raw peer addresses (`PeerAddr`):
+    /// device code follows a raw address only if it points into it.
+    pub peer_addrs: u64,
     pub maps: [u64; MAX_CONNS],
 }
 
@@ -219,6 +225,8 @@ pub struct EpDev {
     pub post_seq: u64,
     /// Busy staging lanes (bit mask).
     pub lanes: u64,
+    /// Validity word (`fi_xpu_handle_word`), checked by device code.
+    pub magic: u64,
     pub posted: [Posted; MAX_POSTED],
     pub rdv: [Rdv; MAX_POSTED],
 }
@@ -239,6 +247,8 @@ pub struct CqDev {
     pub rring: u64,
     pub rtail: u64,
     pub rseen: u64,
+    /// Validity word (`fi_xpu_handle_word`), checked by device code.
+    pub magic: u64,
 }
 
 /// One AV entry as the device sees it (for `readfrom`).
@@ -307,8 +317,8 @@ mod tests {
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 64);
         assert_eq!(size_of::<MrDesc>(), 32);
-        assert_eq!(size_of::<EpDev>(), 144 + 64 * 128 + 64 * 80);
-        assert_eq!(size_of::<CqDev>(), 128);
+        assert_eq!(size_of::<EpDev>(), 152 + 64 * 128 + 64 * 80);
+        assert_eq!(size_of::<CqDev>(), 136);
         assert_eq!(size_of::<CtxDev>(), 32 + 8 * MAX_CONNS);
         assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS);
     }

@@ -40,7 +40,9 @@ impl XpuCtx {
         let size = heap_size();
         let (heap, fd) = core::alloc(core_ctx, size, true)?;
         let fd = fd.ok_or(-FI_EOPNOTSUPP)?;
-        let (dev, _) = match core::alloc(core_ctx, size_of::<CtxDev>() as u64, false) {
+        // The context's root, then its table of raw peer addresses.
+        let dev_size = size_of::<CtxDev>() + PEER_ADDRS * size_of::<PeerAddr>();
+        let (dev, _) = match core::alloc(core_ctx, dev_size as u64, false) {
             Ok(d) => d,
             Err(e) => {
                 core::free(core_ctx, heap);
@@ -69,6 +71,7 @@ impl XpuCtx {
         store(dev, heap as u64);
         store(dev + 8, region as u64);
         store(dev + 16, dom.nonce);
+        store(dev + 24, (dev + size_of::<CtxDev>()) as u64);
         let mut st = dom.lock();
         let id = dom.add_ctx(
             &mut st,
@@ -81,7 +84,9 @@ impl XpuCtx {
                 mr_used: vec![false; MR_SLOTS],
                 maps: HashMap::new(),
                 peer_addrs: HashMap::new(),
+                peer_slots: vec![false; PEER_ADDRS],
                 retired_imports: Vec::new(),
+                retired_dev: Vec::new(),
             },
         );
         Ok(XpuCtx {
@@ -124,6 +129,15 @@ impl XpuCtx {
 
     pub fn local_free(&self, addr: usize) {
         core::free(self.core, addr);
+    }
+
+    /// Keeps `addr` (from `local_alloc`) allocated until the context closes.
+    pub fn retire_local(&self, addr: usize) {
+        let mut st = self.dom.lock();
+        match st.ctxs.get_mut(&self.id) {
+            Some(c) => c.retired_dev.push(addr),
+            None => core::free(self.core, addr),
+        }
     }
 
     pub fn heap_free(&self, off: u64, size: u64) {
@@ -236,6 +250,7 @@ impl Cq {
             (*d).size = size;
             (*d).format = format as u64;
             (*d).timeout_ms = attr.timeout as i64;
+            (*d).magic = fi_xpu_handle_word(FI_XPU_HANDLE_CQ, FI_XPU_HANDLE_LIVE);
         }
         Ok(Cq {
             home,
@@ -456,13 +471,28 @@ fn release(h: &Home) {
     }
 }
 
+/// Ends the life of an exported device block: its validity word at `word`
+/// becomes the tombstone and the memory stays mapped (and out of reuse)
+/// until the context closes, so a stale handle reads the tombstone, never
+/// freed or reused memory.
+fn retire(h: &Home, word: usize) {
+    match h {
+        Home::Heap { .. } => store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD)),
+        Home::Local { ctx, addr } => {
+            store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD));
+            ctx_ref(*ctx).retire_local(*addr);
+        }
+        Home::Host(_) => {}
+    }
+}
+
 impl Drop for Cq {
     fn drop(&mut self) {
         if let Some((off, size)) = *self.remote.get_mut().unwrap_or_else(|p| p.into_inner()) {
             ctx_ref(self.ctx).heap_free(off, size);
         }
         release(&self.home);
-        release(&self.dev_home);
+        retire(&self.dev_home, self.dev + offset_of!(CqDev, magic));
     }
 }
 
@@ -478,9 +508,11 @@ pub struct Counter {
 impl Counter {
     pub fn open(ctx: *const XpuCtx) -> Result<Counter, i32> {
         let sz = size_of::<Cntr>() as u64;
+        let live = fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE);
         if ctx.is_null() {
             let h = HostBuf::new(sz as usize);
             let a = h.addr();
+            store(a + offset_of!(Cntr, magic), live);
             return Ok(Counter {
                 home: Home::Host(h),
                 addr: a,
@@ -489,6 +521,7 @@ impl Counter {
         }
         let c = ctx_ref(ctx);
         let (a, off) = c.heap_alloc(sz)?;
+        store(a + offset_of!(Cntr, magic), live);
         Ok(Counter {
             home: Home::Heap { ctx, off, size: sz },
             addr: a,
@@ -527,7 +560,8 @@ impl Counter {
 
 impl Drop for Counter {
     fn drop(&mut self) {
-        release(&self.home);
+        // Left in the heap (tombstoned) until the context closes.
+        retire(&self.home, self.addr + offset_of!(Cntr, magic));
     }
 }
 
@@ -593,8 +627,13 @@ impl Av {
         }
         let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
         let map = *c.maps.get(&ent.conn.cid).ok_or(-FI_ENOTCONN)?;
-        let (p, _) = core::alloc(c.core(), size_of::<PeerAddr>() as u64, false)?;
-        // SAFETY: fresh zeroed allocation of a PeerAddr.
+        let slot = c.peer_slots.iter().position(|u| !u).ok_or_else(|| {
+            core::warn("context's table of raw peer addresses is full");
+            -FI_ENOSPC
+        })?;
+        c.peer_slots[slot] = true;
+        let p = c.dev + size_of::<CtxDev>() + slot * size_of::<PeerAddr>();
+        // SAFETY: a free slot of the context's table, zeroed when freed.
         unsafe {
             let r = p as *mut PeerAddr;
             (*r).map = map as u64;
@@ -613,10 +652,12 @@ impl Av {
     pub fn close(&self) {
         let mut st = self.dom.lock();
         for c in st.ctxs.values_mut() {
-            let core = c.core();
+            let (table, slots) = (c.dev + size_of::<CtxDev>(), &mut c.peer_slots);
             c.peer_addrs.retain(|(av, _), p| {
                 if *av == self.id {
-                    core::free(core, *p);
+                    // SAFETY: a slot of the context's table, no longer handed out.
+                    unsafe { std::ptr::write_bytes(*p as *mut PeerAddr, 0, 1) };
+                    slots[(*p - table) / size_of::<PeerAddr>()] = false;
                     false
                 } else {
                     true
@@ -763,6 +804,7 @@ impl Ep {
             (*d).caps = caps;
             (*d).av_tab = av_tab as u64;
             (*d).av_count = AV_TAB_CAP as u64;
+            (*d).magic = fi_xpu_handle_word(FI_XPU_HANDLE_EP, FI_XPU_HANDLE_LIVE);
         }
         for i in 0..AV_TAB_CAP {
             store(av_tab + 16 * i + 8, u64::MAX);
@@ -873,7 +915,11 @@ impl Ep {
         store(self.block, 0);
         let c = ctx_ref(self.ctx);
         c.heap_free(self.block_off, self.block_size);
-        c.local_free(self.dev);
+        store(
+            self.dev + offset_of!(EpDev, magic),
+            fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD),
+        );
+        c.retire_local(self.dev);
         c.local_free(self.av_tab);
     }
 }

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The validity word of an exported handle's device block: the first check
+ * a provider's device code makes before it follows fid_xpu.prov_ctx. The
+ * in-tree providers keep one 64-bit word in each endpoint, CQ and counter
+ * block (where, the provider's layout says); the library that exported the
+ * handle writes it, and turns it into a tombstone when the object closes,
+ * keeping the block mapped until its context closes. The values are
+ * generated from the Rust definitions (fi_xpu.h, FI_XPU_HANDLE_*):
+ *
+ *   bits 63..48  FI_XPU_HANDLE_MAGIC
+ *   bits 47..40  class: FI_XPU_HANDLE_EP, _CQ, _CNTR
+ *   bits 39..32  FI_XPU_HANDLE_LIVE, or FI_XPU_HANDLE_DEAD once closed
+ *   bits 31..0   FI_XPU_API_VERSION of the exporting library
+ *
+ * A word that is not exactly the live word of the expected class, made by a
+ * library whose layouts this header was written for, makes the operation
+ * return -FI_EINVAL: a handle of another class, a closed object, a handle
+ * from another fi_xpu version or memory that is no handle at all.
+ */
+#ifndef FI_XPU_INCLUDED_DEVICE_HANDLE_H
+#define FI_XPU_INCLUDED_DEVICE_HANDLE_H
+
+#include <fi_xpu/device_arch.h>
+
+#define FI_XPU_HANDLE_WORD(cls, state)                                         \
+	((uint64_t)FI_XPU_HANDLE_MAGIC | (uint64_t)(cls) | (uint64_t)(state) | \
+	 (uint64_t)FI_XPU_API_VERSION)
+
+/* 1 when `word` (a device block's validity word, may be NULL) says: a live
+ * object of class `cls`, exported by this version's layouts. */
+FI_XPU_FUNC int fi_xpu_handle_live(const uint64_t *word, uint64_t cls)
+{
+	return word && fi_xpu_arch_load_u64(word, FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM) ==
+			       FI_XPU_HANDLE_WORD(cls, FI_XPU_HANDLE_LIVE);
+}
+
+#endif /* FI_XPU_INCLUDED_DEVICE_HANDLE_H */
