@@ -196,3 +196,41 @@ fn public_header_is_current() {
 fn provider_header_is_current() {
     check(&root().join("include/fi_xpu/provider.h"), provider_header());
 }
+
+/// Identifiers of the installed headers: internal names carry one internal
+/// prefix (`fi_xpu_i_`, `FI_XPU_I_`), and no identifier the headers define
+/// or use of their own has a double underscore (reserved in C and C++).
+#[test]
+fn no_double_underscores_in_own_names() {
+    let mut bad = Vec::new();
+    let mut files = vec![root().join("fi_xpu.h")];
+    let mut dirs = vec![root().join("include/fi_xpu")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "h") {
+                files.push(p);
+            }
+        }
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let mut word = String::new();
+        for c in text.chars().chain(std::iter::once(' ')) {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                word.push(c);
+                continue;
+            }
+            let own = word.to_ascii_lowercase().starts_with("fi_xpu")
+                || word.to_ascii_lowercase().starts_with("_fi_xpu");
+            if own && word.contains("__") {
+                bad.push(format!("{}: {word}", f.display()));
+            }
+            word.clear();
+        }
+    }
+    bad.dedup();
+    assert!(bad.is_empty(), "reserved identifiers: {bad:#?}");
+}

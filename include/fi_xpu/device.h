@@ -106,39 +106,39 @@
 #define FI_XPU_DEVICE_ID_ofi FI_XPU_PROV_OFI
 #endif
 
-#define FI_XPU_DEVICE__DEFAULT_SHM(P)
-#define FI_XPU_DEVICE__DEFAULT_OFI(P)
+#define FI_XPU_I_DEVICE_DEFAULT_SHM(P)
+#define FI_XPU_I_DEVICE_DEFAULT_OFI(P)
 #if defined(__has_include)
 #if __has_include(<fi_xpu/device_shm.h>)
-#undef FI_XPU_DEVICE__DEFAULT_SHM
-#define FI_XPU_DEVICE__DEFAULT_SHM(P) P(shm)
+#undef FI_XPU_I_DEVICE_DEFAULT_SHM
+#define FI_XPU_I_DEVICE_DEFAULT_SHM(P) P(shm)
 #endif
 #if __has_include(<fi_xpu/device_ofi.h>)
-#undef FI_XPU_DEVICE__DEFAULT_OFI
-#define FI_XPU_DEVICE__DEFAULT_OFI(P) P(ofi)
+#undef FI_XPU_I_DEVICE_DEFAULT_OFI
+#define FI_XPU_I_DEVICE_DEFAULT_OFI(P) P(ofi)
 #endif
 #endif
 
 #ifndef FI_XPU_DEVICE_PROVIDERS
-#define FI_XPU_DEVICE_PROVIDERS(P) FI_XPU_DEVICE__DEFAULT_SHM(P) FI_XPU_DEVICE__DEFAULT_OFI(P)
+#define FI_XPU_DEVICE_PROVIDERS(P) FI_XPU_I_DEVICE_DEFAULT_SHM(P) FI_XPU_I_DEVICE_DEFAULT_OFI(P)
 #endif
 
 /*
- * Membership test usable in #if: FI_XPU_DEVICE__IS(FI_XPU_DEVICE__X_name) is
- * 1 when FI_XPU_DEVICE__X_name is defined as "~, 1" and 0 otherwise, without
+ * Membership test usable in #if: FI_XPU_I_DEVICE_IS(FI_XPU_I_DEVICE_X_name) is
+ * 1 when FI_XPU_I_DEVICE_X_name is defined as "~, 1" and 0 otherwise, without
  * leaving undefined identifiers behind (so -Wundef stays quiet).
  */
-#define FI_XPU_DEVICE__SECOND(a, b, ...) b
-#define FI_XPU_DEVICE__IS(...) FI_XPU_DEVICE__SECOND(__VA_ARGS__, 0, ~)
-#define FI_XPU_DEVICE__SHM_shm ~, 1
-#define FI_XPU_DEVICE__OFI_ofi ~, 1
-#define FI_XPU_DEVICE__HAS_SHM(p) | FI_XPU_DEVICE__IS(FI_XPU_DEVICE__SHM_##p)
-#define FI_XPU_DEVICE__HAS_OFI(p) | FI_XPU_DEVICE__IS(FI_XPU_DEVICE__OFI_##p)
+#define FI_XPU_I_DEVICE_SECOND(a, b, ...) b
+#define FI_XPU_I_DEVICE_IS(...) FI_XPU_I_DEVICE_SECOND(__VA_ARGS__, 0, ~)
+#define FI_XPU_I_DEVICE_SHM_shm ~, 1
+#define FI_XPU_I_DEVICE_OFI_ofi ~, 1
+#define FI_XPU_I_DEVICE_HAS_SHM(p) | FI_XPU_I_DEVICE_IS(FI_XPU_I_DEVICE_SHM_##p)
+#define FI_XPU_I_DEVICE_HAS_OFI(p) | FI_XPU_I_DEVICE_IS(FI_XPU_I_DEVICE_OFI_##p)
 
-#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__HAS_SHM)
+#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_HAS_SHM)
 #include <fi_xpu/device_shm.h>
 #endif
-#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__HAS_OFI)
+#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_HAS_OFI)
 #include <fi_xpu/device_ofi.h>
 #endif
 #ifdef FI_XPU_DEVICE_EXTRA_HEADER
@@ -147,15 +147,15 @@
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-#define FI_XPU_DEVICE__CASE(p)                                                \
+#define FI_XPU_I_DEVICE_CASE(p)                                                \
 	case FI_XPU_DEVICE_ID_##p:                                            \
-		return FI_XPU_DEVICE__CALL(p);
-#define FI_XPU_DEVICE__DISPATCH(h, cls, inval, nosys)                         \
+		return FI_XPU_I_DEVICE_CALL(p);
+#define FI_XPU_I_DEVICE_DISPATCH(h, cls, inval, nosys)                         \
 	if (!(h) || (h)->fid.fclass != (uint32_t)(cls) ||                     \
 	    (unsigned)scope > (unsigned)FI_XPU_DEVICE)                        \
 		return inval;                                                 \
 	switch ((h)->fid.prov_id) {                                           \
-	FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__CASE)                          \
+	FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_CASE)                          \
 	default:                                                              \
 		return nosys;                                                 \
 	}
@@ -169,97 +169,97 @@
 FI_XPU_FUNC int
 fi_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_recv_##p(ep, buf, len, desc, src_addr, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_recv_##p(ep, buf, len, desc, src_addr, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_trecv_##p(ep, buf, len, desc, src_addr, tag, ignore, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_trecv_##p(ep, buf, len, desc, src_addr, tag, ignore, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_atomic_##p(ep, buf, count, desc, dest_addr, addr, key, datatype, op, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_atomic_##p(ep, buf, count, desc, dest_addr, addr, key, datatype, op, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_fetch_atomic_##p(ep, buf, count, desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_fetch_atomic_##p(ep, buf, count, desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_compare_atomic_##p(ep, buf, count, desc, compare, compare_desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_compare_atomic_##p(ep, buf, count, desc, compare, compare_desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_flush(struct fid_xpu_ep *ep, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_flush_##p(ep, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_flush_##p(ep, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC uint64_t
 fi_xpu_cntr_read(struct fid_xpu_cntr *cntr, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_read_##p(cntr, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cntr_read_##p(cntr, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cntr, FI_CLASS_CNTR, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC uint64_t
 fi_xpu_cntr_readerr(struct fid_xpu_cntr *cntr, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_readerr_##p(cntr, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cntr_readerr_##p(cntr, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cntr, FI_CLASS_CNTR, (uint64_t)-FI_EINVAL, (uint64_t)-FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 /* Extension: the counter wait that says how it ended (0, -FI_ETIMEDOUT,
@@ -268,9 +268,9 @@ fi_xpu_cntr_readerr(struct fid_xpu_cntr *cntr, int scope)
 FI_XPU_FUNC int
 fi_xpu_cntr_wait_status(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout_ms, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_wait_##p(cntr, threshold, timeout_ms, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cntr_wait_##p(cntr, threshold, timeout_ms, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC void
@@ -282,95 +282,95 @@ fi_xpu_cntr_wait(struct fid_xpu_cntr *cntr, uint64_t threshold, int timeout, int
 FI_XPU_FUNC int
 fi_xpu_cntr_add(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_add_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cntr_add_##p(cntr, value, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_cntr_set(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_set_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cntr_set_##p(cntr, value, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_cntr_adderr(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_adderr_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cntr_adderr_##p(cntr, value, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_cntr_seterr(struct fid_xpu_cntr *cntr, uint64_t value, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cntr_seterr_##p(cntr, value, scope)
-	FI_XPU_DEVICE__DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cntr_seterr_##p(cntr, value, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cntr, FI_CLASS_CNTR, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int64_t
 fi_xpu_cq_read(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_read_##p(cq, buf, count, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cq_read_##p(cq, buf, count, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int64_t
 fi_xpu_cq_readfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_readfrom_##p(cq, buf, count, src_addr, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cq_readfrom_##p(cq, buf, count, src_addr, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int64_t
 fi_xpu_cq_readerr(struct fid_xpu_cq *cq, void *buf, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_readerr_##p(cq, buf, flags, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cq_readerr_##p(cq, buf, flags, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int64_t
 fi_xpu_cq_sread(struct fid_xpu_cq *cq, void *buf, size_t count, uint64_t threshold, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_sread_##p(cq, buf, count, threshold, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cq_sread_##p(cq, buf, count, threshold, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int64_t
 fi_xpu_cq_sreadfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_addr, uint64_t threshold, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_cq_sreadfrom_##p(cq, buf, count, src_addr, threshold, scope)
-	FI_XPU_DEVICE__DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
-#undef FI_XPU_DEVICE__CALL
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cq_sreadfrom_##p(cq, buf, count, src_addr, threshold, scope)
+	FI_XPU_I_DEVICE_DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 /* ---- cooperative single transfers (extensions) ------------------------- */
 
 /* Expands to its arguments when `c` is 1, to nothing when it is 0. */
-#define FI_XPU_DEVICE__WHEN(c) FI_XPU_DEVICE__WHEN_(c)
-#define FI_XPU_DEVICE__WHEN_(c) FI_XPU_DEVICE__WHEN_##c
-#define FI_XPU_DEVICE__WHEN_0(...)
-#define FI_XPU_DEVICE__WHEN_1(...) __VA_ARGS__
+#define FI_XPU_I_DEVICE_WHEN(c) FI_XPU_I_DEVICE_WHEN_(c)
+#define FI_XPU_I_DEVICE_WHEN_(c) FI_XPU_I_DEVICE_WHEN_##c
+#define FI_XPU_I_DEVICE_WHEN_0(...)
+#define FI_XPU_I_DEVICE_WHEN_1(...) __VA_ARGS__
 /* A case for each provider that implements the cooperative form itself. */
-#define FI_XPU_DEVICE__COOP_CASE(p)                                           \
-	FI_XPU_DEVICE__WHEN(FI_XPU_DEVICE__IS(FI_XPU_DEVICE_COOP_##p))(      \
-		case FI_XPU_DEVICE_ID_##p: return FI_XPU_DEVICE__CALL(p);)
+#define FI_XPU_I_DEVICE_COOP_CASE(p)                                           \
+	FI_XPU_I_DEVICE_WHEN(FI_XPU_I_DEVICE_IS(FI_XPU_DEVICE_COOP_##p))(      \
+		case FI_XPU_DEVICE_ID_##p: return FI_XPU_I_DEVICE_CALL(p);)
 /* The others: the leader issues the one operation, the group shares its
  * status. */
-#define FI_XPU_DEVICE__COOP(h, name, item_call)                               \
+#define FI_XPU_I_DEVICE_COOP(h, name, item_call)                               \
 	struct fi_xpu_group g;                                                \
 	int rc;                                                               \
 	if (!(h) || (unsigned)scope > (unsigned)FI_XPU_DEVICE)                \
 		return -FI_EINVAL;                                            \
 	switch ((h)->fid.prov_id) {                                           \
-	FI_XPU_DEVICE_PROVIDERS(FI_XPU_DEVICE__COOP_CASE)                     \
+	FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_COOP_CASE)                     \
 	default:                                                              \
 		break;                                                        \
 	}                                                                     \
@@ -384,37 +384,37 @@ fi_xpu_cq_sreadfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_ad
 FI_XPU_FUNC int
 fi_xpu_coop_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
-	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_write",
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_coop_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
+	FI_XPU_I_DEVICE_COOP(ep, "fi_xpu_coop_write",
 			    fi_xpu_write(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, FI_XPU_WORK_ITEM));
-#undef FI_XPU_DEVICE__CALL
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_coop_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
-	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_read",
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_coop_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
+	FI_XPU_I_DEVICE_COOP(ep, "fi_xpu_coop_read",
 			    fi_xpu_read(ep, buf, len, desc, src_addr, addr, key, context, flags, FI_XPU_WORK_ITEM));
-#undef FI_XPU_DEVICE__CALL
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_coop_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
-	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_send",
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_coop_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
+	FI_XPU_I_DEVICE_COOP(ep, "fi_xpu_coop_send",
 			    fi_xpu_send(ep, buf, len, desc, data, dest_addr, context, flags, FI_XPU_WORK_ITEM));
-#undef FI_XPU_DEVICE__CALL
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 FI_XPU_FUNC int
 fi_xpu_coop_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope)
 {
-#define FI_XPU_DEVICE__CALL(p) fi_xpu_coop_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
-	FI_XPU_DEVICE__COOP(ep, "fi_xpu_coop_tsend",
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_coop_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
+	FI_XPU_I_DEVICE_COOP(ep, "fi_xpu_coop_tsend",
 			    fi_xpu_tsend(ep, buf, len, desc, data, dest_addr, tag, context, flags, FI_XPU_WORK_ITEM));
-#undef FI_XPU_DEVICE__CALL
+#undef FI_XPU_I_DEVICE_CALL
 }
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -172,8 +172,8 @@
  * sm_70's memory model; seq_cst is fence.sc followed by the acquire/release
  * form, as the PTX memory model prescribes.
  */
-#define FI_XPU_ARCH__PTX_LD(SEM, SC, BITS, C)                                         \
-	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch__ld_##SEM##_##SC##_u##BITS(    \
+#define FI_XPU_I_ARCH_PTX_LD(SEM, SC, BITS, C)                                         \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_i_arch_ld_##SEM##_##SC##_u##BITS(    \
 		const uint##BITS##_t *p)                                              \
 	{                                                                             \
 		uint##BITS##_t v;                                                     \
@@ -181,15 +181,15 @@
 			     : "=" C(v) : "l"(p) : "memory");                         \
 		return v;                                                             \
 	}
-#define FI_XPU_ARCH__PTX_ST(SEM, SC, BITS, C)                                         \
-	FI_XPU_FORCE_INLINE void fi_xpu_arch__st_##SEM##_##SC##_u##BITS(              \
+#define FI_XPU_I_ARCH_PTX_ST(SEM, SC, BITS, C)                                         \
+	FI_XPU_FORCE_INLINE void fi_xpu_i_arch_st_##SEM##_##SC##_u##BITS(              \
 		uint##BITS##_t *p, uint##BITS##_t v)                                  \
 	{                                                                             \
 		asm volatile("st." #SEM "." #SC ".b" #BITS " [%0], %1;"               \
 			     :: "l"(p), C(v) : "memory");                             \
 	}
-#define FI_XPU_ARCH__PTX_RMW(OP, PTXOP, SEM, SC, BITS, C)                             \
-	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch__##OP##_##SEM##_##SC##_u##BITS( \
+#define FI_XPU_I_ARCH_PTX_RMW(OP, PTXOP, SEM, SC, BITS, C)                             \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_i_arch_##OP##_##SEM##_##SC##_u##BITS( \
 		uint##BITS##_t *p, uint##BITS##_t v)                                  \
 	{                                                                             \
 		uint##BITS##_t old;                                                   \
@@ -197,8 +197,8 @@
 			     : "=" C(old) : "l"(p), C(v) : "memory");                 \
 		return old;                                                           \
 	}
-#define FI_XPU_ARCH__PTX_CAS(SEM, SC, BITS, C)                                        \
-	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch__cas_##SEM##_##SC##_u##BITS(   \
+#define FI_XPU_I_ARCH_PTX_CAS(SEM, SC, BITS, C)                                        \
+	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_i_arch_cas_##SEM##_##SC##_u##BITS(   \
 		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d)                \
 	{                                                                             \
 		uint##BITS##_t old;                                                   \
@@ -206,30 +206,30 @@
 			     : "=" C(old) : "l"(p), C(e), C(d) : "memory");           \
 		return old;                                                           \
 	}
-#define FI_XPU_ARCH__PTX_SCOPES(M, ...) M(__VA_ARGS__, gpu) M(__VA_ARGS__, sys)
-#define FI_XPU_ARCH__PTX_LD2(SEM, SC) FI_XPU_ARCH__PTX_LD(SEM, SC, 32, "r") FI_XPU_ARCH__PTX_LD(SEM, SC, 64, "l")
-#define FI_XPU_ARCH__PTX_ST2(SEM, SC) FI_XPU_ARCH__PTX_ST(SEM, SC, 32, "r") FI_XPU_ARCH__PTX_ST(SEM, SC, 64, "l")
-#define FI_XPU_ARCH__PTX_RMW2(SEM, SC)                                               \
-	FI_XPU_ARCH__PTX_RMW(xchg, "exch.b32", SEM, SC, 32, "r")                     \
-	FI_XPU_ARCH__PTX_RMW(xchg, "exch.b64", SEM, SC, 64, "l")                     \
-	FI_XPU_ARCH__PTX_RMW(add, "add.u32", SEM, SC, 32, "r")                       \
-	FI_XPU_ARCH__PTX_RMW(add, "add.u64", SEM, SC, 64, "l")                       \
-	FI_XPU_ARCH__PTX_RMW(or, "or.b32", SEM, SC, 32, "r")                         \
-	FI_XPU_ARCH__PTX_RMW(or, "or.b64", SEM, SC, 64, "l")                         \
-	FI_XPU_ARCH__PTX_RMW(and, "and.b32", SEM, SC, 32, "r")                       \
-	FI_XPU_ARCH__PTX_RMW(and, "and.b64", SEM, SC, 64, "l")                       \
-	FI_XPU_ARCH__PTX_CAS(SEM, SC, 32, "r")                                       \
-	FI_XPU_ARCH__PTX_CAS(SEM, SC, 64, "l")
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_LD2, relaxed)
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_LD2, acquire)
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_ST2, relaxed)
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_ST2, release)
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, relaxed)
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, acquire)
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, release)
-FI_XPU_ARCH__PTX_SCOPES(FI_XPU_ARCH__PTX_RMW2, acq_rel)
+#define FI_XPU_I_ARCH_PTX_SCOPES(M, ...) M(__VA_ARGS__, gpu) M(__VA_ARGS__, sys)
+#define FI_XPU_I_ARCH_PTX_LD2(SEM, SC) FI_XPU_I_ARCH_PTX_LD(SEM, SC, 32, "r") FI_XPU_I_ARCH_PTX_LD(SEM, SC, 64, "l")
+#define FI_XPU_I_ARCH_PTX_ST2(SEM, SC) FI_XPU_I_ARCH_PTX_ST(SEM, SC, 32, "r") FI_XPU_I_ARCH_PTX_ST(SEM, SC, 64, "l")
+#define FI_XPU_I_ARCH_PTX_RMW2(SEM, SC)                                               \
+	FI_XPU_I_ARCH_PTX_RMW(xchg, "exch.b32", SEM, SC, 32, "r")                     \
+	FI_XPU_I_ARCH_PTX_RMW(xchg, "exch.b64", SEM, SC, 64, "l")                     \
+	FI_XPU_I_ARCH_PTX_RMW(add, "add.u32", SEM, SC, 32, "r")                       \
+	FI_XPU_I_ARCH_PTX_RMW(add, "add.u64", SEM, SC, 64, "l")                       \
+	FI_XPU_I_ARCH_PTX_RMW(or, "or.b32", SEM, SC, 32, "r")                         \
+	FI_XPU_I_ARCH_PTX_RMW(or, "or.b64", SEM, SC, 64, "l")                         \
+	FI_XPU_I_ARCH_PTX_RMW(and, "and.b32", SEM, SC, 32, "r")                       \
+	FI_XPU_I_ARCH_PTX_RMW(and, "and.b64", SEM, SC, 64, "l")                       \
+	FI_XPU_I_ARCH_PTX_CAS(SEM, SC, 32, "r")                                       \
+	FI_XPU_I_ARCH_PTX_CAS(SEM, SC, 64, "l")
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_LD2, relaxed)
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_LD2, acquire)
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_ST2, relaxed)
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_ST2, release)
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_RMW2, relaxed)
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_RMW2, acquire)
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_RMW2, release)
+FI_XPU_I_ARCH_PTX_SCOPES(FI_XPU_I_ARCH_PTX_RMW2, acq_rel)
 
-FI_XPU_FORCE_INLINE void fi_xpu_arch__fence_sc(int mscope)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_fence_sc(int mscope)
 {
 	if (mscope == FI_XPU_ARCH_MS_DEVICE)
 		asm volatile("fence.sc.gpu;" ::: "memory");
@@ -249,92 +249,92 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 			asm volatile("fence.acq_rel.sys;" ::: "memory");
 		return;
 	}
-	fi_xpu_arch__fence_sc(mscope);
+	fi_xpu_i_arch_fence_sc(mscope);
 }
 
-#define FI_XPU_ARCH__SC(NAME, SEM, BITS, ...)                                 \
+#define FI_XPU_I_ARCH_SC(NAME, SEM, BITS, ...)                                 \
 	(mscope == FI_XPU_ARCH_MS_DEVICE ?                                    \
-		 fi_xpu_arch__##NAME##_##SEM##_gpu_u##BITS(__VA_ARGS__) :     \
-		 fi_xpu_arch__##NAME##_##SEM##_sys_u##BITS(__VA_ARGS__))
+		 fi_xpu_i_arch_##NAME##_##SEM##_gpu_u##BITS(__VA_ARGS__) :     \
+		 fi_xpu_i_arch_##NAME##_##SEM##_sys_u##BITS(__VA_ARGS__))
 
-#define FI_XPU_ARCH__DEF(BITS)                                                         \
+#define FI_XPU_I_ARCH_DEF(BITS)                                                         \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_load_u##BITS(                   \
 		const uint##BITS##_t *p, int order, int mscope)                        \
 	{                                                                              \
 		if (order == FI_XPU_ARCH_RELAXED)                                      \
-			return FI_XPU_ARCH__SC(ld, relaxed, BITS, p);                  \
+			return FI_XPU_I_ARCH_SC(ld, relaxed, BITS, p);                  \
 		if (order != FI_XPU_ARCH_ACQUIRE)                                      \
-			fi_xpu_arch__fence_sc(mscope);                                 \
-		return FI_XPU_ARCH__SC(ld, acquire, BITS, p);                          \
+			fi_xpu_i_arch_fence_sc(mscope);                                 \
+		return FI_XPU_I_ARCH_SC(ld, acquire, BITS, p);                          \
 	}                                                                              \
 	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_u##BITS(                            \
 		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)            \
 	{                                                                              \
 		if (order == FI_XPU_ARCH_RELAXED) {                                    \
-			FI_XPU_ARCH__SC(st, relaxed, BITS, p, v);                      \
+			FI_XPU_I_ARCH_SC(st, relaxed, BITS, p, v);                      \
 			return;                                                        \
 		}                                                                      \
 		if (order != FI_XPU_ARCH_RELEASE)                                      \
-			fi_xpu_arch__fence_sc(mscope);                                 \
-		FI_XPU_ARCH__SC(st, release, BITS, p, v);                              \
+			fi_xpu_i_arch_fence_sc(mscope);                                 \
+		FI_XPU_I_ARCH_SC(st, release, BITS, p, v);                              \
 	}                                                                              \
-	FI_XPU_ARCH__RMW_DEF(exchange, xchg, BITS)                                     \
-	FI_XPU_ARCH__RMW_DEF(fetch_add, add, BITS)                                     \
-	FI_XPU_ARCH__RMW_DEF(fetch_or, or, BITS)                                       \
-	FI_XPU_ARCH__RMW_DEF(fetch_and, and, BITS)                                     \
+	FI_XPU_I_ARCH_RMW_DEF(exchange, xchg, BITS)                                     \
+	FI_XPU_I_ARCH_RMW_DEF(fetch_add, add, BITS)                                     \
+	FI_XPU_I_ARCH_RMW_DEF(fetch_or, or, BITS)                                       \
+	FI_XPU_I_ARCH_RMW_DEF(fetch_and, and, BITS)                                     \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_cas_u##BITS(                    \
 		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d, int order,      \
 		int mscope)                                                            \
 	{                                                                              \
 		switch (order) {                                                       \
-		case FI_XPU_ARCH_RELAXED: return FI_XPU_ARCH__SC(cas, relaxed, BITS, p, e, d); \
-		case FI_XPU_ARCH_ACQUIRE: return FI_XPU_ARCH__SC(cas, acquire, BITS, p, e, d); \
-		case FI_XPU_ARCH_RELEASE: return FI_XPU_ARCH__SC(cas, release, BITS, p, e, d); \
-		case FI_XPU_ARCH_ACQ_REL: return FI_XPU_ARCH__SC(cas, acq_rel, BITS, p, e, d); \
+		case FI_XPU_ARCH_RELAXED: return FI_XPU_I_ARCH_SC(cas, relaxed, BITS, p, e, d); \
+		case FI_XPU_ARCH_ACQUIRE: return FI_XPU_I_ARCH_SC(cas, acquire, BITS, p, e, d); \
+		case FI_XPU_ARCH_RELEASE: return FI_XPU_I_ARCH_SC(cas, release, BITS, p, e, d); \
+		case FI_XPU_ARCH_ACQ_REL: return FI_XPU_I_ARCH_SC(cas, acq_rel, BITS, p, e, d); \
 		default:                                                               \
-			fi_xpu_arch__fence_sc(mscope);                                 \
-			return FI_XPU_ARCH__SC(cas, acq_rel, BITS, p, e, d);           \
+			fi_xpu_i_arch_fence_sc(mscope);                                 \
+			return FI_XPU_I_ARCH_SC(cas, acq_rel, BITS, p, e, d);           \
 		}                                                                      \
 	}
-#define FI_XPU_ARCH__RMW_DEF(NAME, OP, BITS)                                           \
+#define FI_XPU_I_ARCH_RMW_DEF(NAME, OP, BITS)                                           \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_##NAME##_u##BITS(               \
 		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)            \
 	{                                                                              \
 		switch (order) {                                                       \
-		case FI_XPU_ARCH_RELAXED: return FI_XPU_ARCH__SC(OP, relaxed, BITS, p, v); \
-		case FI_XPU_ARCH_ACQUIRE: return FI_XPU_ARCH__SC(OP, acquire, BITS, p, v); \
-		case FI_XPU_ARCH_RELEASE: return FI_XPU_ARCH__SC(OP, release, BITS, p, v); \
-		case FI_XPU_ARCH_ACQ_REL: return FI_XPU_ARCH__SC(OP, acq_rel, BITS, p, v); \
+		case FI_XPU_ARCH_RELAXED: return FI_XPU_I_ARCH_SC(OP, relaxed, BITS, p, v); \
+		case FI_XPU_ARCH_ACQUIRE: return FI_XPU_I_ARCH_SC(OP, acquire, BITS, p, v); \
+		case FI_XPU_ARCH_RELEASE: return FI_XPU_I_ARCH_SC(OP, release, BITS, p, v); \
+		case FI_XPU_ARCH_ACQ_REL: return FI_XPU_I_ARCH_SC(OP, acq_rel, BITS, p, v); \
 		default:                                                               \
-			fi_xpu_arch__fence_sc(mscope);                                 \
-			return FI_XPU_ARCH__SC(OP, acq_rel, BITS, p, v);               \
+			fi_xpu_i_arch_fence_sc(mscope);                                 \
+			return FI_XPU_I_ARCH_SC(OP, acq_rel, BITS, p, v);               \
 		}                                                                      \
 	}
-FI_XPU_ARCH__DEF(32)
-FI_XPU_ARCH__DEF(64)
+FI_XPU_I_ARCH_DEF(32)
+FI_XPU_I_ARCH_DEF(64)
 
-#define FI_XPU_ARCH__SREG(NAME, REG)                                          \
-	FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__##NAME(void)                \
+#define FI_XPU_I_ARCH_SREG(NAME, REG)                                          \
+	FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_##NAME(void)                \
 	{                                                                     \
 		uint32_t v;                                                   \
 		asm("mov.u32 %0, %%" REG ";" : "=r"(v));                      \
 		return v;                                                     \
 	}
-FI_XPU_ARCH__SREG(laneid, "laneid")
-FI_XPU_ARCH__SREG(tid_x, "tid.x")
-FI_XPU_ARCH__SREG(tid_y, "tid.y")
-FI_XPU_ARCH__SREG(tid_z, "tid.z")
-FI_XPU_ARCH__SREG(ntid_x, "ntid.x")
-FI_XPU_ARCH__SREG(ntid_y, "ntid.y")
-FI_XPU_ARCH__SREG(ntid_z, "ntid.z")
-FI_XPU_ARCH__SREG(ctaid_x, "ctaid.x")
-FI_XPU_ARCH__SREG(ctaid_y, "ctaid.y")
-FI_XPU_ARCH__SREG(ctaid_z, "ctaid.z")
-FI_XPU_ARCH__SREG(nctaid_x, "nctaid.x")
-FI_XPU_ARCH__SREG(nctaid_y, "nctaid.y")
-FI_XPU_ARCH__SREG(nctaid_z, "nctaid.z")
+FI_XPU_I_ARCH_SREG(laneid, "laneid")
+FI_XPU_I_ARCH_SREG(tid_x, "tid.x")
+FI_XPU_I_ARCH_SREG(tid_y, "tid.y")
+FI_XPU_I_ARCH_SREG(tid_z, "tid.z")
+FI_XPU_I_ARCH_SREG(ntid_x, "ntid.x")
+FI_XPU_I_ARCH_SREG(ntid_y, "ntid.y")
+FI_XPU_I_ARCH_SREG(ntid_z, "ntid.z")
+FI_XPU_I_ARCH_SREG(ctaid_x, "ctaid.x")
+FI_XPU_I_ARCH_SREG(ctaid_y, "ctaid.y")
+FI_XPU_I_ARCH_SREG(ctaid_z, "ctaid.z")
+FI_XPU_I_ARCH_SREG(nctaid_x, "nctaid.x")
+FI_XPU_I_ARCH_SREG(nctaid_y, "nctaid.y")
+FI_XPU_I_ARCH_SREG(nctaid_z, "nctaid.z")
 
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void) { return fi_xpu_arch__laneid(); }
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void) { return fi_xpu_i_arch_laneid(); }
 /* WARP_SZ is a PTX constant; 32 on every NVIDIA architecture so far. */
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void)
 {
@@ -344,27 +344,27 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void)
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void)
 {
-	return fi_xpu_arch__tid_x() +
-	       fi_xpu_arch__ntid_x() * (fi_xpu_arch__tid_y() + fi_xpu_arch__ntid_y() * fi_xpu_arch__tid_z());
+	return fi_xpu_i_arch_tid_x() +
+	       fi_xpu_i_arch_ntid_x() * (fi_xpu_i_arch_tid_y() + fi_xpu_i_arch_ntid_y() * fi_xpu_i_arch_tid_z());
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void)
 {
-	return fi_xpu_arch__ntid_x() * fi_xpu_arch__ntid_y() * fi_xpu_arch__ntid_z();
+	return fi_xpu_i_arch_ntid_x() * fi_xpu_i_arch_ntid_y() * fi_xpu_i_arch_ntid_z();
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void)
 {
-	return fi_xpu_arch__ctaid_x() +
-	       fi_xpu_arch__nctaid_x() * (fi_xpu_arch__ctaid_y() + fi_xpu_arch__nctaid_y() * fi_xpu_arch__ctaid_z());
+	return fi_xpu_i_arch_ctaid_x() +
+	       fi_xpu_i_arch_nctaid_x() * (fi_xpu_i_arch_ctaid_y() + fi_xpu_i_arch_nctaid_y() * fi_xpu_i_arch_ctaid_z());
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void)
 {
-	return fi_xpu_arch__nctaid_x() * fi_xpu_arch__nctaid_y() * fi_xpu_arch__nctaid_z();
+	return fi_xpu_i_arch_nctaid_x() * fi_xpu_i_arch_nctaid_y() * fi_xpu_i_arch_nctaid_z();
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void)
 {
 	return fi_xpu_arch_local_id() / fi_xpu_arch_subgroup_size();
 }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_group_sync(void)
 {
 	asm volatile("bar.sync 0;" ::: "memory");
 }
@@ -372,45 +372,45 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
  * 6.2). clang without a CUDA installation emits older PTX, so there the
  * subgroup is every lane the launch gave the warp. */
 #if !defined(__clang__) || defined(CUDA_VERSION)
-#define FI_XPU_ARCH__SUBGROUP_CONVERGED 1
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void)
+#define FI_XPU_I_ARCH_SUBGROUP_CONVERGED 1
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_subgroup_mask(void)
 {
 	uint32_t m;
 	asm volatile("activemask.b32 %0;" : "=r"(m));
 	return m;
 }
 #else
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_mask(void)
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_subgroup_mask(void)
 {
 	uint32_t left = fi_xpu_arch_group_size() - fi_xpu_arch_subgroup_id() * 32u;
 	return left >= 32 ? 0xffffffffu : (1u << left) - 1u;
 }
 #endif
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__popc(uint32_t v)
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_popc(uint32_t v)
 {
 	uint32_t n;
 	asm("popc.b32 %0, %1;" : "=r"(n) : "r"(v));
 	return n;
 }
 /* Rank among the members (lanes below this one), and how many there are. */
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_rank(void)
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_subgroup_rank(void)
 {
 	uint32_t lt;
 	asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
-	return fi_xpu_arch__popc(fi_xpu_arch__subgroup_mask() & lt);
+	return fi_xpu_i_arch_popc(fi_xpu_i_arch_subgroup_mask() & lt);
 }
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_count(void)
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_subgroup_count(void)
 {
-	return fi_xpu_arch__popc(fi_xpu_arch__subgroup_mask());
+	return fi_xpu_i_arch_popc(fi_xpu_i_arch_subgroup_mask());
 }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_subgroup_sync(void)
 {
-	asm volatile("bar.warp.sync %0;" :: "r"(fi_xpu_arch__subgroup_mask()) : "memory");
+	asm volatile("bar.warp.sync %0;" :: "r"(fi_xpu_i_arch_subgroup_mask()) : "memory");
 }
 /* From the lowest member, the leader (rank 0). */
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_subgroup_bcast(uint64_t v)
 {
-	uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32), m = fi_xpu_arch__subgroup_mask(), src;
+	uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32), m = fi_xpu_i_arch_subgroup_mask(), src;
 	asm("bfind.u32 %0, %1;" : "=r"(src) : "r"(m & (0u - m)));
 	asm volatile("shfl.sync.idx.b32 %0, %0, %1, 0x1f, %2;" : "+r"(lo) : "r"(src), "r"(m));
 	asm volatile("shfl.sync.idx.b32 %0, %0, %1, 0x1f, %2;" : "+r"(hi) : "r"(src), "r"(m));
@@ -430,7 +430,7 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return t;
 }
-#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+#define FI_XPU_I_ARCH_DEVICE_SCOPE_OK 0
 
 /* ======================================================================= */
 #elif defined(FI_XPU_ARCH_AMDGCN)
@@ -445,7 +445,7 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 #ifndef __HIP_MEMORY_SCOPE_SYSTEM
 #define __HIP_MEMORY_SCOPE_SYSTEM 5
 #endif
-#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
+#define FI_XPU_I_ARCH_SCOPED(CALL, ...)                                        \
 	do {                                                                  \
 		if (mscope == FI_XPU_ARCH_MS_DEVICE) {                        \
 			CALL(__VA_ARGS__, __HIP_MEMORY_SCOPE_AGENT)           \
@@ -453,31 +453,31 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 			CALL(__VA_ARGS__, __HIP_MEMORY_SCOPE_SYSTEM)          \
 		}                                                             \
 	} while (0)
-#define fi_xpu_arch__atomic_load(p, o, s) __hip_atomic_load(p, o, s)
-#define fi_xpu_arch__atomic_store(p, v, o, s) __hip_atomic_store(p, v, o, s)
-#define fi_xpu_arch__atomic_exchange(p, v, o, s) __hip_atomic_exchange(p, v, o, s)
-#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __hip_atomic_fetch_add(p, v, o, s)
-#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __hip_atomic_fetch_or(p, v, o, s)
-#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __hip_atomic_fetch_and(p, v, o, s)
-#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) \
+#define fi_xpu_i_arch_atomic_load(p, o, s) __hip_atomic_load(p, o, s)
+#define fi_xpu_i_arch_atomic_store(p, v, o, s) __hip_atomic_store(p, v, o, s)
+#define fi_xpu_i_arch_atomic_exchange(p, v, o, s) __hip_atomic_exchange(p, v, o, s)
+#define fi_xpu_i_arch_atomic_fetch_add(p, v, o, s) __hip_atomic_fetch_add(p, v, o, s)
+#define fi_xpu_i_arch_atomic_fetch_or(p, v, o, s) __hip_atomic_fetch_or(p, v, o, s)
+#define fi_xpu_i_arch_atomic_fetch_and(p, v, o, s) __hip_atomic_fetch_and(p, v, o, s)
+#define fi_xpu_i_arch_atomic_cas(p, e, d, o, f, s) \
 	__hip_atomic_compare_exchange_strong(p, e, d, o, f, s)
-#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
+#define FI_XPU_I_ARCH_HAVE_BUILTIN_ATOMICS 1
 
 FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 {
-#define FI_XPU_ARCH__F(O)                                                     \
+#define FI_XPU_I_ARCH_F(O)                                                     \
 	if (mscope == FI_XPU_ARCH_MS_DEVICE)                                  \
 		__builtin_amdgcn_fence(O, "agent");                           \
 	else                                                                  \
 		__builtin_amdgcn_fence(O, "");
 	switch (order) {
 	case FI_XPU_ARCH_RELAXED: break;
-	case FI_XPU_ARCH_ACQUIRE: FI_XPU_ARCH__F(__ATOMIC_ACQUIRE) break;
-	case FI_XPU_ARCH_RELEASE: FI_XPU_ARCH__F(__ATOMIC_RELEASE) break;
-	case FI_XPU_ARCH_ACQ_REL: FI_XPU_ARCH__F(__ATOMIC_ACQ_REL) break;
-	default: FI_XPU_ARCH__F(__ATOMIC_SEQ_CST) break;
+	case FI_XPU_ARCH_ACQUIRE: FI_XPU_I_ARCH_F(__ATOMIC_ACQUIRE) break;
+	case FI_XPU_ARCH_RELEASE: FI_XPU_I_ARCH_F(__ATOMIC_RELEASE) break;
+	case FI_XPU_ARCH_ACQ_REL: FI_XPU_I_ARCH_F(__ATOMIC_ACQ_REL) break;
+	default: FI_XPU_I_ARCH_F(__ATOMIC_SEQ_CST) break;
 	}
-#undef FI_XPU_ARCH__F
+#undef FI_XPU_I_ARCH_F
 }
 
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void)
@@ -500,34 +500,34 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void)
 	return (uint32_t)__builtin_amdgcn_workgroup_size_x() * __builtin_amdgcn_workgroup_size_y() *
 	       __builtin_amdgcn_workgroup_size_z();
 }
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__ngroups(uint32_t grid, uint32_t wg)
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_ngroups(uint32_t grid, uint32_t wg)
 {
 	return (grid + wg - 1) / wg;
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void)
 {
-	uint32_t nx = fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_x(), __builtin_amdgcn_workgroup_size_x());
-	uint32_t ny = fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_y(), __builtin_amdgcn_workgroup_size_y());
+	uint32_t nx = fi_xpu_i_arch_ngroups(__builtin_amdgcn_grid_size_x(), __builtin_amdgcn_workgroup_size_x());
+	uint32_t ny = fi_xpu_i_arch_ngroups(__builtin_amdgcn_grid_size_y(), __builtin_amdgcn_workgroup_size_y());
 	return __builtin_amdgcn_workgroup_id_x() +
 	       nx * (__builtin_amdgcn_workgroup_id_y() + ny * __builtin_amdgcn_workgroup_id_z());
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void)
 {
-	return fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_x(), __builtin_amdgcn_workgroup_size_x()) *
-	       fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_y(), __builtin_amdgcn_workgroup_size_y()) *
-	       fi_xpu_arch__ngroups(__builtin_amdgcn_grid_size_z(), __builtin_amdgcn_workgroup_size_z());
+	return fi_xpu_i_arch_ngroups(__builtin_amdgcn_grid_size_x(), __builtin_amdgcn_workgroup_size_x()) *
+	       fi_xpu_i_arch_ngroups(__builtin_amdgcn_grid_size_y(), __builtin_amdgcn_workgroup_size_y()) *
+	       fi_xpu_i_arch_ngroups(__builtin_amdgcn_grid_size_z(), __builtin_amdgcn_workgroup_size_z());
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void)
 {
 	return fi_xpu_arch_local_id() / fi_xpu_arch_subgroup_size();
 }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_group_sync(void)
 {
 	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
 	__builtin_amdgcn_s_barrier();
 	__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_subgroup_sync(void)
 {
 	__builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
 	__builtin_amdgcn_wave_barrier();
@@ -535,18 +535,18 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
 }
 /* The subgroup of a call is the lanes converged at it: the active lanes
  * (EXEC). Ranks count the members below; the leader is the first. */
-#define FI_XPU_ARCH__SUBGROUP_CONVERGED 1
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_rank(void)
+#define FI_XPU_I_ARCH_SUBGROUP_CONVERGED 1
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_subgroup_rank(void)
 {
 	uint64_t m = __builtin_amdgcn_read_exec();
 	return __builtin_amdgcn_mbcnt_hi((uint32_t)(m >> 32),
 					 __builtin_amdgcn_mbcnt_lo((uint32_t)m, 0u));
 }
-FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch__subgroup_count(void)
+FI_XPU_FORCE_INLINE uint32_t fi_xpu_i_arch_subgroup_count(void)
 {
 	return (uint32_t)__builtin_popcountll(__builtin_amdgcn_read_exec());
 }
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_subgroup_bcast(uint64_t v)
 {
 	uint32_t lo = (uint32_t)__builtin_amdgcn_readfirstlane((int)(uint32_t)v);
 	uint32_t hi = (uint32_t)__builtin_amdgcn_readfirstlane((int)(uint32_t)(v >> 32));
@@ -561,7 +561,7 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 {
 	return __builtin_amdgcn_s_memrealtime() * 10u;
 }
-#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+#define FI_XPU_I_ARCH_DEVICE_SCOPE_OK 0
 
 /* ======================================================================= */
 #elif defined(FI_XPU_ARCH_SPIRV)
@@ -570,12 +570,12 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
  * declared here with the names and signatures the SPIR-V translator
  * recognises. Atomics use clang's scoped atomic builtins.
  */
-#define FI_XPU_ARCH__SPV_CROSS_DEVICE 0
-#define FI_XPU_ARCH__SPV_DEVICE 1
-#define FI_XPU_ARCH__SPV_WORKGROUP 2
-#define FI_XPU_ARCH__SPV_SUBGROUP 3
+#define FI_XPU_I_ARCH_SPV_CROSS_DEVICE 0
+#define FI_XPU_I_ARCH_SPV_DEVICE 1
+#define FI_XPU_I_ARCH_SPV_WORKGROUP 2
+#define FI_XPU_I_ARCH_SPV_SUBGROUP 3
 /* Sequentially consistent, on work-group and cross-work-group memory. */
-#define FI_XPU_ARCH__SPV_SEM (0x10 | 0x100 | 0x200)
+#define FI_XPU_I_ARCH_SPV_SEM (0x10 | 0x100 | 0x200)
 
 extern size_t __spirv_BuiltInLocalInvocationId(int);
 extern size_t __spirv_BuiltInWorkgroupSize(int);
@@ -591,7 +591,7 @@ extern uint64_t __spirv_ReadClockKHR(int);
 
 /* Overloads for the integer widths used here; the SPIR-V translator maps
  * them by name, so they coexist with the SYCL headers' own declarations. */
-#define FI_XPU_ARCH__SPV_DECL(T)                                                   \
+#define FI_XPU_I_ARCH_SPV_DECL(T)                                                   \
 	extern T __spirv_AtomicLoad(const T *, int, int);                          \
 	extern void __spirv_AtomicStore(T *, int, int, T);                         \
 	extern T __spirv_AtomicExchange(T *, int, int, T);                         \
@@ -599,10 +599,10 @@ extern uint64_t __spirv_ReadClockKHR(int);
 	extern T __spirv_AtomicOr(T *, int, int, T);                               \
 	extern T __spirv_AtomicAnd(T *, int, int, T);                              \
 	extern T __spirv_AtomicCompareExchange(T *, int, int, int, T, T);
-FI_XPU_ARCH__SPV_DECL(uint32_t)
-FI_XPU_ARCH__SPV_DECL(uint64_t)
+FI_XPU_I_ARCH_SPV_DECL(uint32_t)
+FI_XPU_I_ARCH_SPV_DECL(uint64_t)
 
-FI_XPU_FORCE_INLINE int fi_xpu_arch__spv_sem(int order)
+FI_XPU_FORCE_INLINE int fi_xpu_i_arch_spv_sem(int order)
 {
 	switch (order) {
 	case FI_XPU_ARCH_RELAXED: return 0;
@@ -612,44 +612,44 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch__spv_sem(int order)
 	default: return 0x10 | 0x100 | 0x200;
 	}
 }
-#define FI_XPU_ARCH__SPV_SCOPE(ms) \
-	((ms) == FI_XPU_ARCH_MS_DEVICE ? FI_XPU_ARCH__SPV_DEVICE : FI_XPU_ARCH__SPV_CROSS_DEVICE)
-#define FI_XPU_ARCH__SPV_RMW(BITS, NAME, OP)                                            \
+#define FI_XPU_I_ARCH_SPV_SCOPE(ms) \
+	((ms) == FI_XPU_ARCH_MS_DEVICE ? FI_XPU_I_ARCH_SPV_DEVICE : FI_XPU_I_ARCH_SPV_CROSS_DEVICE)
+#define FI_XPU_I_ARCH_SPV_RMW(BITS, NAME, OP)                                            \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_##NAME##_u##BITS(                \
 		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)             \
 	{                                                                               \
-		return __spirv_Atomic##OP(p, FI_XPU_ARCH__SPV_SCOPE(mscope),            \
-					  fi_xpu_arch__spv_sem(order), v);              \
+		return __spirv_Atomic##OP(p, FI_XPU_I_ARCH_SPV_SCOPE(mscope),            \
+					  fi_xpu_i_arch_spv_sem(order), v);              \
 	}
-#define FI_XPU_ARCH__SPV_DEF(BITS)                                                      \
+#define FI_XPU_I_ARCH_SPV_DEF(BITS)                                                      \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_load_u##BITS(                    \
 		const uint##BITS##_t *p, int order, int mscope)                         \
 	{                                                                               \
-		return __spirv_AtomicLoad(p, FI_XPU_ARCH__SPV_SCOPE(mscope),            \
-					  fi_xpu_arch__spv_sem(order));                 \
+		return __spirv_AtomicLoad(p, FI_XPU_I_ARCH_SPV_SCOPE(mscope),            \
+					  fi_xpu_i_arch_spv_sem(order));                 \
 	}                                                                               \
 	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_u##BITS(                             \
 		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)             \
 	{                                                                               \
-		__spirv_AtomicStore(p, FI_XPU_ARCH__SPV_SCOPE(mscope),                  \
-				    fi_xpu_arch__spv_sem(order), v);                    \
+		__spirv_AtomicStore(p, FI_XPU_I_ARCH_SPV_SCOPE(mscope),                  \
+				    fi_xpu_i_arch_spv_sem(order), v);                    \
 	}                                                                               \
-	FI_XPU_ARCH__SPV_RMW(BITS, exchange, Exchange)                                  \
-	FI_XPU_ARCH__SPV_RMW(BITS, fetch_add, IAdd)                                     \
-	FI_XPU_ARCH__SPV_RMW(BITS, fetch_or, Or)                                        \
-	FI_XPU_ARCH__SPV_RMW(BITS, fetch_and, And)                                      \
+	FI_XPU_I_ARCH_SPV_RMW(BITS, exchange, Exchange)                                  \
+	FI_XPU_I_ARCH_SPV_RMW(BITS, fetch_add, IAdd)                                     \
+	FI_XPU_I_ARCH_SPV_RMW(BITS, fetch_or, Or)                                        \
+	FI_XPU_I_ARCH_SPV_RMW(BITS, fetch_and, And)                                      \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_cas_u##BITS(                     \
 		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d, int order,       \
 		int mscope)                                                             \
 	{                                                                               \
-		int sem = fi_xpu_arch__spv_sem(order);                                  \
+		int sem = fi_xpu_i_arch_spv_sem(order);                                  \
 		/* The failure order may not be a release one. */                       \
 		int fail = (sem & 0x1e) == 0x4 ? 0 : (sem & 0x1e) == 0x8 ? (0x2 | 0x300) : sem; \
-		return __spirv_AtomicCompareExchange(p, FI_XPU_ARCH__SPV_SCOPE(mscope), sem,  \
+		return __spirv_AtomicCompareExchange(p, FI_XPU_I_ARCH_SPV_SCOPE(mscope), sem,  \
 						     fail, d, e);                       \
 	}
-FI_XPU_ARCH__SPV_DEF(32)
-FI_XPU_ARCH__SPV_DEF(64)
+FI_XPU_I_ARCH_SPV_DEF(32)
+FI_XPU_I_ARCH_SPV_DEF(64)
 
 FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 {
@@ -663,8 +663,8 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 	case FI_XPU_ARCH_ACQ_REL: sem = 0x8; break;
 	default: sem = 0x10; break;
 	}
-	__spirv_MemoryBarrier(mscope == FI_XPU_ARCH_MS_DEVICE ? FI_XPU_ARCH__SPV_DEVICE
-							     : FI_XPU_ARCH__SPV_CROSS_DEVICE,
+	__spirv_MemoryBarrier(mscope == FI_XPU_ARCH_MS_DEVICE ? FI_XPU_I_ARCH_SPV_DEVICE
+							     : FI_XPU_I_ARCH_SPV_CROSS_DEVICE,
 			      sem | 0x100 | 0x200);
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void)
@@ -706,45 +706,45 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void)
 	return (uint32_t)(__spirv_BuiltInNumWorkgroups(0) * __spirv_BuiltInNumWorkgroups(1) *
 			  __spirv_BuiltInNumWorkgroups(2));
 }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_group_sync(void)
 {
-	__spirv_ControlBarrier(FI_XPU_ARCH__SPV_WORKGROUP, FI_XPU_ARCH__SPV_WORKGROUP,
-			       FI_XPU_ARCH__SPV_SEM);
+	__spirv_ControlBarrier(FI_XPU_I_ARCH_SPV_WORKGROUP, FI_XPU_I_ARCH_SPV_WORKGROUP,
+			       FI_XPU_I_ARCH_SPV_SEM);
 }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_subgroup_sync(void)
 {
-	__spirv_ControlBarrier(FI_XPU_ARCH__SPV_SUBGROUP, FI_XPU_ARCH__SPV_SUBGROUP,
-			       FI_XPU_ARCH__SPV_SEM);
+	__spirv_ControlBarrier(FI_XPU_I_ARCH_SPV_SUBGROUP, FI_XPU_I_ARCH_SPV_SUBGROUP,
+			       FI_XPU_I_ARCH_SPV_SEM);
 }
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v)
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_subgroup_bcast(uint64_t v)
 {
-	return __spirv_GroupBroadcast(FI_XPU_ARCH__SPV_SUBGROUP, v, 0);
+	return __spirv_GroupBroadcast(FI_XPU_I_ARCH_SPV_SUBGROUP, v, 0);
 }
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_group_bcast(uint64_t v, uint32_t rank)
 {
 	(void)rank;
-	return __spirv_GroupBroadcast(FI_XPU_ARCH__SPV_WORKGROUP, v, 0);
+	return __spirv_GroupBroadcast(FI_XPU_I_ARCH_SPV_WORKGROUP, v, 0);
 }
 FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
 {
 }
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 {
-	return __spirv_ReadClockKHR(FI_XPU_ARCH__SPV_DEVICE);
+	return __spirv_ReadClockKHR(FI_XPU_I_ARCH_SPV_DEVICE);
 }
-#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+#define FI_XPU_I_ARCH_DEVICE_SCOPE_OK 0
 
 /* ======================================================================= */
 #elif defined(FI_XPU_ARCH_GPU_HOST_PASS)
-#define fi_xpu_arch__atomic_load(p, o, s) __atomic_load_n(p, o)
-#define fi_xpu_arch__atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
-#define fi_xpu_arch__atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
-#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __atomic_fetch_add(p, v, o)
-#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __atomic_fetch_or(p, v, o)
-#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
-#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
-#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
-#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
+#define fi_xpu_i_arch_atomic_load(p, o, s) __atomic_load_n(p, o)
+#define fi_xpu_i_arch_atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
+#define fi_xpu_i_arch_atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
+#define fi_xpu_i_arch_atomic_fetch_add(p, v, o, s) __atomic_fetch_add(p, v, o)
+#define fi_xpu_i_arch_atomic_fetch_or(p, v, o, s) __atomic_fetch_or(p, v, o)
+#define fi_xpu_i_arch_atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
+#define fi_xpu_i_arch_atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
+#define FI_XPU_I_ARCH_HAVE_BUILTIN_ATOMICS 1
+#define FI_XPU_I_ARCH_SCOPED(CALL, ...)                                        \
 	do {                                                                  \
 		(void)mscope;                                                 \
 		CALL(__VA_ARGS__, 0)                                          \
@@ -761,17 +761,17 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void) { return 0; }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_size(void) { return 1; }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void) { return 0; }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void) { return 1; }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__group_sync(void) {}
-FI_XPU_FORCE_INLINE void fi_xpu_arch__subgroup_sync(void) {}
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__subgroup_bcast(uint64_t v) { return v; }
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_group_sync(void) {}
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_subgroup_sync(void) {}
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_subgroup_bcast(uint64_t v) { return v; }
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_group_bcast(uint64_t v, uint32_t rank)
 {
 	(void)rank;
 	return v;
 }
 FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void) {}
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return 0; }
-#define FI_XPU_ARCH__DEVICE_SCOPE_OK 0
+#define FI_XPU_I_ARCH_DEVICE_SCOPE_OK 0
 
 /* ======================================================================= */
 #else /* FI_XPU_ARCH_HOST */
@@ -779,15 +779,15 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return 0; }
  * CPU threads. The memory scope makes no difference on a cache-coherent
  * host; work-item geometry and the barriers come from the host launcher.
  */
-#define fi_xpu_arch__atomic_load(p, o, s) __atomic_load_n(p, o)
-#define fi_xpu_arch__atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
-#define fi_xpu_arch__atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
-#define fi_xpu_arch__atomic_fetch_add(p, v, o, s) __atomic_fetch_add(p, v, o)
-#define fi_xpu_arch__atomic_fetch_or(p, v, o, s) __atomic_fetch_or(p, v, o)
-#define fi_xpu_arch__atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
-#define fi_xpu_arch__atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
-#define FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS 1
-#define FI_XPU_ARCH__SCOPED(CALL, ...)                                        \
+#define fi_xpu_i_arch_atomic_load(p, o, s) __atomic_load_n(p, o)
+#define fi_xpu_i_arch_atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
+#define fi_xpu_i_arch_atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
+#define fi_xpu_i_arch_atomic_fetch_add(p, v, o, s) __atomic_fetch_add(p, v, o)
+#define fi_xpu_i_arch_atomic_fetch_or(p, v, o, s) __atomic_fetch_or(p, v, o)
+#define fi_xpu_i_arch_atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
+#define fi_xpu_i_arch_atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
+#define FI_XPU_I_ARCH_HAVE_BUILTIN_ATOMICS 1
+#define FI_XPU_I_ARCH_SCOPED(CALL, ...)                                        \
 	do {                                                                  \
 		(void)mscope;                                                 \
 		CALL(__VA_ARGS__, 0)                                          \
@@ -802,34 +802,34 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return 0; }
  */
 #if defined(FI_XPU_ARCH_HOST)
 #if defined(__SANITIZE_THREAD__)
-#define FI_XPU_ARCH__TSAN 1
+#define FI_XPU_I_ARCH_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define FI_XPU_ARCH__TSAN 1
+#define FI_XPU_I_ARCH_TSAN 1
 #endif
 #endif
-#ifdef FI_XPU_ARCH__TSAN
-static uint64_t fi_xpu_arch__tsan_sync;
-FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_release(void)
+#ifdef FI_XPU_I_ARCH_TSAN
+static uint64_t fi_xpu_i_arch_tsan_sync;
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_tsan_release(void)
 {
-	__atomic_fetch_add(&fi_xpu_arch__tsan_sync, 1, __ATOMIC_ACQ_REL);
+	__atomic_fetch_add(&fi_xpu_i_arch_tsan_sync, 1, __ATOMIC_ACQ_REL);
 }
-FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_acquire(void)
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_tsan_acquire(void)
 {
-	(void)__atomic_load_n(&fi_xpu_arch__tsan_sync, __ATOMIC_ACQUIRE);
+	(void)__atomic_load_n(&fi_xpu_i_arch_tsan_sync, __ATOMIC_ACQUIRE);
 }
 #else
-FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_release(void) {}
-FI_XPU_FORCE_INLINE void fi_xpu_arch__tsan_acquire(void) {}
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_tsan_release(void) {}
+FI_XPU_FORCE_INLINE void fi_xpu_i_arch_tsan_acquire(void) {}
 #endif
 #endif
 
 FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 {
 	(void)mscope;
-#ifdef FI_XPU_ARCH__TSAN
+#ifdef FI_XPU_I_ARCH_TSAN
 	if (order != FI_XPU_ARCH_RELAXED)
-		fi_xpu_arch__tsan_release();
+		fi_xpu_i_arch_tsan_release();
 	return;
 #endif
 	switch (order) {
@@ -849,100 +849,100 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_group_id(void) { return fi_xpu_host_ite
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_num_groups(void) { return fi_xpu_host_item()->num_groups; }
 FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void) { fi_xpu_host_pause(); }
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return fi_xpu_host_clock_ns(); }
-#define FI_XPU_ARCH__DEVICE_SCOPE_OK 1
+#define FI_XPU_I_ARCH_DEVICE_SCOPE_OK 1
 #endif
 
 #if defined(FI_XPU_ARCH_NVPTX) || defined(FI_XPU_ARCH_AMDGCN)
 /* Work-group broadcast on both GPU targets: the leader's value through one
  * word of group-shared memory, between two group barriers. */
-FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch__group_bcast(uint64_t v, uint32_t rank)
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_group_bcast(uint64_t v, uint32_t rank)
 {
-	static __attribute__((shared)) uint64_t fi_xpu_arch__slot;
+	static __attribute__((shared)) uint64_t fi_xpu_i_arch_slot;
 	if (rank == 0)
-		fi_xpu_arch__slot = v;
-	fi_xpu_arch__group_sync();
-	v = fi_xpu_arch__slot;
-	fi_xpu_arch__group_sync();
+		fi_xpu_i_arch_slot = v;
+	fi_xpu_i_arch_group_sync();
+	v = fi_xpu_i_arch_slot;
+	fi_xpu_i_arch_group_sync();
 	return v;
 }
 #endif
 
 /* ---- atomics of the builtin-based targets ------------------------------ */
-#if defined(FI_XPU_ARCH__HAVE_BUILTIN_ATOMICS)
-/* FI_XPU_ARCH__SCOPED(CALL, ...) expands CALL(..., S) with S the constant
+#if defined(FI_XPU_I_ARCH_HAVE_BUILTIN_ATOMICS)
+/* FI_XPU_I_ARCH_SCOPED(CALL, ...) expands CALL(..., S) with S the constant
  * memory-scope argument matching `mscope`. */
-#define FI_XPU_ARCH__LOAD_CALL(O, S) return fi_xpu_arch__atomic_load(p, O, S);
-#define FI_XPU_ARCH__STORE_CALL(O, S)                                         \
-	fi_xpu_arch__atomic_store(p, v, O, S);                                \
+#define FI_XPU_I_ARCH_LOAD_CALL(O, S) return fi_xpu_i_arch_atomic_load(p, O, S);
+#define FI_XPU_I_ARCH_STORE_CALL(O, S)                                         \
+	fi_xpu_i_arch_atomic_store(p, v, O, S);                                \
 	return;
-#define FI_XPU_ARCH__CAS_CALL(O, F, S)                                        \
-	(void)fi_xpu_arch__atomic_cas(p, &e, d, O, F, S);                     \
+#define FI_XPU_I_ARCH_CAS_CALL(O, F, S)                                        \
+	(void)fi_xpu_i_arch_atomic_cas(p, &e, d, O, F, S);                     \
 	return e;
-#define FI_XPU_ARCH__RMW_CALL(NAME, O, S) return fi_xpu_arch__atomic_##NAME(p, v, O, S);
+#define FI_XPU_I_ARCH_RMW_CALL(NAME, O, S) return fi_xpu_i_arch_atomic_##NAME(p, v, O, S);
 
-#define FI_XPU_ARCH__RMW_DEF(BITS, NAME)                                              \
+#define FI_XPU_I_ARCH_RMW_DEF(BITS, NAME)                                              \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_##NAME##_u##BITS(              \
 		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)           \
 	{                                                                             \
 		switch (order) {                                                      \
 		case FI_XPU_ARCH_RELAXED:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_RELAXED); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_RMW_CALL, NAME, __ATOMIC_RELAXED); \
 		case FI_XPU_ARCH_ACQUIRE:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_ACQUIRE); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_RMW_CALL, NAME, __ATOMIC_ACQUIRE); \
 		case FI_XPU_ARCH_RELEASE:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_RELEASE); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_RMW_CALL, NAME, __ATOMIC_RELEASE); \
 		case FI_XPU_ARCH_ACQ_REL:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_ACQ_REL); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_RMW_CALL, NAME, __ATOMIC_ACQ_REL); \
 		default:                                                              \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__RMW_CALL, NAME, __ATOMIC_SEQ_CST); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_RMW_CALL, NAME, __ATOMIC_SEQ_CST); \
 		}                                                                     \
 		return 0;                                                             \
 	}
 
-#define FI_XPU_ARCH__DEF(BITS)                                                        \
+#define FI_XPU_I_ARCH_DEF(BITS)                                                        \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_load_u##BITS(                  \
 		const uint##BITS##_t *p, int order, int mscope)                       \
 	{                                                                             \
 		if (order == FI_XPU_ARCH_RELAXED)                                     \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL, __ATOMIC_RELAXED); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_LOAD_CALL, __ATOMIC_RELAXED); \
 		if (order == FI_XPU_ARCH_ACQUIRE)                                     \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL, __ATOMIC_ACQUIRE); \
-		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__LOAD_CALL, __ATOMIC_SEQ_CST);        \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_LOAD_CALL, __ATOMIC_ACQUIRE); \
+		FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_LOAD_CALL, __ATOMIC_SEQ_CST);        \
 		return 0;                                                             \
 	}                                                                             \
 	FI_XPU_FORCE_INLINE void fi_xpu_arch_store_u##BITS(                           \
 		uint##BITS##_t *p, uint##BITS##_t v, int order, int mscope)           \
 	{                                                                             \
 		if (order == FI_XPU_ARCH_RELAXED)                                     \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL, __ATOMIC_RELAXED); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_STORE_CALL, __ATOMIC_RELAXED); \
 		if (order == FI_XPU_ARCH_RELEASE)                                     \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL, __ATOMIC_RELEASE); \
-		FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__STORE_CALL, __ATOMIC_SEQ_CST);       \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_STORE_CALL, __ATOMIC_RELEASE); \
+		FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_STORE_CALL, __ATOMIC_SEQ_CST);       \
 	}                                                                             \
-	FI_XPU_ARCH__RMW_DEF(BITS, exchange)                                          \
-	FI_XPU_ARCH__RMW_DEF(BITS, fetch_add)                                         \
-	FI_XPU_ARCH__RMW_DEF(BITS, fetch_or)                                          \
-	FI_XPU_ARCH__RMW_DEF(BITS, fetch_and)                                         \
+	FI_XPU_I_ARCH_RMW_DEF(BITS, exchange)                                          \
+	FI_XPU_I_ARCH_RMW_DEF(BITS, fetch_add)                                         \
+	FI_XPU_I_ARCH_RMW_DEF(BITS, fetch_or)                                          \
+	FI_XPU_I_ARCH_RMW_DEF(BITS, fetch_and)                                         \
 	FI_XPU_FORCE_INLINE uint##BITS##_t fi_xpu_arch_cas_u##BITS(                   \
 		uint##BITS##_t *p, uint##BITS##_t e, uint##BITS##_t d, int order,     \
 		int mscope)                                                           \
 	{                                                                             \
 		switch (order) {                                                      \
 		case FI_XPU_ARCH_RELAXED:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_CAS_CALL, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
 		case FI_XPU_ARCH_ACQUIRE:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_CAS_CALL, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE); \
 		case FI_XPU_ARCH_RELEASE:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_RELEASE, __ATOMIC_RELAXED); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_CAS_CALL, __ATOMIC_RELEASE, __ATOMIC_RELAXED); \
 		case FI_XPU_ARCH_ACQ_REL:                                             \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_CAS_CALL, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE); \
 		default:                                                              \
-			FI_XPU_ARCH__SCOPED(FI_XPU_ARCH__CAS_CALL, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+			FI_XPU_I_ARCH_SCOPED(FI_XPU_I_ARCH_CAS_CALL, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
 		}                                                                     \
 		return e;                                                             \
 	}
-FI_XPU_ARCH__DEF(32)
-FI_XPU_ARCH__DEF(64)
+FI_XPU_I_ARCH_DEF(32)
+FI_XPU_I_ARCH_DEF(64)
 #endif
 
 /* ---- scopes ------------------------------------------------------------ */
@@ -955,7 +955,7 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_scope_check(int scope)
 	case FI_XPU_WORK_GROUP:
 		return 0;
 	case FI_XPU_DEVICE:
-		return FI_XPU_ARCH__DEVICE_SCOPE_OK ? 0 : -FI_EOPNOTSUPP;
+		return FI_XPU_I_ARCH_DEVICE_SCOPE_OK ? 0 : -FI_EOPNOTSUPP;
 	default:
 		return -FI_EINVAL;
 	}
@@ -965,8 +965,8 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_scope_rank(int scope)
 {
 	switch (scope) {
 	case FI_XPU_SUBGROUP:
-#ifdef FI_XPU_ARCH__SUBGROUP_CONVERGED
-		return fi_xpu_arch__subgroup_rank();
+#ifdef FI_XPU_I_ARCH_SUBGROUP_CONVERGED
+		return fi_xpu_i_arch_subgroup_rank();
 #else
 		return fi_xpu_arch_lane_id();
 #endif
@@ -983,8 +983,8 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_scope_size(int scope)
 {
 	switch (scope) {
 	case FI_XPU_SUBGROUP: {
-#ifdef FI_XPU_ARCH__SUBGROUP_CONVERGED
-		return fi_xpu_arch__subgroup_count();
+#ifdef FI_XPU_I_ARCH_SUBGROUP_CONVERGED
+		return fi_xpu_i_arch_subgroup_count();
 #else
 		uint32_t sg = fi_xpu_arch_subgroup_size();
 		uint32_t left = fi_xpu_arch_group_size() - fi_xpu_arch_subgroup_id() * sg;
@@ -1010,15 +1010,15 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_barrier(int scope)
 	if (scope == FI_XPU_WORK_ITEM)
 		return 0;
 #if defined(FI_XPU_ARCH_HOST)
-	fi_xpu_arch__tsan_release();
+	fi_xpu_i_arch_tsan_release();
 	ret = fi_xpu_host_barrier(scope);
-	fi_xpu_arch__tsan_acquire();
+	fi_xpu_i_arch_tsan_acquire();
 	return ret;
 #else
 	if (scope == FI_XPU_SUBGROUP)
-		fi_xpu_arch__subgroup_sync();
+		fi_xpu_i_arch_subgroup_sync();
 	else if (scope == FI_XPU_WORK_GROUP)
-		fi_xpu_arch__group_sync();
+		fi_xpu_i_arch_group_sync();
 	return 0;
 #endif
 }
@@ -1032,15 +1032,15 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_broadcast_u64(int scope, uint64_t *value)
 	if (scope == FI_XPU_WORK_ITEM)
 		return 0;
 #if defined(FI_XPU_ARCH_HOST)
-	fi_xpu_arch__tsan_release();
+	fi_xpu_i_arch_tsan_release();
 	ret = fi_xpu_host_broadcast(scope, value);
-	fi_xpu_arch__tsan_acquire();
+	fi_xpu_i_arch_tsan_acquire();
 	return ret;
 #else
 	if (scope == FI_XPU_SUBGROUP)
-		*value = fi_xpu_arch__subgroup_bcast(*value);
+		*value = fi_xpu_i_arch_subgroup_bcast(*value);
 	else if (scope == FI_XPU_WORK_GROUP)
-		*value = fi_xpu_arch__group_bcast(*value, fi_xpu_arch_local_id());
+		*value = fi_xpu_i_arch_group_bcast(*value, fi_xpu_arch_local_id());
 	return 0;
 #endif
 }

@@ -48,7 +48,7 @@
 
 /* Marks "no slots" in the leader's broadcast: a 64-bit counter that only
  * grows never reaches it. */
-#define FI_XPU_COOP__FULL UINT64_MAX
+#define FI_XPU_I_COOP_FULL UINT64_MAX
 
 FI_XPU_FUNC int fi_xpu_coop_reserve(uint64_t *counter, uint64_t n, int scope, int mscope,
 				    uint64_t *base)
@@ -69,7 +69,7 @@ FI_XPU_FUNC int fi_xpu_coop_reserve(uint64_t *counter, uint64_t n, int scope, in
 FI_XPU_FUNC int fi_xpu_coop_reserve_below(uint64_t *counter, uint64_t n, uint64_t limit,
 					  int scope, int mscope, uint64_t *base)
 {
-	uint64_t b = FI_XPU_COOP__FULL;
+	uint64_t b = FI_XPU_I_COOP_FULL;
 	int ret = fi_xpu_arch_scope_check(scope);
 
 	if (ret)
@@ -89,13 +89,13 @@ FI_XPU_FUNC int fi_xpu_coop_reserve_below(uint64_t *counter, uint64_t n, uint64_
 	ret = fi_xpu_arch_broadcast_u64(scope, &b);
 	if (ret)
 		return ret;
-	if (b == FI_XPU_COOP__FULL)
+	if (b == FI_XPU_I_COOP_FULL)
 		return -FI_EAGAIN;
 	*base = b;
 	return 0;
 }
 
-FI_XPU_FUNC void fi_xpu_coop__copy_share(unsigned char *d, const unsigned char *s, size_t len,
+FI_XPU_FUNC void fi_xpu_i_coop_copy_share(unsigned char *d, const unsigned char *s, size_t len,
 					 size_t rank, size_t size)
 {
 #if defined(FI_XPU_ARCH_HOST)
@@ -130,7 +130,7 @@ FI_XPU_FUNC int fi_xpu_coop_copy(void *dst, const void *src, size_t len, int sco
 
 	if (ret)
 		return ret;
-	fi_xpu_coop__copy_share((unsigned char *)dst, (const unsigned char *)src, len,
+	fi_xpu_i_coop_copy_share((unsigned char *)dst, (const unsigned char *)src, len,
 				fi_xpu_arch_scope_rank(scope), fi_xpu_arch_scope_size(scope));
 	fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, mscope);
 	return fi_xpu_arch_barrier(scope);

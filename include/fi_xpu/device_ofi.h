@@ -35,7 +35,7 @@
 
 #if defined(FI_XPU_ARCH_HOST) && defined(__linux__) && !defined(FI_XPU_OFI_NO_WAKE) &&       \
 	!defined(FI_XPU_OFI_NO_FUTEX)
-#define FI_XPU_OFI__WAKE 1
+#define FI_XPU_I_OFI_WAKE 1
 #include <sys/syscall.h>
 #ifdef __cplusplus
 #include <unistd.h>
@@ -113,7 +113,7 @@ struct fi_xpu_ofi_cqe {
 };
 
 struct fi_xpu_ofi_cntr {
-	uint64_t value, err, pad[6];
+	uint64_t value, err, magic, pad[5];
 };
 
 struct fi_xpu_ofi_mr_desc {
@@ -321,7 +321,7 @@ FI_XPU_FUNC void fi_xpu_ofi_fill(struct fi_xpu_ofi_ep_dev *ep, uint64_t pos,
  * were published. */
 FI_XPU_FUNC void fi_xpu_ofi_ring(struct fi_xpu_ofi_ep_dev *ep)
 {
-#ifdef FI_XPU_OFI__WAKE
+#ifdef FI_XPU_I_OFI_WAKE
 	/* Pairs with the proxy's store of `sleeping` and its re-check of the
 	 * ring: either it sees the entries or this poster sees it sleeping. Only
 	 * the first poster to clear the flag pays for the system call. A GPU
@@ -757,12 +757,11 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sread_ofi(struct fid_xpu_cq *cq, void *buf, size_t
 }
 
 /* ---- counters ------------------------------------------------------------ */
-/* {value, errors, validity word, ...}: the layout of `Cntr` in the ofi
- * provider. */
 FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr(const struct fid_xpu_cntr *c)
 {
-	uint64_t *k = c ? FI_XPU_OFI_P(uint64_t, c->fid.prov_ctx) : (uint64_t *)0;
-	return k && fi_xpu_handle_live(k + 2, FI_XPU_HANDLE_CNTR) ? k : (uint64_t *)0;
+	struct fi_xpu_ofi_cntr *k = c ? FI_XPU_OFI_P(struct fi_xpu_ofi_cntr, c->fid.prov_ctx)
+				      : (struct fi_xpu_ofi_cntr *)0;
+	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR) ? &k->value : (uint64_t *)0;
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_read_ofi(struct fid_xpu_cntr *c, int scope)

@@ -534,10 +534,10 @@ FI_XPU_FUNC struct fi_xpu_shm_cq_dev *fi_xpu_shm_cq(const struct fid_xpu_cq *cq)
  * bookkeeping, all ranks share the bulk copy, and all return rank 0's
  * status. */
 #define FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks)                              \
-	int fi_xpu_shm__rc = fi_xpu_arch_scope_check(scope);                      \
+	int fi_xpu_i_shm_rc = fi_xpu_arch_scope_check(scope);                      \
 	uint32_t rank, nranks;                                                    \
-	if (fi_xpu_shm__rc)                                                       \
-		return fi_xpu_shm__rc;                                            \
+	if (fi_xpu_i_shm_rc)                                                       \
+		return fi_xpu_i_shm_rc;                                            \
 	rank = (scope) == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope);  \
 	nranks = (scope) == FI_XPU_WORK_ITEM ? 1 : fi_xpu_arch_scope_size(scope); \
 	(void)nranks

@@ -190,6 +190,35 @@ pub struct MrDesc {
 
 #[cfg(test)]
 mod tests {
+    /// One definition: every struct here is what include/fi_xpu/device_ofi.h
+    /// mirrors, checked field by field against the compiled C header.
+    #[test]
+    fn c_header_matches_field_by_field() {
+        let items = fi_xpu_prov_sdk::layout_items! {
+            Wqe = "fi_xpu_ofi_wqe" {
+                seq, op, atomic, flags, addr, buf, len, desc, raddr, rkey, context, data, tag,
+                ignore, compare, result, result_desc
+            }
+            EpDev = "fi_xpu_ofi_ep_dev" {
+                magic, ring, size, caps, tx_cq, rx_cq, cntr, max_msg, inject_size, stage, prod,
+                cons_cache, cons, flushed, doorbell, sleeping, wake_fd
+            }
+            CqDev = "fi_xpu_ofi_cq_dev" {
+                magic, ring, size, format, timeout_ms, overflow, head, tail
+            }
+            Cqe = "fi_xpu_ofi_cqe" {
+                seq, flags, context, len, buf, data, tag, err, olen, src, is_err, prov_errno
+            }
+            Cntr = "fi_xpu_ofi_cntr" { value, err, magic }
+            MrDesc = "fi_xpu_ofi_mr_desc" { id, key, base, len }
+        };
+        fi_xpu_prov_sdk::layout_check::check(
+            "fi_xpu/device_ofi.h",
+            include_str!("layout.rs"),
+            &items,
+        );
+    }
+
     use super::*;
     use std::mem::{offset_of, size_of};
 

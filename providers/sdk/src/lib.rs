@@ -22,6 +22,7 @@
 //! of the right kind; attributes and out-pointers are valid; closes come
 //! once, after every object that depends on the one closed.
 mod glue;
+pub mod layout_check;
 pub mod services;
 
 pub use fi_xpu_abi as abi;

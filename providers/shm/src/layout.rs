@@ -187,7 +187,8 @@ pub struct Posted {
     pub done: u64,
     pub stage: u64,
     pub data: u64,
-    pub _pad: u64,
+    /// The sender's peer map, checked for liveness (device code only).
+    pub map: u64,
 }
 
 /// An outstanding rendezvous or streamed send; `map` and `gen` name the
@@ -305,6 +306,53 @@ pub const CNTR_REM_WRITE: usize = 5;
 mod tests {
     use super::*;
     use std::mem::size_of;
+
+    /// One definition: every struct here is what include/fi_xpu/device_shm.h
+    /// mirrors, checked field by field against the compiled C header.
+    #[test]
+    fn c_header_matches_field_by_field() {
+        let items = fi_xpu_prov_sdk::layout_items! {
+            HeapHdr = "fi_xpu_shm_heap_hdr" { magic, size, mr_off, mr_slots }
+            MrEntry = "fi_xpu_shm_mr_entry" { gen, base, len, access, region, key }
+            CqRing = "fi_xpu_shm_cq_ring" { head, tail, size, format, overflow, overflow_seen }
+            Cqe = "fi_xpu_shm_cqe" {
+                seq, flags, context, len, buf, data, tag, err, olen, src_nonce, src_ep, is_err
+            }
+            Cntr = "fi_xpu_shm_cntr" { value, err, magic }
+            EpBlock = "fi_xpu_shm_ep_block" {
+                magic, nonce, ep_id, caps, rx_cq, rem_write_cntr, rem_read_cntr, nslots,
+                slot_size, inbox_off, head, tail
+            }
+            PeerMap = "fi_xpu_shm_peer_map" { state, gen, base, size }
+            PeerAddr = "fi_xpu_shm_peer_addr" {
+                map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen
+            }
+            CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps }
+            Posted = "fi_xpu_shm_posted" {
+                state, buf, len, tag, ignore, context, flags, seq, slot, src_nonce, src_ep,
+                mlen, done, stage, data, map
+            }
+            Rdv = "fi_xpu_shm_rdv" { slot, context, len, flags, buf, sent, lane, kind, map, gen }
+            EpDev = "fi_xpu_shm_ep_dev" {
+                block, ctx, nonce, ep_id, caps, tx_cq, rx_cq, cntr, av_tab, av_count, lock,
+                post_seq, lanes, magic, posted, rdv
+            }
+            CqDev = "fi_xpu_shm_cq_dev" {
+                ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic
+            }
+            AvEnt = "fi_xpu_shm_av_ent" { nonce, ep_id }
+            MrDesc = "fi_xpu_shm_mr_desc" { region, base, len, key }
+            MsgHdr = "fi_xpu_shm_msg" {
+                seq, state, len, tag, data, flags, src_nonce, src_ep, src_conn, src_region,
+                src_off, produced, consumed, src_gen
+            }
+        };
+        fi_xpu_prov_sdk::layout_check::check(
+            "fi_xpu/device_shm.h",
+            include_str!("layout.rs"),
+            &items,
+        );
+    }
 
     #[test]
     fn sizes() {
