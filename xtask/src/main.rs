@@ -4,6 +4,7 @@
 //! plugin file names the loader looks for, the C demo, man pages, and a
 //! `make install`-style layout with a pkg-config file.
 mod bench;
+mod gpu;
 mod install;
 mod man;
 mod stage;
@@ -34,6 +35,12 @@ commands:
   demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
   test                       everything CI checks: fmt, clippy, build, tests
   bench [--quick]            run the benchmarks and their baselines, print a table
+  gpu-bundle [--out DIR] [--debug]
+                             pack what a GPU machine without Rust needs to run
+                             the GPU check (default DIR: target/gpu-bundle)
+  gpu-check [--out DIR] [--debug]
+                             build the bundle and run its gpu-check.sh here if
+                             an NVIDIA GPU is present; otherwise say why not
   ci-deps                    install the system packages CI needs (.ci/run --deps-only)
 ";
 
@@ -70,6 +77,10 @@ fn main() -> ExitCode {
         "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
         "bench" => Opts::parse(rest, &["--quick"], &[])
             .and_then(|o| bench::run(build(true)?, o.flag("--quick"))),
+        "gpu-bundle" => {
+            Opts::parse(rest, &["--debug"], &["--out"]).and_then(|o| gpu::bundle(&o).map(drop))
+        }
+        "gpu-check" => Opts::parse(rest, &["--debug"], &["--out"]).and_then(|o| gpu::check(&o)),
         "ci-deps" => Opts::parse(rest, &[], &[]).and_then(|_| {
             run(Command::new("bash")
                 .arg(root().join(".ci/run"))

@@ -1,0 +1,311 @@
+//! The GPU check, ready for a short visit to a GPU machine: the CUDA
+//! examples build with nvcc (warnings as errors, down to SASS, linked
+//! against libfi_xpu), `cargo xtask gpu-bundle` packs a self-contained tree
+//! under 64 MiB whose libraries resolve inside it and whose script builds
+//! the examples with nothing but the bundle and nvcc, and `cargo xtask
+//! gpu-check` skips with one line where there is no GPU. Nothing here runs a
+//! kernel: there is no GPU in CI.
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const MAX_BUNDLE_BYTES: u64 = 64 << 20;
+
+/// The CUDA toolkit: $FI_XPU_CUDA_HOME, else the newest one that
+/// .ci/install-cuda unpacked into the cache; `None` (with a line saying so)
+/// when there is none.
+fn cuda_home() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("FI_XPU_CUDA_HOME") {
+        return Some(PathBuf::from(d));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let found = std::fs::read_dir(cache.join("fi_xpu"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
+                && p.join("bin/nvcc").is_file()
+        })
+        .max();
+    if found.is_none() {
+        eprintln!("gpu_bundle: no CUDA toolkit (run .ci/install-cuda or set FI_XPU_CUDA_HOME)");
+    }
+    found
+}
+
+fn xtask(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(common::root())
+        .args(["run", "--quiet", "-p", "xtask", "--"])
+        .args(args)
+        .envs(env.iter().copied());
+    common::run(&mut cmd)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Both CUDA examples: nvcc's front end, cicc, ptxas (SASS for sm_90) and
+/// the host compiler with warnings as errors; then linked with libfi_xpu
+/// and the static CUDA runtime, so every host call resolves.
+#[test]
+fn cuda_examples_build_with_nvcc() {
+    let Some(cuda) = cuda_home() else {
+        return;
+    };
+    let lib = common::build();
+    let dir = common::scratch("gpu-examples");
+    std::thread::scope(|s| {
+        for ex in ["hello", "pingpong"] {
+            let (cuda, dir) = (&cuda, &dir);
+            s.spawn(move || {
+                let obj = dir.join(format!("{ex}.o"));
+                let mut cc = Command::new(cuda.join("bin/nvcc"));
+                cc.args(["-x", "cu", "-std=c++17", "-O2", "-arch=sm_90", "-c"])
+                    .args(["-Werror", "all-warnings"])
+                    // #550 (set but never used) comes from device_shm.h's
+                    // scope prologue, not from the examples.
+                    .args(["-diag-suppress", "550"])
+                    .args(["-Xcompiler", "-Wall,-Wextra,-Werror"])
+                    .arg("-I")
+                    .arg(common::root())
+                    .arg("-I")
+                    .arg(common::root().join("include"))
+                    .arg(common::root().join(format!("examples/cuda/{ex}.cu")))
+                    .arg("-o")
+                    .arg(&obj);
+                let o = common::run(&mut cc);
+                assert!(o.status.success(), "{cc:?}\n{}", text(&o));
+                assert!(!text(&o).contains("warning"), "{}", text(&o));
+                let mut link = Command::new(cuda.join("bin/nvcc"));
+                link.arg(&obj)
+                    .args(["-cudart", "static"])
+                    .arg(format!("-L{}", lib.display()))
+                    .arg("-lfi_xpu")
+                    .arg("-o")
+                    .arg(dir.join(ex));
+                let o = common::run(&mut link);
+                assert!(o.status.success(), "{link:?}\n{}", text(&o));
+            });
+        }
+    });
+}
+
+#[test]
+fn gpu_check_script_is_valid_bash() {
+    let script = common::root().join("xtask/src/gpu/gpu-check.sh");
+    common::run_ok(Command::new("bash").arg("-n").arg(&script));
+}
+
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).unwrap().flatten().fold(0, |sum, e| {
+        let m = std::fs::symlink_metadata(e.path()).unwrap();
+        sum + if m.is_dir() {
+            bytes_under(&e.path())
+        } else {
+            m.len()
+        }
+    })
+}
+
+/// The bundle holds what the script needs, fits in 64 MiB packed and
+/// unpacked, and every shared object in it finds its libraries inside the
+/// bundle or in glibc/the GCC runtime. Without nvidia-smi the script says
+/// so and fails; with a stand-in nvidia-smi and the real nvcc it builds
+/// both examples from the bundle alone.
+#[test]
+fn gpu_bundle_is_complete_and_small() {
+    let out = common::scratch("gpu-bundle");
+    let o = xtask(
+        &["gpu-bundle", "--debug", "--out", out.to_str().unwrap()],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let b = out.join("fi_xpu-gpu");
+    for f in [
+        "gpu-check.sh",
+        "lib/libfi_xpu.so",
+        "lib/libfi_xpu.so.0",
+        "lib/fi_xpu/libfi_xpu-shm.so",
+        "lib/fi_xpu/libfi_xpu-ofi.so",
+        "lib/libfabric.so.1",
+        "include/fi_xpu.h",
+        "include/fi_xpu/device.h",
+        "include/fi_xpu/device_shm.h",
+        "include/fi_xpu/device_ofi.h",
+        "examples/hello.c",
+        "examples/pingpong.c",
+        "examples/cuda/hello.cu",
+        "examples/cuda/pingpong.cu",
+        "examples/cuda/peer.h",
+        "examples/cuda/cuda_mem.h",
+        "bin/fi_xpu_info",
+    ] {
+        assert!(b.join(f).is_file(), "{f} missing from the bundle");
+    }
+    let mode = std::fs::metadata(b.join("gpu-check.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "gpu-check.sh is not executable");
+    let unpacked = bytes_under(&b);
+    let tarball = out.join("fi_xpu-gpu.tar.gz");
+    let packed = std::fs::metadata(&tarball).unwrap().len();
+    eprintln!("bundle: {unpacked} bytes unpacked, {packed} packed");
+    assert!(unpacked < MAX_BUNDLE_BYTES && packed < MAX_BUNDLE_BYTES);
+    let list = common::run_ok(Command::new("tar").arg("-tzf").arg(&tarball));
+    let list = String::from_utf8_lossy(&list.stdout);
+    for f in [
+        "fi_xpu-gpu/gpu-check.sh",
+        "fi_xpu-gpu/lib/libfabric.so.1",
+        "fi_xpu-gpu/examples/cuda/pingpong.cu",
+    ] {
+        assert!(list.lines().any(|l| l == f), "{f} not in the tarball");
+    }
+    // Stripped: no symbol table beyond the dynamic one.
+    let syms = common::run_ok(
+        Command::new("readelf")
+            .arg("-SW")
+            .arg(b.join("lib/libfi_xpu.so")),
+    );
+    assert!(!String::from_utf8_lossy(&syms.stdout).contains(".symtab"));
+
+    // Every library resolves; nothing outside the bundle but the system set.
+    let system = [
+        "libc.so.6",
+        "libm.so.6",
+        "libgcc_s.so.1",
+        "ld-linux-x86-64.so.2",
+        "libdl.so.2",
+        "libpthread.so.0",
+        "librt.so.1",
+        "linux-vdso.so.1",
+    ];
+    let lib = b.join("lib");
+    let mut objects = vec![lib.join("libfi_xpu.so"), lib.join("libfabric.so.1")];
+    objects.extend(
+        std::fs::read_dir(lib.join("fi_xpu"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path()),
+    );
+    for obj in objects {
+        let o = common::run_ok(Command::new("ldd").arg(&obj).env("LD_LIBRARY_PATH", &lib));
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            let mut w = line.split_whitespace();
+            let (Some(name), Some("=>"), Some(path)) = (w.next(), w.next(), w.next()) else {
+                continue;
+            };
+            assert_ne!(path, "not", "{}: {name} not found", obj.display());
+            assert!(
+                Path::new(path).starts_with(&lib) || system.contains(&name),
+                "{}: {name} resolved outside the bundle ({path})",
+                obj.display()
+            );
+        }
+    }
+
+    // No nvidia-smi on PATH: one clear line, a table, failure.
+    let bin = out.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    if !common::have("nvidia-smi") {
+        let o = common::run(
+            Command::new("bash")
+                .arg(b.join("gpu-check.sh"))
+                .env("PATH", "/usr/bin:/bin"),
+        );
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("nvidia-smi not found"), "{}", text(&o));
+        assert!(text(&o).contains("operation "), "{}", text(&o));
+    }
+
+    // A stand-in nvidia-smi: the script gets past the capability check and
+    // builds the examples with nvcc from the bundle's headers and library.
+    let Some(cuda) = cuda_home() else {
+        return;
+    };
+    let smi = bin.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\ncase \"$*\" in *compute_cap*) echo 9.0;; *) echo 'GPU 0: stand-in';; esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let o = common::run(
+        Command::new("bash")
+            .arg(b.join("gpu-check.sh"))
+            .env("PATH", path)
+            .env("NVCC", cuda.join("bin/nvcc"))
+            .env("GPU_CHECK_ITERS", "10"),
+    );
+    let t = text(&o);
+    for row in ["build hello.cu", "build pingpong.cu"] {
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with(row) && l.split_whitespace().nth(3) == Some("ok")),
+            "{row} did not build:\n{t}"
+        );
+    }
+    // Without a GPU the runs fail, each in its own row (a GPU machine with
+    // the stand-in script's PATH would pass them).
+    for prov in ["shm", "ofi"] {
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("hello ") && l.contains(prov)),
+            "no hello row for {prov}:\n{t}"
+        );
+    }
+}
+
+/// Without a GPU, `cargo xtask gpu-check` prints one line saying why and
+/// exits 0, before building anything.
+#[test]
+fn gpu_check_skips_without_gpu() {
+    let out = common::scratch("gpu-check-skip");
+    let missing = out.join("no-such-nvidia-smi");
+    let o = xtask(
+        &["gpu-check", "--out", out.join("bundle").to_str().unwrap()],
+        &[("FI_XPU_NVIDIA_SMI", missing.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!(
+            "gpu-check: skipped: {} not found (no NVIDIA driver)\n",
+            missing.display()
+        )
+    );
+    // nvidia-smi present but without a device (its exit status 6).
+    let smi = out.join("nvidia-smi");
+    std::fs::write(&smi, "#!/bin/sh\necho 'No devices were found'\nexit 6\n").unwrap();
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = xtask(
+        &["gpu-check", "--out", out.join("bundle").to_str().unwrap()],
+        &[("FI_XPU_NVIDIA_SMI", smi.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        stdout.starts_with("gpu-check: skipped: ")
+            && stdout.contains("-L failed (exit status: 6): no usable NVIDIA GPU"),
+        "{stdout}"
+    );
+    assert!(
+        !out.join("bundle").exists(),
+        "a skipped check built the bundle"
+    );
+}
