@@ -1,13 +1,27 @@
-//! Compile matrix of the header-only device API: every device header, alone
-//! and included twice, with warnings as errors, for nvptx (sm_70, sm_90),
-//! amdgcn (gfx90a, gfx942), SYCL device mode, and host gcc/clang as C11 and
-//! C++17; plus the example kernel that calls every device operation, checked
-//! to be emitted for the device, and the arch layer's scoped operations,
-//! checked to map to the target's system- and device-scope instructions.
+//! Compile matrix of the header-only device API, warnings as errors
+//! throughout:
+//! - clang-19: every device header, alone and included twice, for nvptx
+//!   (sm_70, sm_90), amdgcn (gfx90a, gfx942), SYCL device mode, and host
+//!   gcc/clang as C11 and C++17; the example kernel that calls every device
+//!   operation, checked to be emitted for the device; the arch layer's scoped
+//!   operations, checked to map to the target's system- and device-scope
+//!   instructions;
+//! - NVIDIA's nvcc 13 to SASS for sm_75, sm_80, sm_90 and sm_100 (`nvcc`),
+//!   and NVRTC, where no C library headers exist (`nvrtc`);
+//! - Debian's hipcc (ROCm) for gfx90a and gfx940 (`hipcc`).
 //!
-//! Needs clang-19 (CI installs the Debian package). Without it the test
-//! fails unless FI_XPU_SKIP_DEVICE_MATRIX=1.
+//! Needs clang-19 and hipcc (Debian packages) and the CUDA toolkit that
+//! .ci/install-cuda installs from PyPI wheels (`vendor`). Without one of
+//! them its part fails unless FI_XPU_SKIP_DEVICE_MATRIX=1.
 mod common;
+#[path = "device_matrix/hipcc.rs"]
+mod hipcc;
+#[path = "device_matrix/nvcc.rs"]
+mod nvcc;
+#[path = "device_matrix/nvrtc.rs"]
+mod nvrtc;
+#[path = "device_matrix/vendor.rs"]
+mod vendor;
 
 use common::{have, root, scratch};
 use std::path::{Path, PathBuf};
@@ -18,17 +32,16 @@ const CLANG: &str = "clang-19";
 const WARN: &[&str] = &["-Wall", "-Wextra", "-Werror", "-O2"];
 
 fn clang_or_skip() -> bool {
-    if have(CLANG) {
-        return true;
-    }
-    if std::env::var("FI_XPU_SKIP_DEVICE_MATRIX").as_deref() == Ok("1") {
-        eprintln!("device matrix skipped: {CLANG} not found and FI_XPU_SKIP_DEVICE_MATRIX=1");
-        return false;
-    }
-    panic!(
-        "{CLANG} is needed for the device compile matrix (apt install clang-19); \
-         set FI_XPU_SKIP_DEVICE_MATRIX=1 to skip it"
-    );
+    vendor::require(have(CLANG), CLANG, "apt install clang-19")
+}
+
+/// The include directories of every compile: the host header at the top,
+/// the device headers, and the test provider's device header.
+fn include_flags() -> Vec<String> {
+    ["", "include", "tests/c"]
+        .iter()
+        .map(|d| format!("-I{}", root().join(d).display()))
+        .collect()
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -182,9 +195,7 @@ fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
         }
     }
     cmd.args(WARN)
-        .arg(format!("-I{}", root().display()))
-        .arg(format!("-I{}", root().join("include").display()))
-        .arg(format!("-I{}", root().join("tests/c").display()))
+        .args(include_flags())
         .args(extra)
         .arg(src)
         .arg("-o")
@@ -203,11 +214,13 @@ fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
     }
 }
 
+/// Every device header, as a kernel names it in `#include <...>`.
 fn device_headers() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("include/fi_xpu"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("device") && n.ends_with(".h"))
+        .map(|n| format!("fi_xpu/{n}"))
         .collect();
     v.sort();
     assert!(v.len() >= 3, "device headers missing: {v:?}");
@@ -224,13 +237,10 @@ fn every_device_header_alone_and_twice() {
     targets.extend(host_targets());
     for h in device_headers() {
         for (suffix, text) in [
-            ("once", format!("#include <fi_xpu/{h}>\n")),
-            (
-                "twice",
-                format!("#include <fi_xpu/{h}>\n#include <fi_xpu/{h}>\n"),
-            ),
+            ("once", format!("#include <{h}>\n")),
+            ("twice", format!("#include <{h}>\n#include <{h}>\n")),
         ] {
-            let src = dir.join(format!("{h}.{suffix}.c"));
+            let src = dir.join(format!("{}.{suffix}.c", h.replace('/', "_")));
             std::fs::write(&src, text).unwrap();
             for &t in &targets {
                 compile(t, &src, &[], &dir.join("out"));

@@ -486,7 +486,12 @@ FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void)
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void)
 {
+#if defined(__has_builtin) && __has_builtin(__builtin_amdgcn_wavefrontsize)
 	return (uint32_t)__builtin_amdgcn_wavefrontsize();
+#else
+	/* clang before 17 (ROCm 5's hipcc) has only the predefined macro. */
+	return (uint32_t)__AMDGCN_WAVEFRONT_SIZE;
+#endif
 }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_local_id(void)
 {

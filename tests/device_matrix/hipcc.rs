@@ -1,0 +1,72 @@
+//! Debian's hipcc (ROCm 5.2, driving its clang 15) on the example kernel as
+//! a HIP user writes it: <hip/hip_runtime.h> first, then the device API.
+//! Device code for gfx90a (MI200) and gfx940 (MI300: clang 15 predates the
+//! gfx942 id, which the clang-19 part of the matrix covers), emitted as a
+//! kernel (its descriptor in the code object); the host half compiled too.
+//! Warnings are errors throughout.
+use super::common::scratch;
+use super::vendor::{hipcc_or_skip, run_clean};
+use super::{example, include_flags};
+use std::process::Command;
+
+pub const ARCHS: &[&str] = &["gfx90a", "gfx940"];
+
+fn hipcc() -> Command {
+    let mut cmd = Command::new("hipcc");
+    cmd.args(["-Wall", "-Wextra", "-Werror", "-O2"])
+        .args(include_flags());
+    cmd
+}
+
+#[test]
+fn hipcc_builds_the_example_kernel() {
+    if !hipcc_or_skip() {
+        return;
+    }
+    let dir = scratch("hipcc");
+    let src = dir.join("example.hip");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <hip/hip_runtime.h>\n#include \"{}\"\n",
+            example().display()
+        ),
+    )
+    .unwrap();
+    std::thread::scope(|s| {
+        for &arch in ARCHS {
+            let (src, dir) = (&src, &dir);
+            s.spawn(move || {
+                // A code object in an offload bundle: hipcc does not take
+                // -S as a compile-only flag and would add its link options.
+                let obj = dir.join(format!("{arch}.o"));
+                run_clean(
+                    hipcc()
+                        .arg(format!("--offload-arch={arch}"))
+                        .args(["--cuda-device-only", "-c"])
+                        .arg(src)
+                        .arg("-o")
+                        .arg(&obj),
+                    &format!("hipcc {arch}"),
+                );
+                let bin = std::fs::read(&obj).unwrap();
+                let has = |s: &str| bin.windows(s.len()).any(|w| w == s.as_bytes());
+                assert!(
+                    has(&format!("amdgcn-amd-amdhsa--{arch}")) && has("device_all_ops.kd"),
+                    "hipcc {arch}: no device_all_ops kernel descriptor for {arch}"
+                );
+            });
+        }
+        s.spawn(|| {
+            run_clean(
+                hipcc()
+                    .arg("--offload-arch=gfx90a")
+                    .arg("-c")
+                    .arg(&src)
+                    .arg("-o")
+                    .arg(dir.join("example.o")),
+                "hipcc host+device",
+            )
+        });
+    });
+}

@@ -1,0 +1,173 @@
+//! NVIDIA's nvcc (CUDA 13, from .ci/install-cuda) on the device headers and
+//! the example kernel: every architecture from sm_75 to sm_100 compiled down
+//! to SASS (a cubin, so ptxas runs too), warnings as errors in nvcc, ptxas
+//! and the host compiler; the kernel's registers, stack and spills reported
+//! per architecture (the table in BENCHMARKS.md).
+use super::common::scratch;
+use super::vendor::{cuda_or_skip, run_clean};
+use super::{device_headers, example, include_flags, TESTPROV};
+use std::path::Path;
+use std::process::Command;
+
+pub const ARCHS: &[&str] = &["sm_75", "sm_80", "sm_90", "sm_100"];
+
+fn nvcc(cuda: &Path) -> Command {
+    let mut cmd = Command::new(cuda.join("bin/nvcc"));
+    cmd.args(["-x", "cu", "-std=c++17", "-O2", "-Werror", "all-warnings"])
+        .args(["-Xcompiler", "-Wall,-Wextra,-Werror"])
+        .args(include_flags());
+    cmd
+}
+
+/// What ptxas reports for one kernel.
+#[derive(Debug, Default, PartialEq)]
+pub struct Resources {
+    pub registers: u32,
+    pub stack: u32,
+    pub spill_stores: u32,
+    pub spill_loads: u32,
+}
+
+/// The number before `unit` in `line` ("70 registers", "8 bytes stack frame").
+fn number_before(line: &str, unit: &str) -> Option<u32> {
+    let head = &line[..line.find(unit)?];
+    head.split(|c: char| !c.is_ascii_digit())
+        .rfind(|w| !w.is_empty())?
+        .parse()
+        .ok()
+}
+
+/// Parses `ptxas -v` for `entry` on `arch`.
+pub fn ptxas_resources(log: &str, entry: &str, arch: &str) -> Option<Resources> {
+    let start = format!("Compiling entry function '{entry}' for '{arch}'");
+    let mut lines = log.lines().skip_while(|l| !l.contains(&start)).skip(1);
+    let mut r = Resources::default();
+    let mut seen = (false, false);
+    for l in lines.by_ref() {
+        if l.contains("Compiling entry function") {
+            break;
+        }
+        if l.contains("bytes stack frame") {
+            r.stack = number_before(l, "bytes stack frame")?;
+            r.spill_stores = number_before(l, "bytes spill stores")?;
+            r.spill_loads = number_before(l, "bytes spill loads")?;
+            seen.0 = true;
+        }
+        if l.contains("Used ") && l.contains(" registers") {
+            r.registers = number_before(l, " registers")?;
+            seen.1 = true;
+        }
+    }
+    (seen == (true, true)).then_some(r)
+}
+
+#[test]
+fn ptxas_report_is_parsed() {
+    let log = "ptxas info    : 0 bytes gmem\n\
+        ptxas info    : Compiling entry function 'k' for 'sm_90'\n\
+        ptxas info    : Function properties for k\n    \
+        16 bytes stack frame, 4 bytes spill stores, 8 bytes spill loads\n\
+        ptxas info    : Used 70 registers, used 1 barriers, 16 bytes cumulative stack size\n";
+    assert_eq!(
+        ptxas_resources(log, "k", "sm_90"),
+        Some(Resources {
+            registers: 70,
+            stack: 16,
+            spill_stores: 4,
+            spill_loads: 8
+        })
+    );
+    assert_eq!(ptxas_resources(log, "k", "sm_80"), None);
+    assert_eq!(ptxas_resources(log, "other", "sm_90"), None);
+}
+
+/// Every device header, each included twice, in one CUDA translation unit
+/// compiled for host and device (nvcc's front end, cicc, ptxas and the host
+/// gcc all with warnings as errors).
+#[test]
+fn nvcc_compiles_every_device_header() {
+    let Some(cuda) = cuda_or_skip("nvcc") else {
+        return;
+    };
+    let dir = scratch("nvcc-headers");
+    let src = dir.join("headers.cu");
+    let text: String = device_headers()
+        .iter()
+        .map(|h| format!("#include <{h}>\n#include <{h}>\n"))
+        .collect();
+    std::fs::write(&src, text).unwrap();
+    run_clean(
+        nvcc(&cuda)
+            .args(["-arch=sm_75", "-c"])
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join("headers.o")),
+        "nvcc headers",
+    );
+}
+
+/// The example kernel, with the default providers and with the test
+/// provider alone, to a cubin for every architecture; its resources per
+/// architecture are printed in the form of the BENCHMARKS.md table.
+#[test]
+fn nvcc_builds_the_example_kernel_to_sass_for_every_arch() {
+    let Some(cuda) = cuda_or_skip("nvcc") else {
+        return;
+    };
+    let dir = scratch("nvcc-example");
+    let reports: Vec<(&str, Resources)> = std::thread::scope(|s| {
+        let jobs: Vec<_> = ARCHS
+            .iter()
+            .map(|&arch| {
+                let (cuda, dir) = (&cuda, &dir);
+                s.spawn(move || {
+                    let mut default_report = None;
+                    for (variant, extra) in [("default", &[][..]), ("testprov", TESTPROV)] {
+                        let cubin = dir.join(format!("{arch}-{variant}.cubin"));
+                        let log = run_clean(
+                            nvcc(cuda)
+                                .arg(format!("-arch={arch}"))
+                                .args(["-cubin", "-Xptxas", "-v"])
+                                .args(extra)
+                                .arg(example())
+                                .arg("-o")
+                                .arg(&cubin),
+                            &format!("nvcc {arch} {variant}"),
+                        );
+                        let bin = std::fs::read(&cubin).unwrap();
+                        assert!(bin.starts_with(b"\x7fELF"), "{arch}: cubin is not ELF");
+                        let r = ptxas_resources(&log, "device_all_ops", arch)
+                            .unwrap_or_else(|| panic!("{arch} {variant}: no ptxas report\n{log}"));
+                        if variant == "default" {
+                            default_report = Some(r);
+                        }
+                    }
+                    (arch, default_report.unwrap())
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    eprintln!("device_all_ops (default providers), nvcc {}:", cuda.display());
+    eprintln!("| arch | registers | stack (bytes) | spill stores | spill loads |");
+    for (arch, r) in &reports {
+        eprintln!(
+            "| {arch} | {} | {} | {} | {} |",
+            r.registers, r.stack, r.spill_stores, r.spill_loads
+        );
+        assert_eq!(
+            (r.spill_stores, r.spill_loads),
+            (0, 0),
+            "{arch}: the example kernel spills registers"
+        );
+    }
+    // The host half of the same translation unit, through gcc.
+    run_clean(
+        nvcc(&cuda)
+            .args(["-arch=sm_75", "-c"])
+            .arg(example())
+            .arg("-o")
+            .arg(dir.join("example.o")),
+        "nvcc host+device",
+    );
+}
