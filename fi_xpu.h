@@ -23,9 +23,10 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #else
-#include <stddef.h>
-#include <stdint.h>
+#include <fi_xpu/freestanding.h>
+#if !defined(__CUDACC_RTC__)
 #include <sys/types.h>
+#endif
 
 typedef uint64_t fi_addr_t;
 #define FI_ADDR_UNSPEC ((uint64_t)-1)
@@ -148,10 +149,12 @@ struct fid {
 	struct fi_ops *ops;
 };
 
+#if !defined(__CUDACC_RTC__) /* host code: NVRTC compiles device code only */
 static inline int fi_close(struct fid *fid)
 {
 	return fid->ops->close(fid);
 }
+#endif
 
 enum fi_hmem_iface {
 	FI_HMEM_SYSTEM = 0,
@@ -599,6 +602,7 @@ struct fid_xpu_host_ep {
   struct fid fid;
 };
 
+#if !defined(__CUDACC_RTC__) /* the host API; NVRTC compiles device code only */
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -989,5 +993,6 @@ int fi_xpu_close(struct fid *obj);
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
+#endif /* !__CUDACC_RTC__ */
 
 #endif  /* FI_XPU_INCLUDED_FI_XPU_H */

@@ -16,9 +16,10 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #else
-#include <stddef.h>
-#include <stdint.h>
+#include <fi_xpu/freestanding.h>
+#if !defined(__CUDACC_RTC__)
 #include <sys/types.h>
+#endif
 
 typedef uint64_t fi_addr_t;
 #define FI_ADDR_UNSPEC ((uint64_t)-1)
@@ -141,10 +142,12 @@ struct fid {
 	struct fi_ops *ops;
 };
 
+#if !defined(__CUDACC_RTC__) /* host code: NVRTC compiles device code only */
 static inline int fi_close(struct fid *fid)
 {
 	return fid->ops->close(fid);
 }
+#endif
 
 enum fi_hmem_iface {
 	FI_HMEM_SYSTEM = 0,

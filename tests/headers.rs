@@ -125,6 +125,24 @@ fn generate(sources: &[&str], mut config: cbindgen::Config) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// Hides the function declarations of a generated header from NVRTC, which
+/// compiles device code only and rejects host functions: the device headers
+/// include `fi_xpu.h` for its types and constants.
+fn host_functions_only_on_host(header: String) -> String {
+    const OPEN: &str = "#ifdef __cplusplus\nextern \"C\" {\n#endif // __cplusplus\n";
+    const CLOSE: &str = "#ifdef __cplusplus\n}  // extern \"C\"\n#endif  // __cplusplus\n";
+    let (start, end) = match (header.find(OPEN), header.rfind(CLOSE)) {
+        (Some(s), Some(e)) if s < e => (s, e + CLOSE.len()),
+        _ => panic!("cbindgen's extern \"C\" block not found"),
+    };
+    format!(
+        "{}#if !defined(__CUDACC_RTC__) /* the host API; NVRTC compiles device code only */\n{}#endif /* !__CUDACC_RTC__ */\n{}",
+        &header[..start],
+        &header[start..end],
+        &header[end..]
+    )
+}
+
 fn public_header() -> String {
     let prelude = std::fs::read_to_string(root().join("cbindgen/prelude.h")).unwrap();
     // src/capi/mod.rs names its submodules, which cbindgen follows from there.
@@ -147,7 +165,7 @@ fn public_header() -> String {
     {
         c.export.rename.insert(t.to_string(), format!("struct {t}"));
     }
-    generate(&sources, c)
+    host_functions_only_on_host(generate(&sources, c))
 }
 
 /// Every constant of the libfabric mirror, so none is emitted twice.

@@ -99,6 +99,11 @@
  *            timeouts (NVIDIA %globaltimer, AMD 100 MHz realtime counter,
  *            SPIR-V shader clock read as 1 GHz, host CLOCK_MONOTONIC)
  *
+ * Copying
+ *   FI_XPU_ARCH_MEMCPY(dst, src, n)  the compiler's inline memcpy; no C
+ *            library header is needed (NVRTC has none: there it is the
+ *            memcpy CUDA device code has built in)
+ *
  * Every work item of a scope must call a cooperative function (barrier,
  * broadcast, and everything in fi_xpu/device_coop.h) the same number of
  * times with the same scope, as with __syncthreads().
@@ -106,8 +111,7 @@
 #ifndef FI_XPU_INCLUDED_DEVICE_ARCH_H
 #define FI_XPU_INCLUDED_DEVICE_ARCH_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include <fi_xpu/freestanding.h>
 
 #include <fi_xpu.h>
 
@@ -158,6 +162,12 @@
 
 #define FI_XPU_ARCH_MS_DEVICE 0
 #define FI_XPU_ARCH_MS_SYSTEM 1
+
+#if defined(__CUDACC_RTC__)
+#define FI_XPU_ARCH_MEMCPY(dst, src, n) memcpy(dst, src, n)
+#else
+#define FI_XPU_ARCH_MEMCPY(dst, src, n) __builtin_memcpy(dst, src, n)
+#endif
 
 /* Orders and scopes are almost always constants at the call site, so the
  * switches below fold away once inlined; each primitive gets its order and

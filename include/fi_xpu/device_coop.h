@@ -48,7 +48,7 @@
 
 /* Marks "no slots" in the leader's broadcast: a 64-bit counter that only
  * grows never reaches it. */
-#define FI_XPU_I_COOP_FULL UINT64_MAX
+#define FI_XPU_I_COOP_FULL (~(uint64_t)0)
 
 FI_XPU_FUNC int fi_xpu_coop_reserve(uint64_t *counter, uint64_t n, int scope, int mscope,
 				    uint64_t *base)
@@ -106,7 +106,7 @@ FI_XPU_FUNC void fi_xpu_i_coop_copy_share(unsigned char *d, const unsigned char 
 	size_t start = rank * chunk;
 
 	if (start < len)
-		__builtin_memcpy(d + start, s + start, len - start < chunk ? len - start : chunk);
+		FI_XPU_ARCH_MEMCPY(d + start, s + start, len - start < chunk ? len - start : chunk);
 #else
 	size_t i = rank;
 
@@ -114,8 +114,8 @@ FI_XPU_FUNC void fi_xpu_i_coop_copy_share(unsigned char *d, const unsigned char 
 		size_t words = len / 8;
 		for (; i < words; i += size) {
 			uint64_t w;
-			__builtin_memcpy(&w, s + i * 8, 8);
-			__builtin_memcpy(d + i * 8, &w, 8);
+			FI_XPU_ARCH_MEMCPY(&w, s + i * 8, 8);
+			FI_XPU_ARCH_MEMCPY(d + i * 8, &w, 8);
 		}
 		i = words * 8 + rank;
 	}

@@ -25,8 +25,7 @@
 #ifndef FI_XPU_INCLUDED_DEVICE_OFI_H
 #define FI_XPU_INCLUDED_DEVICE_OFI_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include <fi_xpu/freestanding.h>
 #include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>

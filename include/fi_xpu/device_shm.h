@@ -19,8 +19,7 @@
 #ifndef FI_XPU_INCLUDED_DEVICE_SHM_H
 #define FI_XPU_INCLUDED_DEVICE_SHM_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include <fi_xpu/freestanding.h>
 #include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
@@ -533,14 +532,12 @@ FI_XPU_FUNC struct fi_xpu_shm_cq_dev *fi_xpu_shm_cq(const struct fid_xpu_cq *cq)
 /* Every work item of `scope` runs the operation; rank 0 does the
  * bookkeeping, all ranks share the bulk copy, and all return rank 0's
  * status. */
-#define FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks)                              \
-	int fi_xpu_i_shm_rc = fi_xpu_arch_scope_check(scope);                      \
-	uint32_t rank, nranks;                                                    \
-	if (fi_xpu_i_shm_rc)                                                       \
-		return fi_xpu_i_shm_rc;                                            \
-	rank = (scope) == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope);  \
-	nranks = (scope) == FI_XPU_WORK_ITEM ? 1 : fi_xpu_arch_scope_size(scope); \
-	(void)nranks
+#define FI_XPU_SHM_SCOPE_ENTER(scope, rank)                                      \
+	int fi_xpu_i_shm_rc = fi_xpu_arch_scope_check(scope);                     \
+	uint32_t rank;                                                            \
+	if (fi_xpu_i_shm_rc)                                                      \
+		return fi_xpu_i_shm_rc;                                           \
+	rank = (scope) == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope)
 
 /* Broadcasts rank 0's value of `v` (an int64_t) to the scope. */
 FI_XPU_FUNC int64_t fi_xpu_shm_bcast(int scope, int64_t v)
@@ -568,7 +565,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 	unsigned char *mem = 0;
 	int64_t rc = 0;
 	uint64_t cflags = (is_write ? FI_WRITE : FI_READ) | FI_RMA;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
 	if (rank == 0) {
@@ -807,7 +804,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 	int is_cmp = op >= FI_CSWAP && op <= FI_MSWAP;
 	uint64_t need, cflags = FI_ATOMIC | (result ? FI_READ : FI_WRITE), old1 = 0;
 	size_t i;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	(void)flags;
 	if (!ep)
 		return -FI_EINVAL;
@@ -942,7 +939,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 	uint64_t cflags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
 	int64_t rc = 0;
 	int large = 0, kind = 0, r = 0, locked = 0;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
 	/* FI_INJECT: the source must be copied before the call returns, which
@@ -1338,7 +1335,7 @@ FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, siz
 	const struct fi_xpu_shm_peer_addr *src = 0;
 	int64_t rc = 0;
 	int i;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
 	if (src_addr) {
@@ -1397,7 +1394,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 	size_t n = 0, esz;
 	uint64_t i;
 	int64_t rc = 0;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	q = fi_xpu_shm_cq(hcq);
 	if (!q || (!buf && count))
 		return -FI_EINVAL;
@@ -1449,7 +1446,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 	struct fi_xpu_shm_cq_dev *q;
 	struct fi_xpu_shm_cq_ring *r;
 	int64_t rc = -FI_EAGAIN;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank, nranks);
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	(void)flags;
 	q = fi_xpu_shm_cq(hcq);
 	if (!q || !buf)

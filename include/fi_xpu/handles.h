@@ -23,7 +23,7 @@
 #ifndef FI_XPU_INCLUDED_HANDLES_H
 #define FI_XPU_INCLUDED_HANDLES_H
 
-#include <stdint.h>
+#include <fi_xpu/freestanding.h>
 
 #if !defined(FI_XPU_H) && !defined(FI_XPU_NO_LIBFABRIC_HEADERS) &&          \
 	defined(__has_include)

@@ -62,14 +62,13 @@ fn nvrtc_compiles_every_device_header_and_the_example() {
             nvrtc(&driver, &src, "sm_75", &dir.join("h.cubin"));
         }
     }
-    for arch in ["sm_75", "sm_90"] {
-        let cubin = nvrtc(&driver, &example(), arch, &dir.join(format!("{arch}.cubin")));
-        assert!(
-            cubin.starts_with(b"\x7fELF")
-                && cubin
-                    .windows(b".text.device_all_ops".len())
-                    .any(|w| w == b".text.device_all_ops"),
-            "{arch}: NVRTC's cubin has no device_all_ops kernel"
-        );
-    }
+    // The example to SASS once: nvcc covers the architectures.
+    let cubin = nvrtc(&driver, &example(), "sm_90", &dir.join("example.cubin"));
+    assert!(
+        cubin.starts_with(b"\x7fELF")
+            && cubin
+                .windows(b".text.device_all_ops".len())
+                .any(|w| w == b".text.device_all_ops"),
+        "NVRTC's cubin has no device_all_ops kernel"
+    );
 }

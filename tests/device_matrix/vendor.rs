@@ -19,7 +19,9 @@ pub fn require(found: bool, what: &str, install: &str) -> bool {
         eprintln!("device matrix: {what} skipped (not found, {SKIP_VAR}=1)");
         return false;
     }
-    panic!("{what} is needed for the device compile matrix ({install}); set {SKIP_VAR}=1 to skip it");
+    panic!(
+        "{what} is needed for the device compile matrix ({install}); set {SKIP_VAR}=1 to skip it"
+    );
 }
 
 /// The nvcc version pinned in .ci/cuda-wheels.txt.
