@@ -1,8 +1,9 @@
 //! NVRTC, the runtime compiler JIT users call from their programs, on the
 //! device headers: there are no C library headers under NVRTC, only the
 //! include paths the program passes. A small C program linked against the
-//! toolkit's libnvrtc (tests/c/nvrtc_compile.c) compiles each header and the
-//! example kernel to a cubin; no GPU is involved.
+//! toolkit's libnvrtc (tests/c/nvrtc_compile.c) compiles each header, a
+//! kernel that also includes CCCL's <cuda/std/cstdint> (before and after
+//! ours), and the example kernel to a cubin; no GPU is involved.
 use super::common::{root, run_ok, scratch};
 use super::vendor::cuda_or_skip;
 use super::{device_headers, example, include_flags};
@@ -27,15 +28,20 @@ fn nvrtc_driver(cuda: &Path, dir: &Path) -> PathBuf {
     exe
 }
 
-/// Compiles `src` with NVRTC for `arch`; panics with NVRTC's log on an
-/// error or a warning. Returns the cubin.
 fn nvrtc(driver: &Path, src: &Path, arch: &str, out: &Path) -> Vec<u8> {
+    nvrtc_with(driver, src, arch, out, &[])
+}
+
+/// Compiles `src` with NVRTC for `arch` (`extra`: more options); panics
+/// with NVRTC's log on an error or a warning. Returns the cubin.
+fn nvrtc_with(driver: &Path, src: &Path, arch: &str, out: &Path, extra: &[&str]) -> Vec<u8> {
     let o = Command::new(driver)
         .arg(src)
         .arg(out)
         .arg(format!("--gpu-architecture={arch}"))
         .arg("--std=c++17")
         .args(include_flags())
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -61,6 +67,20 @@ fn nvrtc_compiles_every_device_header_and_the_example() {
             std::fs::write(&src, format!("#include <{h}>\n").repeat(n)).unwrap();
             nvrtc(&driver, &src, "sm_75", &dir.join("h.cubin"));
         }
+    }
+    // With CCCL's integer types, included before or after ours: both define
+    // uint64_t and friends under NVRTC, identically.
+    let cccl = format!("-I{}", cuda.join("include/cccl").display());
+    let kernel = "extern \"C\" __global__ void k(uint64_t *p)\n\
+                  { *p = cuda::std::uint64_t(1) + (uintptr_t)p; }\n";
+    for (name, includes) in [
+        ("cccl-first", ["<cuda/std/cstdint>", "<fi_xpu/device.h>"]),
+        ("cccl-last", ["<fi_xpu/device.h>", "<cuda/std/cstdint>"]),
+    ] {
+        let src = dir.join(format!("{name}.cu"));
+        let text: String = includes.iter().map(|i| format!("#include {i}\n")).collect();
+        std::fs::write(&src, text + kernel).unwrap();
+        nvrtc_with(&driver, &src, "sm_75", &dir.join("c.cubin"), &[&cccl]);
     }
     // The example to SASS once: nvcc covers the architectures.
     let cubin = nvrtc(&driver, &example(), "sm_90", &dir.join("example.cubin"));
