@@ -384,11 +384,21 @@ fn upstream_kernel_builds_with_device_flags() {
         return;
     }
     let dir = scratch("device-matrix-upstream");
-    let compat = format!("-I{}", root().join("include/fi_xpu/compat").display());
-    let src = root().join("tests/c/upstream_kernel.c");
+    let compat = compat_flag();
+    let src = upstream_kernel();
     let mut targets = DEVICE_TARGETS.to_vec();
     targets.extend(host_targets());
     for t in targets {
         compile(t, &src, &[&compat], &dir.join("out"));
     }
+}
+
+/// The device flag that makes `<rdma/fi_xpu_device.h>` ours.
+fn compat_flag() -> String {
+    format!("-I{}", root().join("include/fi_xpu/compat").display())
+}
+
+/// The kernel written only from libfabric's documented device API.
+fn upstream_kernel() -> PathBuf {
+    root().join("tests/c/upstream_kernel.c")
 }

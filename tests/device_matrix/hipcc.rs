@@ -6,7 +6,7 @@
 //! Warnings are errors throughout.
 use super::common::scratch;
 use super::vendor::{hipcc_or_skip, run_clean};
-use super::{example, include_flags};
+use super::{compat_flag, example, include_flags, upstream_kernel};
 use std::process::Command;
 
 pub const ARCHS: &[&str] = &["gfx90a", "gfx940"];
@@ -69,4 +69,39 @@ fn hipcc_builds_the_example_kernel() {
             )
         });
     });
+}
+
+/// The kernel written only from libfabric's documented device API, with
+/// our device flags (the compatibility directory), as HIP device code.
+#[test]
+fn hipcc_builds_the_upstream_kernel() {
+    if !hipcc_or_skip() {
+        return;
+    }
+    let dir = scratch("hipcc-upstream");
+    let src = dir.join("upstream.hip");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <hip/hip_runtime.h>\n#include \"{}\"\n",
+            upstream_kernel().display()
+        ),
+    )
+    .unwrap();
+    let obj = dir.join("upstream.o");
+    run_clean(
+        hipcc()
+            .arg(compat_flag())
+            .args(["--offload-arch=gfx90a", "--cuda-device-only", "-c"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj),
+        "hipcc upstream kernel",
+    );
+    let bin = std::fs::read(&obj).unwrap();
+    assert!(
+        bin.windows(b"upstream_kernel.kd".len())
+            .any(|w| w == b"upstream_kernel.kd"),
+        "hipcc: no upstream_kernel kernel descriptor"
+    );
 }

@@ -5,7 +5,7 @@
 //! per architecture (the table in BENCHMARKS.md).
 use super::common::scratch;
 use super::vendor::{cuda_or_skip, run_clean};
-use super::{device_headers, example, include_flags, TESTPROV};
+use super::{compat_flag, device_headers, example, include_flags, upstream_kernel, TESTPROV};
 use std::path::Path;
 use std::process::Command;
 
@@ -178,5 +178,31 @@ fn nvcc_builds_the_example_kernel_to_sass_for_every_arch() {
             .arg("-o")
             .arg(dir.join("example.o")),
         "nvcc host+device",
+    );
+}
+
+/// The kernel written only from libfabric's documented device API, with
+/// our device flags (the compatibility directory), to a cubin.
+#[test]
+fn nvcc_builds_the_upstream_kernel() {
+    let Some(cuda) = cuda_or_skip("nvcc") else {
+        return;
+    };
+    let dir = scratch("nvcc-upstream");
+    let cubin = dir.join("upstream.cubin");
+    run_clean(
+        nvcc(&cuda)
+            .args(["-arch=sm_90", "-cubin"])
+            .arg(compat_flag())
+            .arg(upstream_kernel())
+            .arg("-o")
+            .arg(&cubin),
+        "nvcc upstream kernel",
+    );
+    let bin = std::fs::read(&cubin).unwrap();
+    assert!(
+        bin.windows(b".text.upstream_kernel".len())
+            .any(|w| w == b".text.upstream_kernel"),
+        "nvcc: upstream_kernel not in the cubin"
     );
 }

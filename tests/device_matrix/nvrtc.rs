@@ -3,10 +3,11 @@
 //! include paths the program passes. A small C program linked against the
 //! toolkit's libnvrtc (tests/c/nvrtc_compile.c) compiles each header, a
 //! kernel that also includes CCCL's <cuda/std/cstdint> (before and after
-//! ours), and the example kernel to a cubin; no GPU is involved.
+//! ours), the kernel written from upstream's prototypes and the example
+//! kernel to a cubin; no GPU is involved.
 use super::common::{root, run_ok, scratch};
 use super::vendor::cuda_or_skip;
-use super::{device_headers, example, include_flags};
+use super::{compat_flag, device_headers, example, include_flags, upstream_kernel};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -82,6 +83,14 @@ fn nvrtc_compiles_every_device_header_and_the_example() {
         std::fs::write(&src, text + kernel).unwrap();
         nvrtc_with(&driver, &src, "sm_75", &dir.join("c.cubin"), &[&cccl]);
     }
+    // The kernel written only from libfabric's documented device API.
+    nvrtc_with(
+        &driver,
+        &upstream_kernel(),
+        "sm_75",
+        &dir.join("upstream.cubin"),
+        &[&compat_flag()],
+    );
     // The example to SASS once: nvcc covers the architectures.
     let cubin = nvrtc(&driver, &example(), "sm_90", &dir.join("example.cubin"));
     assert!(
