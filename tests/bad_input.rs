@@ -1,5 +1,7 @@
-//! The bad-input table of tests/c/bad_input.c, run plainly, under
-//! AddressSanitizer and under valgrind's memcheck.
+//! The bad-input table of tests/c/bad_input.c, run against every provider
+//! (the C test provider, shm, and ofi over libfabric's tcp): plainly, under
+//! AddressSanitizer and under valgrind's memcheck. The same bad input gets
+//! the same code from each.
 mod common;
 
 use std::path::PathBuf;
@@ -15,12 +17,25 @@ fn prepare(extra: &[&str], tag: &str) -> (PathBuf, PathBuf) {
     (exe, plugins)
 }
 
+/// The environment that selects `prov`: the test provider from its scratch
+/// directory, shm and ofi (over tcp on loopback) from beside libfi_xpu.so.
+fn select(cmd: &mut Command, plugins: &PathBuf, prov: &str) {
+    cmd.env("FI_XPU_PROVIDER", prov)
+        .env("FI_XPU_LOG_LEVEL", "none");
+    match prov {
+        "test" => cmd.env("FI_XPU_PROVIDER_PATH", plugins),
+        _ => cmd.env_remove("FI_XPU_PROVIDER_PATH"),
+    };
+    if prov == "ofi" {
+        cmd.env("FI_XPU_OFI_PROVIDER", "tcp")
+            .env("FI_TCP_IFACE", "lo");
+    }
+}
+
 fn command(exe: &PathBuf, plugins: &PathBuf) -> Command {
     let mut cmd = Command::new(exe);
-    cmd.arg("test")
-        .env("FI_XPU_PROVIDER_PATH", plugins)
-        .env("FI_XPU_PROVIDER", "test")
-        .env("FI_XPU_LOG_LEVEL", "none");
+    cmd.arg("test");
+    select(&mut cmd, plugins, "test");
     cmd
 }
 
@@ -29,37 +44,37 @@ fn check(out: std::process::Output) {
     assert!(stdout.contains("all checks passed"), "{stdout}");
 }
 
-#[test]
-fn bad_input_table() {
-    let (exe, plugins) = prepare(&[], "plain");
-    check(common::run_ok(&mut command(&exe, &plugins)));
+fn plain(prov: &str) {
+    let (exe, plugins) = prepare(&[], &format!("plain-{prov}"));
+    let mut cmd = Command::new(&exe);
+    cmd.arg(prov);
+    select(&mut cmd, &plugins, prov);
+    check(common::run_ok(&mut cmd));
 }
 
-#[test]
-fn bad_input_table_under_asan() {
+fn asan(prov: &str) {
     if !common::asan_works() {
         eprintln!("skipped: the C compiler cannot link with AddressSanitizer here");
         return;
     }
     let (exe, plugins) = prepare(
         &["-fsanitize=address,undefined", "-fno-omit-frame-pointer"],
-        "asan",
+        &format!("asan-{prov}"),
     );
-    check(common::run_ok(
-        command(&exe, &plugins)
-            .env("ASAN_OPTIONS", "detect_leaks=1")
-            .env("UBSAN_OPTIONS", "halt_on_error=1"),
-    ));
+    let mut cmd = Command::new(&exe);
+    cmd.arg(prov)
+        .env("ASAN_OPTIONS", "detect_leaks=1")
+        .env("UBSAN_OPTIONS", "halt_on_error=1");
+    select(&mut cmd, &plugins, prov);
+    check(common::run_ok(&mut cmd));
 }
 
-#[test]
-fn bad_input_table_under_valgrind() {
+fn valgrind(prov: &str) {
     assert!(
         common::have("valgrind"),
         "valgrind is missing: install it (.ci/run does)"
     );
-    let (exe, plugins) = prepare(&[], "valgrind");
-    let mut cmd = command(&exe, &plugins);
+    let (exe, plugins) = prepare(&[], &format!("valgrind-{prov}"));
     let mut vg = Command::new("valgrind");
     vg.args([
         "--error-exitcode=99",
@@ -68,13 +83,49 @@ fn bad_input_table_under_valgrind() {
         "-q",
     ])
     .arg(&exe)
-    .arg("test")
-    .envs(
-        cmd.get_envs()
-            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
-    );
-    let _ = &mut cmd;
+    .arg(prov);
+    select(&mut vg, &plugins, prov);
     check(common::run_ok(&mut vg));
+}
+
+#[test]
+fn bad_input_table() {
+    plain("test");
+}
+
+#[test]
+fn bad_input_table_on_shm() {
+    plain("shm");
+}
+
+#[test]
+fn bad_input_table_on_ofi_over_tcp() {
+    plain("ofi");
+}
+
+#[test]
+fn bad_input_table_under_asan() {
+    asan("test");
+}
+
+#[test]
+fn bad_input_table_on_shm_under_asan() {
+    asan("shm");
+}
+
+#[test]
+fn bad_input_table_on_ofi_over_tcp_under_asan() {
+    asan("ofi");
+}
+
+#[test]
+fn bad_input_table_under_valgrind() {
+    valgrind("test");
+}
+
+#[test]
+fn bad_input_table_on_shm_under_valgrind() {
+    valgrind("shm");
 }
 
 #[test]
@@ -97,7 +148,7 @@ fn log_lines_follow_fi_xpu_log_level() {
     assert!(
         lines
             .iter()
-            .any(|l| l == "fi_xpu:test:warn: does not serve iface cuda"),
+            .any(|l| l == "fi_xpu:test:warn: does not serve iface neuron"),
         "{stderr}"
     );
     assert!(

@@ -18,6 +18,10 @@
  * for a prov_id that is not compiled in. Functions returning uint64_t
  * (fi_xpu_cntr_read, fi_xpu_cntr_readerr) return these codes converted to
  * uint64_t (cast the result to int64_t to test them).
+ * Then, for every provider alike: -FI_EBADFLAGS for flag bits the
+ * operation does not take, -FI_EINVAL for an atomic with no element, a
+ * misaligned target or a missing result or compare buffer (see
+ * fi_xpu/device_check.h).
  *
  * Choosing providers
  *   FI_XPU_DEVICE_PROVIDERS(P) is an X-macro list, one P(name) per provider
@@ -96,6 +100,7 @@
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
 #include <fi_xpu/device_group.h>
+#include <fi_xpu/device_check.h>
 
 /* ---- provider selection ------------------------------------------------ */
 
@@ -160,6 +165,35 @@
 		return nosys;                                                 \
 	}
 
+/* ---- argument checks common to every provider --------------------------- */
+
+/*
+ * For a single work item the checks of fi_xpu/device_check.h run here,
+ * before the dispatch, so that every provider (out-of-tree ones included)
+ * answers alike; in a group each provider applies them per member. Handle,
+ * class and scope errors come first (from the dispatch). CQ reads and
+ * flushes are served by the group's leader with the group's flags, which
+ * every member passes alike, so those flags are checked here at any scope.
+ */
+#define FI_XPU_I_DEVICE_CHECK_ITEM(h, cls, check)                             \
+	do {                                                                  \
+		int check_ = (h) && (h)->fid.fclass == (uint32_t)(cls) &&     \
+				     scope == FI_XPU_WORK_ITEM                \
+				     ? (check)                                \
+				     : 0;                                     \
+		if (check_)                                                   \
+			return check_;                                        \
+	} while (0)
+#define FI_XPU_I_DEVICE_CHECK_GROUP(h, cls, check)                            \
+	do {                                                                  \
+		int check_ = (h) && (h)->fid.fclass == (uint32_t)(cls) &&     \
+				     (unsigned)scope <= (unsigned)FI_XPU_DEVICE \
+				     ? (check)                                \
+				     : 0;                                     \
+		if (check_)                                                   \
+			return check_;                                        \
+	} while (0)
+
 /* With few (or no) providers compiled in, some arguments go unused. */
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC diagnostic push
@@ -169,6 +203,7 @@
 FI_XPU_FUNC int
 fi_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_WRITE_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -177,6 +212,7 @@ fi_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uin
 FI_XPU_FUNC int
 fi_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_READ_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -185,6 +221,7 @@ fi_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_
 FI_XPU_FUNC int
 fi_xpu_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -193,6 +230,7 @@ fi_xpu_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint
 FI_XPU_FUNC int
 fi_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_RECV_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_recv_##p(ep, buf, len, desc, src_addr, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -201,6 +239,7 @@ fi_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_
 FI_XPU_FUNC int
 fi_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -209,6 +248,7 @@ fi_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uin
 FI_XPU_FUNC int
 fi_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t tag, uint64_t ignore, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_RECV_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_trecv_##p(ep, buf, len, desc, src_addr, tag, ignore, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -217,6 +257,9 @@ fi_xpu_trecv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src
 FI_XPU_FUNC int
 fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP,
+				   fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_ATOMIC_FLAGS, count,
+							      addr, (int)datatype, 0));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_atomic_##p(ep, buf, count, desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -225,6 +268,9 @@ fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, 
 FI_XPU_FUNC int
 fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP,
+				   fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count,
+							      addr, (int)datatype, !result));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_fetch_atomic_##p(ep, buf, count, desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -233,6 +279,10 @@ fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *
 FI_XPU_FUNC int
 fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, const void *compare, void *compare_desc, void *result, void *result_desc, void *dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP,
+				   fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count,
+							      addr, (int)datatype,
+							      !result || !compare));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_compare_atomic_##p(ep, buf, count, desc, compare, compare_desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -241,6 +291,7 @@ fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void
 FI_XPU_FUNC int
 fi_xpu_flush(struct fid_xpu_ep *ep, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_GROUP(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_FLUSH_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_flush_##p(ep, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -330,6 +381,7 @@ fi_xpu_cq_readfrom(struct fid_xpu_cq *cq, void *buf, size_t count, void *src_add
 FI_XPU_FUNC int64_t
 fi_xpu_cq_readerr(struct fid_xpu_cq *cq, void *buf, uint64_t flags, int scope)
 {
+	FI_XPU_I_DEVICE_CHECK_GROUP(cq, FI_CLASS_CQ, fi_xpu_device_check_flags(flags, 0));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_cq_readerr_##p(cq, buf, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(cq, FI_CLASS_CQ, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL

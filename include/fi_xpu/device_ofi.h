@@ -29,6 +29,7 @@
 #include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
+#include <fi_xpu/device_check.h>
 #include <fi_xpu/device_handle.h>
 #include <fi_xpu/device_group.h>
 
@@ -392,7 +393,9 @@ FI_XPU_FUNC int fi_xpu_write_ofi(struct fid_xpu_ep *ep, const void *buf, size_t 
 				 void *context, uint64_t flags, int scope)
 {
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
-	int own = (!buf && len) || !dest_addr ? -FI_EINVAL : 0;
+	int own = fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_WRITE_FLAGS);
+	if (!own && ((!buf && len) || !dest_addr))
+		own = -FI_EINVAL;
 	if (!ep)
 		return -FI_EINVAL;
 	w.op = FI_XPU_OFI_OP_WRITE;
@@ -413,7 +416,9 @@ FI_XPU_FUNC int fi_xpu_read_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 				uint64_t flags, int scope)
 {
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
-	int own = (!buf && len) || !src_addr ? -FI_EINVAL : 0;
+	int own = fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_READ_FLAGS);
+	if (!own && ((!buf && len) || !src_addr))
+		own = -FI_EINVAL;
 	if (!ep)
 		return -FI_EINVAL;
 	w.op = FI_XPU_OFI_OP_READ;
@@ -436,7 +441,7 @@ FI_XPU_FUNC int fi_xpu_ofi_msg(struct fid_xpu_ep *ep, uint32_t op, const void *b
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
 	if (!ep)
 		return -FI_EINVAL;
-	if (!buf && len)
+	if (!own && !buf && len)
 		own = -FI_EINVAL;
 	w.op = op;
 	w.flags = flags;
@@ -457,7 +462,10 @@ FI_XPU_FUNC int fi_xpu_send_ofi(struct fid_xpu_ep *ep, const void *buf, size_t l
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_SEND, buf, len, desc, data,
 			      fi_xpu_ofi_addr(dest_addr), 0, 0, context, flags,
-			      dest_addr ? 0 : -FI_EINVAL, scope, "fi_xpu_send");
+			      fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS)
+				      ? -FI_EBADFLAGS
+				      : (dest_addr ? 0 : -FI_EINVAL),
+			      scope, "fi_xpu_send");
 }
 
 FI_XPU_FUNC int fi_xpu_tsend_ofi(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc,
@@ -466,7 +474,10 @@ FI_XPU_FUNC int fi_xpu_tsend_ofi(struct fid_xpu_ep *ep, const void *buf, size_t 
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_TSEND, buf, len, desc, data,
 			      fi_xpu_ofi_addr(dest_addr), tag, 0, context, flags,
-			      dest_addr ? 0 : -FI_EINVAL, scope, "fi_xpu_tsend");
+			      fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS)
+				      ? -FI_EBADFLAGS
+				      : (dest_addr ? 0 : -FI_EINVAL),
+			      scope, "fi_xpu_tsend");
 }
 
 FI_XPU_FUNC int fi_xpu_recv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -474,7 +485,9 @@ FI_XPU_FUNC int fi_xpu_recv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_RECV, buf, len, desc, 0,
 			      fi_xpu_ofi_addr(src_addr), 0, 0, context,
-			      flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT), 0, scope, "fi_xpu_recv");
+			      flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT),
+			      fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_RECV_FLAGS), scope,
+			      "fi_xpu_recv");
 }
 
 FI_XPU_FUNC int fi_xpu_trecv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc,
@@ -483,7 +496,9 @@ FI_XPU_FUNC int fi_xpu_trecv_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, v
 {
 	return fi_xpu_ofi_msg(ep, FI_XPU_OFI_OP_TRECV, buf, len, desc, 0,
 			      fi_xpu_ofi_addr(src_addr), tag, ignore, context,
-			      flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT), 0, scope, "fi_xpu_trecv");
+			      flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT),
+			      fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_RECV_FLAGS), scope,
+			      "fi_xpu_trecv");
 }
 
 FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, const void *buf,
@@ -496,7 +511,7 @@ FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, cons
 	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
 	if (!ep)
 		return -FI_EINVAL;
-	if (!dest_addr || (!buf && op != FI_ATOMIC_READ) || count == 0 || datatype < 0 || op < 0)
+	if (!own && (!dest_addr || (!buf && op != FI_ATOMIC_READ) || datatype < 0 || op < 0))
 		own = -FI_EINVAL;
 	w.op = kind;
 	w.atomic = (uint32_t)datatype | (uint32_t)op << 16;
@@ -519,7 +534,10 @@ FI_XPU_FUNC int fi_xpu_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t
 				  int datatype, int op, void *context,
 				  uint64_t flags, int scope)
 {
-	int own = op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP) ? -FI_EINVAL : 0;
+	int own = fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_ATOMIC_FLAGS, count, addr,
+					     (int)datatype, 0);
+	if (!own && (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP)))
+		own = -FI_EINVAL;
 	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_ATOMIC, buf, count, desc, (const void *)0,
 				     (void *)0, (void *)0, dest_addr, addr, key, (int)datatype,
 				     (int)op, context, flags, own, scope, "fi_xpu_atomic");
@@ -531,7 +549,10 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, 
 					int datatype, int op, void *context,
 					uint64_t flags, int scope)
 {
-	int own = (op >= FI_CSWAP && op <= FI_MSWAP) || !result ? -FI_EINVAL : 0;
+	int own = fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count, addr,
+					     (int)datatype, !result);
+	if (!own && op >= FI_CSWAP && op <= FI_MSWAP)
+		own = -FI_EINVAL;
 	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_FETCH_ATOMIC, buf, count, desc,
 				     (const void *)0, result, result_desc, dest_addr, addr, key,
 				     (int)datatype, (int)op, context, flags, own, scope,
@@ -544,7 +565,10 @@ FI_XPU_FUNC int fi_xpu_compare_atomic_ofi(struct fid_xpu_ep *ep, const void *buf
 					  uint64_t addr, uint64_t key, int datatype,
 					  int op, void *context, uint64_t flags, int scope)
 {
-	int own = op < FI_CSWAP || op > FI_MSWAP || !compare || !result ? -FI_EINVAL : 0;
+	int own = fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count, addr,
+					     (int)datatype, !result || !compare);
+	if (!own && (op < FI_CSWAP || op > FI_MSWAP))
+		own = -FI_EINVAL;
 	(void)compare_desc;
 	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_COMPARE_ATOMIC, buf, count, desc, compare,
 				     result, result_desc, dest_addr, addr, key, (int)datatype,

@@ -25,6 +25,7 @@
 #include <fi_xpu/device_coop.h>
 #include <fi_xpu/device_handle.h>
 #include <fi_xpu/device_group.h>
+#include <fi_xpu/device_check.h>
 
 #ifndef FI_XPU_DEVICE_ID_shm
 #define FI_XPU_DEVICE_ID_shm FI_XPU_PROV_SHM
@@ -596,7 +597,9 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 		if (is_write && (flags & FI_REMOTE_CQ_DATA)) {
 			struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
 			in.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
-			in.len = len;
+			/* len and buf stay 0, as on every provider: libfabric
+			 * defines them for receives only and its transports
+			 * disagree (tcp reports 0). */
 			in.data = data;
 			in.src_nonce = ep->nonce;
 			in.src_ep = ep->ep_id;
@@ -1503,6 +1506,20 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 		return fi_xpu_group_leave(&g_, rc_);                                     \
 	} while (0)
 
+/* As FI_XPU_SHM_EACH_ITEM, with the common argument checks of
+ * fi_xpu/device_check.h first: a refused member still takes part. */
+#define FI_XPU_SHM_EACH_CHECKED(scope, call, check, expr)                                \
+	do {                                                                             \
+		struct fi_xpu_group g_;                                                  \
+		int rc_ = fi_xpu_group_enter(&g_, scope, call);                          \
+		if (rc_)                                                                 \
+			return rc_;                                                      \
+		rc_ = (check);                                                           \
+		if (!rc_)                                                                \
+			rc_ = (expr);                                                    \
+		return fi_xpu_group_leave(&g_, rc_);                                     \
+	} while (0)
+
 #define FI_XPU_SHM_LEADER_SERVES(scope, call, expr)                                      \
 	do {                                                                             \
 		struct fi_xpu_group g_;                                                  \
@@ -1528,7 +1545,7 @@ FI_XPU_FUNC int fi_xpu_write_shm(struct fid_xpu_ep *ep, const void *buf, size_t 
 				 void *context, uint64_t flags, int scope)
 {
 	(void)desc;
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_write",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_write", fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_WRITE_FLAGS),
 			     fi_xpu_shm_rma(ep, 1, (void *)(uintptr_t)buf, len, dest_addr, addr, key,
 					    data, flags, context, FI_XPU_WORK_ITEM));
 }
@@ -1538,7 +1555,7 @@ FI_XPU_FUNC int fi_xpu_read_shm(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 				uint64_t flags, int scope)
 {
 	(void)desc;
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_read",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_read", fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_READ_FLAGS),
 			     fi_xpu_shm_rma(ep, 0, buf, len, src_addr, addr, key, 0,
 					    flags & ~FI_REMOTE_CQ_DATA, context, FI_XPU_WORK_ITEM));
 }
@@ -1547,7 +1564,7 @@ FI_XPU_FUNC int fi_xpu_send_shm(struct fid_xpu_ep *ep, const void *buf, size_t l
 				uint64_t data, void *dest_addr, void *context, uint64_t flags,
 				int scope)
 {
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_send",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_send", fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS),
 			     fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, 0, data,
 						 flags & ~FI_TAGGED, context, FI_XPU_WORK_ITEM));
 }
@@ -1556,7 +1573,7 @@ FI_XPU_FUNC int fi_xpu_tsend_shm(struct fid_xpu_ep *ep, const void *buf, size_t 
 				 uint64_t data, void *dest_addr, uint64_t tag, void *context,
 				 uint64_t flags, int scope)
 {
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_tsend",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_tsend", fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS),
 			     fi_xpu_shm_send_any(ep, buf, len, desc, dest_addr, tag, data,
 						 flags | FI_TAGGED, context, FI_XPU_WORK_ITEM));
 }
@@ -1567,7 +1584,7 @@ FI_XPU_FUNC int fi_xpu_recv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 				void *src_addr, void *context, uint64_t flags, int scope)
 {
 	(void)desc;
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_recv",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_recv", fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_RECV_FLAGS),
 			     fi_xpu_shm_recv_any(ep, buf, len, src_addr, 0, 0, flags & ~FI_TAGGED,
 						 context, FI_XPU_WORK_ITEM));
 }
@@ -1577,7 +1594,7 @@ FI_XPU_FUNC int fi_xpu_trecv_shm(struct fid_xpu_ep *ep, void *buf, size_t len, v
 				 uint64_t flags, int scope)
 {
 	(void)desc;
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_trecv",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_trecv", fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_RECV_FLAGS),
 			     fi_xpu_shm_recv_any(ep, buf, len, src_addr, tag, ignore,
 						 flags | FI_TAGGED, context, FI_XPU_WORK_ITEM));
 }
@@ -1588,7 +1605,7 @@ FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t
 				  uint64_t flags, int scope)
 {
 	(void)desc;
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_atomic",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_atomic", fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_ATOMIC_FLAGS, count, addr, (int)datatype, 0),
 			     op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP)
 				     ? -FI_EINVAL
 				     : fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0,
@@ -1605,7 +1622,7 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(struct fid_xpu_ep *ep, const void *buf, 
 {
 	(void)desc;
 	(void)result_desc;
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_fetch_atomic",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_fetch_atomic", fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count, addr, (int)datatype, !result),
 			     op >= FI_CSWAP && op <= FI_MSWAP
 				     ? -FI_EINVAL
 				     : fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, result,
@@ -1623,7 +1640,7 @@ FI_XPU_FUNC int fi_xpu_compare_atomic_shm(struct fid_xpu_ep *ep, const void *buf
 	(void)desc;
 	(void)compare_desc;
 	(void)result_desc;
-	FI_XPU_SHM_EACH_ITEM(scope, "fi_xpu_compare_atomic",
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_compare_atomic", fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count, addr, (int)datatype, !result || !compare),
 			     op < FI_CSWAP || op > FI_MSWAP
 				     ? -FI_EINVAL
 				     : fi_xpu_shm_atomic_any(ep, buf, count, compare, result,

@@ -35,7 +35,8 @@ pub(crate) fn alloc(
     Ok(0)
 }
 
-pub(crate) fn import(
+/// An application's import: see `memory::Import::exportable`.
+fn import(
     c: &Object,
     host_addr: *mut c_void,
     fd: c_int,
@@ -46,7 +47,7 @@ pub(crate) fn import(
 ) -> Result<c_int> {
     non_null(dev_addr)?;
     let mem = c.memory.as_ref().expect("contexts have memory");
-    let dev = mem.import(host_addr as usize, fd, offset, size, flags)?;
+    let dev = mem.import(host_addr as usize, fd, offset, size, flags, true)?;
     put(dev_addr, dev as *mut c_void);
     Ok(0)
 }

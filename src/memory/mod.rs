@@ -34,6 +34,9 @@ pub struct Import<'a> {
     pub offset: u64,
     pub size: u64,
     pub flags: u64,
+    /// The application imported it (not a provider): it may be registered
+    /// and exported again, so a mapping backend keeps the fd.
+    pub exportable: bool,
 }
 
 /// One way of reaching a device's memory.
@@ -136,7 +139,8 @@ impl Memory {
         self.backend.free(addr)
     }
 
-    /// `fd` is -1 unless `FI_XPU_IMPORT_DMABUF` is set.
+    /// `fd` is -1 unless `FI_XPU_IMPORT_DMABUF` is set. `exportable`: see
+    /// `Import`.
     pub fn import(
         &self,
         host_addr: usize,
@@ -144,6 +148,7 @@ impl Memory {
         offset: u64,
         size: u64,
         flags: u64,
+        exportable: bool,
     ) -> Result<usize> {
         if flags & !IMPORT_FLAGS != 0 {
             return Err(Error::BADFLAGS);
@@ -180,6 +185,7 @@ impl Memory {
             offset,
             size,
             flags,
+            exportable,
         })?;
         self.imports
             .lock()
@@ -331,7 +337,7 @@ mod tests {
         let mut host = [0u8; 64];
         let h = host.as_mut_ptr() as usize;
         assert!(!m.contains(h, 8));
-        let d = m.import(h, -1, 0, 64, 0).unwrap();
+        let d = m.import(h, -1, 0, 64, 0, true).unwrap();
         assert!(m.contains(d, 64));
         assert!(!m.contains(d, 65));
         m.unimport(d).unwrap();
@@ -361,21 +367,28 @@ mod tests {
         let mut host = [0u8; 64];
         let h = host.as_mut_ptr() as usize;
         assert_eq!(
-            m.import(h, 0, 0, 64, 0).unwrap_err(),
+            m.import(h, 0, 0, 64, 0, true).unwrap_err(),
             Error::INVAL,
             "fd without the flag"
         );
         assert_eq!(
-            m.import(0, -1, 0, 64, FI_XPU_IMPORT_DMABUF).unwrap_err(),
+            m.import(0, -1, 0, 64, FI_XPU_IMPORT_DMABUF, true)
+                .unwrap_err(),
             Error(FI_EBADF)
         );
         assert_eq!(
-            m.import(0, 1000, 0, 64, FI_XPU_IMPORT_DMABUF).unwrap_err(),
+            m.import(0, 1000, 0, 64, FI_XPU_IMPORT_DMABUF, true)
+                .unwrap_err(),
             Error(FI_EBADF)
         );
-        assert_eq!(m.import(h, -1, 0, 0, 0).unwrap_err(), Error::INVAL);
-        assert_eq!(m.import(h, -1, 0, 64, 1 << 9).unwrap_err(), Error::BADFLAGS);
-        let d = m.import(h, -1, 0, 64, FI_XPU_IMPORT_DEVICEMAP).unwrap();
+        assert_eq!(m.import(h, -1, 0, 0, 0, true).unwrap_err(), Error::INVAL);
+        assert_eq!(
+            m.import(h, -1, 0, 64, 1 << 9, true).unwrap_err(),
+            Error::BADFLAGS
+        );
+        let d = m
+            .import(h, -1, 0, 64, FI_XPU_IMPORT_DEVICEMAP, true)
+            .unwrap();
         assert_eq!(d, h, "system memory is its own device mapping");
         m.unimport(d).unwrap();
         assert_eq!(m.unimport(d).unwrap_err(), Error::INVAL);
@@ -388,7 +401,7 @@ mod tests {
         let fd = a.fd.unwrap();
         use std::os::fd::AsRawFd;
         let d = m
-            .import(0, fd.as_raw_fd(), 4096, 4096, FI_XPU_IMPORT_DMABUF)
+            .import(0, fd.as_raw_fd(), 4096, 4096, FI_XPU_IMPORT_DMABUF, true)
             .unwrap();
         // SAFETY: both are live mappings of the same memfd, 8 KiB and 4 KiB long.
         unsafe {
@@ -396,7 +409,7 @@ mod tests {
             assert_eq!(*((d + 8) as *const u64), 0xfeed);
         }
         assert_eq!(
-            m.import(0, fd.as_raw_fd(), 4096, 8192, FI_XPU_IMPORT_DMABUF)
+            m.import(0, fd.as_raw_fd(), 4096, 8192, FI_XPU_IMPORT_DMABUF, true)
                 .unwrap_err(),
             Error::INVAL,
             "range past the end of the buffer"
@@ -415,9 +428,9 @@ mod tests {
         let fd = a.fd.unwrap();
         use std::os::fd::AsRawFd;
         let d = m
-            .import(0, fd.as_raw_fd(), 0, 4096, FI_XPU_IMPORT_DMABUF)
+            .import(0, fd.as_raw_fd(), 0, 4096, FI_XPU_IMPORT_DMABUF, true)
             .unwrap();
-        let h = m.import(d, -1, 0, 4096, 0).unwrap();
+        let h = m.import(d, -1, 0, 4096, 0, true).unwrap();
         assert_eq!(h, d, "a host import is its own address");
         assert_eq!(m.import_to_undo(d), Some((4096, false)));
         m.unimport(d).unwrap();

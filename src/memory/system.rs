@@ -17,11 +17,24 @@ struct Region {
     size: u64,
 }
 
+/// An import of a file descriptor, mapped by this module.
+struct Mapped {
+    /// Start and length of the mapping.
+    base: usize,
+    len: usize,
+    /// For an application's import, the file and the offset in it of
+    /// `base`, so that the import can be exported again (registered with a
+    /// provider that shares memory by fd). Providers' imports of peers'
+    /// memory keep no fd: there may be many.
+    fd: Option<OwnedFd>,
+    file_offset: u64,
+}
+
 #[derive(Default)]
 pub struct System {
     allocs: Mutex<HashMap<usize, Region>>,
-    /// Mapped imports: device address -> (mapping start, mapping length).
-    mapped: Mutex<HashMap<usize, (usize, usize)>>,
+    /// Mapped imports by device address.
+    mapped: Mutex<HashMap<usize, Mapped>>,
 }
 
 fn page_size() -> u64 {
@@ -176,9 +189,17 @@ impl Backend for System {
         let len = (round_up(req.offset + req.size, page) - start) as usize;
         let owned = fd.try_clone_to_owned()?;
         let base = map(&owned, 0, len, start)?;
-        drop(owned);
         let dev = base + delta;
-        self.mapped.lock().unwrap().insert(dev, (base, len));
+        let owned = req.exportable.then_some(owned);
+        self.mapped.lock().unwrap().insert(
+            dev,
+            Mapped {
+                base,
+                len,
+                fd: owned,
+                file_offset: start,
+            },
+        );
         Ok(dev)
     }
 
@@ -188,27 +209,48 @@ impl Backend for System {
             // import returned.
             return Ok(());
         }
-        if let Some((base, len)) = self.mapped.lock().unwrap().remove(&dev_addr) {
-            unmap(base, len);
+        if let Some(m) = self.mapped.lock().unwrap().remove(&dev_addr) {
+            unmap(m.base, m.len);
         }
         Ok(())
     }
 
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
-        let allocs = self.allocs.lock().unwrap();
-        let (start, region) = allocs
+        let inside = |start: usize, len: u64| {
+            addr >= start
+                && ((addr - start) as u64)
+                    .checked_add(size)
+                    .is_some_and(|e| e <= len)
+        };
+        if let Some((start, region)) = self
+            .allocs
+            .lock()
+            .unwrap()
             .iter()
-            .find(|(start, r)| addr >= **start && (addr - **start) as u64 + size <= r.size)
-            .ok_or_else(|| {
-                crate::warn!(
-                    "export: [{addr:#x}, +{size}) is not inside memory allocated by this context"
-                );
-                Error::OPNOTSUPP
-            })?;
-        Ok((
-            region.fd.as_fd().try_clone_to_owned()?,
-            (addr - start) as u64,
-        ))
+            .find(|(start, r)| inside(**start, r.size))
+        {
+            return Ok((
+                region.fd.as_fd().try_clone_to_owned()?,
+                (addr - start) as u64,
+            ));
+        }
+        if let Some(m) = self
+            .mapped
+            .lock()
+            .unwrap()
+            .values()
+            .find(|m| m.fd.is_some() && inside(m.base, m.len as u64))
+        {
+            let fd = m.fd.as_ref().expect("filtered above");
+            return Ok((
+                fd.as_fd().try_clone_to_owned()?,
+                m.file_offset + (addr - m.base) as u64,
+            ));
+        }
+        crate::warn!(
+            "export: [{addr:#x}, +{size}) is not inside memory allocated or imported by this context"
+        );
+        Err(Error::OPNOTSUPP)
     }
 }
 
@@ -217,8 +259,8 @@ impl Drop for System {
         for (_, r) in self.allocs.lock().unwrap().drain() {
             unmap(r.base, r.len);
         }
-        for (_, (base, len)) in self.mapped.lock().unwrap().drain() {
-            unmap(base, len);
+        for (_, m) in self.mapped.lock().unwrap().drain() {
+            unmap(m.base, m.len);
         }
     }
 }

@@ -44,8 +44,19 @@ unsafe extern "C" fn mem_import(
     dev_addr: *mut *mut c_void,
 ) -> c_int {
     guard(|| {
-        let c = memory_of(ctx)?;
-        m::import(&c, host_addr, fd, offset, size, flags, dev_addr)
+        if dev_addr.is_null() {
+            return Err(Error::INVAL);
+        }
+        // A provider's own import (a peer's memory): never exported again,
+        // so no fd is kept for it.
+        let dev = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .import(host_addr as usize, fd, offset, size, flags, false)?;
+        // SAFETY: checked non-NULL; the plugin ABI requires it valid.
+        unsafe { dev_addr.write(dev as *mut c_void) };
+        Ok(0)
     })
 }
 

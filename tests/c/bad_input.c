@@ -8,6 +8,7 @@
  * usage: bad_input <provider-name>
  */
 #include <fi_xpu.h>
+#include <fi_xpu/device.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -80,8 +81,8 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_ctx_open(dom, &xattr, NULL, NULL), -FI_EINVAL);
 	xattr.iface = (enum fi_hmem_iface)77;
 	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), -FI_EINVAL);
-	xattr.iface = FI_HMEM_CUDA;
-	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), -FI_EOPNOTSUPP); /* not among the test provider's ifaces */
+	xattr.iface = FI_HMEM_NEURON;
+	EXPECT(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), -FI_EOPNOTSUPP); /* served by no provider */
 	struct fi_xpu_mem_ops tiny = { .size = 1 };
 	xattr.iface = FI_HMEM_SYSTEM;
 	xattr.ops = &tiny;
@@ -220,7 +221,8 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_mr_reg(dom, NULL, (void *)(UINTPTR_MAX - 16), 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EOVERFLOW);
 	EXPECT(fi_xpu_mr_reg(dom, (struct fid_xpu_host_ctx *)av, region, 256, FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), -FI_EINVAL);
 	EXPECT(mr == POISON, 1);
-	EXPECT(fi_xpu_mr_reg(dom, ctx, region, 256, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &mr, NULL), 0);
+	/* Memory the context knows (allocated, imported): every provider can share it. */
+	EXPECT(fi_xpu_mr_reg(dom, ctx, addr, 256, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &mr, NULL), 0);
 	uint64_t key = 7;
 	EXPECT(fi_xpu_mr_key(NULL, &key), -FI_EINVAL);
 	EXPECT(fi_xpu_mr_key(mr, NULL), -FI_EINVAL);
@@ -335,6 +337,46 @@ int main(int argc, char **argv)
 	EXPECT(xh.prov_id, info->prov_id);
 	EXPECT(fi_xpu_export(&cq->fid, 0, &xh), 0);
 	EXPECT(fi_xpu_export(&cntr->fid, 0, &xh), 0);
+
+	/*
+	 * Device calls with bad arguments: refused before anything is posted,
+	 * with the same code whichever provider exported the handles (the test
+	 * provider's prov_id is not even compiled into the dispatch).
+	 */
+	{
+		struct fid_xpu_ep xep;
+		struct fid_xpu_cq xcq;
+		uint64_t raw[8] = { 0 }, res[2] = { 0 }, cmp[2] = { 0 }, src[2] = { 1, 2 };
+		char e[64];
+		const int W = FI_XPU_WORK_ITEM;
+		const uint64_t BAD = 1ULL << 60;
+		EXPECT(fi_xpu_export(&ep->fid, 0, &xep.fid), 0);
+		EXPECT(fi_xpu_export(&cq->fid, 0, &xcq.fid), 0);
+		EXPECT(fi_xpu_write(&xep, src, 8, NULL, 0, raw, 0, 0, NULL, BAD, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_read(&xep, res, 8, NULL, raw, 0, 0, NULL, FI_REMOTE_CQ_DATA, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_send(&xep, src, 8, NULL, 0, raw, NULL, BAD, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_recv(&xep, res, 8, NULL, NULL, NULL, FI_INJECT, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_tsend(&xep, src, 8, NULL, 0, raw, 1, NULL, BAD, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_trecv(&xep, res, 8, NULL, NULL, 1, 0, NULL, FI_REMOTE_CQ_DATA, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_atomic(&xep, src, 1, NULL, raw, 0, 0, FI_UINT64, FI_SUM, NULL, FI_REMOTE_CQ_DATA, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_fetch_atomic(&xep, src, 1, NULL, res, NULL, raw, 0, 0, FI_UINT64, FI_SUM, NULL, FI_REMOTE_CQ_DATA, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_compare_atomic(&xep, src, 1, NULL, cmp, NULL, res, NULL, raw, 0, 0, FI_UINT64, FI_CSWAP, NULL, BAD, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_flush(&xep, 1, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_flush(&xep, BAD, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_cq_readerr(&xcq, e, 1, W), -FI_EBADFLAGS);
+		/* Atomics: no elements, no place for the fetched values, a misaligned target. */
+		EXPECT(fi_xpu_atomic(&xep, src, 0, NULL, raw, 0, 0, FI_UINT64, FI_SUM, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_fetch_atomic(&xep, src, 0, NULL, res, NULL, raw, 0, 0, FI_UINT64, FI_SUM, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_fetch_atomic(&xep, src, 1, NULL, NULL, NULL, raw, 0, 0, FI_UINT64, FI_SUM, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_compare_atomic(&xep, src, 1, NULL, cmp, NULL, NULL, NULL, raw, 0, 0, FI_UINT64, FI_CSWAP, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_compare_atomic(&xep, src, 1, NULL, NULL, NULL, res, NULL, raw, 0, 0, FI_UINT64, FI_CSWAP, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_atomic(&xep, src, 1, NULL, raw, 4, 0, FI_UINT64, FI_SUM, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_fetch_atomic(&xep, src, 1, NULL, res, NULL, raw, 2, 0, FI_UINT32, FI_SUM, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_compare_atomic(&xep, src, 1, NULL, cmp, NULL, res, NULL, raw, 1, 0, FI_UINT16, FI_CSWAP, NULL, 0, W), -FI_EINVAL);
+		/* Handle and scope errors still come first. */
+		EXPECT(fi_xpu_flush(NULL, BAD, W), -FI_EINVAL);
+		EXPECT(fi_xpu_atomic(&xep, src, 0, NULL, raw, 0, 0, FI_UINT64, FI_SUM, NULL, BAD, 99), -FI_EINVAL);
+	}
 
 	/* Close: in use, wrong order, then right order, then twice. */
 	EXPECT(fi_xpu_close(NULL), -FI_EINVAL);

@@ -169,6 +169,16 @@ static int run(int sock, int rank)
 		(void)wait_one(&cq, NULL);
 		if (read(sock, &c, 1) != 1)
 			exit(1);
+		/* an RMA write with CQ data: the target's completion carries its length */
+		uint64_t *pair = &heap[16]; /* a source the context knows */
+		pair[0] = 0x1111;
+		pair[1] = 0x2222;
+		CHECK(fi_xpu_write(&ep, pair, 16, NULL, 0x66, &raw, peer.base + 64, peer.key, pair,
+				   FI_REMOTE_CQ_DATA, FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, NULL);
+		EXPECT(e.op_context == pair);
+		if (read(sock, &c, 1) != 1)
+			exit(1);
 	} else {
 		struct fi_cq_tagged_entry e;
 		uint64_t *box = heap + 64, secret = 0x5ec2e7;
@@ -188,6 +198,15 @@ static int run(int sock, int rank)
 		EXPECT(heap[1] == 0xabcdef && heap[0] == 77 && heap[2] == 0 && heap[3] == 0x1e1e);
 		EXPECT(secret == 0x5ec2e7);
 		if (write(sock, "d", 1) != 1)
+			exit(1);
+		/* the same flags and len on every provider (shm_ops.c checks shm) */
+		e = wait_one(&cq, NULL);
+		EXPECT_EQ(e.flags & (FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA),
+			  FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA);
+		EXPECT_EQ(e.data, 0x66);
+		EXPECT_EQ(e.len, 0);
+		EXPECT(heap[8] == 0x1111 && heap[9] == 0x2222);
+		if (write(sock, "e", 1) != 1)
 			exit(1);
 	}
 	CHECK(fi_xpu_close(&hep->fid));

@@ -459,6 +459,12 @@ pub struct Mr {
     pub len: u64,
 }
 
+/// Keys of providers that address by offset: the registration's base
+/// address in the low bits, a generation above them.
+pub const KEY_GENERATION_SHIFT: u32 = 56;
+pub const KEY_BASE_MASK: u64 = (1 << KEY_GENERATION_SHIFT) - 1;
+const MAX_KEY_GENERATION: u64 = 0xff;
+
 impl Mr {
     pub fn reg(dom: &Arc<DomInner>, a: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
         let (mut mr, mut key, mut desc) = (std::ptr::null_mut(), 0u64, std::ptr::null_mut());
@@ -470,28 +476,42 @@ impl Mr {
         // offsets and takes the caller's key gets the base address as key,
         // so that the initiator can turn an address into an offset; other
         // providers that take keys need distinct ones.
-        let requested_key = if dom.offset_keys {
-            a.buf as u64
-        } else {
-            match a.requested_key {
-                0 => dom.next_key.fetch_add(1, Ordering::Relaxed),
-                k => k,
+        // With base addresses as keys, registering the same range twice (which
+        // libfabric allows) would reuse a key: later ones carry a generation
+        // in the bits above any user address (`KEY_BASE_MASK`).
+        let mut generation = 0u64;
+        let r = loop {
+            let requested_key = if dom.offset_keys {
+                a.buf as u64 | generation << KEY_GENERATION_SHIFT
+            } else {
+                match a.requested_key {
+                    0 => dom.next_key.fetch_add(1, Ordering::Relaxed),
+                    k => k,
+                }
+            };
+            // SAFETY: the core checked buf/len; out-pointers are live locals.
+            let r = unsafe {
+                ffi::xo_mr_reg(
+                    dom.domain.ptr(),
+                    a.buf,
+                    a.len,
+                    access,
+                    requested_key,
+                    a.iface,
+                    a.device,
+                    &mut mr,
+                    &mut key,
+                    &mut desc,
+                )
+            };
+            let retry = dom.offset_keys
+                && r == -FI_ENOKEY
+                && a.buf as u64 & !KEY_BASE_MASK == 0
+                && generation < MAX_KEY_GENERATION;
+            if !retry {
+                break r;
             }
-        };
-        // SAFETY: the core checked buf/len; out-pointers are live locals.
-        let r = unsafe {
-            ffi::xo_mr_reg(
-                dom.domain.ptr(),
-                a.buf,
-                a.len,
-                access,
-                requested_key,
-                a.iface,
-                a.device,
-                &mut mr,
-                &mut key,
-                &mut desc,
-            )
+            generation += 1;
         };
         if r != 0 {
             core::warn(&format!("fi_mr_regattr failed: {}", ffi::strerror(r)));

@@ -881,7 +881,7 @@ fn local_desc(ep: &EpInner, id: u64, buf: u64, len: u64) -> *mut c_void {
 fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
     use ffi::*;
     let raddr = if ep.dom.offset_keys {
-        w.raddr.wrapping_sub(w.rkey)
+        w.raddr.wrapping_sub(w.rkey & crate::objects::KEY_BASE_MASK)
     } else {
         w.raddr
     };
@@ -1206,9 +1206,11 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
         // A remote write carrying CQ data: it completes at the target only.
         if let Some(cq) = b.rx_cq.as_deref() {
             cq.push(Cqe {
-                flags: e.flags & (FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA),
-                len: e.len as u64,
-                buf: e.buf as u64,
+                // As every provider reports it (libfabric's tcp leaves out FI_RMA).
+                flags: FI_RMA | FI_REMOTE_WRITE | (e.flags & FI_REMOTE_CQ_DATA),
+                // len and buf are 0 on every provider: libfabric defines
+                // them for receives only, and tcp reports 0 where shm
+                // reports the length.
                 data: e.data,
                 src,
                 ..Default::default()
