@@ -9,15 +9,18 @@
 //!   the host directly on a libfabric provider.
 //! - `fi_pingpong -p shm`: libfabric's own ping-pong, for reference.
 //! - callgrind: instructions of one `fi_xpu_write` post (`post_one`).
+//! - `benches/ofi_proxy.c`: the ofi provider's proxy alone (see `proxy`).
 use crate::{mkdir, root, Result};
+
+mod proxy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-type Figures = BTreeMap<String, f64>;
+pub(crate) type Figures = BTreeMap<String, f64>;
 
-fn cc(src: &str, out: &Path, lib: &Path, libs: &[&str]) -> Result {
+pub(crate) fn cc(src: &str, out: &Path, lib: &Path, libs: &[&str]) -> Result {
     let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
     crate::run(
         Command::new(cc)
@@ -42,7 +45,7 @@ fn cc(src: &str, out: &Path, lib: &Path, libs: &[&str]) -> Result {
 }
 
 /// Runs a benchmark program and reads its `name value unit` lines.
-fn figures(cmd: &mut Command, what: &str) -> Figures {
+pub(crate) fn figures(cmd: &mut Command, what: &str) -> Figures {
     let out = match timed_output(cmd, Duration::from_secs(120)) {
         Some(o) if o.status.success() => o,
         Some(o) => {
@@ -157,7 +160,7 @@ fn instructions_per_post(exe: &Path, env: &[(&str, &str)], dir: &Path, posts: u3
     Some(total / posts as f64)
 }
 
-fn cell(v: Option<f64>, digits: usize) -> String {
+pub(crate) fn cell(v: Option<f64>, digits: usize) -> String {
     v.map_or("n/a".into(), |v| format!("{v:.digits$}"))
 }
 
@@ -168,7 +171,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
-pub fn run(lib: PathBuf, quick: bool) -> Result {
+pub fn run(lib: PathBuf, quick: bool, only_proxy: bool) -> Result {
     // `cargo run` puts the debug target directory first in the library
     // path, which beats the programs' runpath: without this they would load
     // the debug libfi_xpu.so and whatever plugins were staged beside it.
@@ -181,6 +184,9 @@ pub fn run(lib: PathBuf, quick: bool) -> Result {
     std::env::set_var("LD_LIBRARY_PATH", paths);
     let dir = lib.join("bench");
     mkdir(&dir)?;
+    if only_proxy {
+        return proxy::run(&lib, &dir, quick);
+    }
     let xpu = dir.join("xpu_rma");
     let lf = dir.join("libfabric_rma");
     cc("benches/xpu_rma.c", &xpu, &lib, &["-lfi_xpu", "-lpthread"])?;
@@ -295,5 +301,5 @@ pub fn run(lib: PathBuf, quick: bool) -> Result {
     println!("|---|---|");
     println!("| shm | {} |", cell(ir_shm, 0));
     println!("| ofi (over libfabric shm) | {} |", cell(ir_ofi, 0));
-    Ok(())
+    proxy::run(&lib, &dir, quick)
 }

@@ -34,7 +34,8 @@ commands:
                              --debug-info: also the stripped debug information)
   demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
   test                       everything CI checks: fmt, clippy, build, tests
-  bench [--quick]            run the benchmarks and their baselines, print a table
+  bench [--quick] [--proxy]  run the benchmarks and their baselines, print a table
+                             (--proxy: only the ofi proxy's, benches/ofi_proxy.c)
   gpu-bundle [--out DIR] [--debug]
                              pack what a GPU machine without Rust needs to run
                              the GPU check (default DIR: target/gpu-bundle)
@@ -75,8 +76,8 @@ fn main() -> ExitCode {
         .and_then(install::install),
         "demo" => demo(rest),
         "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
-        "bench" => Opts::parse(rest, &["--quick"], &[])
-            .and_then(|o| bench::run(build(true)?, o.flag("--quick"))),
+        "bench" => Opts::parse(rest, &["--quick", "--proxy"], &[])
+            .and_then(|o| bench::run(build(true)?, o.flag("--quick"), o.flag("--proxy"))),
         "gpu-bundle" => {
             Opts::parse(rest, &["--debug"], &["--out"]).and_then(|o| gpu::bundle(&o).map(drop))
         }

@@ -1,0 +1,425 @@
+/*
+ * The ofi provider's proxy in isolation: one process, endpoints writing to
+ * each other over a libfabric provider (shm, tcp loopback), measured two
+ * ways in the same run:
+ *
+ *   host   fi_write issued from the host directly, one thread (the
+ *          baseline);
+ *   xpu    the same writes posted by device code (a CPU thread standing in
+ *          for the device, iface FI_HMEM_SYSTEM) through fi_xpu/device.h on
+ *          the ofi provider: one device thread and the domain's progress
+ *          thread (the proxy), nothing else.
+ *
+ * Both write from one endpoint to a second one of the same domain.
+ *
+ * Figures (one "name value unit" line each, prefixed host_ or xpu_):
+ *   latency_8B_us     an 8-byte write from post to its completion
+ *   rate_8B_mps       8-byte writes per second, window of 64
+ *   bw_<size>_MBps    write bandwidth at 64 KiB, 1 MiB and 16 MiB, window 8
+ *
+ * usage: ofi_proxy <libfabric-provider> [iterations] [host|xpu]
+ *        ofi_proxy <libfabric-provider> --post N   N 8-byte writes through
+ *                                                  xpu_post (for callgrind)
+ */
+#include <fi_xpu.h>
+#include <fi_xpu/device.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(2); } while (0)
+#define TRY(call) do { long long r_ = (long long)(call); if (r_) DIE("%s: %s", #call, fi_strerror((int)-r_)); } while (0)
+#define XTRY(call) do { long long r_ = (long long)(call); if (r_ < 0) DIE("%s: %s", #call, fi_xpu_strerror((int)r_)); } while (0)
+
+#define BIG (16u << 20)
+/* Source and destination of the big writes, then the 8-byte words. */
+#define SRC 0
+#define DST BIG
+#define WORDS (2 * BIG)
+#define HEAP (2 * BIG + (1u << 20))
+#define WINDOW 64
+#define BW_WINDOW 8
+
+static const size_t sizes[] = { 64u << 10, 1u << 20, 16u << 20 };
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One way of posting a write and reaping completions. */
+struct path {
+	int (*post)(void *self, size_t src, size_t dst, size_t len); /* 0 or -FI_EAGAIN */
+	int (*reap)(void *self);                                      /* completions read */
+	void *self;
+	uint8_t *heap;
+};
+
+static void reap_to(struct path *p, int *out, int target)
+{
+	while (*out > target)
+		*out -= p->reap(p->self);
+}
+
+static void write_at(struct path *p, size_t src, size_t dst, size_t len, int *out)
+{
+	/* Refused: progress (and reap) before retrying, even with nothing
+	 * outstanding, since libfabric's shm connects to a peer through its
+	 * progress calls. */
+	while (p->post(p->self, src, dst, len) == -FI_EAGAIN)
+		*out -= p->reap(p->self);
+	(*out)++;
+}
+
+/* Figure `f` of path `p` (see `fig_names`), one measurement. */
+static double figure(struct path *p, int f, int iters)
+{
+	int out = 0;
+	uint64_t *word = (uint64_t *)(p->heap + WORDS), *dst = word + 1;
+	double t0;
+	if (f == 0) {
+		t0 = now();
+		for (int i = 1; i <= iters; i++) {
+			*word = (uint64_t)i;
+			write_at(p, WORDS, WORDS + 8, 8, &out);
+			reap_to(p, &out, 0);
+		}
+		double lat = (now() - t0) / iters * 1e6;
+		if (__atomic_load_n(dst, __ATOMIC_ACQUIRE) != (uint64_t)iters)
+			DIE("the last write did not land");
+		return lat;
+	}
+	if (f == 1) {
+		int n = iters * 10;
+		t0 = now();
+		for (int i = 0; i < n; i++) {
+			write_at(p, WORDS, WORDS + 64 + (size_t)(i % 64) * 8, 8, &out);
+			if (out >= WINDOW)
+				reap_to(p, &out, WINDOW / 2);
+		}
+		reap_to(p, &out, 0);
+		return n / (now() - t0) / 1e6;
+	}
+	size_t len = sizes[f - 2];
+	int reps = (int)((256u << 20) / len) * (iters >= 2000 ? 4 : 1);
+	t0 = now();
+	for (int i = 0; i < reps; i++) {
+		write_at(p, SRC, DST, len, &out);
+		if (out >= BW_WINDOW)
+			reap_to(p, &out, BW_WINDOW / 2);
+	}
+	reap_to(p, &out, 0);
+	return (double)len * reps / (now() - t0) / 1e6;
+}
+
+static const char *fig_names[] = { "latency_8B_us", "rate_8B_mps", "bw_64KiB_MBps", "bw_1MiB_MBps",
+				   "bw_16MiB_MBps" };
+static const char *fig_units[] = { "us", "Mmsg/s", "MB/s", "MB/s", "MB/s" };
+#define FIGS 5
+#define MAX_ROUNDS 15
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Each figure `rounds` times, the paths taking turns, so that both see the
+ * same load; prints the median of each. */
+static void measure(struct path **paths, const char **prefixes, int npaths, int iters, int rounds)
+{
+	static double v[2][FIGS][MAX_ROUNDS];
+	for (int k = 0; k < npaths; k++) {
+		int out = 0;
+		/* Warm-up: connections, first touches of every buffer. */
+		if (getenv("OFI_PROXY_VERBOSE"))
+			fprintf(stderr, "%s: warm-up\n", prefixes[k]);
+		for (int i = 0; i < 100; i++) {
+			write_at(paths[k], WORDS, WORDS + 8, 8, &out);
+			reap_to(paths[k], &out, 0);
+		}
+	}
+	for (int f = 0; f < FIGS; f++)
+		for (int r = 0; r < rounds; r++)
+			for (int k = 0; k < npaths; k++) {
+				v[k][f][r] = figure(paths[k], f, iters);
+				if (getenv("OFI_PROXY_VERBOSE"))
+					fprintf(stderr, "%s %s round %d: %.3f\n", prefixes[k], fig_names[f], r,
+						v[k][f][r]);
+			}
+	for (int k = 0; k < npaths; k++)
+		for (int f = 0; f < FIGS; f++) {
+			qsort(v[k][f], (size_t)rounds, sizeof(double), cmp_double);
+			printf("%s_%s %.3f %s\n", prefixes[k], fig_names[f], v[k][f][rounds / 2],
+			       fig_units[f]);
+		}
+	fflush(stdout);
+}
+
+/* ---- host-direct fi_write, one thread ---- */
+
+struct host {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq[2];
+	struct fid_ep *ep[2];
+	struct fid_mr *mr[2];
+	uint8_t *buf;
+	void *desc;
+	fi_addr_t peer;
+	uint64_t base, key;
+};
+
+static int host_post(void *s, size_t src, size_t dst, size_t len)
+{
+	struct host *h = s;
+	ssize_t r = fi_write(h->ep[0], h->buf + src, len, h->desc, h->peer, h->base + dst, h->key, NULL);
+	if (r && r != -FI_EAGAIN)
+		DIE("fi_write: %s", fi_strerror((int)-r));
+	return (int)r;
+}
+
+static int host_reap(void *s)
+{
+	struct host *h = s;
+	struct fi_cq_entry e[16];
+	/* The target endpoint places the data inside its own calls. */
+	(void)fi_cq_read(h->cq[1], e, 16);
+	ssize_t n = fi_cq_read(h->cq[0], e, 16);
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n < 0)
+		DIE("fi_cq_read: %s", fi_strerror((int)-n));
+	return (int)n;
+}
+
+/* Two endpoints of one domain, the first writing to the second. */
+static void host_open(struct host *h, const char *prov)
+{
+	struct fi_info *hints = fi_allocinfo();
+	memset(h, 0, sizeof(*h));
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_RMA;
+	hints->mode = FI_CONTEXT;
+	/* As the ofi provider asks (its progress threads and host calls share
+	 * the domain). */
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+	hints->fabric_attr->prov_name = strdup(prov);
+	TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &h->info));
+	fi_freeinfo(hints);
+	fprintf(stderr, "host-direct on libfabric provider %s\n", h->info->fabric_attr->prov_name);
+	TRY(fi_fabric(h->info->fabric_attr, &h->fabric, NULL));
+	TRY(fi_domain(h->fabric, h->info, &h->domain, NULL));
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	TRY(fi_av_open(h->domain, &av_attr, &h->av, NULL));
+	h->buf = mmap(NULL, HEAP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (h->buf == MAP_FAILED)
+		DIE("mmap");
+	memset(h->buf, 0, HEAP);
+	for (int k = 0; k < 2; k++) {
+		struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 1024 };
+		TRY(fi_cq_open(h->domain, &cq_attr, &h->cq[k], NULL));
+		TRY(fi_endpoint(h->domain, h->info, &h->ep[k], NULL));
+		TRY(fi_ep_bind(h->ep[k], &h->av->fid, 0));
+		TRY(fi_ep_bind(h->ep[k], &h->cq[k]->fid, FI_TRANSMIT | FI_RECV));
+		TRY(fi_enable(h->ep[k]));
+		TRY(fi_mr_reg(h->domain, h->buf, HEAP, FI_WRITE | FI_REMOTE_WRITE, 0, (uint64_t)k, 0,
+			      &h->mr[k], NULL));
+		if (h->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+			TRY(fi_mr_bind(h->mr[k], &h->ep[k]->fid, 0));
+			TRY(fi_mr_enable(h->mr[k]));
+		}
+	}
+	h->desc = fi_mr_desc(h->mr[0]);
+	h->key = fi_mr_key(h->mr[1]);
+	h->base = (h->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)h->buf : 0;
+	char name[256];
+	size_t len = sizeof(name);
+	TRY(fi_getname(&h->ep[1]->fid, name, &len));
+	if (fi_av_insert(h->av, name, 1, &h->peer, 0, NULL) != 1)
+		DIE("fi_av_insert");
+}
+
+static void host_close(struct host *h)
+{
+	for (int k = 0; k < 2; k++) {
+		fi_close(&h->mr[k]->fid);
+		fi_close(&h->ep[k]->fid);
+		fi_close(&h->cq[k]->fid);
+	}
+	fi_close(&h->av->fid);
+	fi_close(&h->domain->fid);
+	fi_close(&h->fabric->fid);
+	fi_freeinfo(h->info);
+	munmap(h->buf, HEAP);
+}
+
+/* ---- device code through the ofi provider's proxy ---- */
+
+struct xpu {
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq, *hcq2;
+	struct fid_xpu_host_ep *hep, *hep2;
+	struct fid_xpu_mr *mr;
+	struct fid_xpu_ep ep;
+	struct fid_xpu_cq cq;
+	uint8_t *heap;
+	uint8_t desc[64];
+	uint64_t raw[8];
+	uint64_t key;
+};
+
+/* One 8-byte write: the device-side post whose instructions are counted. */
+__attribute__((noinline)) int xpu_post(void *s, size_t src, size_t dst, size_t len)
+{
+	struct xpu *x = s;
+	int rc = fi_xpu_write(&x->ep, x->heap + src, len, x->desc, 0, x->raw,
+			      (uint64_t)(uintptr_t)x->heap + dst, x->key, NULL, 0, FI_XPU_WORK_ITEM);
+	if (rc && rc != -FI_EAGAIN)
+		DIE("fi_xpu_write: %s", fi_xpu_strerror(rc));
+	return rc;
+}
+
+static int xpu_reap(void *s)
+{
+	struct xpu *x = s;
+	struct fi_cq_entry e[16];
+	int64_t n = fi_xpu_cq_read(&x->cq, e, 16, FI_XPU_WORK_ITEM);
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n < 0)
+		DIE("fi_xpu_cq_read: %s", fi_xpu_strerror((int)n));
+	return (int)n;
+}
+
+static void xpu_open(struct xpu *x)
+{
+	struct fi_xpu_info *info, *i;
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_cq_attr cattr = { .size = 1024, .format = FI_CQ_FORMAT_CONTEXT, .timeout = 10000 };
+	struct fi_xpu_ep_attr eattr = { 0 };
+	uint8_t name[64];
+	size_t len = sizeof(name);
+	fi_addr_t fa;
+	int fd;
+	uint64_t off;
+
+	XTRY(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
+		;
+	if (!i)
+		DIE("the ofi provider is not available");
+	XTRY(fi_xpu_domain(i, NULL, &x->dom, NULL));
+	fi_xpu_freeinfo(info);
+	XTRY(fi_xpu_ctx_open(x->dom, &xattr, &x->ctx, NULL));
+	XTRY(fi_xpu_av_open(x->dom, NULL, &x->av, NULL));
+	cattr.xpu_ctx = x->ctx;
+	XTRY(fi_xpu_cq_open(x->dom, &cattr, &x->hcq, NULL));
+	XTRY(fi_xpu_cq_open(x->dom, &cattr, &x->hcq2, NULL));
+	eattr.xpu_ctx = x->ctx;
+	/* As on the host: the first endpoint writes to the second, both
+	 * served by the domain's one progress thread. */
+	XTRY(fi_xpu_endpoint(x->dom, &eattr, &x->hep, NULL));
+	XTRY(fi_xpu_ep_bind(x->hep, &x->av->fid, 0));
+	XTRY(fi_xpu_ep_bind(x->hep, &x->hcq->fid, FI_TRANSMIT | FI_RECV));
+	XTRY(fi_xpu_enable(x->hep));
+	XTRY(fi_xpu_endpoint(x->dom, &eattr, &x->hep2, NULL));
+	XTRY(fi_xpu_ep_bind(x->hep2, &x->av->fid, 0));
+	XTRY(fi_xpu_ep_bind(x->hep2, &x->hcq2->fid, FI_TRANSMIT | FI_RECV));
+	XTRY(fi_xpu_enable(x->hep2));
+	memset(name, 0, sizeof(name));
+	XTRY(fi_xpu_getname(x->hep2, name, &len));
+	XTRY(fi_xpu_alloc(x->ctx, HEAP, 4096, FI_XPU_ALLOC_DMABUF, (void **)&x->heap, &fd, &off));
+	close(fd);
+	memset(x->heap, 0, HEAP);
+	XTRY(fi_xpu_mr_reg(x->dom, x->ctx, x->heap, HEAP,
+			   FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &x->mr, NULL));
+	XTRY(fi_xpu_mr_key(x->mr, &x->key));
+	len = sizeof(x->desc);
+	XTRY(fi_xpu_mr_desc(x->mr, x->desc, &len, 0, x->ctx));
+	XTRY(fi_xpu_av_insert(x->av, name, 1, &fa, 0, NULL));
+	len = sizeof(x->raw);
+	XTRY(fi_xpu_av_lookup(x->av, fa, x->raw, &len, 0, x->ctx));
+	XTRY(fi_xpu_export(&x->hep->fid, 0, &x->ep.fid));
+	XTRY(fi_xpu_export(&x->hcq->fid, 0, &x->cq.fid));
+}
+
+static void xpu_close(struct xpu *x)
+{
+	XTRY(fi_xpu_close(&x->mr->fid));
+	XTRY(fi_xpu_free(x->ctx, x->heap));
+	XTRY(fi_xpu_close(&x->hep->fid));
+	XTRY(fi_xpu_close(&x->hep2->fid));
+	XTRY(fi_xpu_close(&x->hcq->fid));
+	XTRY(fi_xpu_close(&x->hcq2->fid));
+	XTRY(fi_xpu_close(&x->av->fid));
+	XTRY(fi_xpu_close(&x->ctx->fid));
+	XTRY(fi_xpu_close(&x->dom->fid));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		DIE("usage: %s <libfabric-provider> [iterations [rounds [host|xpu]]] | --post N", argv[0]);
+	/* The ofi provider runs on the libfabric provider named here. */
+	setenv("FI_XPU_OFI_PROVIDER", argv[1], 1);
+	if (argc > 3 && strcmp(argv[2], "--post") == 0) {
+		struct xpu x;
+		int out = 0, n = atoi(argv[3]);
+		memset(&x, 0, sizeof(x));
+		xpu_open(&x);
+		struct path p = { xpu_post, xpu_reap, &x, x.heap };
+		for (int i = 0; i < n; i++) {
+			write_at(&p, WORDS, WORDS + 8, 8, &out);
+			reap_to(&p, &out, 0);
+		}
+		xpu_close(&x);
+		return 0;
+	}
+	int iters = argc > 2 ? atoi(argv[2]) : 10000;
+	int rounds = argc > 3 ? atoi(argv[3]) : 5;
+	const char *only = argc > 4 ? argv[4] : "";
+	if (iters < 1 || rounds < 1 || rounds > MAX_ROUNDS)
+		DIE("iterations must be positive, rounds 1 to %d", MAX_ROUNDS);
+	static struct host h;
+	static struct xpu x;
+	struct path hp, xp, *paths[2];
+	const char *prefixes[2];
+	int n = 0;
+	if (strcmp(only, "xpu") != 0) {
+		host_open(&h, argv[1]);
+		hp = (struct path){ host_post, host_reap, &h, h.buf };
+		paths[n] = &hp;
+		prefixes[n++] = "host";
+	}
+	if (strcmp(only, "host") != 0) {
+		memset(&x, 0, sizeof(x));
+		xpu_open(&x);
+		xp = (struct path){ xpu_post, xpu_reap, &x, x.heap };
+		paths[n] = &xp;
+		prefixes[n++] = "xpu";
+	}
+	measure(paths, prefixes, n, iters, rounds);
+	if (strcmp(only, "xpu") != 0)
+		host_close(&h);
+	if (strcmp(only, "host") != 0)
+		xpu_close(&x);
+	return 0;
+}
