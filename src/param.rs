@@ -20,10 +20,11 @@ pub const PROVIDER_PATH: &str = "FI_XPU_PROVIDER_PATH";
 pub const PROVIDER: &str = "FI_XPU_PROVIDER";
 pub const LOG_LEVEL: &str = "FI_XPU_LOG_LEVEL";
 pub const LOG_PROV: &str = "FI_XPU_LOG_PROV";
+pub const HUGE_PAGES: &str = "FI_XPU_HUGE_PAGES";
 
 /// The core's parameters: variable, default (as `fi_xpu_info -e` shows it),
 /// description.
-const CORE_PARAMS: [(&str, &str, &str); 4] = [
+const CORE_PARAMS: [(&str, &str, &str); 5] = [
     (
         PROVIDER_PATH,
         "",
@@ -43,6 +44,11 @@ const CORE_PARAMS: [(&str, &str, &str); 4] = [
         LOG_PROV,
         "",
         "sources whose messages are logged: `shm,core` keeps only those, `^ofi` drops those (empty: all)",
+    ),
+    (
+        HUGE_PAGES,
+        "try",
+        "huge pages for FI_HMEM_SYSTEM memory of 2 MiB or more: `try` (hugetlb pages while the pool has them, else transparent huge pages where the kernel allows them for shared memory), `thp` (only the latter), `off`",
     ),
 ];
 

@@ -37,6 +37,38 @@ fn coop_reserve_and_copy_every_scope() {
     assert!(stdout(&exe, &["150"]).contains("coop ok: 150 iterations"));
 }
 
+/// Large host copies stream their stores past the cache
+/// (fi_xpu_arch_bulk_copy): with the threshold lowered to one byte, every
+/// cooperative copy of the test above, of every length, alignment and
+/// share, takes that path and must still write exactly its bytes.
+#[test]
+fn coop_copy_with_streaming_stores() {
+    let exe = build_c(
+        "device_coop_nt",
+        "device_coop.c",
+        &["-DFI_XPU_HOST_NT_COPY_MIN=1"],
+    );
+    assert!(stdout(&exe, &["150"]).contains("coop ok: 150 iterations"));
+    if cfg!(target_arch = "x86_64") {
+        let o = run_ok(Command::new("objdump").arg("-d").arg(&exe));
+        let asm = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            asm.contains("movntdq"),
+            "no non-temporal stores in the streaming build"
+        );
+        let plain = build_c(
+            "device_coop_plain",
+            "device_coop.c",
+            &["-DFI_XPU_HOST_NT_COPY_MIN=0"],
+        );
+        let o = run_ok(Command::new("objdump").arg("-d").arg(&plain));
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("movntdq"),
+            "FI_XPU_HOST_NT_COPY_MIN=0 still streams"
+        );
+    }
+}
+
 /// ThreadSanitizer sees the C side (the kernel, the arch layer and the
 /// cooperative helpers); the launcher's joins and the arch layer's TSan
 /// hooks give it the ordering that libfi_xpu's barriers provide.

@@ -544,6 +544,7 @@ fn installed_tree_works_alone() {
         ("FI_XPU_PROVIDER", "core", "(unset)"),
         ("FI_XPU_LOG_LEVEL", "core", "warn"),
         ("FI_XPU_LOG_PROV", "core", "(unset)"),
+        ("FI_XPU_HUGE_PAGES", "core", "try"),
         ("FI_XPU_SHM_HEAP_SIZE", "shm", "8388608"),
         ("FI_XPU_OFI_PROVIDER", "ofi", "(unset)"),
         ("FI_XPU_OFI_PROGRESS_THREADS", "ofi", "1"),

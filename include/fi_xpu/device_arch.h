@@ -103,6 +103,17 @@
  *   FI_XPU_ARCH_MEMCPY(dst, src, n)  the compiler's inline memcpy; no C
  *            library header is needed (NVRTC has none: there it is the
  *            memcpy CUDA device code has built in)
+ *   void fi_xpu_arch_bulk_copy(void *dst, const void *src, size_t n,
+ *                              size_t total)   (host only)
+ *            copies n bytes, one work item's share of a transfer of `total`
+ *            bytes. On x86-64, from FI_XPU_HOST_NT_COPY_MIN total bytes on
+ *            (default 4 MiB; define it before including to change it, 0
+ *            turns it off) the destination is written with non-temporal
+ *            stores, which skip reading it into the cache first, followed
+ *            by an sfence; smaller transfers, and other CPUs, use memcpy.
+ *            Data that large outgrows the caches the reader would find it
+ *            in, so streaming it to memory costs the reader nothing and
+ *            saves the writer a read of every destination line.
  *
  * Every work item of a scope must call a cooperative function (barrier,
  * broadcast, and everything in fi_xpu/device_coop.h) the same number of
@@ -855,6 +866,55 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 	default: __atomic_thread_fence(__ATOMIC_SEQ_CST); break;
 	}
 }
+
+#ifndef FI_XPU_HOST_NT_COPY_MIN
+#define FI_XPU_HOST_NT_COPY_MIN 4194304 /* 4 MiB */
+#endif
+
+#if defined(__x86_64__) && defined(__SSE2__) && FI_XPU_HOST_NT_COPY_MIN > 0
+#include <emmintrin.h>
+/* Streams n bytes to dst: memcpy up to dst's next 16-byte boundary, then
+ * 64 bytes a round through non-temporal 16-byte stores, memcpy for the
+ * tail. The sfence orders the streamed stores before whatever the caller
+ * publishes next (they are not ordered by x86's ordinary store order). */
+FI_XPU_FUNC void fi_xpu_i_arch_stream_copy(unsigned char *d, const unsigned char *s, size_t n)
+{
+	size_t head = (size_t)(-(uintptr_t)d & 15u), i;
+
+	if (head > n)
+		head = n;
+	FI_XPU_ARCH_MEMCPY(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	for (i = 0; i + 64 <= n; i += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
+		_mm_stream_si128((__m128i *)(void *)(d + i), a);
+		_mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
+	}
+	FI_XPU_ARCH_MEMCPY(d + i, s + i, n - i);
+	_mm_sfence();
+}
+#define FI_XPU_I_ARCH_STREAM_COPY 1
+#endif
+
+FI_XPU_FUNC void fi_xpu_arch_bulk_copy(void *dst, const void *src, size_t n, size_t total)
+{
+#ifdef FI_XPU_I_ARCH_STREAM_COPY
+	if (total >= (size_t)FI_XPU_HOST_NT_COPY_MIN) {
+		fi_xpu_i_arch_stream_copy((unsigned char *)dst, (const unsigned char *)src, n);
+		return;
+	}
+#endif
+	(void)total;
+	FI_XPU_ARCH_MEMCPY(dst, src, n);
+}
+
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_lane_id(void) { return fi_xpu_host_item()->lane_id; }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_size(void) { return fi_xpu_host_item()->subgroup_size; }
 FI_XPU_FORCE_INLINE uint32_t fi_xpu_arch_subgroup_id(void) { return fi_xpu_host_item()->subgroup_id; }

@@ -100,13 +100,15 @@ FI_XPU_FUNC void fi_xpu_i_coop_copy_share(unsigned char *d, const unsigned char 
 {
 #if defined(FI_XPU_ARCH_HOST)
 	/* CPU threads: each takes one contiguous, cache-line-aligned chunk and
-	 * copies it with the C library's memcpy, which is as fast as a CPU copy
-	 * gets; interleaving words only pays on GPUs, where lanes coalesce. */
+	 * copies it with the C library's memcpy (non-temporal stores for large
+	 * transfers, see fi_xpu_arch_bulk_copy); interleaving words only pays
+	 * on GPUs, where lanes coalesce. */
 	size_t chunk = ((len + size - 1) / size + 63) & ~(size_t)63;
 	size_t start = rank * chunk;
 
 	if (start < len)
-		FI_XPU_ARCH_MEMCPY(d + start, s + start, len - start < chunk ? len - start : chunk);
+		fi_xpu_arch_bulk_copy(d + start, s + start, len - start < chunk ? len - start : chunk,
+				      len);
 #else
 	size_t i = rank;
 

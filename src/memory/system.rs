@@ -35,6 +35,14 @@ pub struct System {
     allocs: Mutex<HashMap<usize, Region>>,
     /// Mapped imports by device address.
     mapped: Mutex<HashMap<usize, Mapped>>,
+    /// The huge-page policy when not `FI_XPU_HUGE_PAGES`'s (tests).
+    huge: Option<HugePages>,
+}
+
+impl System {
+    fn huge_pages(&self) -> HugePages {
+        self.huge.unwrap_or_else(huge_pages)
+    }
 }
 
 fn page_size() -> u64 {
@@ -46,9 +54,36 @@ fn round_up(v: u64, to: u64) -> u64 {
     v.div_ceil(to) * to
 }
 
-fn memfd(size: u64) -> Result<OwnedFd> {
+/// Allocations and imports from this size on are mapped for huge pages.
+const HUGE_MIN: u64 = 2 << 20;
+/// `statfs.f_type` of hugetlbfs, where `MFD_HUGETLB` memfds live.
+const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+/// `FI_XPU_HUGE_PAGES`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HugePages {
+    /// hugetlb pages while the pool has them, else transparent huge pages.
+    Try,
+    /// Only transparent huge pages (`MADV_HUGEPAGE` on 2 MiB-aligned mappings).
+    Thp,
+    Off,
+}
+
+fn huge_pages() -> HugePages {
+    match crate::param::core(crate::param::HUGE_PAGES).as_deref() {
+        None | Some("") | Some("try") => HugePages::Try,
+        Some("thp") => HugePages::Thp,
+        Some("off") => HugePages::Off,
+        Some(other) => {
+            crate::warn!("FI_XPU_HUGE_PAGES={other:?} is not try, thp or off; using try");
+            HugePages::Try
+        }
+    }
+}
+
+fn memfd(size: u64, flags: libc::c_uint) -> Result<OwnedFd> {
     // SAFETY: the name is a valid C string; the flags are valid.
-    let fd = unsafe { libc::memfd_create(c"fi_xpu".as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(c"fi_xpu".as_ptr(), libc::MFD_CLOEXEC | flags) };
     if fd < 0 {
         return Err(Error::last_os());
     }
@@ -59,6 +94,49 @@ fn memfd(size: u64) -> Result<OwnedFd> {
         return Err(Error::last_os());
     }
     Ok(fd)
+}
+
+/// The page size of the file behind `fd`: the huge page size on
+/// hugetlbfs, whose mappings must start and end on it; else the base page.
+fn granule(fd: &OwnedFd) -> Result<u64> {
+    // SAFETY: fstatfs into a zeroed struct on a descriptor we hold.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(Error::last_os());
+    }
+    Ok(if st.f_type as i64 == HUGETLBFS_MAGIC {
+        (st.f_bsize as u64).max(page_size())
+    } else {
+        page_size()
+    })
+}
+
+/// A memfd of at least `size` bytes backed by hugetlb pages, mapped at a
+/// multiple of `alignment`: (fd, address, length). None when the kernel
+/// has no such pages to give (no pool, or not enough free: the mapping
+/// reserves them, so a short pool fails here and never faults later).
+fn hugetlb_alloc(size: u64, alignment: u64) -> Option<(OwnedFd, usize, u64)> {
+    let fd = memfd(0, libc::MFD_HUGETLB).ok()?;
+    let huge = granule(&fd).ok()?;
+    let len = round_up(size, huge);
+    // SAFETY: ftruncate on our own memfd.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+        return None;
+    }
+    let addr = map_aligned(&fd, len as usize, 0, alignment.max(huge)).ok()?;
+    Some((fd, addr, len))
+}
+
+/// Asks for transparent huge pages on a shared mapping. The kernel uses
+/// them only where it allows them for shared memory
+/// (/sys/kernel/mm/transparent_hugepage/shmem_enabled `advise` or more),
+/// and only for 2 MiB-aligned stretches of 2 MiB-aligned file offsets,
+/// which is why such mappings are placed at 2 MiB multiples.
+fn advise_huge(addr: usize, len: usize) {
+    // SAFETY: a hint on a mapping this module just created; it changes no
+    // contents, and its failure (no THP in this kernel) is harmless.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
 }
 
 /// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0: anywhere).
@@ -82,52 +160,80 @@ fn map(fd: &OwnedFd, at: usize, len: usize, offset: u64) -> Result<usize> {
     Ok(p as usize)
 }
 
+/// Maps `len` bytes of `fd` from `offset` at a multiple of `align`.
+fn map_aligned(fd: &OwnedFd, len: usize, offset: u64, align: u64) -> Result<usize> {
+    if align <= page_size() {
+        return map(fd, 0, len, offset);
+    }
+    // Reserve room to slide to the alignment, map there, give back the rest.
+    let total = len + align as usize;
+    // SAFETY: an anonymous PROT_NONE reservation that we own.
+    let r = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            total,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if r == libc::MAP_FAILED {
+        return Err(Error::last_os());
+    }
+    let r = r as usize;
+    let addr = round_up(r as u64, align) as usize;
+    if let Err(e) = map(fd, addr, len, offset) {
+        unmap(r, total);
+        return Err(e);
+    }
+    if addr > r {
+        unmap(r, addr - r);
+    }
+    let end = addr + len;
+    if r + total > end {
+        unmap(end, r + total - end);
+    }
+    Ok(addr)
+}
+
 fn unmap(base: usize, len: usize) {
     // SAFETY: only called on mappings this module created and no longer hands out.
     unsafe { libc::munmap(base as *mut libc::c_void, len) };
 }
 
 impl Backend for System {
-    fn alloc(&self, size: u64, alignment: u64, _flags: u64) -> Result<Allocation> {
+    fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
         let page = page_size();
-        let len = round_up(size, page);
-        let fd = memfd(len)?;
-        let (addr, base, total) = if alignment <= page {
-            let addr = map(&fd, 0, len as usize, 0)?;
-            (addr, addr, len as usize)
+        let huge = if size >= HUGE_MIN {
+            self.huge_pages()
         } else {
-            // Reserve room to slide to the alignment, map there, give back the rest.
-            let total = (len + alignment) as usize;
-            // SAFETY: an anonymous PROT_NONE reservation that we own.
-            let r = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    total,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if r == libc::MAP_FAILED {
-                return Err(Error::last_os());
-            }
-            let r = r as usize;
-            let addr = round_up(r as u64, alignment) as usize;
-            if let Err(e) = map(&fd, addr, len as usize, 0) {
-                unmap(r, total);
-                return Err(e);
-            }
-            if addr > r {
-                unmap(r, addr - r);
-            }
-            let end = addr + len as usize;
-            if r + total > end {
-                unmap(end, r + total - end);
-            }
-            (addr, addr, len as usize)
+            HugePages::Off
         };
-        let export = if _flags & fi_xpu_abi::FI_XPU_ALLOC_DMABUF != 0 {
+        let tlb = if huge == HugePages::Try {
+            hugetlb_alloc(size, alignment)
+        } else {
+            None
+        };
+        let (fd, addr, len) = match tlb {
+            Some(t) => t,
+            None => {
+                let len = round_up(size, page);
+                let fd = memfd(len, 0)?;
+                let align = if huge == HugePages::Off {
+                    alignment
+                } else {
+                    alignment.max(HUGE_MIN)
+                };
+                let addr = map_aligned(&fd, len as usize, 0, align)?;
+                if huge != HugePages::Off {
+                    advise_huge(addr, len as usize);
+                }
+                (fd, addr, len)
+            }
+        };
+        let (base, total) = (addr, len as usize);
+        let export = if flags & fi_xpu_abi::FI_XPU_ALLOC_DMABUF != 0 {
             match fd.as_fd().try_clone_to_owned() {
                 Ok(f) => Some(f),
                 Err(e) => {
@@ -183,12 +289,22 @@ impl Backend for System {
         if req.offset + req.size > st.st_size as u64 {
             return Err(Error::INVAL);
         }
-        let page = page_size();
+        let owned = fd.try_clone_to_owned()?;
+        // A hugetlb file maps only in whole huge pages.
+        let page = granule(&owned)?;
         let start = req.offset / page * page;
         let delta = (req.offset - start) as usize;
         let len = (round_up(req.offset + req.size, page) - start) as usize;
-        let owned = fd.try_clone_to_owned()?;
-        let base = map(&owned, 0, len, start)?;
+        // Large imports of ordinary memfds are placed like allocations, so
+        // that the kernel may back them with transparent huge pages.
+        let thp = page == page_size()
+            && len as u64 >= HUGE_MIN
+            && start.is_multiple_of(HUGE_MIN)
+            && self.huge_pages() != HugePages::Off;
+        let base = map_aligned(&owned, len, start, if thp { HUGE_MIN } else { page })?;
+        if thp {
+            advise_huge(base, len);
+        }
         let dev = base + delta;
         let owned = req.exportable.then_some(owned);
         self.mapped.lock().unwrap().insert(
@@ -262,5 +378,145 @@ impl Drop for System {
         for (_, m) in self.mapped.lock().unwrap().drain() {
             unmap(m.base, m.len);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fi_xpu_abi::FI_XPU_ALLOC_DMABUF;
+
+    fn with(huge: HugePages) -> System {
+        let mut s = System::default();
+        s.huge = Some(huge);
+        s
+    }
+
+    /// The VmFlags and KernelPageSize (KiB) of the mapping holding `addr`.
+    fn vma(addr: usize) -> (String, u64) {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        let mut kps = 0;
+        for l in smaps.lines() {
+            if let Some((range, _)) = l.split_once(' ') {
+                if let Some((a, b)) = range.split_once('-') {
+                    if let (Ok(a), Ok(b)) =
+                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                    {
+                        inside = a <= addr && addr < b;
+                        continue;
+                    }
+                }
+            }
+            if !inside {
+                continue;
+            }
+            if let Some(v) = l.strip_prefix("KernelPageSize:") {
+                kps = v.trim().trim_end_matches("kB").trim().parse().unwrap();
+            }
+            if let Some(v) = l.strip_prefix("VmFlags:") {
+                return (v.trim().to_string(), kps);
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    fn flag(flags: &str, f: &str) -> bool {
+        flags.split_whitespace().any(|x| x == f)
+    }
+
+    fn free_hugetlb_pages() -> u64 {
+        std::fs::read_to_string("/proc/meminfo")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("HugePages_Free:"))
+            .map_or(0, |v| v.trim().parse().unwrap())
+    }
+
+    /// Writes through one mapping and reads through the other.
+    fn same_memory(a: usize, b: usize, v: u64) {
+        // SAFETY: both are live, writable mappings of the same file page.
+        unsafe {
+            std::ptr::write_volatile(a as *mut u64, v);
+            assert_eq!(std::ptr::read_volatile(b as *const u64), v);
+        }
+    }
+
+    #[test]
+    fn large_memory_is_placed_for_transparent_huge_pages() {
+        let m = with(HugePages::Thp);
+        let a = m.alloc(4 << 20, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        assert_eq!(a.addr % (2 << 20), 0);
+        let (flags, kps) = vma(a.addr);
+        assert!(flag(&flags, "hg"), "no MADV_HUGEPAGE: {flags}");
+        assert_eq!(kps, 4, "not a hugetlb mapping");
+        let fd = a.fd.unwrap();
+        // An import of a 2 MiB-aligned part, as a peer maps a heap.
+        let req = |offset, size| Import {
+            host_addr: 0,
+            fd: Some(fd.as_fd()),
+            offset,
+            size,
+            flags: fi_xpu_abi::FI_XPU_IMPORT_DMABUF,
+            exportable: false,
+        };
+        let d = m.import(&req(2 << 20, 2 << 20)).unwrap();
+        assert_eq!(d % (2 << 20), 0);
+        assert!(flag(&vma(d).0, "hg"));
+        same_memory(a.addr + (2 << 20) + 64, d + 64, 0xabc);
+        // Not at a 2 MiB offset, or smaller than 2 MiB: placed anywhere.
+        let e = m.import(&req(4096, 3 << 20)).unwrap();
+        assert!(!flag(&vma(e).0, "hg"));
+        same_memory(a.addr + 4096, e, 0xdef);
+        m.unimport(d, true).unwrap();
+        m.unimport(e, true).unwrap();
+        // Small allocations and the `off` policy: ordinary mappings.
+        let small = m.alloc((2 << 20) - 4096, 0, 0).unwrap();
+        assert!(!flag(&vma(small.addr).0, "hg"));
+        let off = with(HugePages::Off);
+        let plain = off.alloc(4 << 20, 0, 0).unwrap();
+        assert!(!flag(&vma(plain.addr).0, "hg"));
+        m.free(small.addr).unwrap();
+        off.free(plain.addr).unwrap();
+        m.free(a.addr).unwrap();
+    }
+
+    /// With hugetlb pages in the pool (`vm.nr_hugepages`), `try` takes
+    /// them, and imports of such a memfd map whole huge pages around any
+    /// offset; without, it falls back to an ordinary memfd.
+    #[test]
+    fn hugetlb_pages_when_the_pool_has_them() {
+        let m = with(HugePages::Try);
+        let pool = free_hugetlb_pages();
+        let a = m.alloc(3 << 20, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        let (flags, kps) = vma(a.addr);
+        if pool < 2 {
+            eprintln!("no free hugetlb pages (HugePages_Free: {pool}): checked the fallback only");
+            assert!(!flag(&flags, "ht") && kps == 4, "{flags}");
+            assert!(flag(&flags, "hg"), "{flags}");
+        } else {
+            assert!(flag(&flags, "ht"), "not a hugetlb mapping: {flags}");
+            assert_eq!(kps, 2048);
+        }
+        let fd = a.fd.unwrap();
+        let req = Import {
+            host_addr: 0,
+            fd: Some(fd.as_fd()),
+            offset: (2 << 20) + 4096,
+            size: 8192,
+            flags: fi_xpu_abi::FI_XPU_IMPORT_DMABUF,
+            exportable: true,
+        };
+        let d = m.import(&req).unwrap();
+        same_memory(a.addr + (2 << 20) + 4096 + 8, d + 8, 0x5eed);
+        let (efd, off) = m.export(d + 16, 64).unwrap();
+        assert_eq!(off, (2 << 20) + 4096 + 16);
+        drop(efd);
+        m.unimport(d, true).unwrap();
+        // Alignment beyond the huge page is still honoured.
+        let b = m.alloc(2 << 20, 1 << 23, 0).unwrap();
+        assert_eq!(b.addr % (1 << 23), 0);
+        m.free(b.addr).unwrap();
+        m.free(a.addr).unwrap();
     }
 }
