@@ -21,6 +21,12 @@ use std::time::Duration;
 pub(crate) type Figures = BTreeMap<String, f64>;
 
 pub(crate) fn cc(src: &str, out: &Path, lib: &Path, libs: &[&str]) -> Result {
+    cc_with(src, out, lib, libs, &[])
+}
+
+/// Builds a benchmark program against the library in `lib`, with `extra`
+/// compiler flags (such as `-D` settings of the device headers).
+pub(crate) fn cc_with(src: &str, out: &Path, lib: &Path, libs: &[&str], extra: &[&str]) -> Result {
     let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
     crate::run(
         Command::new(cc)
@@ -35,6 +41,7 @@ pub(crate) fn cc(src: &str, out: &Path, lib: &Path, libs: &[&str]) -> Result {
             ])
             .arg(format!("-I{}", root().display()))
             .arg(format!("-I{}", root().join("include").display()))
+            .args(extra)
             .arg(root().join(src))
             .arg("-o")
             .arg(out)
@@ -164,24 +171,30 @@ pub(crate) fn cell(v: Option<f64>, digits: usize) -> String {
     v.map_or("n/a".into(), |v| format!("{v:.digits$}"))
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
         _ => "n/a".into(),
     }
 }
 
-pub fn run(lib: PathBuf, quick: bool, only_proxy: bool) -> Result {
-    // `cargo run` puts the debug target directory first in the library
-    // path, which beats the programs' runpath: without this they would load
-    // the debug libfi_xpu.so and whatever plugins were staged beside it.
-    let mut paths = vec![lib.clone()];
+/// Puts `lib` first in the library path of the benchmark programs.
+/// `cargo run` puts the debug target directory first, which beats the
+/// programs' runpath: without this they would load the debug libfi_xpu.so
+/// and whatever plugins were staged beside it.
+pub(crate) fn library_path_first(lib: &Path) -> Result {
+    let mut paths = vec![lib.to_path_buf()];
     paths.extend(
         std::env::var_os("LD_LIBRARY_PATH")
             .map_or_else(Vec::new, |v| std::env::split_paths(&v).collect()),
     );
     let paths = std::env::join_paths(paths).map_err(|e| format!("LD_LIBRARY_PATH: {e}"))?;
     std::env::set_var("LD_LIBRARY_PATH", paths);
+    Ok(())
+}
+
+pub fn run(lib: PathBuf, quick: bool, only_proxy: bool) -> Result {
+    library_path_first(&lib)?;
     let dir = lib.join("bench");
     mkdir(&dir)?;
     if only_proxy {

@@ -4,6 +4,7 @@
 //! plugin file names the loader looks for, the C demo, man pages, and a
 //! `make install`-style layout with a pkg-config file.
 mod bench;
+mod bench_shm;
 mod gpu;
 mod install;
 mod man;
@@ -36,6 +37,8 @@ commands:
   test                       everything CI checks: fmt, clippy, build, tests
   bench [--quick] [--proxy]  run the benchmarks and their baselines, print a table
                              (--proxy: only the ofi proxy's, benches/ofi_proxy.c)
+  bench-shm [--quick]        how the shm provider's costs grow (rate, processes,
+                             memory per peer, lookups) and its large copies
   gpu-bundle [--out DIR] [--debug]
                              pack what a GPU machine without Rust needs to run
                              the GPU check (default DIR: target/gpu-bundle)
@@ -78,6 +81,8 @@ fn main() -> ExitCode {
         "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
         "bench" => Opts::parse(rest, &["--quick", "--proxy"], &[])
             .and_then(|o| bench::run(build(true)?, o.flag("--quick"), o.flag("--proxy"))),
+        "bench-shm" => Opts::parse(rest, &["--quick"], &[])
+            .and_then(|o| bench_shm::run(build(true)?, o.flag("--quick"))),
         "gpu-bundle" => {
             Opts::parse(rest, &["--debug"], &["--out"]).and_then(|o| gpu::bundle(&o).map(drop))
         }

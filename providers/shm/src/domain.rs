@@ -171,6 +171,38 @@ impl FreeList {
     }
 }
 
+/// The slot numbers of a fixed-size table (registrations, raw peer
+/// addresses), taken and given back in constant time whatever the number
+/// in use: the lowest free slot first while none was given back.
+#[derive(Debug)]
+pub struct Slots {
+    free: Vec<usize>,
+    used: Vec<bool>,
+}
+
+impl Slots {
+    pub fn new(n: usize) -> Slots {
+        Slots {
+            free: (0..n).rev().collect(),
+            used: vec![false; n],
+        }
+    }
+
+    pub fn take(&mut self) -> Option<usize> {
+        let s = self.free.pop()?;
+        self.used[s] = true;
+        Some(s)
+    }
+
+    /// Gives `s` back; a slot not in use is left alone.
+    pub fn give(&mut self, s: usize) {
+        if self.used.get(s) == Some(&true) {
+            self.used[s] = false;
+            self.free.push(s);
+        }
+    }
+}
+
 /// A region this domain shares with its peers.
 pub struct Region {
     pub fd: OwnedFd,
@@ -185,12 +217,12 @@ pub struct CtxSt {
     pub heap: usize,
     pub heap_region: u32,
     pub heap_alloc: FreeList,
-    pub mr_used: Vec<bool>,
+    pub mr_slots: Slots,
     pub maps: HashMap<u32, usize>,
     /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.
     pub peer_addrs: HashMap<(u64, u64), usize>,
     /// Which slots of the context's table of raw peer addresses are in use.
-    pub peer_slots: Vec<bool>,
+    pub peer_slots: Slots,
     /// Imports of departed peers whose connection id was reused: kept
     /// until the context closes, so an access under way cannot fault.
     pub retired_imports: Vec<usize>,
@@ -1009,6 +1041,18 @@ fn set_map(map: usize, rid: u32, base: usize, size: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_are_taken_and_given_back() {
+        let mut s = Slots::new(3);
+        assert_eq!((s.take(), s.take()), (Some(0), Some(1)));
+        s.give(0);
+        s.give(0); // twice: still one free slot 0
+        s.give(7); // out of range: ignored
+        assert_eq!((s.take(), s.take(), s.take()), (Some(0), Some(2), None));
+        s.give(1);
+        assert_eq!((s.take(), s.take()), (Some(1), None));
+    }
 
     #[test]
     fn addr_round_trip_and_rejects() {

@@ -1,7 +1,7 @@
 //! Host objects of the shm provider: contexts, AVs, registrations, CQs,
 //! counters and endpoints, laid out in the shared structures of layout.rs.
 use crate::core::{self, Ctx};
-use crate::domain::{load, store, Addr, ConnRef, CtxSt, FreeList, Inner, ADDR_LEN};
+use crate::domain::{load, store, Addr, ConnRef, CtxSt, FreeList, Inner, Slots, ADDR_LEN};
 use crate::layout::*;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
@@ -81,10 +81,10 @@ impl XpuCtx {
                 heap,
                 heap_region: region,
                 heap_alloc: FreeList::new(first, size),
-                mr_used: vec![false; MR_SLOTS],
+                mr_slots: Slots::new(MR_SLOTS),
                 maps: HashMap::new(),
                 peer_addrs: HashMap::new(),
-                peer_slots: vec![false; PEER_ADDRS],
+                peer_slots: Slots::new(PEER_ADDRS),
                 retired_imports: Vec::new(),
                 retired_dev: Vec::new(),
             },
@@ -627,11 +627,10 @@ impl Av {
         }
         let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
         let map = *c.maps.get(&ent.conn.cid).ok_or(-FI_ENOTCONN)?;
-        let slot = c.peer_slots.iter().position(|u| !u).ok_or_else(|| {
+        let slot = c.peer_slots.take().ok_or_else(|| {
             core::warn("context's table of raw peer addresses is full");
             -FI_ENOSPC
         })?;
-        c.peer_slots[slot] = true;
         let p = c.dev + size_of::<CtxDev>() + slot * size_of::<PeerAddr>();
         // SAFETY: a free slot of the context's table, zeroed when freed.
         unsafe {
@@ -657,7 +656,7 @@ impl Av {
                 if *av == self.id {
                     // SAFETY: a slot of the context's table, no longer handed out.
                     unsafe { std::ptr::write_bytes(*p as *mut PeerAddr, 0, 1) };
-                    slots[(*p - table) / size_of::<PeerAddr>()] = false;
+                    slots.give((*p - table) / size_of::<PeerAddr>());
                     false
                 } else {
                     true
@@ -691,16 +690,14 @@ impl Mr {
         let slot = {
             let mut st = dom.lock();
             let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
-            let s = c.mr_used.iter().position(|u| !u).ok_or(-FI_ENOSPC)?;
-            c.mr_used[s] = true;
-            s
+            c.mr_slots.take().ok_or(-FI_ENOSPC)?
         };
         let st = dom.lock();
         let region = match dom.share_region(st, fd, off, args.len as u64) {
             Ok(r) => r,
             Err(e) => {
                 if let Some(c) = dom.lock().ctxs.get_mut(&ctx.id) {
-                    c.mr_used[slot] = false;
+                    c.mr_slots.give(slot);
                 }
                 return Err(e);
             }
@@ -732,7 +729,7 @@ impl Mr {
         let mut st = self.dom.lock();
         if let Some(c) = st.ctxs.get_mut(&self.ctx_id) {
             store(c.heap + 64 + self.slot * size_of::<MrEntry>(), 0);
-            c.mr_used[self.slot] = false;
+            c.mr_slots.give(self.slot);
         }
         self.dom.unshare_region(&mut st, self.region);
     }
