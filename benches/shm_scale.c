@@ -7,9 +7,11 @@
  *                               post POSTS 8-byte writes each on one endpoint
  *   shm_scale alltoall P POSTS  P processes, each writing POSTS 8-byte
  *                               messages round-robin to all the others
- *   shm_scale mem P R           P processes connected all-to-all, each with
- *                               R more registrations (R allocations of
- *                               64 KiB); rank 0's memory from
+ *   shm_scale mem P R BOTH      P processes, each with R more registrations
+ *                               (R allocations of 64 KiB), each pair
+ *                               connected once (the lower rank inserts the
+ *                               higher one's address) or, with BOTH 1, by
+ *                               both (two connections); rank 0's memory from
  *                               /proc/self/smaps_rollup, before any peer and
  *                               after one write to each
  *   shm_scale lookup M K POSTS  M registrations at the target (as many as
@@ -323,7 +325,7 @@ static void print_memory(const char *tag)
 	printf("%s_mappings %d maps\n", tag, maps);
 }
 
-static int memory(struct rank *r, int regs)
+static int memory(struct rank *r, int regs, int both)
 {
 	static struct fid_xpu_mr *mrs[MAXK];
 	static void *bufs[MAXK];
@@ -338,20 +340,28 @@ static int memory(struct rank *r, int regs)
 				    &mrs[i], NULL));
 	}
 	if (r->me == 0) {
-		snprintf(tag, sizeof(tag), "mem_%d_%d_alone", r->np, regs);
+		snprintf(tag, sizeof(tag), "mem_%d_%d_%d_alone", r->np, regs, both);
 		print_memory(tag);
 	}
 	barrier(r);
-	connect_all(r);
+	if (both) {
+		connect_all(r);
+	} else {
+		for (int p = r->me + 1; p < r->np; p++) {
+			size_t len = sizeof(r->raw[p]);
+			CHECK(fi_xpu_av_insert(r->av, r->board->cards[p].name, 1, &r->fa[p], 0, NULL));
+			CHECK(fi_xpu_av_lookup(r->av, r->fa[p], r->raw[p], &len, 0, r->ctx));
+		}
+	}
 	barrier(r);
-	for (int p = 0; p < r->np; p++)
+	for (int p = both ? 0 : r->me + 1; p < r->np; p++)
 		if (p != r->me)
 			write_to(r, p, 8, r->board->cards[p].base + 64 + 8 * (uint64_t)r->me,
 				 r->board->cards[p].key, &out);
 	reap(r, &out, 0);
 	barrier(r);
 	if (r->me == 0) {
-		snprintf(tag, sizeof(tag), "mem_%d_%d", r->np, regs);
+		snprintf(tag, sizeof(tag), "mem_%d_%d_%d", r->np, regs, both);
 		print_memory(tag);
 	}
 	barrier(r);
@@ -538,7 +548,7 @@ int main(int argc, char **argv)
 	else if (strcmp(mode, "alltoall") == 0)
 		alltoall(&r, b);
 	else if (strcmp(mode, "mem") == 0)
-		memory(&r, b);
+		memory(&r, b, c);
 	else if (strcmp(mode, "lookup") == 0)
 		lookup(&r, a, b, c);
 	else if (strcmp(mode, "copy") == 0)

@@ -197,20 +197,25 @@ pub fn run(lib: PathBuf, quick: bool) -> Result {
     println!(
         "\n### shm: memory of one process connected to P-1 peers (KiB, /proc/self/smaps_rollup)\n"
     );
-    println!("Each process: one context (heap {} bytes), one endpoint, a registered 1 MiB allocation; \
-              `alone` is before any peer, the other row after connecting to all and one write to each.\n",
+    println!("Each process: one context (heap {} bytes), one endpoint, a registered 1 MiB allocation \
+              and R-1 more registered allocations of 64 KiB; `alone` is before any peer, `connected` \
+              after connecting to every other process and one write to each. Connections per pair: \
+              1 when only one of the two inserts the other's address, 2 when both do.\n",
              std::env::var("FI_XPU_SHM_HEAP_SIZE").unwrap_or_else(|_| "8388608 (default)".into()));
-    println!("| processes | registrations each | state | Rss | Pss | Pss_Shmem | Shared (clean+dirty) | Private (clean+dirty) | VmSize | mappings |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    let mut runs: Vec<(u32, u32)> = [2u32, 4, 8, 16, 32, 64].iter().map(|&p| (p, 0)).collect();
-    runs.push((8, 100));
-    for (p, regs) in runs {
-        let f = scale(&nt, &args(&[&"mem", &p, &regs]), &[]);
+    println!("| processes | registrations each (R) | connections per pair | state | Rss | Pss | Pss_Shmem | Shared (clean+dirty) | Private (clean+dirty) | VmSize | mappings |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut runs: Vec<(u32, u32, u32)> = [2u32, 4, 8, 16, 32, 64]
+        .iter()
+        .map(|&p| (p, 0, 0))
+        .collect();
+    runs.extend([(32, 0, 1), (8, 100, 0)]);
+    for (p, regs, both) in runs {
+        let f = scale(&nt, &args(&[&"mem", &p, &regs, &both]), &[]);
         for state in ["alone", "connected"] {
             let tag = if state == "alone" {
-                format!("mem_{p}_{regs}_alone")
+                format!("mem_{p}_{regs}_{both}_alone")
             } else {
-                format!("mem_{p}_{regs}")
+                format!("mem_{p}_{regs}_{both}")
             };
             let sum = |a: &str, b: &str| match (
                 g(&f, &format!("{tag}_{a}_kib")),
@@ -220,8 +225,9 @@ pub fn run(lib: PathBuf, quick: bool) -> Result {
                 _ => "n/a".into(),
             };
             println!(
-                "| {p} | {} | {state} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {p} | {} | {} | {state} | {} | {} | {} | {} | {} | {} | {} |",
                 regs + 1,
+                both + 1,
                 kib(&f, &format!("{tag}_Rss_kib")),
                 kib(&f, &format!("{tag}_Pss_kib")),
                 kib(&f, &format!("{tag}_Pss_Shmem_kib")),
@@ -236,15 +242,21 @@ pub fn run(lib: PathBuf, quick: bool) -> Result {
     // ---- lookups -----------------------------------------------------------
     let calls: u32 = if quick { 20 } else { 200 };
     println!("\n### shm: instructions per call with K registrations at the target and K AV entries (callgrind)\n");
-    println!("| K | post_one: 8-byte fi_xpu_write to the K-th registration via the K-th AV entry | lookup_first: first fi_xpu_av_lookup of the K-th entry | lookup_one: fi_xpu_av_lookup again |");
-    println!("|---|---|---|---|");
+    println!(
+        "Registrations stop at the domain's 255 shared regions (254 for the target here: its \
+              context heap is one), whatever K asks.\n"
+    );
+    println!("| K | registrations at the target | post_one: 8-byte fi_xpu_write to the last registration via the K-th AV entry | lookup_first: first fi_xpu_av_lookup of the K-th entry | lookup_one: fi_xpu_av_lookup again |");
+    println!("|---|---|---|---|---|");
     for k in [10u32, 1000, 1024] {
-        let argv = args(&[&"lookup", &k, &calls]);
+        let argv = args(&[&"lookup", &k, &k, &calls]);
         let post = instructions(&nt, &dir, "post_one", &argv, calls);
         let first = instructions(&nt, &dir, "lookup_first", &argv, 1);
         let again = instructions(&nt, &dir, "lookup_one", &argv, calls);
+        let regs = g(&scale(&nt, &argv, &[]), "lookup_registrations");
         println!(
-            "| {k} | {} | {} | {} |",
+            "| {k} | {} | {} | {} | {} |",
+            cell(regs, 0),
             cell(post, 0),
             cell(first, 0),
             cell(again, 0)
