@@ -66,6 +66,19 @@ static inline FI_XPU_ARCH_QUALIFIER void device_all_ops_body(struct device_all_o
 	STEP(fi_xpu_compare_atomic(a->ep, b, 1, a->desc, b + 5, a->desc, b + 6, a->desc, a->peer,
 				   a->remote, a->key, FI_UINT64, FI_CSWAP, b, 0, s));
 	STEP(fi_xpu_flush(a->ep, 0, s));
+	/* The ordered-signalling extensions: data then a signal word (here the
+	 * target's first word), a fence, a quiet, a wait on a local word, and
+	 * a direct store where the provider maps the peer (shm). */
+	STEP(fi_xpu_put_signal(a->ep, b, 8, a->desc, a->peer, a->remote, a->key, a->remote, a->key,
+			       1, FI_XPU_SIGNAL_ADD, b, 0, s));
+	STEP(fi_xpu_fence(a->ep, 0, s));
+	STEP(fi_xpu_quiet(a->ep, 0, s));
+	STEP(fi_xpu_signal_wait_until(a->ep, b + 7, FI_XPU_CMP_GE, 0, 100, s));
+	{
+		uint64_t *p = (uint64_t *)fi_xpu_peer_ptr(a->ep, a->peer, a->remote, a->key, 8);
+		if (p)
+			p[0] = b[0];
+	}
 	STEP(fi_xpu_cntr_add(a->cntr, 1, s));
 	STEP(fi_xpu_cntr_set(a->cntr, 0, s));
 	STEP(fi_xpu_cntr_adderr(a->cntr, 0, s));

@@ -71,6 +71,18 @@
  *       #define FI_XPU_DEVICE_EXTRA_HEADER <vendor/fi_xpu_device_name.h>
  *   which this header includes; then its name goes into the list.
  *
+ *   A provider may also implement the ordered-signalling extensions
+ *   (fi_xpu_put_signal, fi_xpu_fence, fi_xpu_quiet, fi_xpu_peer_ptr): it
+ *   defines
+ *       #define FI_XPU_DEVICE_SIGNAL_<name> ~, 1
+ *   and these (arguments already checked as above, flags and signal
+ *   operation for a single work item):
+ *   int fi_xpu_put_signal_<prov>(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, void *dest_addr, uint64_t addr, uint64_t key, uint64_t sig_addr, uint64_t sig_key, uint64_t signal, int sig_op, void *context, uint64_t flags, int scope);
+ *   int fi_xpu_fence_<prov>(struct fid_xpu_ep *ep, uint64_t flags, int scope);
+ *   int fi_xpu_quiet_<prov>(struct fid_xpu_ep *ep, uint64_t flags, int scope);
+ *   void *fi_xpu_peer_ptr_<prov>(struct fid_xpu_ep *ep, void *dest_addr, uint64_t addr, uint64_t key, size_t len);
+ *   Without them those calls return -FI_ENOSYS (fi_xpu_peer_ptr NULL).
+ *
  *   A provider may also implement the cooperative single transfers below
  *   (fi_xpu_coop_write, _read, _send, _tsend) itself: it defines
  *       #define FI_XPU_DEVICE_COOP_<name> ~, 1
@@ -85,6 +97,25 @@
  * waits and flushes are served by the leader, and every member gets the
  * leader's result. A scope the provider cannot honour returns -FI_EOPNOTSUPP
  * to every caller instead of waiting.
+ *
+ * Ordered signalling (extensions, not in upstream's API; fi_xpu_device(3),
+ * fi_xpu/device_signal.h):
+ *   fi_xpu_put_signal   writes `len` bytes, then updates the 64-bit signal
+ *                       word at (sig_addr, sig_key) of the same peer
+ *                       (FI_XPU_SIGNAL_SET or _ADD `signal`); whoever sees
+ *                       the signal sees the data. One completion (FI_RMA |
+ *                       FI_WRITE) when both are done.
+ *   fi_xpu_fence        earlier writes, atomics and puts of the endpoint are
+ *                       placed before later ones to the same peer; does not
+ *                       wait.
+ *   fi_xpu_quiet        waits until every earlier operation of the
+ *                       endpoint is complete.
+ *   fi_xpu_signal_wait_until
+ *                       waits until a local signal word compares
+ *                       (FI_XPU_CMP_*) to a value: 0, -FI_ETIMEDOUT.
+ *   fi_xpu_peer_ptr     a load/store pointer to `len` bytes of a peer's
+ *                       registration where the provider maps them (shm),
+ *                       else NULL.
  *
  * Cooperative single transfers (extensions, not in upstream's API):
  *   fi_xpu_coop_write, fi_xpu_coop_read, fi_xpu_coop_send, fi_xpu_coop_tsend
@@ -467,6 +498,80 @@ fi_xpu_coop_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc
 	FI_XPU_I_DEVICE_COOP(ep, "fi_xpu_coop_tsend",
 			    fi_xpu_tsend(ep, buf, len, desc, data, dest_addr, tag, context, flags, FI_XPU_WORK_ITEM));
 #undef FI_XPU_I_DEVICE_CALL
+}
+
+/* ---- ordered signalling, fence, quiet, direct pointers (extensions) ---- */
+
+/* A case for each provider that implements them: it defines
+ * FI_XPU_DEVICE_SIGNAL_<name> as "~, 1" (see "Adding a provider"). */
+#define FI_XPU_I_DEVICE_SIGNAL_CASE(p)                                         \
+	FI_XPU_I_DEVICE_WHEN(FI_XPU_I_DEVICE_IS(FI_XPU_DEVICE_SIGNAL_##p))(    \
+		case FI_XPU_DEVICE_ID_##p: return FI_XPU_I_DEVICE_CALL(p);)
+#define FI_XPU_I_DEVICE_SIGNAL_DISPATCH(h)                                     \
+	if (!(h) || (h)->fid.fclass != (uint32_t)FI_CLASS_EP ||               \
+	    (unsigned)scope > (unsigned)FI_XPU_DEVICE)                        \
+		return -FI_EINVAL;                                            \
+	switch ((h)->fid.prov_id) {                                           \
+	FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_SIGNAL_CASE)                   \
+	default:                                                              \
+		return -FI_ENOSYS;                                            \
+	}
+
+FI_XPU_FUNC int
+fi_xpu_put_signal(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, void *dest_addr, uint64_t addr, uint64_t key, uint64_t sig_addr, uint64_t sig_key, uint64_t signal, int sig_op, void *context, uint64_t flags, int scope)
+{
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_put_signal(flags, sig_addr, sig_op));
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_put_signal_##p(ep, buf, len, desc, dest_addr, addr, key, sig_addr, sig_key, signal, sig_op, context, flags, scope)
+	FI_XPU_I_DEVICE_SIGNAL_DISPATCH(ep);
+#undef FI_XPU_I_DEVICE_CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_fence(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+	FI_XPU_I_DEVICE_CHECK_GROUP(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_FENCE_FLAGS));
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_fence_##p(ep, flags, scope)
+	FI_XPU_I_DEVICE_SIGNAL_DISPATCH(ep);
+#undef FI_XPU_I_DEVICE_CALL
+}
+
+FI_XPU_FUNC int
+fi_xpu_quiet(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+	FI_XPU_I_DEVICE_CHECK_GROUP(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_QUIET_FLAGS));
+#define FI_XPU_I_DEVICE_CALL(p) fi_xpu_quiet_##p(ep, flags, scope)
+	FI_XPU_I_DEVICE_SIGNAL_DISPATCH(ep);
+#undef FI_XPU_I_DEVICE_CALL
+}
+
+/* Reads local memory only, so it is the same for every provider; `ep` is
+ * checked and given to the abort hook (fi_xpu/device_signal.h). */
+FI_XPU_FUNC int
+fi_xpu_signal_wait_until(struct fid_xpu_ep *ep, const uint64_t *sig, int cmp, uint64_t value, int timeout_ms, int scope)
+{
+	int rc;
+	if (!ep || ep->fid.fclass != (uint32_t)FI_CLASS_EP || (unsigned)scope > (unsigned)FI_XPU_DEVICE)
+		return -FI_EINVAL;
+	rc = fi_xpu_device_check_wait(sig, cmp);
+	if (rc)
+		return rc;
+	return fi_xpu_signal_wait(ep, sig, cmp, value, timeout_ms, scope);
+}
+
+FI_XPU_FUNC void *
+fi_xpu_peer_ptr(struct fid_xpu_ep *ep, void *dest_addr, uint64_t addr, uint64_t key, size_t len)
+{
+#define FI_XPU_I_DEVICE_PTR_CASE(p)                                            \
+	FI_XPU_I_DEVICE_WHEN(FI_XPU_I_DEVICE_IS(FI_XPU_DEVICE_SIGNAL_##p))(    \
+		case FI_XPU_DEVICE_ID_##p: return fi_xpu_peer_ptr_##p(ep, dest_addr, addr, key, len);)
+	if (!ep || ep->fid.fclass != (uint32_t)FI_CLASS_EP)
+		return (void *)0;
+	switch (ep->fid.prov_id) {
+	FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_PTR_CASE)
+	default:
+		return (void *)0;
+	}
+#undef FI_XPU_I_DEVICE_PTR_CASE
 }
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -13,6 +13,7 @@
 #define FI_XPU_DEVICE_CHECK_H
 
 #include <fi_xpu/device_arch.h>
+#include <fi_xpu/device_signal.h>
 
 #define FI_XPU_DEVICE_WRITE_FLAGS                                             \
 	(FI_COMPLETION | FI_INJECT | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)
@@ -22,6 +23,9 @@
 #define FI_XPU_DEVICE_ATOMIC_FLAGS (FI_COMPLETION | FI_INJECT | FI_DELIVERY_COMPLETE)
 #define FI_XPU_DEVICE_FETCH_FLAGS (FI_COMPLETION | FI_INJECT | FI_DELIVERY_COMPLETE)
 #define FI_XPU_DEVICE_FLUSH_FLAGS 0ULL
+#define FI_XPU_DEVICE_PUT_SIGNAL_FLAGS (FI_COMPLETION | FI_DELIVERY_COMPLETE)
+#define FI_XPU_DEVICE_FENCE_FLAGS 0ULL
+#define FI_XPU_DEVICE_QUIET_FLAGS 0ULL
 
 /* -FI_EBADFLAGS when `flags` has a bit outside `allowed`, else 0. */
 FI_XPU_FUNC int fi_xpu_device_check_flags(uint64_t flags, uint64_t allowed)
@@ -52,6 +56,27 @@ FI_XPU_FUNC int fi_xpu_device_check_atomic(uint64_t flags, uint64_t allowed, siz
 	if (flags & ~allowed)
 		return -FI_EBADFLAGS;
 	if (count == 0 || missing || (sz != 0 && addr % sz != 0))
+		return -FI_EINVAL;
+	return 0;
+}
+
+/* A put-with-signal's flags against its set (-FI_EBADFLAGS), then
+ * -FI_EINVAL for a signal word not 8-byte aligned or an unknown signal
+ * operation (FI_XPU_SIGNAL_SET, FI_XPU_SIGNAL_ADD). */
+FI_XPU_FUNC int fi_xpu_device_check_put_signal(uint64_t flags, uint64_t sig_addr, int sig_op)
+{
+	if (flags & ~FI_XPU_DEVICE_PUT_SIGNAL_FLAGS)
+		return -FI_EBADFLAGS;
+	if (sig_addr % 8 != 0 || (sig_op != FI_XPU_SIGNAL_SET && sig_op != FI_XPU_SIGNAL_ADD))
+		return -FI_EINVAL;
+	return 0;
+}
+
+/* A signal wait: -FI_EINVAL for a NULL or misaligned word or a comparison
+ * outside FI_XPU_CMP_EQ..FI_XPU_CMP_LE. */
+FI_XPU_FUNC int fi_xpu_device_check_wait(const uint64_t *sig, int cmp)
+{
+	if (!sig || (uintptr_t)sig % 8 != 0 || cmp < FI_XPU_CMP_EQ || cmp > FI_XPU_CMP_LE)
 		return -FI_EINVAL;
 	return 0;
 }

@@ -72,7 +72,12 @@ enum {
 	FI_XPU_OFI_OP_ATOMIC = 7,
 	FI_XPU_OFI_OP_FETCH_ATOMIC = 8,
 	FI_XPU_OFI_OP_COMPARE_ATOMIC = 9,
-	FI_XPU_OFI_OP_NOP = 10
+	FI_XPU_OFI_OP_NOP = 10,
+	/* write, then the signal word (tag: address, ignore: key, data: value,
+	 * atomic: FI_XPU_SIGNAL_SET or _ADD) once the write is complete */
+	FI_XPU_OFI_OP_PUT_SIGNAL = 11,
+	/* later entries wait until earlier transmits completed */
+	FI_XPU_OFI_OP_FENCE = 12
 };
 
 /* One work request. `seq` (ring position + 1) is written last. */
@@ -601,6 +606,77 @@ FI_XPU_FUNC int fi_xpu_flush_ofi(struct fid_xpu_ep *hep, uint64_t flags, int sco
 		}
 	}
 	return (int)fi_xpu_group_share(&g, rc);
+}
+
+/* ---- put with signal, fence, quiet, direct pointers -------------------
+ * One ring entry carries a put-with-signal whole: the proxy writes the data
+ * with delivery complete and posts the signal atomic once libfabric reports
+ * the data placed (see fi_xpu_ofi(7), ORDERING). */
+#define FI_XPU_DEVICE_SIGNAL_ofi ~, 1
+
+FI_XPU_FUNC int fi_xpu_put_signal_ofi(struct fid_xpu_ep *ep, const void *buf, size_t len,
+				      void *desc, void *dest_addr, uint64_t addr, uint64_t key,
+				      uint64_t sig_addr, uint64_t sig_key, uint64_t signal,
+				      int sig_op, void *context, uint64_t flags, int scope)
+{
+	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	int own = fi_xpu_device_check_put_signal(flags, sig_addr, sig_op);
+	if (!own && ((!buf && len) || !dest_addr))
+		own = -FI_EINVAL;
+	if (!ep)
+		return -FI_EINVAL;
+	w.op = FI_XPU_OFI_OP_PUT_SIGNAL;
+	w.atomic = (uint32_t)sig_op;
+	w.flags = flags;
+	w.addr = fi_xpu_ofi_addr(dest_addr);
+	w.buf = (uint64_t)(uintptr_t)buf;
+	w.len = len;
+	w.desc = fi_xpu_ofi_desc_id(desc);
+	w.raddr = addr;
+	w.rkey = key;
+	w.context = (uint64_t)(uintptr_t)context;
+	w.data = signal;
+	w.tag = sig_addr;
+	w.ignore = sig_key;
+	return fi_xpu_ofi_submit(ep, &w, own, scope, "fi_xpu_put_signal");
+}
+
+/* One fence entry for the group, after every member's earlier posts: the
+ * proxy takes no later entry until the earlier ones completed. */
+FI_XPU_FUNC int fi_xpu_fence_ofi(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+	struct fi_xpu_group g;
+	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	int64_t rc = fi_xpu_group_enter(&g, scope, "fi_xpu_fence");
+	(void)flags;
+	if (rc)
+		return (int)rc;
+	if (!fi_xpu_ofi_ep(ep))
+		return -FI_EINVAL;
+	fi_xpu_group_sync(&g);
+	w.op = FI_XPU_OFI_OP_FENCE;
+	if (fi_xpu_group_leader(&g))
+		rc = fi_xpu_ofi_submit(ep, &w, 0, FI_XPU_WORK_ITEM, "fi_xpu_fence");
+	return (int)fi_xpu_group_share(&g, rc);
+}
+
+/* Complete means what fi_xpu_flush waits for: issued, and reported
+ * complete by libfabric (a put-with-signal: its signal placed). */
+FI_XPU_FUNC int fi_xpu_quiet_ofi(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+	return fi_xpu_flush_ofi(ep, flags, scope);
+}
+
+/* The proxy's transport moves the data: there is no pointer to give. */
+FI_XPU_FUNC void *fi_xpu_peer_ptr_ofi(struct fid_xpu_ep *ep, void *dest_addr, uint64_t addr,
+				      uint64_t key, size_t len)
+{
+	(void)ep;
+	(void)dest_addr;
+	(void)addr;
+	(void)key;
+	(void)len;
+	return (void *)0;
 }
 
 /* ---- completion queues ------------------------------------------------ */

@@ -104,6 +104,9 @@ struct fi_xpu_shm_ep_dev {
 	uint64_t cntr[6];
 	uint64_t av_tab, av_count, lock, post_seq, lanes;
 	uint64_t magic; /* validity word, fi_xpu/device_handle.h */
+	/* Testing only (FI_XPU_SHM_TEST_DELAY_US, fi_xpu_shm(7)): put-with-signal
+	 * places its data late, last bytes first; 0 otherwise. */
+	uint64_t test_delay_ns;
 	struct fi_xpu_shm_posted posted[FI_XPU_SHM_MAX_POSTED];
 	struct fi_xpu_shm_rdv rdv[FI_XPU_SHM_MAX_POSTED];
 };
@@ -1488,6 +1491,84 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 	return fi_xpu_shm_bcast(scope, rc);
 }
 
+/* ---- put with signal, fence, quiet, direct pointers ------------------- */
+/* Copies the data of a put-with-signal. Under the testing-only delay it
+ * places the data as a slow, reordering transport would: 64-byte pieces,
+ * the last one first, `delay_ns` apart, so that a signal raised before the
+ * copy ended is seen with data missing. */
+FI_XPU_FUNC void fi_xpu_shm_place(unsigned char *dst, const unsigned char *src, size_t len,
+				  uint64_t delay_ns)
+{
+	size_t n;
+	if (!delay_ns) {
+		fi_xpu_shm_copy(dst, src, len);
+		return;
+	}
+	for (n = (len + 63) / 64; n-- > 0;) {
+		size_t lo = n * 64, hi = lo + 64 < len ? lo + 64 : len;
+		uint64_t t0 = fi_xpu_arch_clock_ns();
+		while (fi_xpu_arch_clock_ns() - t0 < delay_ns)
+			fi_xpu_arch_pause();
+		fi_xpu_shm_copy(dst + lo, src + lo, hi - lo);
+	}
+}
+
+/* One work item's put-with-signal: the data, a system-scope fence, then the
+ * signal word, so that a peer that sees the signal sees the data. Checked
+ * like a write; a refused access (data or signal word) is an error
+ * completion and touches nothing. */
+FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *buf, size_t len,
+					   const void *dest_addr, uint64_t addr, uint64_t key,
+					   uint64_t sig_addr, uint64_t sig_key, uint64_t signal,
+					   int sig_op, void *context)
+{
+	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
+	unsigned char *mem = 0, *sig = 0;
+	int rc;
+	if (!ep || (!buf && len) || !dest_addr)
+		return -FI_EINVAL;
+	rc = fi_xpu_shm_target(ep, dest_addr, &t);
+	if (rc == 0 && len)
+		rc = fi_xpu_shm_rkey(&t, addr, len, key, FI_REMOTE_WRITE, &mem);
+	if (rc == 0)
+		rc = fi_xpu_shm_rkey(&t, sig_addr, 8, sig_key, FI_REMOTE_WRITE, &sig);
+	if (rc == 0 && ((uintptr_t)sig & 7) != 0)
+		rc = -FI_EINVAL;
+	if (rc == -FI_EACCES || rc == -FI_EINVAL) {
+		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, rc);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	fi_xpu_shm_place(mem, (const unsigned char *)buf, len, ep->test_delay_ns);
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
+	if (sig_op == FI_XPU_SIGNAL_SET)
+		fi_xpu_arch_store_u64((uint64_t *)(void *)sig, signal, FI_XPU_ARCH_RELEASE,
+				      FI_XPU_SHM_SYS);
+	else
+		(void)fi_xpu_arch_fetch_add_u64((uint64_t *)(void *)sig, signal, FI_XPU_ARCH_ACQ_REL,
+						FI_XPU_SHM_SYS);
+	fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, &t.ep->rem_write_cntr), 1);
+	fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, 0);
+	return 0;
+}
+
+/* Where `len` bytes at `addr` of the peer's registration `key` are mapped
+ * here, or NULL: an unknown or departed peer, a key that does not cover
+ * them or lacks remote read and write access. */
+FI_XPU_FUNC void *fi_xpu_shm_peer_ptr_item(struct fid_xpu_ep *hep, const void *dest_addr,
+					   uint64_t addr, uint64_t key, size_t len)
+{
+	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
+	unsigned char *mem = 0;
+	if (!ep || fi_xpu_shm_target(ep, dest_addr, &t) != 0 ||
+	    fi_xpu_shm_rkey(&t, addr, len, key, FI_REMOTE_READ | FI_REMOTE_WRITE, &mem) != 0)
+		return (void *)0;
+	return mem;
+}
+
 /* ---- the provider entry points of fi_xpu_device.h -----------------------
  * Every member of the scope group issues its own operation with its own
  * arguments (the work-item path above) and gets its own status; the group
@@ -1705,6 +1786,46 @@ FI_XPU_FUNC int fi_xpu_flush_shm(struct fid_xpu_ep *ep, uint64_t flags, int scop
 	if (fi_xpu_group_leader(&g))
 		fi_xpu_shm_progress(fi_xpu_shm_ep(ep));
 	return fi_xpu_group_leave(&g, fi_xpu_shm_ep(ep) ? 0 : -FI_EINVAL);
+}
+
+/* The ordered-signalling extensions of fi_xpu/device.h. */
+#define FI_XPU_DEVICE_SIGNAL_shm ~, 1
+
+FI_XPU_FUNC int fi_xpu_put_signal_shm(struct fid_xpu_ep *ep, const void *buf, size_t len,
+				      void *desc, void *dest_addr, uint64_t addr, uint64_t key,
+				      uint64_t sig_addr, uint64_t sig_key, uint64_t signal,
+				      int sig_op, void *context, uint64_t flags, int scope)
+{
+	(void)desc;
+	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_put_signal",
+				fi_xpu_device_check_put_signal(flags, sig_addr, sig_op),
+				fi_xpu_shm_put_signal_item(ep, buf, len, dest_addr, addr, key, sig_addr,
+							   sig_key, signal, sig_op, context));
+}
+
+/* Every operation has placed its data when it returns: ordering later ones
+ * after earlier ones needs only a system-scope fence. */
+FI_XPU_FUNC int fi_xpu_fence_shm(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+	struct fi_xpu_group g;
+	int rc = fi_xpu_group_enter(&g, scope, "fi_xpu_fence");
+	(void)flags;
+	if (rc)
+		return rc;
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
+	return fi_xpu_group_leave(&g, fi_xpu_shm_ep(ep) ? 0 : -FI_EINVAL);
+}
+
+/* Complete means what fi_xpu_flush waits for. */
+FI_XPU_FUNC int fi_xpu_quiet_shm(struct fid_xpu_ep *ep, uint64_t flags, int scope)
+{
+	return fi_xpu_flush_shm(ep, flags, scope);
+}
+
+FI_XPU_FUNC void *fi_xpu_peer_ptr_shm(struct fid_xpu_ep *ep, void *dest_addr, uint64_t addr,
+				      uint64_t key, size_t len)
+{
+	return fi_xpu_shm_peer_ptr_item(ep, dest_addr, addr, key, len);
 }
 
 FI_XPU_FUNC int64_t fi_xpu_cq_read_shm(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)

@@ -22,7 +22,15 @@ pub const OP_COMPARE_ATOMIC: u32 = 9;
 /// Does nothing but complete in order: used by `flush` to learn that every
 /// earlier entry has been issued.
 pub const OP_NOP: u32 = 10;
-pub const OP_LAST: u32 = OP_NOP;
+/// Put-with-signal: the write of `buf`/`len` to `raddr`/`rkey`, then the
+/// signal word at `tag` (address) / `ignore` (key) of the same peer set to
+/// (`atomic` 0) or increased by (`atomic` 1) `data`, once the write is
+/// complete at the target.
+pub const OP_PUT_SIGNAL: u32 = 11;
+/// Later entries wait in the ring until every earlier transmit operation
+/// of the endpoint has completed; no completion of its own.
+pub const OP_FENCE: u32 = 12;
+pub const OP_LAST: u32 = OP_FENCE;
 
 /// Default ring entries per endpoint (power of two).
 pub const RING_ENTRIES: u64 = 256;

@@ -107,7 +107,7 @@ const FI_ENOAV: i32 = 267;
 
 /// The parameters ofi defines (name, default, description); `init`
 /// registers them with the core. Each is `FI_XPU_OFI_<NAME>`.
-pub const PARAMS: [(&str, &str, &str); 8] = [
+pub const PARAMS: [(&str, &str, &str); 9] = [
     (
         "provider",
         "",
@@ -147,6 +147,11 @@ pub const PARAMS: [(&str, &str, &str); 8] = [
         "op_timeout_ms",
         "10000",
         "milliseconds an RMA or atomic may go without a completion from libfabric before it fails with -FI_ETIMEDOUT (0: no limit)",
+    ),
+    (
+        "test_delay_ms",
+        "0",
+        "TESTING ONLY: milliseconds RMA write data waits before it reaches libfabric, as on a transport that places data late, so that ordering tests can fail (0: off)",
     ),
 ];
 

@@ -18,7 +18,7 @@ use crate::objects::{Bound, EpInner};
 use crate::ring::{self, Limits, MrRange};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -56,6 +56,7 @@ const DEFAULT_CLOSE_MS: u64 = 5000;
 const MAX_CLOSE_MS: u64 = 3_600_000;
 const DEFAULT_OP_TIMEOUT_MS: u64 = 10_000;
 const MAX_OP_TIMEOUT_MS: u64 = 3_600_000;
+const MAX_TEST_DELAY_MS: u64 = 60_000;
 /// Longest gap between two looks for RMA and atomic operations past their
 /// time limit.
 const EXPIRE_SCAN: Duration = Duration::from_millis(50);
@@ -77,6 +78,11 @@ pub struct Tuning {
     /// from libfabric before it is failed with `-FI_ETIMEDOUT`; `None`:
     /// no limit.
     pub op_timeout: Option<Duration>,
+    /// Testing only (`FI_XPU_OFI_TEST_DELAY_MS`): RMA write data (of
+    /// writes and put-with-signal) reaches libfabric only this long after
+    /// the entry was taken, as on a transport that places data late; other
+    /// operations are not held. `None`: off.
+    pub test_delay: Option<Duration>,
 }
 
 impl Tuning {
@@ -132,6 +138,10 @@ impl Tuning {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },
+            test_delay: match get("FI_XPU_OFI_TEST_DELAY_MS", 0, 0..=MAX_TEST_DELAY_MS) {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
         }
     }
 }
@@ -164,6 +174,27 @@ pub struct Req {
     /// Failed with `-FI_ETIMEDOUT` (see `expire`): a completion libfabric
     /// reports for it later is dropped.
     timed_out: bool,
+    /// The data part of a put-with-signal: its signal, posted once the
+    /// data is complete at the target.
+    signal: Option<Signal>,
+}
+
+/// The signal word update of a put-with-signal.
+#[derive(Clone, Copy)]
+struct Signal {
+    addr: u64,
+    raddr: u64,
+    rkey: u64,
+    value: u64,
+    add: bool,
+}
+
+/// A request whose libfabric call waits: the testing-only delay of write
+/// data (until `due`), or a signal libfabric refused with `-FI_EAGAIN`.
+struct Waiting {
+    due: Instant,
+    req: Box<Req>,
+    w: Wqe,
 }
 
 #[derive(Default)]
@@ -188,6 +219,11 @@ pub struct EpState {
     /// The ring position libfabric keeps answering `-FI_EAGAIN` for, and
     /// since when.
     refused_since: Option<(u64, Instant)>,
+    /// A fence was taken: no later entry is taken until every transmit
+    /// operation before it completed.
+    fenced: bool,
+    /// Requests not yet handed to libfabric (in order), counted in flight.
+    waiting: VecDeque<Waiting>,
 }
 
 /// Whether a progress thread is inside a libfabric call, and whether a
@@ -641,7 +677,14 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     let mut busy = false;
     let dev = ep.dev();
     st.blocked = false;
+    busy |= hand_over_waiting(ep, b, &mut st, g);
     for _ in 0..BATCH {
+        if st.fenced {
+            if !st.inflight.is_empty() {
+                break;
+            }
+            st.fenced = false;
+        }
         let pos = st.cons;
         let s = slot(ep, pos);
         // SAFETY: the slot is in the ring; `seq` is read atomically before
@@ -670,7 +713,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
             fail(b, &w, -FI_EINVAL, 0);
             Ok(())
         } else {
-            issue(ep, b, &mut st, pos, &w, g)
+            issue(ep, b, &mut st, pos, &w, g, tuning)
         };
         match r {
             Err(e) if e == -FI_EAGAIN && !refused_too_long(&mut st, pos, &w, tuning) => {
@@ -752,6 +795,7 @@ fn issue(
     pos: u64,
     w: &Wqe,
     g: &Gate,
+    tuning: &Tuning,
 ) -> Result<(), i32> {
     let dom = &ep.dom;
     let lim = Limits {
@@ -777,10 +821,11 @@ fn issue(
         fail(b, w, e, 0);
         return Ok(());
     }
-    if w.op == OP_NOP {
+    if w.op == OP_NOP || w.op == OP_FENCE {
         if let Some(cq) = cq_for(b, w.op) {
             cq.unreserve();
         }
+        st.fenced |= w.op == OP_FENCE;
         return Ok(());
     }
     // Nothing but memory the context knows reaches libfabric: a wild
@@ -811,9 +856,30 @@ fn issue(
         discard: None,
         issued: Instant::now(),
         timed_out: false,
+        signal: (w.op == OP_PUT_SIGNAL).then_some(Signal {
+            addr: w.addr,
+            raddr: w.tag,
+            rkey: w.ignore,
+            value: w.data,
+            add: w.atomic == ring::SIGNAL_ADD,
+        }),
     });
     let entry = w;
     let mut w = *w;
+    if w.op == OP_PUT_SIGNAL {
+        // The data first, as a write libfabric reports once it is placed
+        // at the target; `complete` then posts the signal.
+        w.op = OP_WRITE;
+        w.flags = FI_DELIVERY_COMPLETE;
+        w.data = 0;
+        if w.len == 0 {
+            let sig = req.signal.take();
+            if let Some(sig) = sig {
+                post_signal(ep, b, st, g, req, sig);
+            }
+            return Ok(());
+        }
+    }
     if w.flags & FI_INJECT != 0 {
         // SAFETY: the slot of `pos` lies in the endpoint's block, and the
         // device does not write it again until `cons` passes `pos`.
@@ -836,6 +902,17 @@ fn issue(
         let d = req.discard.insert(vec![0u8; bytes].into_boxed_slice());
         w.result = d.as_mut_ptr() as u64;
         w.result_desc = 0;
+    }
+    if w.op == OP_WRITE {
+        if let Some(delay) = tuning.test_delay {
+            *st.inflight.entry(pos).or_insert(0) += 1;
+            st.waiting.push_back(Waiting {
+                due: Instant::now() + delay,
+                req,
+                w,
+            });
+            return Ok(());
+        }
     }
     let req = Box::into_raw(req);
     let r = g.call(|| post(ep, &w, req as *mut c_void));
@@ -862,6 +939,121 @@ fn issue(
             fail(b, entry, e, 0);
             Ok(())
         }
+    }
+}
+
+/// Posts the signal of a put-with-signal whose data is complete at the
+/// target: an 8-byte atomic (`FI_ATOMIC_WRITE` or `FI_SUM`) with delivery
+/// complete, whose completion is the put-with-signal's. The request stays
+/// in flight for its ring position until then.
+fn post_signal(
+    ep: &EpInner,
+    b: &Bound,
+    st: &mut EpState,
+    g: &Gate,
+    mut req: Box<Req>,
+    sig: Signal,
+) {
+    use fi_xpu_abi::datatype::FI_UINT64;
+    use fi_xpu_abi::op::{FI_ATOMIC_WRITE, FI_SUM};
+    let op = if sig.add { FI_SUM } else { FI_ATOMIC_WRITE };
+    req.inject[..8].copy_from_slice(&sig.value.to_ne_bytes());
+    let mut w = Wqe {
+        op: OP_ATOMIC,
+        atomic: FI_UINT64 as u32 | (op as u32) << 16,
+        flags: FI_DELIVERY_COMPLETE,
+        addr: sig.addr,
+        buf: req.inject.as_ptr() as u64,
+        len: 1,
+        raddr: sig.raddr,
+        rkey: sig.rkey,
+        ..Default::default()
+    };
+    if ep.dom.dc_atomic_as_fetch {
+        // As for any atomic with delivery complete on that transport (see
+        // `issue`).
+        let d = req.discard.insert(vec![0u8; 8].into_boxed_slice());
+        w.result = d.as_mut_ptr() as u64;
+    }
+    *st.inflight.entry(req.pos).or_insert(0) += 1;
+    hand_over(ep, b, st, g, req, w);
+}
+
+/// Hands a request to libfabric; one it refuses with `-FI_EAGAIN` waits
+/// (still in flight) for the next pass, any other refusal fails it.
+fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<Req>, w: Wqe) {
+    req.issued = Instant::now();
+    let raw = Box::into_raw(req);
+    match g.call(|| post(ep, &w, raw as *mut c_void)) {
+        Ok(()) => {
+            st.reqs.insert(raw as usize);
+        }
+        Err(e) => {
+            // SAFETY: libfabric refused it, so the request was never handed
+            // out and is ours again.
+            let req = unsafe { Box::from_raw(raw) };
+            if e == -FI_EAGAIN {
+                st.waiting.push_back(Waiting {
+                    due: Instant::now(),
+                    req,
+                    w,
+                });
+                return;
+            }
+            crate::core::warn(&format!(
+                "libfabric refused op {} at {}: {}",
+                req.op,
+                req.pos,
+                ffi::strerror(e)
+            ));
+            settle(st, req.pos);
+            fail(b, &req_wqe(&req), e, 0);
+        }
+    }
+}
+
+/// Hands over the waiting requests that are due, in order; true when one
+/// moved.
+fn hand_over_waiting(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
+    let now = Instant::now();
+    let mut moved = false;
+    while st.waiting.front().is_some_and(|h| h.due <= now) {
+        let Some(h) = st.waiting.pop_front() else {
+            break;
+        };
+        let before = st.waiting.len();
+        hand_over(ep, b, st, g, h.req, h.w);
+        if st.waiting.len() > before {
+            // Refused again: it went to the back; keep the order.
+            if let Some(h) = st.waiting.pop_back() {
+                st.waiting.push_front(h);
+            }
+            break;
+        }
+        moved = true;
+    }
+    moved
+}
+
+/// One operation of ring position `pos` is no longer in flight.
+fn settle(st: &mut EpState, pos: u64) {
+    if let Some(n) = st.inflight.get_mut(&pos) {
+        *n -= 1;
+        if *n == 0 {
+            st.inflight.remove(&pos);
+        }
+    }
+}
+
+/// What `fail` needs of a request.
+fn req_wqe(r: &Req) -> Wqe {
+    Wqe {
+        op: r.op,
+        context: r.context,
+        buf: r.buf,
+        len: r.len,
+        tag: r.tag,
+        ..Default::default()
     }
 }
 
@@ -1037,7 +1229,7 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
 fn has_time_limit(op: u32) -> bool {
     matches!(
         op,
-        OP_WRITE | OP_READ | OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC
+        OP_WRITE | OP_READ | OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC | OP_PUT_SIGNAL
     )
 }
 
@@ -1172,7 +1364,7 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
             for i in 0..(n as usize).min(CQ_BATCH) {
                 // SAFETY: libfabric wrote the first `n` entries.
                 let e = unsafe { buf[i].assume_init_ref() };
-                complete(ep, b, st, e, src[i]);
+                complete(ep, b, st, e, src[i], g);
             }
             continue;
         }
@@ -1200,8 +1392,7 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     busy
 }
 
-fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, src: u64) {
-    let _ = ep;
+fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, src: u64, g: &Gate) {
     if e.flags & FI_REMOTE_WRITE != 0 {
         // A remote write carrying CQ data: it completes at the target only.
         if let Some(cq) = b.rx_cq.as_deref() {
@@ -1218,9 +1409,14 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
         }
         return;
     }
-    let Some(req) = take_req(st, e.op_context) else {
+    let Some(mut req) = take_req(st, e.op_context) else {
         return;
     };
+    if let Some(sig) = req.signal.take() {
+        // The data is placed at the target: now the signal.
+        post_signal(ep, b, st, g, req, sig);
+        return;
+    }
     let recv = ring::is_receive(req.op);
     // As in `fail`: the counter first, then the completion.
     if let Some(c) = ring::counter_of(req.op).and_then(|i| b.cntr[i].as_deref()) {
@@ -1285,6 +1481,11 @@ fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
 /// Frees the requests libfabric never completed (the endpoint is closed).
 pub fn release_requests(ep: &EpInner) {
     let mut st = ep.state.lock().unwrap();
+    for h in std::mem::take(&mut st.waiting) {
+        if let Some(cq) = ep.bound.get().and_then(|b| cq_for(b, h.req.op)) {
+            cq.unreserve();
+        }
+    }
     for r in st.reqs.drain() {
         // SAFETY: registered requests are live boxes that libfabric no
         // longer references once its endpoint is closed.
@@ -1320,6 +1521,7 @@ mod tests {
         assert_eq!(listed("stall_ms"), DEFAULT_STALL_MS);
         assert_eq!(listed("close_ms"), DEFAULT_CLOSE_MS);
         assert_eq!(listed("op_timeout_ms"), DEFAULT_OP_TIMEOUT_MS);
+        assert_eq!(listed("test_delay_ms"), 0);
         assert_eq!(
             listed("progress_threads"),
             u64::from(crate::objects::DEFAULT_THREADS)
@@ -1359,6 +1561,11 @@ mod tests {
         assert_eq!(
             tuning(&[("FI_XPU_OFI_OP_TIMEOUT_MS", "x")]).op_timeout,
             d.op_timeout
+        );
+        assert_eq!(d.test_delay, None);
+        assert_eq!(
+            tuning(&[("FI_XPU_OFI_TEST_DELAY_MS", "40")]).test_delay,
+            Some(Duration::from_millis(40))
         );
         let t = tuning(&[
             ("FI_XPU_OFI_SPIN_US", "0"),

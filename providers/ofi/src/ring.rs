@@ -84,8 +84,11 @@ pub fn check(
     if w.flags & !WQE_FLAGS != 0 {
         return Err(-FI_EBADFLAGS);
     }
-    if w.op == OP_NOP {
+    if w.op == OP_NOP || w.op == OP_FENCE {
         return Ok(());
+    }
+    if w.op == OP_PUT_SIGNAL {
+        check_signal(w, lim)?;
     }
     let inject = w.flags & FI_INJECT != 0;
     if inject && !has_source(w.op) {
@@ -148,6 +151,27 @@ pub fn check(
     Ok(())
 }
 
+/// The signal part of a put-with-signal: atomics on the transport, no
+/// remote CQ data (`data` carries the signal value), an 8-byte aligned
+/// signal word, a known signal operation (0 set, 1 add).
+fn check_signal(w: &Wqe, lim: &Limits) -> Result<(), i32> {
+    if w.flags & FI_REMOTE_CQ_DATA != 0 {
+        return Err(-FI_EBADFLAGS);
+    }
+    if !lim.has_atomic {
+        return Err(-FI_EOPNOTSUPP);
+    }
+    if !w.tag.is_multiple_of(8) || w.atomic > SIGNAL_ADD {
+        return Err(-FI_EINVAL);
+    }
+    Ok(())
+}
+
+/// Signal operations of a put-with-signal (`Wqe.atomic`), as
+/// `FI_XPU_SIGNAL_SET` and `FI_XPU_SIGNAL_ADD` of fi_xpu/device_signal.h.
+pub const SIGNAL_SET: u32 = 0;
+pub const SIGNAL_ADD: u32 = 1;
+
 /// Whether the operation sends data from a local buffer (the ones that
 /// take `FI_INJECT`).
 pub fn has_source(op: u32) -> bool {
@@ -170,7 +194,7 @@ pub fn local_buffers(w: &Wqe) -> Vec<(u64, u64)> {
             Ok((_, _, b)) => b,
             Err(_) => return out,
         },
-        OP_NOP => return out,
+        OP_NOP | OP_FENCE => return out,
         _ => w.len,
     };
     let read_only_fetch = w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
@@ -189,7 +213,7 @@ pub fn local_buffers(w: &Wqe) -> Vec<(u64, u64)> {
 /// Completion flags of an operation (`fi_cq_*_entry.flags`).
 pub fn completion_flags(op: u32) -> u64 {
     match op {
-        OP_WRITE => FI_RMA | FI_WRITE,
+        OP_WRITE | OP_PUT_SIGNAL => FI_RMA | FI_WRITE,
         OP_READ => FI_RMA | FI_READ,
         OP_SEND => FI_MSG | FI_SEND,
         OP_RECV => FI_MSG | FI_RECV,
@@ -206,7 +230,7 @@ pub fn counter_of(op: u32) -> Option<usize> {
     match op {
         OP_SEND | OP_TSEND => Some(CNTR_SEND),
         OP_RECV | OP_TRECV => Some(CNTR_RECV),
-        OP_WRITE | OP_ATOMIC => Some(CNTR_WRITE),
+        OP_WRITE | OP_PUT_SIGNAL | OP_ATOMIC => Some(CNTR_WRITE),
         OP_READ | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => Some(CNTR_READ),
         _ => None,
     }
@@ -264,6 +288,46 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(check(&recv_any, &lim(), &mr, &|_| false), Ok(()));
+    }
+
+    #[test]
+    fn put_with_signal_entries() {
+        let l = lim();
+        let put = Wqe {
+            op: OP_PUT_SIGNAL,
+            tag: 0x2000,
+            atomic: SIGNAL_ADD,
+            ..write()
+        };
+        assert_eq!(check(&put, &l, &mr, &any), Ok(()));
+        assert_eq!(local_buffers(&put), vec![(0x1000, 0x100)]);
+        assert_eq!(completion_flags(OP_PUT_SIGNAL), FI_RMA | FI_WRITE);
+        assert_eq!(counter_of(OP_PUT_SIGNAL), Some(CNTR_WRITE));
+        let cq_data = Wqe {
+            flags: FI_REMOTE_CQ_DATA,
+            ..put
+        };
+        assert_eq!(check(&cq_data, &l, &mr, &any), Err(-FI_EBADFLAGS));
+        let inject = Wqe {
+            flags: FI_INJECT,
+            ..put
+        };
+        assert_eq!(check(&inject, &l, &mr, &any), Err(-FI_EINVAL));
+        let misaligned = Wqe { tag: 0x2004, ..put };
+        assert_eq!(check(&misaligned, &l, &mr, &any), Err(-FI_EINVAL));
+        let unknown = Wqe { atomic: 2, ..put };
+        assert_eq!(check(&unknown, &l, &mr, &any), Err(-FI_EINVAL));
+        let no_atomics = Limits {
+            has_atomic: false,
+            ..l
+        };
+        assert_eq!(check(&put, &no_atomics, &mr, &any), Err(-FI_EOPNOTSUPP));
+        let fence = Wqe {
+            op: OP_FENCE,
+            ..write()
+        };
+        assert_eq!(check(&fence, &l, &mr, &any), Ok(()));
+        assert!(local_buffers(&fence).is_empty());
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! every accepted entry must satisfy what the proxy relies on before it calls
 //! libfabric.
 use crate::layout::*;
-use crate::ring::{check, check_atomic, has_source, local_buffers, Limits, MrRange, WQE_FLAGS};
+use crate::ring::{
+    check, check_atomic, has_source, local_buffers, Limits, MrRange, SIGNAL_ADD, WQE_FLAGS,
+};
 use fi_xpu_abi::datatype::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::op::*;
@@ -86,13 +88,18 @@ fn valid(rng: &mut Rng) -> Wqe {
         w.result_desc = 3;
         w.compare = 0x3c00;
     }
+    if op == OP_PUT_SIGNAL {
+        w.tag = 0x4000 + 8 * (rng.next() % 16);
+        w.ignore = rng.next();
+        w.atomic = (rng.next() % 2) as u32;
+    }
     w
 }
 
 fn mutate(rng: &mut Rng, mut w: Wqe) -> Wqe {
     for _ in 0..1 + rng.next() % 3 {
         let v = rng.word();
-        match rng.next() % 12 {
+        match rng.next() % 13 {
             0 => w.op = v as u32,
             1 => w.atomic = v as u32,
             2 => w.flags = v,
@@ -104,6 +111,7 @@ fn mutate(rng: &mut Rng, mut w: Wqe) -> Wqe {
             8 => w.result_desc = v % 6,
             9 => w.compare = v,
             10 => w.flags ^= 1 << (v % 64),
+            11 => w.tag = v,
             _ => w.len = w.len.wrapping_add(v % 3).wrapping_sub(1),
         }
     }
@@ -143,8 +151,14 @@ fn within(id: u64, buf: u64, len: u64) -> bool {
 fn invariants(w: &Wqe) {
     assert!((1..=OP_LAST).contains(&w.op), "{w:?}");
     assert_eq!(w.flags & !WQE_FLAGS, 0, "{w:?}");
-    if w.op == OP_NOP {
+    if w.op == OP_NOP || w.op == OP_FENCE {
         return;
+    }
+    if w.op == OP_PUT_SIGNAL {
+        // The signal: an aligned word, a known operation, no CQ data in
+        // the field that carries its value, atomics on the transport.
+        assert!(w.tag.is_multiple_of(8) && w.atomic <= SIGNAL_ADD, "{w:?}");
+        assert_eq!(w.flags & (FI_REMOTE_CQ_DATA | FI_INJECT), 0, "{w:?}");
     }
     let atomic = matches!(w.op, OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC);
     let bytes = if atomic {

@@ -228,6 +228,9 @@ pub struct EpDev {
     pub lanes: u64,
     /// Validity word (`fi_xpu_handle_word`), checked by device code.
     pub magic: u64,
+    /// Testing only: nanoseconds between the pieces of a put-with-signal's
+    /// data, placed last piece first (`test_delay_us`); 0 otherwise.
+    pub test_delay_ns: u64,
     pub posted: [Posted; MAX_POSTED],
     pub rdv: [Rdv; MAX_POSTED],
 }
@@ -335,7 +338,7 @@ mod tests {
             Rdv = "fi_xpu_shm_rdv" { slot, context, len, flags, buf, sent, lane, kind, map, gen }
             EpDev = "fi_xpu_shm_ep_dev" {
                 block, ctx, nonce, ep_id, caps, tx_cq, rx_cq, cntr, av_tab, av_count, lock,
-                post_seq, lanes, magic, posted, rdv
+                post_seq, lanes, magic, test_delay_ns, posted, rdv
             }
             CqDev = "fi_xpu_shm_cq_dev" {
                 ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic
@@ -365,7 +368,7 @@ mod tests {
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 64);
         assert_eq!(size_of::<MrDesc>(), 32);
-        assert_eq!(size_of::<EpDev>(), 152 + 64 * 128 + 64 * 80);
+        assert_eq!(size_of::<EpDev>(), 160 + 64 * 128 + 64 * 80);
         assert_eq!(size_of::<CqDev>(), 136);
         assert_eq!(size_of::<CtxDev>(), 32 + 8 * MAX_CONNS);
         assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS);

@@ -17,11 +17,29 @@ const AV_TAB_CAP: usize = 1024;
 
 /// The parameters shm defines (name, default, description); `init`
 /// registers them with the core.
-pub const PARAMS: [(&str, &str, &str); 1] = [(
-    "heap_size",
-    "8388608",
-    "bytes of shared memory per XPU context for registrations, CQs, counters and inboxes (at least 1048576)",
-)];
+pub const PARAMS: [(&str, &str, &str); 2] = [
+    (
+        "heap_size",
+        "8388608",
+        "bytes of shared memory per XPU context for registrations, CQs, counters and inboxes (at least 1048576)",
+    ),
+    (
+        "test_delay_us",
+        "0",
+        "TESTING ONLY: microseconds between the 64-byte pieces of a put-with-signal's data, placed last piece first, so that ordering tests can fail (0: off)",
+    ),
+];
+
+/// The testing-only delay of put-with-signal data (`test_delay_us`), read
+/// once per process, in nanoseconds; at most one second per piece.
+fn test_delay_ns() -> u64 {
+    static DELAY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *DELAY.get_or_init(|| {
+        fi_xpu_prov_sdk::services::param("test_delay_us")
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map_or(0, |us| us.min(1_000_000) * 1000)
+    })
+}
 
 fn heap_size() -> u64 {
     let v =
@@ -802,6 +820,7 @@ impl Ep {
             (*d).av_tab = av_tab as u64;
             (*d).av_count = AV_TAB_CAP as u64;
             (*d).magic = fi_xpu_handle_word(FI_XPU_HANDLE_EP, FI_XPU_HANDLE_LIVE);
+            (*d).test_delay_ns = test_delay_ns();
         }
         for i in 0..AV_TAB_CAP {
             store(av_tab + 16 * i + 8, u64::MAX);

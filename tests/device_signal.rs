@@ -1,0 +1,82 @@
+//! Put-with-signal, fence, quiet, signal waits and direct pointers
+//! between two processes (tests/c/device_signal.c) on shm, and on ofi over
+//! libfabric's tcp and shm, at every scope; bad input with its codes.
+//!
+//! Each provider also runs under its testing-only delay of data placement
+//! (`FI_XPU_SHM_TEST_DELAY_US`, `FI_XPU_OFI_TEST_DELAY_MS`): a signal that
+//! can overtake its data, or a fence that does not hold later operations
+//! back, is caught there, where plain runs usually pass by timing.
+mod common;
+
+use common::ofi::{have_libfabric, over, program, run_ok};
+
+fn signal(env: Vec<(&'static str, String)>) {
+    run_ok(
+        &program("device_signal", &[]),
+        &[],
+        &env,
+        240,
+        "device_signal",
+    );
+}
+
+fn shm(delay_us: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("FI_XPU_PROVIDER", "shm".into()),
+        ("OFI_COMMON_PROV", "shm".into()),
+    ];
+    if let Some(d) = delay_us {
+        env.push(("FI_XPU_SHM_TEST_DELAY_US", d.into()));
+    }
+    env
+}
+
+fn ofi(fabric: &str, delay_ms: Option<&str>) -> Option<Vec<(&'static str, String)>> {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping ofi over {fabric}");
+        return None;
+    }
+    let mut env = over(fabric);
+    if let Some(d) = delay_ms {
+        env.push(("FI_XPU_OFI_TEST_DELAY_MS", d.into()));
+    }
+    Some(env)
+}
+
+#[test]
+fn ordered_signals_on_shm() {
+    signal(shm(None));
+}
+
+#[test]
+fn ordered_signals_on_shm_with_late_data() {
+    signal(shm(Some("100")));
+}
+
+#[test]
+fn ordered_signals_on_ofi_tcp() {
+    if let Some(env) = ofi("tcp", None) {
+        signal(env);
+    }
+}
+
+#[test]
+fn ordered_signals_on_ofi_tcp_with_late_data() {
+    if let Some(env) = ofi("tcp", Some("30")) {
+        signal(env);
+    }
+}
+
+#[test]
+fn ordered_signals_on_ofi_shm() {
+    if let Some(env) = ofi("shm", None) {
+        signal(env);
+    }
+}
+
+#[test]
+fn ordered_signals_on_ofi_shm_with_late_data() {
+    if let Some(env) = ofi("shm", Some("30")) {
+        signal(env);
+    }
+}
