@@ -80,3 +80,53 @@ fn ordered_signals_on_ofi_shm_with_late_data() {
         signal(env);
     }
 }
+
+/// libfabric's sockets provider offers `FI_FENCE`: the signal follows its
+/// data at once, fenced, rather than after the data's delivery completion
+/// (the transport line says which). Late data must still come first.
+fn fenced_over_sockets(delay_ms: Option<&str>) {
+    let Some(mut env) = ofi("sockets", delay_ms) else {
+        return;
+    };
+    let listed = std::process::Command::new("fi_info")
+        .args(["-p", "sockets"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !listed {
+        eprintln!("libfabric has no sockets provider here: skipping the FI_FENCE path");
+        return;
+    }
+    env.push(("FI_SOCKETS_IFACE", "lo".into()));
+    env.push(("FI_XPU_LOG_LEVEL", "info".into()));
+    let out = common::ofi::run(
+        &program("device_signal", &[]),
+        &[],
+        &env,
+        240,
+        "device_signal",
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("device_signal: ok"),
+        "{}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains("transport: libfabric provider sockets")
+            && stderr.contains("signals follow their data fenced (FI_FENCE)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn fenced_signals_on_ofi_sockets() {
+    fenced_over_sockets(None);
+}
+
+#[test]
+fn fenced_signals_on_ofi_sockets_with_late_data() {
+    fenced_over_sockets(Some("30"));
+}

@@ -96,6 +96,9 @@ pub use fi_xpu_abi::fi_cq_err_entry;
 pub const FI_CONTEXT2_SIZE: usize = 64;
 
 pub const FI_ADDR_NOTAVAIL: u64 = u64::MAX;
+/// Capability and operation flag: the operation waits until every earlier
+/// one to the same peer has completed.
+pub const FI_FENCE: u64 = 1 << 21;
 pub const FI_RMA_EVENT: u64 = 1 << 56;
 pub const FI_SOURCE: u64 = 1 << 57;
 pub const FI_MR_LOCAL: u64 = 1 << 0;

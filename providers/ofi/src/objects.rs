@@ -76,6 +76,10 @@ pub struct DomInner {
     /// each other's values. A fetching atomic completes only after the
     /// target applied it, which is what delivery completion promises.
     pub dc_atomic_as_fetch: bool,
+    /// The transport takes `FI_FENCE`: a put with signal posts its signal
+    /// right behind the data, fenced, instead of after the data's
+    /// delivery completion.
+    pub fence: bool,
     pub mrs: Mutex<Vec<Option<MrRec>>>,
     next_ep: AtomicUsize,
     next_key: AtomicU64,
@@ -192,7 +196,9 @@ impl Domain {
         let cprov = CString::new(prov.clone().unwrap_or_default()).map_err(|_| -FI_EINVAL)?;
         let cdom =
             CString::new(env("FI_XPU_OFI_DOMAIN").unwrap_or_default()).map_err(|_| -FI_EINVAL)?;
-        let optional = FI_ATOMIC | FI_HMEM | ffi::FI_RMA_EVENT | ffi::FI_SOURCE;
+        // FI_FENCE sits below the others but FI_ATOMIC: a transport never
+        // loses one of them to it (the subsets keep the higher bits longest).
+        let optional = FI_ATOMIC | ffi::FI_FENCE | FI_HMEM | ffi::FI_RMA_EVENT | ffi::FI_SOURCE;
         let (mut info, mut fabric, mut domain) = (
             std::ptr::null_mut(),
             std::ptr::null_mut(),
@@ -242,7 +248,8 @@ impl Domain {
             caps &= !FI_ATOMIC;
         }
         core::info(&format!(
-            "transport: libfabric provider {name} ({dname}), {}; {nthreads} progress thread(s){}{}",
+            "transport: libfabric provider {name} ({dname}), {}; {nthreads} progress thread(s){}{}; \
+             signals follow their data {}",
             match &prov {
                 Some(p) => format!("named '{p}'"),
                 None => format!("the first of {DEFAULT_FABRICS} that works"),
@@ -256,7 +263,12 @@ impl Domain {
                 ""
             } else {
                 ", no remote counters"
-            }
+            },
+            if caps & ffi::FI_FENCE != 0 {
+                "fenced (FI_FENCE)"
+            } else {
+                "once the data is delivered"
+            },
         ));
         let tuning = Tuning::from_env(env);
         let mut workers = Vec::new();
@@ -286,6 +298,7 @@ impl Domain {
             auto_progress,
             offset_keys: mr_mode & (ffi::FI_MR_VIRT_ADDR | ffi::FI_MR_PROV_KEY) == 0,
             dc_atomic_as_fetch,
+            fence: caps & ffi::FI_FENCE != 0,
             mrs: Mutex::new(Vec::new()),
             next_ep: AtomicUsize::new(0),
             next_key: AtomicU64::new(1 << 32),

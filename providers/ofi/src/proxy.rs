@@ -18,7 +18,7 @@ use crate::objects::{Bound, EpInner};
 use crate::ring::{self, Limits, MrRange};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -177,6 +177,31 @@ pub struct Req {
     /// The data part of a put-with-signal: its signal, posted once the
     /// data is complete at the target.
     signal: Option<Signal>,
+    /// One of the two parts of a put-with-signal whose signal was posted
+    /// fenced behind its data: the put completes when both did.
+    joint: bool,
+}
+
+impl Req {
+    /// A second request for the same ring entry (a put-with-signal's
+    /// signal).
+    fn part_of(r: &Req) -> Box<Req> {
+        Box::new(Req {
+            fi_ctx: [0; 8],
+            pos: r.pos,
+            op: r.op,
+            context: r.context,
+            buf: r.buf,
+            len: r.len,
+            tag: r.tag,
+            inject: [0; STAGE_SLOT as usize],
+            discard: None,
+            issued: Instant::now(),
+            timed_out: false,
+            signal: None,
+            joint: false,
+        })
+    }
 }
 
 /// The signal word update of a put-with-signal.
@@ -224,6 +249,9 @@ pub struct EpState {
     fenced: bool,
     /// Requests not yet handed to libfabric (in order), counted in flight.
     waiting: VecDeque<Waiting>,
+    /// Puts with a fenced signal, by ring position: parts still to
+    /// complete, and the first error.
+    joint: HashMap<u64, (u8, Option<(i32, i32)>)>,
 }
 
 /// Whether a progress thread is inside a libfabric call, and whether a
@@ -863,6 +891,7 @@ fn issue(
             value: w.data,
             add: w.atomic == ring::SIGNAL_ADD,
         }),
+        joint: false,
     });
     let entry = w;
     let mut w = *w;
@@ -875,7 +904,7 @@ fn issue(
         if w.len == 0 {
             let sig = req.signal.take();
             if let Some(sig) = sig {
-                post_signal(ep, b, st, g, req, sig);
+                post_signal(ep, b, st, g, req, sig, 0);
             }
             return Ok(());
         }
@@ -922,6 +951,7 @@ fn issue(
             if !ring::is_receive(w.op) {
                 *st.inflight.entry(pos).or_insert(0) += 1;
             }
+            fence_signal(ep, b, st, g, req);
             Ok(())
         }
         Err(e) => {
@@ -946,6 +976,7 @@ fn issue(
 /// target: an 8-byte atomic (`FI_ATOMIC_WRITE` or `FI_SUM`) with delivery
 /// complete, whose completion is the put-with-signal's. The request stays
 /// in flight for its ring position until then.
+/// `extra`: `FI_FENCE` when the data was posted just before it.
 fn post_signal(
     ep: &EpInner,
     b: &Bound,
@@ -953,6 +984,7 @@ fn post_signal(
     g: &Gate,
     mut req: Box<Req>,
     sig: Signal,
+    extra: u64,
 ) {
     use fi_xpu_abi::datatype::FI_UINT64;
     use fi_xpu_abi::op::{FI_ATOMIC_WRITE, FI_SUM};
@@ -961,7 +993,7 @@ fn post_signal(
     let mut w = Wqe {
         op: OP_ATOMIC,
         atomic: FI_UINT64 as u32 | (op as u32) << 16,
-        flags: FI_DELIVERY_COMPLETE,
+        flags: FI_DELIVERY_COMPLETE | extra,
         addr: sig.addr,
         buf: req.inject.as_ptr() as u64,
         len: 1,
@@ -979,6 +1011,59 @@ fn post_signal(
     hand_over(ep, b, st, g, req, w);
 }
 
+/// On a transport that takes `FI_FENCE`, the signal of a put-with-signal
+/// whose data libfabric just took follows at once, fenced: libfabric
+/// applies it only once the data (posted with delivery complete) is
+/// placed. The put completes when both parts did.
+fn fence_signal(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, raw: *mut Req) {
+    if !ep.dom.fence {
+        return;
+    }
+    // SAFETY: a live request of ours that libfabric just took; libfabric
+    // uses only its fi_context, and only this thread reads its
+    // completions, so nothing else touches these fields now.
+    let data = unsafe { &mut *raw };
+    let Some(sig) = data.signal.take() else {
+        return;
+    };
+    data.joint = true;
+    let mut part = Req::part_of(data);
+    part.joint = true;
+    post_signal(ep, b, st, g, part, sig, ffi::FI_FENCE);
+}
+
+/// One part of a put with a fenced signal ended (`err`: how it failed):
+/// the put's completion, or its first error, once both ended.
+fn finish_part(b: &Bound, st: &mut EpState, r: &Req, err: Option<(i32, i32)>) {
+    let e = st.joint.entry(r.pos).or_insert((2, None));
+    e.0 = e.0.saturating_sub(1);
+    if e.1.is_none() {
+        e.1 = err;
+    }
+    if e.0 > 0 {
+        return;
+    }
+    let err = st.joint.remove(&r.pos).and_then(|e| e.1);
+    let w = req_wqe(r);
+    match err {
+        Some((e, prov_errno)) => fail(b, &w, e, prov_errno),
+        None => {
+            if let Some(c) = ring::counter_of(r.op).and_then(|i| b.cntr[i].as_deref()) {
+                c.add(1);
+            }
+            if let Some(cq) = cq_for(b, r.op) {
+                cq.push_reserved(Cqe {
+                    flags: ring::completion_flags(r.op),
+                    context: r.context,
+                    len: r.len,
+                    src: ffi::FI_ADDR_NOTAVAIL,
+                    ..Default::default()
+                });
+            }
+        }
+    }
+}
+
 /// Hands a request to libfabric; one it refuses with `-FI_EAGAIN` waits
 /// (still in flight) for the next pass, any other refusal fails it.
 fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<Req>, w: Wqe) {
@@ -987,6 +1072,7 @@ fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<R
     match g.call(|| post(ep, &w, raw as *mut c_void)) {
         Ok(()) => {
             st.reqs.insert(raw as usize);
+            fence_signal(ep, b, st, g, raw);
         }
         Err(e) => {
             // SAFETY: libfabric refused it, so the request was never handed
@@ -1007,7 +1093,11 @@ fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<R
                 ffi::strerror(e)
             ));
             settle(st, req.pos);
-            fail(b, &req_wqe(&req), e, 0);
+            if req.joint {
+                finish_part(b, st, &req, Some((e, 0)));
+            } else {
+                fail(b, &req_wqe(&req), e, 0);
+            }
         }
     }
 }
@@ -1084,7 +1174,9 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
         iov_len: w.len as usize,
     };
     // FI_INJECT never reaches libfabric: the proxy staged the bytes itself.
-    let data_flags = w.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE);
+    // FI_FENCE comes only from the proxy (ring::check refuses it from a
+    // device).
+    let data_flags = w.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE | ffi::FI_FENCE);
     let flags = FI_COMPLETION | data_flags;
     let r = match w.op {
         OP_WRITE | OP_READ => {
@@ -1292,7 +1384,13 @@ fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning) -> bool {
             limit.as_millis(),
             ffi::strerror(-FI_ETIMEDOUT)
         ));
-        fail(b, &w, -FI_ETIMEDOUT, 0);
+        // SAFETY: as above.
+        let r = unsafe { &**p };
+        if r.joint {
+            finish_part(b, st, r, Some((-FI_ETIMEDOUT, 0)));
+        } else {
+            fail(b, &w, -FI_ETIMEDOUT, 0);
+        }
     }
     !expired.is_empty()
 }
@@ -1376,6 +1474,10 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
                 break;
             }
             if let Some(req) = take_req(st, e.op_context) {
+                if req.joint {
+                    finish_part(b, st, &req, Some((-e.err.abs(), e.prov_errno)));
+                    continue;
+                }
                 let w = Wqe {
                     op: req.op,
                     context: req.context,
@@ -1414,7 +1516,11 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
     };
     if let Some(sig) = req.signal.take() {
         // The data is placed at the target: now the signal.
-        post_signal(ep, b, st, g, req, sig);
+        post_signal(ep, b, st, g, req, sig, 0);
+        return;
+    }
+    if req.joint {
+        finish_part(b, st, &req, None);
         return;
     }
     let recv = ring::is_receive(req.op);
