@@ -332,6 +332,13 @@ struct fi_cq_err_entry {
 #define FI_XPU_HOST_DEFAULT_SUBGROUP 32
 
 /**
+ * `fid.fclass` of a world and of a window (values no libfabric class has).
+ */
+#define FI_XPU_CLASS_WORLD 1480808449
+
+#define FI_XPU_CLASS_WINDOW 1480808450
+
+/**
  * One usable provider, as listed by `fi_xpu_getinfo`.
  */
 struct fi_xpu_info {
@@ -599,6 +606,103 @@ struct fi_xpu_ep_attr {
  * Host object: endpoint (the kernel's handle is `struct fid_xpu_ep`).
  */
 struct fid_xpu_host_ep {
+  struct fid fid;
+};
+
+/**
+ * A bootstrap the application supplies (`fi_xpu_world_attr.bootstrap_ops`),
+ * and what a bootstrap module fills in. `size` versions it.
+ *
+ * `allgather` copies every rank's `len` bytes at `mine` into `all`
+ * (`len * nranks` bytes, in rank order) and returns 0 or a negative
+ * `FI_E*` value; every rank passes the same `len`. The world calls it from
+ * one thread at a time, in the same order on every rank. `finalize`, if
+ * set, is called once when the world is closed (or fails to open).
+ */
+struct fi_xpu_bootstrap_ops {
+  size_t size;
+  int rank;
+  int nranks;
+  void *context;
+  int (*allgather)(void *context, const void *mine, void *all, size_t len);
+  void (*finalize)(void *context);
+};
+
+/**
+ * Input to `fi_xpu_world_open`. Fields left 0 or NULL take their value
+ * from the environment (see fi_xpu_world(3)).
+ */
+struct fi_xpu_world_attr {
+  /**
+   * `sizeof(struct fi_xpu_world_attr)`.
+   */
+  size_t size;
+  /**
+   * This process's rank; -1: `FI_XPU_BOOTSTRAP_RANK`.
+   */
+  int rank;
+  /**
+   * Number of ranks; 0: `FI_XPU_BOOTSTRAP_SIZE`.
+   */
+  int nranks;
+  /**
+   * "tcp" or "mpi"; NULL: `FI_XPU_BOOTSTRAP`, else "tcp".
+   */
+  const char *bootstrap;
+  /**
+   * tcp: rank 0's `host:port`; NULL: `FI_XPU_BOOTSTRAP_ADDR`.
+   */
+  const char *addr;
+  /**
+   * tcp: a job key every rank must share; NULL: `FI_XPU_BOOTSTRAP_KEY`.
+   */
+  const char *key;
+  /**
+   * How long a set-up step waits for the other ranks; 0:
+   * `FI_XPU_BOOTSTRAP_TIMEOUT_MS` (default 60000).
+   */
+  uint64_t timeout_ms;
+  /**
+   * The application's own bootstrap; when set, the four fields above
+   * and `rank`/`nranks` are ignored.
+   */
+  const struct fi_xpu_bootstrap_ops *bootstrap_ops;
+  /**
+   * The device of the world's XPU contexts; NULL: the host XPU
+   * (`FI_HMEM_SYSTEM`, device 0).
+   */
+  const struct fi_xpu_ctx_open_attr *xpu;
+  uint64_t flags;
+};
+
+/**
+ * Host object: a world.
+ */
+struct fid_xpu_world {
+  struct fid fid;
+};
+
+/**
+ * Output of `fi_xpu_world_query`.
+ */
+struct fi_xpu_world_info {
+  int rank;
+  int nranks;
+  /**
+   * This rank's node (0 .. nnodes-1, numbered by lowest rank).
+   */
+  int node;
+  int nnodes;
+  /**
+   * The world's device table (`struct fi_xpu_world_dev *`) for kernels.
+   */
+  void *dev;
+};
+
+/**
+ * Host object: one symmetric window of a world.
+ */
+struct fid_xpu_window {
   struct fid fid;
 };
 
@@ -989,6 +1093,81 @@ int fi_xpu_export(struct fid *obj, uint64_t flags, struct fid_xpu *out);
  * Closes any fi_xpu object (as `fi_close(fid)` does).
  */
 int fi_xpu_close(struct fid *obj);
+
+/**
+ * Joins a world: finds the other ranks through the bootstrap, opens a
+ * lane on each provider this rank needs (shm for ranks on its node, ofi
+ * for the others) and connects every pair. Collective over all ranks.
+ *
+ * # Safety
+ * `attr` is NULL or valid (its strings NUL-terminated, `bootstrap_ops`
+ * and `xpu` NULL or valid); `world` is a valid out-pointer.
+ */
+int fi_xpu_world_open(const struct fi_xpu_world_attr *attr,
+                      struct fid_xpu_world **world,
+                      void *context);
+
+/**
+ * Rank, size, node and the world's device table.
+ *
+ * # Safety
+ * `info` is a valid out-pointer.
+ */
+int fi_xpu_world_query(struct fid_xpu_world *world, struct fi_xpu_world_info *info);
+
+/**
+ * A barrier of the host threads of all ranks, over the bootstrap.
+ */
+int fi_xpu_world_host_barrier(struct fid_xpu_world *world);
+
+/**
+ * Every rank's `len` bytes at `mine` into `all` (`len` times the number of
+ * ranks, in rank order), over the bootstrap. Every rank passes the same
+ * `len` (`-FI_EINVAL` on every rank otherwise).
+ *
+ * # Safety
+ * `mine` holds `len` bytes, `all` `len * nranks`.
+ */
+int fi_xpu_world_allgather(struct fid_xpu_world *world, const void *mine, void *all, size_t len);
+
+/**
+ * `len` bytes of rank `root`'s `buf` into every rank's `buf`.
+ *
+ * # Safety
+ * `buf` holds `len` bytes.
+ */
+int fi_xpu_world_bcast(struct fid_xpu_world *world, void *buf, size_t len, int root);
+
+/**
+ * Collective: allocates `size` bytes on every rank, registers them with
+ * every lane and returns this rank's part (`*addr`), the window's device
+ * table (`*dev`, a `struct fi_xpu_window_dev *` for kernels) and its
+ * handle. Every rank passes the same `size` (`-FI_EINVAL` on every rank
+ * otherwise).
+ *
+ * # Safety
+ * `addr`, `dev` and `win` are valid out-pointers.
+ */
+int fi_xpu_world_alloc(struct fid_xpu_world *world,
+                       uint64_t size,
+                       uint64_t flags,
+                       void **addr,
+                       void **dev,
+                       struct fid_xpu_window **win);
+
+/**
+ * Collective: frees a window on every rank, after all of them stopped
+ * using it. The local part is released even when a peer is gone (then
+ * the bootstrap's error is returned).
+ */
+int fi_xpu_world_free(struct fid_xpu_window *win);
+
+/**
+ * Collective: closes a world (`-FI_EBUSY` while it has windows). Local
+ * resources are released even when a peer is gone (then the bootstrap's
+ * error is returned).
+ */
+int fi_xpu_world_close(struct fid_xpu_world *world);
 
 #ifdef __cplusplus
 }  // extern "C"

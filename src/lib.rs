@@ -8,6 +8,7 @@
 // See `prov_call!`.
 #![allow(clippy::macro_metavars_in_unsafe)]
 
+pub mod bootstrap;
 pub mod capi;
 pub mod error;
 pub mod launcher;
@@ -16,6 +17,7 @@ pub mod memory;
 pub mod object;
 pub mod param;
 pub mod provider;
+pub mod world;
 
 pub use error::{Error, Result};
 pub use fi_xpu_abi as abi;

@@ -21,10 +21,17 @@ pub const PROVIDER: &str = "FI_XPU_PROVIDER";
 pub const LOG_LEVEL: &str = "FI_XPU_LOG_LEVEL";
 pub const LOG_PROV: &str = "FI_XPU_LOG_PROV";
 pub const HUGE_PAGES: &str = "FI_XPU_HUGE_PAGES";
+pub const BOOTSTRAP: &str = "FI_XPU_BOOTSTRAP";
+pub const BOOTSTRAP_ADDR: &str = "FI_XPU_BOOTSTRAP_ADDR";
+pub const BOOTSTRAP_RANK: &str = "FI_XPU_BOOTSTRAP_RANK";
+pub const BOOTSTRAP_SIZE: &str = "FI_XPU_BOOTSTRAP_SIZE";
+pub const BOOTSTRAP_KEY: &str = "FI_XPU_BOOTSTRAP_KEY";
+pub const BOOTSTRAP_TIMEOUT_MS: &str = "FI_XPU_BOOTSTRAP_TIMEOUT_MS";
+pub const WORLD_NODE: &str = "FI_XPU_WORLD_NODE";
 
 /// The core's parameters: variable, default (as `fi_xpu_info -e` shows it),
 /// description.
-const CORE_PARAMS: [(&str, &str, &str); 5] = [
+const CORE_PARAMS: [(&str, &str, &str); 12] = [
     (
         PROVIDER_PATH,
         "",
@@ -49,6 +56,41 @@ const CORE_PARAMS: [(&str, &str, &str); 5] = [
         HUGE_PAGES,
         "try",
         "huge pages for FI_HMEM_SYSTEM memory of 2 MiB or more: `try` (hugetlb pages while the pool has them, else transparent huge pages where the kernel allows them for shared memory), `thp` (only the latter), `off`",
+    ),
+    (
+        BOOTSTRAP,
+        "tcp",
+        "how the ranks of a world find each other: tcp (rendezvous at rank 0) or mpi (module)",
+    ),
+    (
+        BOOTSTRAP_ADDR,
+        "",
+        "tcp bootstrap: host:port where rank 0 listens and the other ranks connect",
+    ),
+    (
+        BOOTSTRAP_RANK,
+        "",
+        "this process's rank in the world (when fi_xpu_world_attr.rank is -1)",
+    ),
+    (
+        BOOTSTRAP_SIZE,
+        "",
+        "number of ranks in the world (when fi_xpu_world_attr.nranks is 0)",
+    ),
+    (
+        BOOTSTRAP_KEY,
+        "",
+        "tcp bootstrap: a job key all ranks share; a rank with another key is refused",
+    ),
+    (
+        BOOTSTRAP_TIMEOUT_MS,
+        "60000",
+        "how long one world set-up step waits for the other ranks, in milliseconds",
+    ),
+    (
+        WORLD_NODE,
+        "",
+        "this process's node name in a world (ranks with equal names use shm); empty: boot id, network namespace and host name",
     ),
 ];
 

@@ -150,6 +150,7 @@ fn public_header() -> String {
         "abi/src/libfabric.rs",
         "abi/src/public.rs",
         "abi/src/launcher.rs",
+        "abi/src/world.rs",
         "src/capi/mod.rs",
     ];
     let consts = libfabric_consts();

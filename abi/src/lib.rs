@@ -12,8 +12,10 @@ pub mod launcher;
 pub mod libfabric;
 pub mod provider;
 pub mod public;
+pub mod world;
 
 pub use launcher::*;
 pub use libfabric::*;
 pub use provider::*;
 pub use public::*;
+pub use world::*;

@@ -4,7 +4,8 @@ pub mod info;
 mod launcher;
 pub(crate) mod memory;
 pub(crate) use memory as memory_services;
-mod objects;
+pub(crate) mod objects;
+mod world;
 
 use crate::error::{Error, Result};
 use fi_xpu_abi::errno::FI_ENOSYS;

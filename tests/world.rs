@@ -1,0 +1,235 @@
+//! Worlds of 2, 4 and 8 processes (tests/c/world.c, one process per rank,
+//! started here with FI_XPU_BOOTSTRAP_RANK, _SIZE and _ADDR): collective
+//! windows, device operations naming peers by rank at every scope, device
+//! barriers, refusals with their exact codes and a peer that dies.
+mod common;
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn program() -> PathBuf {
+    common::ofi::program("world", &[])
+}
+
+/// A port nobody listens on now (rank 0 binds it again).
+fn free_addr() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// Runs `n` ranks of `world MODE`, rank r with `env(r)` added; returns
+/// every rank's output.
+fn run_world(
+    mode: &str,
+    n: usize,
+    env: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Vec<Output> {
+    let exe = program();
+    let addr = free_addr();
+    let kids: Vec<_> = (0..n)
+        .map(|r| {
+            Command::new("timeout")
+                .arg("120")
+                .arg(&exe)
+                .arg(mode)
+                .current_dir(exe.parent().unwrap())
+                .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
+                .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
+                .env("FI_XPU_BOOTSTRAP_SIZE", n.to_string())
+                .env("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "60000")
+                .env("FI_XPU_LOG_LEVEL", "warn")
+                .envs(env(r))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start a rank")
+        })
+        .collect();
+    kids.into_iter()
+        .map(|k| k.wait_with_output().unwrap())
+        .collect()
+}
+
+/// Panics with every rank's output unless each exited 0 and printed
+/// `world rank R MODE: ok`; returns the ranks' stdout.
+fn all_ok(mode: &str, outs: &[Output]) -> Vec<String> {
+    let texts: Vec<String> = outs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .collect();
+    let bad = outs.iter().enumerate().any(|(r, o)| {
+        !o.status.success() || !texts[r].contains(&format!("world rank {r} {mode}: ok"))
+    });
+    if bad {
+        let mut msg = String::new();
+        for (r, o) in outs.iter().enumerate() {
+            msg += &format!(
+                "--- rank {r}: {}\n{}{}",
+                o.status,
+                texts[r],
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        panic!("world {mode} failed\n{msg}");
+    }
+    texts
+}
+
+/// `(rank, peer) -> (rma, amo)` from the `route` lines.
+fn routes(texts: &[String]) -> HashMap<(usize, usize), (String, String)> {
+    let mut m = HashMap::new();
+    for t in texts {
+        for l in t.lines() {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() == 7 && f[0] == "world" && f[3] == "route" {
+                m.insert(
+                    (f[2].parse().unwrap(), f[4].parse().unwrap()),
+                    (
+                        f[5].trim_start_matches("rma=").into(),
+                        f[6].trim_start_matches("amo=").into(),
+                    ),
+                );
+            }
+        }
+    }
+    m
+}
+
+fn shm_only(_: usize) -> Vec<(&'static str, String)> {
+    vec![("FI_XPU_PROVIDER", "shm".into())]
+}
+
+#[test]
+fn two_ranks_on_shm() {
+    let t = all_ok("ops", &run_world("ops", 2, shm_only));
+    let r = routes(&t);
+    assert_eq!(r.len(), 4);
+    assert!(r.values().all(|(a, b)| a == "shm" && b == "shm"), "{r:?}");
+}
+
+#[test]
+fn four_ranks_on_shm() {
+    all_ok("ops", &run_world("ops", 4, shm_only));
+}
+
+#[test]
+fn eight_ranks_on_shm() {
+    all_ok("ops", &run_world("ops", 8, shm_only));
+}
+
+#[test]
+fn windows_and_worlds_open_and_close_twice() {
+    all_ok("twice", &run_world("twice", 3, shm_only));
+}
+
+#[test]
+fn refusals_with_their_codes() {
+    all_ok("bad", &run_world("bad", 2, shm_only));
+}
+
+#[test]
+fn a_rank_that_dies_fails_the_others() {
+    let outs = run_world("dead", 4, shm_only);
+    let texts: Vec<String> = outs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .collect();
+    for r in 0..3 {
+        assert!(
+            outs[r].status.success() && texts[r].contains(&format!("world rank {r} dead: ok")),
+            "rank {r}: {}\n{}{}",
+            outs[r].status,
+            texts[r],
+            String::from_utf8_lossy(&outs[r].stderr)
+        );
+    }
+    assert!(
+        texts[3].contains("world rank 3 dead: leaving"),
+        "{}",
+        texts[3]
+    );
+}
+
+fn ofi_tcp(_: usize) -> Vec<(&'static str, String)> {
+    let mut v = common::ofi::over("tcp");
+    v[0].1 = "shm,ofi".into();
+    v
+}
+
+/// Ranks 0..n/2 on node "a", the others on node "b" (the same machine, so
+/// cross pairs go over libfabric's tcp on the loopback interface).
+fn two_nodes(n: usize) -> impl Fn(usize) -> Vec<(&'static str, String)> {
+    move |r| {
+        let mut v = ofi_tcp(r);
+        v.push((
+            "FI_XPU_WORLD_NODE",
+            if r < n / 2 { "a" } else { "b" }.into(),
+        ));
+        v
+    }
+}
+
+fn only_ofi(_: usize) -> Vec<(&'static str, String)> {
+    common::ofi::over("tcp")
+}
+
+#[test]
+fn four_ranks_on_ofi_alone() {
+    if !common::ofi::have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    let t = all_ok("ops", &run_world("ops", 4, only_ofi));
+    let r = routes(&t);
+    assert!(r.values().all(|(a, b)| a == "ofi" && b == "ofi"), "{r:?}");
+}
+
+#[test]
+fn four_ranks_on_two_named_nodes() {
+    if !common::ofi::have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    let t = all_ok("ops", &run_world("ops", 4, two_nodes(4)));
+    let r = routes(&t);
+    for ((me, p), (rma, amo)) in &r {
+        let same = (me < &2) == (p < &2);
+        assert_eq!(rma, if same { "shm" } else { "ofi" }, "{me} -> {p}");
+        // The world spans nodes: every atomic goes through ofi, loopback
+        // included.
+        assert_eq!(amo, "ofi", "{me} -> {p}");
+    }
+}
+
+#[test]
+fn device_world_header_compiles_as_cxx17_and_c11() {
+    let dir = common::scratch("world-cxx");
+    let body = "#include <fi_xpu/device_world.h>\n\
+         int post(const struct fi_xpu_window_dev *w, const struct fi_xpu_world_dev *d, void *a) {\n\
+         int rc = fi_xpu_world_put(w, 1, 0, a, 8, 0, FI_XPU_WORK_GROUP);\n\
+         rc |= fi_xpu_world_fetch_atomic(w, 0, 8, a, 1, a, FI_UINT64, FI_SUM, 0, FI_XPU_SUBGROUP);\n\
+         return rc | fi_xpu_world_barrier(d, -1, FI_XPU_WORK_ITEM);\n}\n";
+    for (compiler, std, file) in [("c++", "-std=c++17", "t.cpp"), ("cc", "-std=c11", "t.c")] {
+        if !common::have(compiler) {
+            continue;
+        }
+        let src = dir.join(file);
+        std::fs::write(&src, body).unwrap();
+        let o = Command::new(compiler)
+            .args([std, "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-c"])
+            .arg(format!("-I{}", common::root().display()))
+            .arg(format!("-I{}", common::root().join("include").display()))
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join(format!("{file}.o")))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{compiler}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
