@@ -73,8 +73,8 @@
  *   int fi_xpu_world_barrier(const struct fi_xpu_world_dev *world,
  *                            int timeout_ms, int scope)
  *       Quiet, then a barrier across all ranks (dissemination: ceil(log2 n)
- *       rounds of one atomic add and one wait on a local word of the
- *       world's control window). Every rank calls it the same number of
+ *       rounds of one atomic add and one fi_xpu_signal_wait_until on a
+ *       local word of the world's control window). Every rank calls it the same number of
  *       times; each call is one barrier, made by the group that calls it
  *       together (a work item, a subgroup, a work group, or the whole
  *       launch at FI_XPU_DEVICE where the target allows it). Returns 0,
@@ -371,6 +371,15 @@ FI_XPU_FUNC int fi_xpu_i_world_expired(uint64_t start, int timeout_ms)
 	       fi_xpu_arch_clock_ns() - start > (uint64_t)timeout_ms * 1000000ULL;
 }
 
+/* Milliseconds left of `timeout_ms` since `start` (negative: no limit). */
+FI_XPU_FUNC int fi_xpu_i_world_left_ms(uint64_t start, int timeout_ms)
+{
+	uint64_t spent_ms = (fi_xpu_arch_clock_ns() - start) / 1000000ULL;
+	if (timeout_ms < 0)
+		return -1;
+	return spent_ms >= (uint64_t)timeout_ms ? 0 : (int)((uint64_t)timeout_ms - spent_ms);
+}
+
 /* The quiet of one work item. */
 FI_XPU_FUNC int fi_xpu_i_world_quiet(const struct fi_xpu_world_dev *wd, int timeout_ms)
 {
@@ -447,11 +456,14 @@ FI_XPU_FUNC int fi_xpu_i_world_barrier(const struct fi_xpu_world_dev *wd, int ti
 					 FI_INJECT, FI_XPU_WORK_ITEM);
 		if (rc)
 			return rc;
-		while (fi_xpu_arch_load_u64(word, FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM) < epoch) {
-			if (fi_xpu_i_world_expired(start, timeout_ms))
-				return -FI_ETIMEDOUT;
-			fi_xpu_arch_pause();
-		}
+		/* The wait on a signal word (fi_xpu_signal_wait_until), with
+		 * what is left of the timeout and the endpoint's abort hook. */
+		rc = fi_xpu_signal_wait_until(fi_xpu_world_route_ep(wd, fi_xpu_world_amo_route(ctl, to)),
+					      word, FI_XPU_CMP_GE, epoch,
+					      fi_xpu_i_world_left_ms(start, timeout_ms),
+					      FI_XPU_WORK_ITEM);
+		if (rc)
+			return rc;
 	}
 	fi_xpu_arch_store_u64(epoch_p, epoch, FI_XPU_ARCH_RELAXED, FI_XPU_ARCH_MS_SYSTEM);
 	return 0;
