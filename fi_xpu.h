@@ -287,6 +287,20 @@ struct fi_cq_err_entry {
 #define FI_XPU_ALLOC_HOST (1 << 1)
 
 /**
+ * `fi_xpu_domain_attr.flags`: run a host progress agent, a thread that
+ * moves operations needing the initiator's device code while no kernel
+ * runs (providers whose transfers already move without device code accept
+ * it and change nothing).
+ */
+#define FI_XPU_DOMAIN_HOST_PROGRESS (1 << 0)
+
+/**
+ * `fi_xpu_ctx_abort` flag: lower the abort word again (without it the
+ * call raises it).
+ */
+#define FI_XPU_ABORT_CLEAR (1 << 0)
+
+/**
  * `fi_xpu_import` flag (extension): the resource is the DMA-BUF `fd` at
  * `offset`; `host_addr` may be NULL.
  */
@@ -872,6 +886,13 @@ int fi_xpu_ctx_open(struct fid_xpu_domain *domain,
  * `attr` is a valid out-pointer.
  */
 int fi_xpu_ctx_getinfo(struct fid_xpu_host_ctx *ctx, struct fi_xpu_ctx_info *attr);
+
+/**
+ * Raises the context's abort word (lowers it with `FI_XPU_ABORT_CLEAR`):
+ * every device wait on an object of the context ends with `-FI_ECANCELED`
+ * while it is raised.
+ */
+int fi_xpu_ctx_abort(struct fid_xpu_host_ctx *ctx, uint64_t flags);
 
 /**
  * Opens an address vector.

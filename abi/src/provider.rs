@@ -18,7 +18,8 @@ pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// Plugin ABI minor version: a plugin built for a newer minor is refused; an
 /// older one must be at least `FI_XPU_PROV_MIN_SIZE` bytes.
 /// 1: `fi_xpu_core` gained `param_define` and `param_get`.
-pub const FI_XPU_PROV_ABI_MINOR: u32 = 1;
+/// 2: `fi_xpu_core` gained `ctx_abort_word`.
+pub const FI_XPU_PROV_ABI_MINOR: u32 = 2;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
 
@@ -132,6 +133,13 @@ pub struct fi_xpu_core {
     pub mem_known: Option<
         unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, addr: *const c_void, size: u64) -> c_int,
     >,
+    /// The context's abort word (`fi_xpu_ctx_abort`): a 64-bit word in
+    /// memory the host and the context's device both reach, 0 until the
+    /// host raises it. Providers store its address in the device blocks of
+    /// everything a kernel waits on, and every device wait ends with
+    /// `-FI_ECANCELED` once it is not 0. NULL for a bad context or when the
+    /// memory could not be had. (ABI 1.2)
+    pub ctx_abort_word: Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx) -> *mut u64>,
 }
 
 /// Opaque provider-side handle.

@@ -21,6 +21,14 @@ pub const FI_XPU_DEVICE: c_int = 3;
 pub const FI_XPU_ALLOC_DMABUF: u64 = 1 << 0;
 /// `fi_xpu_alloc` flag (extension): host RAM that the device can also access.
 pub const FI_XPU_ALLOC_HOST: u64 = 1 << 1;
+/// `fi_xpu_domain_attr.flags`: run a host progress agent, a thread that
+/// moves operations needing the initiator's device code while no kernel
+/// runs (providers whose transfers already move without device code accept
+/// it and change nothing).
+pub const FI_XPU_DOMAIN_HOST_PROGRESS: u64 = 1 << 0;
+/// `fi_xpu_ctx_abort` flag: lower the abort word again (without it the
+/// call raises it).
+pub const FI_XPU_ABORT_CLEAR: u64 = 1 << 0;
 /// `fi_xpu_import` flag: the host address is PCIe BAR / MMIO space.
 pub const FI_XPU_IMPORT_IOMEMORY: u64 = 1 << 0;
 /// `fi_xpu_import` flag: the result must be usable from kernels.

@@ -544,8 +544,35 @@ fi_xpu_quiet(struct fid_xpu_ep *ep, uint64_t flags, int scope)
 #undef FI_XPU_I_DEVICE_CALL
 }
 
-/* Reads local memory only, so it is the same for every provider; `ep` is
- * checked and given to the abort hook (fi_xpu/device_signal.h). */
+/* The abort word of `ep`'s context (fi_xpu_ctx_abort(3)), 0 when none or
+ * the provider keeps none. */
+FI_XPU_FUNC uint64_t fi_xpu_i_ep_abort_word(const struct fid_xpu_ep *ep)
+{
+	if (!ep)
+		return 0;
+	switch (ep->fid.prov_id) {
+#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_HAS_SHM)
+	case FI_XPU_DEVICE_ID_shm:
+		return fi_xpu_shm_abort_word(ep);
+#endif
+#if 0 FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_HAS_OFI)
+	case FI_XPU_DEVICE_ID_ofi:
+		return fi_xpu_ofi_abort_word(ep);
+#endif
+	default:
+		return 0;
+	}
+}
+
+/* The abort check of every device wait: 0 to go on waiting, -FI_ECANCELED
+ * once the host raised the abort word of `ep`'s context. */
+FI_XPU_FUNC int fi_xpu_wait_aborted(const struct fid_xpu_ep *ep)
+{
+	return fi_xpu_i_aborted(fi_xpu_i_ep_abort_word(ep)) ? FI_XPU_ABORT_ERR : 0;
+}
+
+/* Reads local memory only, so it is the same for every provider; `ep`
+ * names the abort word that ends the wait. */
 FI_XPU_FUNC int
 fi_xpu_signal_wait_until(struct fid_xpu_ep *ep, const uint64_t *sig, int cmp, uint64_t value, int timeout_ms, int scope)
 {
@@ -555,7 +582,7 @@ fi_xpu_signal_wait_until(struct fid_xpu_ep *ep, const uint64_t *sig, int cmp, ui
 	rc = fi_xpu_device_check_wait(sig, cmp);
 	if (rc)
 		return rc;
-	return fi_xpu_signal_wait(ep, sig, cmp, value, timeout_ms, scope);
+	return fi_xpu_signal_wait(fi_xpu_i_ep_abort_word(ep), sig, cmp, value, timeout_ms, scope);
 }
 
 FI_XPU_FUNC void *

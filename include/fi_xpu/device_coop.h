@@ -45,6 +45,7 @@
 
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_group.h>
+#include <fi_xpu/device_handle.h>
 
 /* Marks "no slots" in the leader's broadcast: a 64-bit counter that only
  * grows never reaches it. */
@@ -188,9 +189,10 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, int err, int set, uint64_t 
 }
 
 /* 0 once the value reaches `threshold`; -FI_EAVAIL when the error word
- * moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no limit). */
-FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, uint64_t threshold, int timeout_ms,
-					   int mscope)
+ * moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no limit);
+ * -FI_ECANCELED once the abort word at `abort` (0: none) is raised. */
+FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, uint64_t abort, uint64_t threshold,
+					   int timeout_ms, int mscope)
 {
 	uint64_t err0, start = fi_xpu_arch_clock_ns();
 
@@ -202,6 +204,8 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, uint64_t threshold
 			return 0;
 		if (fi_xpu_arch_load_u64(c + 1, FI_XPU_ARCH_ACQUIRE, mscope) != err0)
 			return -FI_EAVAIL;
+		if (fi_xpu_i_aborted(abort))
+			return FI_XPU_ABORT_ERR;
 		if (timeout_ms >= 0 &&
 		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
 			return -FI_ETIMEDOUT;
@@ -209,8 +213,8 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, uint64_t threshold
 	}
 }
 
-FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t threshold, int timeout_ms,
-				      int scope, int mscope)
+FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t abort, uint64_t threshold,
+				      int timeout_ms, int scope, int mscope)
 {
 	struct fi_xpu_group g;
 	int ret = fi_xpu_group_enter(&g, scope, "fi_xpu_cntr_wait");
@@ -218,7 +222,7 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t threshold, int
 	if (ret)
 		return ret;
 	if (fi_xpu_group_leader(&g))
-		ret = fi_xpu_coop_cntr_wait_item(c, threshold, timeout_ms, mscope);
+		ret = fi_xpu_coop_cntr_wait_item(c, abort, threshold, timeout_ms, mscope);
 	/* The share is a group barrier with acquire order, so what the
 	 * leader's wait observed is visible to every member after it. */
 	return (int)fi_xpu_group_share(&g, ret);

@@ -35,4 +35,16 @@ FI_XPU_FUNC int fi_xpu_handle_live(const uint64_t *word, uint64_t cls)
 			       FI_XPU_HANDLE_WORD(cls, FI_XPU_HANDLE_LIVE);
 }
 
+/* The abort word of the object's XPU context (fi_xpu_ctx_abort(3)): the
+ * provider stores its address in every device block a kernel waits on
+ * (0: none). Every device wait checks it on each turn of its loop and ends
+ * with -FI_ECANCELED once the host has raised it. */
+#define FI_XPU_ABORT_ERR (-FI_ECANCELED)
+
+FI_XPU_FUNC int fi_xpu_i_aborted(uint64_t word)
+{
+	return word && fi_xpu_arch_load_u64((const uint64_t *)(uintptr_t)word, FI_XPU_ARCH_ACQUIRE,
+					    FI_XPU_ARCH_MS_SYSTEM) != 0;
+}
+
 #endif /* FI_XPU_INCLUDED_DEVICE_HANDLE_H */

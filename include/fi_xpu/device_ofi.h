@@ -92,7 +92,8 @@ struct fi_xpu_ofi_wqe {
 struct fi_xpu_ofi_ep_dev {
 	uint64_t magic, ring, size, caps, tx_cq, rx_cq;
 	uint64_t cntr[6];
-	uint64_t max_msg, inject_size, stage, p0;
+	uint64_t max_msg, inject_size, stage;
+	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
 	uint64_t prod, p1[7];
 	uint64_t cons_cache, p2[7];
 	uint64_t cons, flushed, p3[6];
@@ -105,7 +106,9 @@ struct fi_xpu_ofi_ep_dev {
 struct fi_xpu_ofi_cq_dev {
 	uint64_t magic, ring, size, format;
 	int64_t timeout_ms;
-	uint64_t overflow, p0[2];
+	uint64_t overflow;
+	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
+	uint64_t p0;
 	uint64_t head, p1[7];
 	uint64_t tail, p2[7];
 };
@@ -118,7 +121,9 @@ struct fi_xpu_ofi_cqe {
 };
 
 struct fi_xpu_ofi_cntr {
-	uint64_t value, err, magic, pad[5];
+	uint64_t value, err, magic;
+	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
+	uint64_t pad[4];
 };
 
 struct fi_xpu_ofi_mr_desc {
@@ -149,6 +154,14 @@ FI_XPU_FUNC struct fi_xpu_ofi_ep_dev *fi_xpu_ofi_ep(const struct fid_xpu_ep *ep)
 		   : (struct fi_xpu_ofi_ep_dev *)0;
 	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_EP) ? d
 								     : (struct fi_xpu_ofi_ep_dev *)0;
+}
+
+/* The abort word of an endpoint's context (0: none), for the waits that
+ * are given an endpoint (fi_xpu_signal_wait_until). */
+FI_XPU_FUNC uint64_t fi_xpu_ofi_abort_word(const struct fid_xpu_ep *hep)
+{
+	const struct fi_xpu_ofi_ep_dev *ep = fi_xpu_ofi_ep(hep);
+	return ep ? ep->abort : 0;
 }
 
 FI_XPU_FUNC struct fi_xpu_ofi_cq_dev *fi_xpu_ofi_cq(const struct fid_xpu_cq *cq)
@@ -602,6 +615,10 @@ FI_XPU_FUNC int fi_xpu_flush_ofi(struct fid_xpu_ep *hep, uint64_t flags, int sco
 				rc = -FI_ETIMEDOUT;
 				break;
 			}
+			if (fi_xpu_i_aborted(ep->abort)) {
+				rc = FI_XPU_ABORT_ERR;
+				break;
+			}
 			fi_xpu_arch_pause();
 		}
 	}
@@ -802,6 +819,8 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_sread_item(const struct fid_xpu_cq *cq, void *
 			return got ? (int64_t)got : rc;
 		if (got >= want)
 			return (int64_t)got;
+		if (fi_xpu_i_aborted(q->abort))
+			return got ? (int64_t)got : FI_XPU_ABORT_ERR;
 		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
 			return got ? (int64_t)got : -FI_ETIMEDOUT;
 		fi_xpu_arch_pause();
@@ -896,8 +915,9 @@ FI_XPU_FUNC int fi_xpu_cntr_seterr_ofi(struct fid_xpu_cntr *c, uint64_t v, int s
 FI_XPU_FUNC int fi_xpu_cntr_wait_ofi(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
 				     int scope)
 {
-	return fi_xpu_coop_cntr_wait(fi_xpu_ofi_cntr(c), threshold, timeout_ms, scope,
-				     FI_XPU_OFI_SYS);
+	uint64_t *k = fi_xpu_ofi_cntr(c);
+	return fi_xpu_coop_cntr_wait(k, k ? ((const struct fi_xpu_ofi_cntr *)(void *)k)->abort : 0,
+				     threshold, timeout_ms, scope, FI_XPU_OFI_SYS);
 }
 
 #endif /* FI_XPU_INCLUDED_DEVICE_OFI_H */

@@ -85,6 +85,7 @@ struct fi_xpu_shm_ctx_dev {
 	uint64_t heap_base, heap_region, nonce;
 	uint64_t peer_addrs; /* table of FI_XPU_SHM_PEER_ADDRS raw addresses */
 	uint64_t maps[FI_XPU_SHM_MAX_CONNS];
+	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
 };
 /* A posted receive. Matched to a streamed message it stays ACTIVE, with
  * the message's length, tag, data and source copied in, until the last
@@ -120,6 +121,13 @@ struct fi_xpu_shm_cq_dev {
 	uint64_t prog[FI_XPU_SHM_MAX_PROGRESS];
 	uint64_t rring, rtail, rseen;
 	uint64_t magic; /* validity word, fi_xpu/device_handle.h */
+	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
+};
+/* A counter's device block (local); `cntr` is its {value, errors} block in
+ * the shared heap, where peers' remote events land. */
+struct fi_xpu_shm_cntr_dev {
+	uint64_t magic; /* validity word, fi_xpu/device_handle.h */
+	uint64_t cntr, abort, pad[5];
 };
 struct fi_xpu_shm_av_ent {
 	uint64_t nonce, ep_id;
@@ -521,6 +529,14 @@ FI_XPU_FUNC struct fi_xpu_shm_ep_dev *fi_xpu_shm_ep(const struct fid_xpu_ep *ep)
 		   : (struct fi_xpu_shm_ep_dev *)0;
 	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_EP) ? d
 								     : (struct fi_xpu_shm_ep_dev *)0;
+}
+
+/* The abort word of an endpoint's context (0: none), for the waits that
+ * are given an endpoint (fi_xpu_signal_wait_until). */
+FI_XPU_FUNC uint64_t fi_xpu_shm_abort_word(const struct fid_xpu_ep *hep)
+{
+	const struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
+	return ep && ep->ctx ? FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx)->abort : 0;
 }
 
 FI_XPU_FUNC struct fi_xpu_shm_cq_dev *fi_xpu_shm_cq(const struct fid_xpu_cq *cq)
@@ -1879,6 +1895,8 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_sread_item(struct fid_xpu_cq *cq, void *buf, s
 			return got ? (int64_t)got : rc;
 		if (got >= want)
 			return (int64_t)got;
+		if (fi_xpu_i_aborted(q->abort))
+			return got ? (int64_t)got : FI_XPU_ABORT_ERR;
 		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
 			return got ? (int64_t)got : -FI_ETIMEDOUT;
 		fi_xpu_arch_pause();
@@ -1899,14 +1917,24 @@ FI_XPU_FUNC int64_t fi_xpu_cq_sread_shm(struct fid_xpu_cq *cq, void *buf, size_t
 				 fi_xpu_shm_cq_sread_item(cq, buf, count, (void *)0, threshold));
 }
 
-/* Counters: {value, errors} words in memory the owner's peers can reach;
- * every work item of a scope may call these (reads are idempotent, and
- * updates are made once, by the scope's leader). */
+/* Counters: {value, errors} words in memory the owner's peers can reach,
+ * behind a local device block; every work item of a scope may call these
+ * (reads are idempotent, and updates are made once, by the scope's
+ * leader). */
+FI_XPU_FUNC const struct fi_xpu_shm_cntr_dev *fi_xpu_shm_cntr_dev(const struct fid_xpu_cntr *c)
+{
+	const struct fi_xpu_shm_cntr_dev *k =
+		c ? FI_XPU_SHM_P(const struct fi_xpu_shm_cntr_dev, c->fid.prov_ctx)
+		  : (const struct fi_xpu_shm_cntr_dev *)0;
+	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR)
+		       ? k
+		       : (const struct fi_xpu_shm_cntr_dev *)0;
+}
+
 FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
 {
-	struct fi_xpu_shm_cntr *k = c ? FI_XPU_SHM_P(struct fi_xpu_shm_cntr, c->fid.prov_ctx)
-				      : (struct fi_xpu_shm_cntr *)0;
-	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR) ? &k->value : (uint64_t *)0;
+	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_dev(c);
+	return k ? FI_XPU_SHM_P(uint64_t, k->cntr) : (uint64_t *)0;
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_cntr_read_shm(struct fid_xpu_cntr *c, int scope)
@@ -1942,8 +1970,9 @@ FI_XPU_FUNC int fi_xpu_cntr_seterr_shm(struct fid_xpu_cntr *c, uint64_t v, int s
 FI_XPU_FUNC int fi_xpu_cntr_wait_shm(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
 				     int scope)
 {
-	return fi_xpu_coop_cntr_wait(fi_xpu_shm_cntr(c), threshold, timeout_ms, scope,
-				     FI_XPU_SHM_SYS);
+	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_dev(c);
+	return fi_xpu_coop_cntr_wait(k ? FI_XPU_SHM_P(uint64_t, k->cntr) : (uint64_t *)0,
+				     k ? k->abort : 0, threshold, timeout_ms, scope, FI_XPU_SHM_SYS);
 }
 
 #endif /* FI_XPU_INCLUDED_DEVICE_SHM_H */

@@ -13,16 +13,18 @@
  * data the signal covers is visible once the wait returns 0. The wait needs
  * no counter and no transport support: it reads local memory.
  *
- * The abort hook: every wait asks fi_xpu_wait_aborted() between two looks
- * at the word and returns what it returns when that is not 0. Today it
- * always returns 0; the host-set abort word plugs in there, so that every
- * device wait ends with its code.
+ * The abort word: every wait is given the address of its endpoint's
+ * context's abort word (fi_xpu_ctx_abort(3); 0: none) and ends with
+ * -FI_ECANCELED between two looks at the signal word once the host has
+ * raised it, like every other device wait. fi_xpu_wait_aborted(ep)
+ * (fi_xpu/device.h) asks the same of any endpoint.
  */
 #ifndef FI_XPU_INCLUDED_DEVICE_SIGNAL_H
 #define FI_XPU_INCLUDED_DEVICE_SIGNAL_H
 
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_group.h>
+#include <fi_xpu/device_handle.h>
 
 /* How fi_xpu_put_signal updates the signal word. */
 #define FI_XPU_SIGNAL_SET 0
@@ -35,15 +37,6 @@
 #define FI_XPU_CMP_GE 3
 #define FI_XPU_CMP_LT 4
 #define FI_XPU_CMP_LE 5
-
-/* The abort hook of every device wait (see above): 0 to go on waiting, a
- * negative code to end the wait with. `ep` is the endpoint the waiting
- * call was given. */
-FI_XPU_FUNC int fi_xpu_wait_aborted(const struct fid_xpu_ep *ep)
-{
-	(void)ep;
-	return 0;
-}
 
 /* Whether `word` `cmp` `value` holds (unsigned comparison). */
 FI_XPU_FUNC int fi_xpu_signal_holds(uint64_t word, int cmp, uint64_t value)
@@ -65,22 +58,20 @@ FI_XPU_FUNC int fi_xpu_signal_holds(uint64_t word, int cmp, uint64_t value)
 }
 
 /* One work item's wait: 0 once the word compares, -FI_ETIMEDOUT after
- * `timeout_ms` (negative: no limit), or the abort hook's code. Arguments
- * are checked by the caller. */
-FI_XPU_FUNC int fi_xpu_signal_wait_item(const struct fid_xpu_ep *ep, const uint64_t *sig,
-					int cmp, uint64_t value, int timeout_ms)
+ * `timeout_ms` (negative: no limit), -FI_ECANCELED once the abort word at
+ * `abort` (0: none) is raised. Arguments are checked by the caller. */
+FI_XPU_FUNC int fi_xpu_signal_wait_item(uint64_t abort, const uint64_t *sig, int cmp,
+					uint64_t value, int timeout_ms)
 {
 	uint64_t start = fi_xpu_arch_clock_ns();
-	int rc;
 
 	for (;;) {
 		if (fi_xpu_signal_holds(
 			    fi_xpu_arch_load_u64(sig, FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM), cmp,
 			    value))
 			return 0;
-		rc = fi_xpu_wait_aborted(ep);
-		if (rc)
-			return rc;
+		if (fi_xpu_i_aborted(abort))
+			return FI_XPU_ABORT_ERR;
 		if (timeout_ms >= 0 &&
 		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
 			return -FI_ETIMEDOUT;
@@ -91,7 +82,7 @@ FI_XPU_FUNC int fi_xpu_signal_wait_item(const struct fid_xpu_ep *ep, const uint6
 /* The group's wait: every member passes the same word, comparison and
  * value; the leader waits and every member gets its status (the share is a
  * group barrier with acquire order, as in fi_xpu_coop_cntr_wait). */
-FI_XPU_FUNC int fi_xpu_signal_wait(const struct fid_xpu_ep *ep, const uint64_t *sig, int cmp,
+FI_XPU_FUNC int fi_xpu_signal_wait(uint64_t abort, const uint64_t *sig, int cmp,
 				   uint64_t value, int timeout_ms, int scope)
 {
 	struct fi_xpu_group g;
@@ -100,7 +91,7 @@ FI_XPU_FUNC int fi_xpu_signal_wait(const struct fid_xpu_ep *ep, const uint64_t *
 	if (rc)
 		return rc;
 	if (fi_xpu_group_leader(&g))
-		rc = fi_xpu_signal_wait_item(ep, sig, cmp, value, timeout_ms);
+		rc = fi_xpu_signal_wait_item(abort, sig, cmp, value, timeout_ms);
 	return (int)fi_xpu_group_share(&g, rc);
 }
 

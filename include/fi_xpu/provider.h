@@ -17,8 +17,9 @@
  * Plugin ABI minor version: a plugin built for a newer minor is refused; an
  * older one must be at least `FI_XPU_PROV_MIN_SIZE` bytes.
  * 1: `fi_xpu_core` gained `param_define` and `param_get`.
+ * 2: `fi_xpu_core` gained `ctx_abort_word`.
  */
-#define FI_XPU_PROV_ABI_MINOR 1
+#define FI_XPU_PROV_ABI_MINOR 2
 
 /**
  * Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
@@ -135,6 +136,15 @@ struct fi_xpu_core {
    * check them here first. (ABI 1.1)
    */
   int (*mem_known)(struct fid_xpu_host_ctx *ctx, const void *addr, uint64_t size);
+  /**
+   * The context's abort word (`fi_xpu_ctx_abort`): a 64-bit word in
+   * memory the host and the context's device both reach, 0 until the
+   * host raises it. Providers store its address in the device blocks of
+   * everything a kernel waits on, and every device wait ends with
+   * `-FI_ECANCELED` once it is not 0. NULL for a bad context or when the
+   * memory could not be had. (ABI 1.2)
+   */
+  uint64_t *(*ctx_abort_word)(struct fid_xpu_host_ctx *ctx);
 };
 
 /**

@@ -74,7 +74,7 @@ pub unsafe extern "C" fn fi_xpu_domain(
             Some(a) if a.size != std::mem::size_of::<fi_xpu_domain_attr>() => {
                 return Err(Error::INVAL)
             }
-            Some(a) if a.flags != 0 => return Err(Error::BADFLAGS),
+            Some(a) if a.flags & !FI_XPU_DOMAIN_HOST_PROGRESS != 0 => return Err(Error::BADFLAGS),
             Some(a) => a,
         };
         let mut handle = std::ptr::null_mut();
@@ -167,6 +167,24 @@ pub unsafe extern "C" fn fi_xpu_ctx_getinfo(
         let mut out = fi_xpu_ctx_info::default();
         Error::check(prov_call!(c.prov, ctx_query(c.handle(), &mut out)))?;
         put(attr, out);
+        Ok(0)
+    })
+}
+
+/// Raises the context's abort word (lowers it with `FI_XPU_ABORT_CLEAR`):
+/// every device wait on an object of the context ends with `-FI_ECANCELED`
+/// while it is raised.
+#[no_mangle]
+pub extern "C" fn fi_xpu_ctx_abort(ctx: *mut fid_xpu_host_ctx, flags: u64) -> c_int {
+    guard(|| {
+        let c = lookup(ctx as *const c_void, Kind::Ctx)?;
+        if flags & !FI_XPU_ABORT_CLEAR != 0 {
+            return Err(Error::BADFLAGS);
+        }
+        c.memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .set_abort(flags & FI_XPU_ABORT_CLEAR == 0)?;
         Ok(0)
     })
 }

@@ -14,7 +14,7 @@ use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 pub use user::UserOps;
 
@@ -67,6 +67,9 @@ pub struct Memory {
     /// Live imports by device address. Two can share an address: a host
     /// import of the address a DMA-BUF import returned.
     imports: Mutex<HashMap<usize, Vec<ImportRec>>>,
+    /// The context's abort word (`fi_xpu_ctx_abort`), allocated host-and-
+    /// device-visible on first use, outside the application's allocations.
+    abort: OnceLock<Option<usize>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -101,6 +104,7 @@ impl Memory {
             backend,
             allocs: Mutex::default(),
             imports: Mutex::default(),
+            abort: OnceLock::new(),
         })
     }
 
@@ -233,8 +237,39 @@ impl Memory {
         self.backend.export(addr, size)
     }
 
+    /// Address of the context's abort word: 64 bytes the device reads and the
+    /// host writes, zero until `fi_xpu_ctx_abort`; None when the backend
+    /// cannot give host-visible memory.
+    pub fn abort_word(&self) -> Option<usize> {
+        *self.abort.get_or_init(|| {
+            let a = match self.backend.alloc(64, 64, FI_XPU_ALLOC_HOST) {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!("XPU context: no memory for the abort word ({e:?}); device waits cannot be aborted");
+                    return None;
+                }
+            };
+            // SAFETY: a fresh host-visible allocation of 64 bytes.
+            unsafe { std::ptr::write_bytes(a.addr as *mut u8, 0, 64) };
+            Some(a.addr)
+        })
+    }
+
+    /// Raises (`true`) or lowers the abort word; `-FI_ENOSYS` without one.
+    pub fn set_abort(&self, raised: bool) -> Result<()> {
+        let w = self.abort_word().ok_or(Error::NOSYS)?;
+        // SAFETY: the abort word is a live, 8-byte aligned allocation of
+        // this context; device code reads it with atomic loads.
+        let w = unsafe { std::sync::atomic::AtomicU64::from_ptr(w as *mut u64) };
+        w.store(raised as u64, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
     /// Releases what the application left behind when its context closes.
     pub fn release_all(&self) {
+        if let Some(Some(a)) = self.abort.get() {
+            let _ = self.backend.free(*a);
+        }
         let allocs: Vec<usize> = self
             .allocs
             .lock()

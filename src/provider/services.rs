@@ -196,6 +196,21 @@ unsafe extern "C" fn mem_known(
     })
 }
 
+unsafe extern "C" fn ctx_abort_word(ctx: *mut fid_xpu_host_ctx) -> *mut u64 {
+    let word = || -> crate::Result<usize> {
+        memory_of(ctx)?
+            .memory
+            .as_ref()
+            .and_then(|m| m.abort_word())
+            .ok_or(Error::NOSYS)
+    };
+    // A panic or a bad context reads as "no abort word": NULL.
+    std::panic::catch_unwind(word)
+        .ok()
+        .and_then(|w| w.ok())
+        .map_or(std::ptr::null_mut(), |w| w as *mut u64)
+}
+
 pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     abi_major: FI_XPU_PROV_ABI_MAJOR,
     abi_minor: FI_XPU_PROV_ABI_MINOR,
@@ -210,4 +225,5 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     param_define: Some(param_define),
     param_get: Some(param_get),
     mem_known: Some(mem_known),
+    ctx_abort_word: Some(ctx_abort_word),
 };

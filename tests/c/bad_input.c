@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	struct fi_xpu_domain_attr dattr = { .size = 3 };
 	EXPECT(fi_xpu_domain(info, &dattr, &dom, NULL), -FI_EINVAL);
 	dattr.size = sizeof(dattr);
-	dattr.flags = 1;
+	dattr.flags = 1ULL << 7;
 	EXPECT(fi_xpu_domain(info, &dattr, &dom, NULL), -FI_EBADFLAGS);
 	EXPECT(dom == POISON, 1);
 	EXPECT(fi_xpu_domain(info, NULL, &dom, NULL), 0);
@@ -100,6 +100,11 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_ctx_getinfo((struct fid_xpu_host_ctx *)dom, &cattr), -FI_EINVAL);
 	EXPECT(fi_xpu_ctx_getinfo(ctx, NULL), -FI_EINVAL);
 	EXPECT(fi_xpu_ctx_getinfo(ctx, &cattr), 0);
+	EXPECT(fi_xpu_ctx_abort(NULL, 0), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_abort((struct fid_xpu_host_ctx *)dom, 0), -FI_EINVAL);
+	EXPECT(fi_xpu_ctx_abort(ctx, ~FI_XPU_ABORT_CLEAR), -FI_EBADFLAGS);
+	EXPECT(fi_xpu_ctx_abort(ctx, 0), 0);
+	EXPECT(fi_xpu_ctx_abort(ctx, FI_XPU_ABORT_CLEAR), 0);
 
 	/* Memory operations. */
 	void *addr = POISON;

@@ -58,6 +58,7 @@ struct ofi_opts {
 	size_t heap;           /* registered bytes */
 	size_t heap2;          /* bytes of a second registration (0: none) */
 	size_t local;          /* bytes of unregistered local memory (0: 64 KiB) */
+	uint64_t dflags;       /* fi_xpu_domain_attr.flags */
 };
 
 struct ofi_node {
@@ -135,6 +136,7 @@ static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struc
 	memset(&dattr, 0, sizeof(dattr));
 	dattr.size = sizeof(dattr);
 	dattr.progress_threads = o->threads;
+	dattr.flags = o->dflags;
 	CHECK(fi_xpu_domain(i, &dattr, &n->dom, NULL));
 	fi_xpu_freeinfo(info);
 	CHECK(fi_xpu_ctx_open(n->dom, &xattr, &n->ctx, NULL));

@@ -2,7 +2,9 @@
 //! plus the shape of ofi's own allocations.
 use fi_xpu_abi::*;
 use fi_xpu_prov_sdk::services::mem_alloc;
-pub use fi_xpu_prov_sdk::services::{info, mem_free as free, mem_known, warn, CoreCtx as Ctx};
+pub use fi_xpu_prov_sdk::services::{
+    ctx_abort_word, info, mem_free as free, mem_known, warn, CoreCtx as Ctx,
+};
 
 /// Host-visible memory of the context `ctx`, zeroed.
 pub fn alloc_host(ctx: Ctx, size: u64) -> Result<usize, i32> {

@@ -106,7 +106,8 @@ pub struct EpDev {
     /// The staging slots of `FI_INJECT` entries: `size` slots of
     /// `STAGE_SLOT` bytes, slot `pos & (size - 1)` for ring position `pos`.
     pub stage: u64,
-    pub _p0: u64,
+    /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
+    pub abort: u64,
     pub prod: u64,
     pub _p1: [u64; 7],
     pub cons_cache: u64,
@@ -144,7 +145,9 @@ pub struct CqDev {
     pub timeout_ms: i64,
     /// Completions dropped because the ring was full.
     pub overflow: u64,
-    pub _p0: [u64; 2],
+    /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
+    pub abort: u64,
+    pub _p0: u64,
     /// Next entry to read; readers claim entries with a CAS.
     pub head: u64,
     pub _p1: [u64; 7],
@@ -182,7 +185,9 @@ pub struct Cntr {
     pub err: u64,
     /// Validity word (`fi_xpu_handle_word`), checked by device code.
     pub magic: u64,
-    pub _pad: [u64; 5],
+    /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
+    pub abort: u64,
+    pub _pad: [u64; 4],
 }
 
 /// Raw MR descriptor (`fi_xpu_mr_desc`), what a kernel passes as `desc`.
@@ -208,16 +213,16 @@ mod tests {
                 ignore, compare, result, result_desc
             }
             EpDev = "fi_xpu_ofi_ep_dev" {
-                magic, ring, size, caps, tx_cq, rx_cq, cntr, max_msg, inject_size, stage, prod,
+                magic, ring, size, caps, tx_cq, rx_cq, cntr, max_msg, inject_size, stage, abort, prod,
                 cons_cache, cons, flushed, doorbell, sleeping, wake_fd
             }
             CqDev = "fi_xpu_ofi_cq_dev" {
-                magic, ring, size, format, timeout_ms, overflow, head, tail
+                magic, ring, size, format, timeout_ms, overflow, abort, head, tail
             }
             Cqe = "fi_xpu_ofi_cqe" {
                 seq, flags, context, len, buf, data, tag, err, olen, src, is_err, prov_errno
             }
-            Cntr = "fi_xpu_ofi_cntr" { value, err, magic }
+            Cntr = "fi_xpu_ofi_cntr" { value, err, magic, abort }
             MrDesc = "fi_xpu_ofi_mr_desc" { id, key, base, len }
         };
         fi_xpu_prov_sdk::layout_check::check(

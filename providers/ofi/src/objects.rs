@@ -718,6 +718,7 @@ impl CqShared {
             (*dev).size = size;
             (*dev).format = format as u64;
             (*dev).timeout_ms = attr.timeout as i64;
+            (*dev).abort = ctx.map_or(0, core::ctx_abort_word);
         }
         Ok(Arc::new(CqShared {
             mem,
@@ -925,8 +926,9 @@ impl CntrShared {
         let mem = Block::new(ctx, std::mem::size_of::<Cntr>())?;
         // SAFETY: fresh zeroed block of a Cntr, not shared yet.
         unsafe {
-            (*(mem.addr as *mut Cntr)).magic =
-                fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE)
+            let k = mem.addr as *mut Cntr;
+            (*k).magic = fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE);
+            (*k).abort = ctx.map_or(0, core::ctx_abort_word);
         };
         Ok(Arc::new(CntrShared { mem }))
     }
@@ -1121,6 +1123,7 @@ impl Ep {
             (*dev).inject_size = INJECT_SIZE;
             (*dev).stage = mem as u64 + EP_DEV_SIZE as u64 + ring_bytes;
             (*dev).wake_fd = -1;
+            (*dev).abort = core::ctx_abort_word(c.core_ctx);
         }
         Ok(Ep {
             inner: Arc::new(EpInner {

@@ -755,7 +755,7 @@ mod tests {
     #[test]
     fn descriptor_carries_identity_and_every_entry_point() {
         let d = descriptor::<Mock>();
-        assert_eq!((d.abi_major, d.abi_minor), (1, 1));
+        assert_eq!((d.abi_major, d.abi_minor), (1, 2));
         assert_eq!(d.size, std::mem::size_of::<fi_xpu_prov_desc>());
         // SAFETY: the name is a static C string.
         assert_eq!(unsafe { std::ffi::CStr::from_ptr(d.name) }, c"mock");
@@ -785,6 +785,7 @@ mod tests {
             param_define: None,
             param_get: None,
             mem_known: None,
+            ctx_abort_word: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.

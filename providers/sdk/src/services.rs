@@ -241,3 +241,13 @@ pub fn mem_known(ctx: CoreCtx, addr: usize, size: u64) -> bool {
     // records; nothing at `addr` is read.
     unsafe { f(ctx, addr as *const c_void, size) == 0 }
 }
+
+/// Address of the context's abort word (`fi_xpu_ctx_abort`), to be stored
+/// in the device blocks a kernel waits on; 0 when the core has none.
+pub fn ctx_abort_word(ctx: CoreCtx) -> u64 {
+    let Some(f) = core().and_then(|c| c.ctx_abort_word) else {
+        return 0;
+    };
+    // SAFETY: the core looks ctx up in its registry before using it.
+    unsafe { f(ctx) as u64 }
+}

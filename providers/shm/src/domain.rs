@@ -293,6 +293,8 @@ pub struct Inner {
     wake: OwnedFd,
     st: Mutex<State>,
     cv: Condvar,
+    /// The host progress agent, when the domain asked for one.
+    pub agent: Option<crate::agent::Agent>,
 }
 
 pub struct Domain {
@@ -301,7 +303,12 @@ pub struct Domain {
 }
 
 impl Domain {
-    pub fn open() -> Result<Domain, i32> {
+    pub fn open(host_progress: bool) -> Result<Domain, i32> {
+        let agent = if host_progress {
+            Some(crate::agent::Agent::start()?)
+        } else {
+            None
+        };
         let mut r = [0u8; 24];
         random_bytes(&mut r)?;
         let nonce = u64::from_le_bytes(r[0..8].try_into().unwrap());
@@ -335,6 +342,7 @@ impl Domain {
                 ..Default::default()
             }),
             cv: Condvar::new(),
+            agent,
         });
         let i2 = inner.clone();
         let thread = std::thread::Builder::new()

@@ -164,6 +164,8 @@ pub struct CtxDev {
     /// device code follows a raw address only if it points into it.
     pub peer_addrs: u64,
     pub maps: [u64; MAX_CONNS],
+    /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
+    pub abort: u64,
 }
 
 /// A posted receive; once matched to a streamed message it stays busy
@@ -253,6 +255,20 @@ pub struct CqDev {
     pub rseen: u64,
     /// Validity word (`fi_xpu_handle_word`), checked by device code.
     pub magic: u64,
+    /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
+    pub abort: u64,
+}
+
+/// Counter device state (local); `fid_xpu.prov_ctx` points here. `cntr`
+/// is the counter's `Cntr` block in the shared heap.
+#[repr(C)]
+pub struct CntrDev {
+    /// Validity word (`fi_xpu_handle_word`), checked by device code.
+    pub magic: u64,
+    pub cntr: u64,
+    /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
+    pub abort: u64,
+    pub _pad: [u64; 5],
 }
 
 /// One AV entry as the device sees it (for `readfrom`).
@@ -330,7 +346,7 @@ mod tests {
             PeerAddr = "fi_xpu_shm_peer_addr" {
                 map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen
             }
-            CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps }
+            CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps, abort }
             Posted = "fi_xpu_shm_posted" {
                 state, buf, len, tag, ignore, context, flags, seq, slot, src_nonce, src_ep,
                 mlen, done, stage, data, map
@@ -341,8 +357,9 @@ mod tests {
                 post_seq, lanes, magic, test_delay_ns, posted, rdv
             }
             CqDev = "fi_xpu_shm_cq_dev" {
-                ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic
+                ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic, abort
             }
+            CntrDev = "fi_xpu_shm_cntr_dev" { magic, cntr, abort }
             AvEnt = "fi_xpu_shm_av_ent" { nonce, ep_id }
             MrDesc = "fi_xpu_shm_mr_desc" { region, base, len, key }
             MsgHdr = "fi_xpu_shm_msg" {
@@ -369,8 +386,9 @@ mod tests {
         assert_eq!(size_of::<PeerAddr>(), 64);
         assert_eq!(size_of::<MrDesc>(), 32);
         assert_eq!(size_of::<EpDev>(), 160 + 64 * 128 + 64 * 80);
-        assert_eq!(size_of::<CqDev>(), 136);
-        assert_eq!(size_of::<CtxDev>(), 32 + 8 * MAX_CONNS);
+        assert_eq!(size_of::<CqDev>(), 144);
+        assert_eq!(size_of::<CntrDev>(), 64);
+        assert_eq!(size_of::<CtxDev>(), 40 + 8 * MAX_CONNS);
         assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS);
     }
 }

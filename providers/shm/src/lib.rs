@@ -4,6 +4,7 @@
 //!
 //! This file maps the plugin ABI, through the provider SDK, onto the safe
 //! code in the other modules.
+mod agent;
 mod core;
 mod domain;
 #[cfg(test)]
@@ -66,8 +67,8 @@ impl Provider for Shm {
         Ok(())
     }
 
-    fn domain_open(_attr: &fi_xpu_domain_attr) -> Result<Domain, i32> {
-        Domain::open()
+    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Domain, i32> {
+        Domain::open(attr.flags & FI_XPU_DOMAIN_HOST_PROGRESS != 0 || objects::host_progress())
     }
 
     fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<XpuCtx, i32> {
@@ -161,7 +162,7 @@ impl Provider for Shm {
     }
 
     fn cntr_export(c: &Counter, _flags: u64) -> Result<u64, i32> {
-        Ok(c.addr as u64)
+        Ok(c.dev as u64)
     }
 
     fn cntr_host_read(c: &Counter) -> Result<(u64, u64), i32> {
@@ -189,7 +190,11 @@ impl Provider for Shm {
     }
 
     fn ep_enable(e: &Mutex<Ep>) -> Result<(), i32> {
-        lock(e).enabled = true;
+        let mut e = lock(e);
+        e.enabled = true;
+        if let Some(a) = &objects::ctx_ref(e.ctx).dom.agent {
+            a.add(e.dev);
+        }
         Ok(())
     }
 

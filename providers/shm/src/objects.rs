@@ -17,7 +17,7 @@ const AV_TAB_CAP: usize = 1024;
 
 /// The parameters shm defines (name, default, description); `init`
 /// registers them with the core.
-pub const PARAMS: [(&str, &str, &str); 2] = [
+pub const PARAMS: [(&str, &str, &str); 3] = [
     (
         "heap_size",
         "8388608",
@@ -28,7 +28,17 @@ pub const PARAMS: [(&str, &str, &str); 2] = [
         "0",
         "TESTING ONLY: microseconds between the 64-byte pieces of a put-with-signal's data, placed last piece first, so that ordering tests can fail (0: off)",
     ),
+    (
+        "host_progress",
+        "0",
+        "1: every domain runs a host progress agent, so that streamed and rendezvous sends complete while no kernel runs",
+    ),
 ];
+
+/// Whether `FI_XPU_SHM_HOST_PROGRESS` asks every domain for an agent.
+pub fn host_progress() -> bool {
+    fi_xpu_prov_sdk::services::param("host_progress").is_some_and(|s| s.trim() == "1")
+}
 
 /// The testing-only delay of put-with-signal data (`test_delay_us`), read
 /// once per process, in nanoseconds; at most one second per piece.
@@ -90,6 +100,10 @@ impl XpuCtx {
         store(dev + 8, region as u64);
         store(dev + 16, dom.nonce);
         store(dev + 24, (dev + size_of::<CtxDev>()) as u64);
+        store(
+            dev + std::mem::offset_of!(CtxDev, abort),
+            core::ctx_abort_word(core_ctx),
+        );
         let mut st = dom.lock();
         let id = dom.add_ctx(
             &mut st,
@@ -216,7 +230,7 @@ pub struct Cq {
     reader: Mutex<()>,
 }
 
-fn ctx_ref<'a>(c: *const XpuCtx) -> &'a XpuCtx {
+pub fn ctx_ref<'a>(c: *const XpuCtx) -> &'a XpuCtx {
     // SAFETY: the core keeps a context open while objects opened on it live.
     unsafe { &*c }
 }
@@ -269,6 +283,9 @@ impl Cq {
             (*d).format = format as u64;
             (*d).timeout_ms = attr.timeout as i64;
             (*d).magic = fi_xpu_handle_word(FI_XPU_HANDLE_CQ, FI_XPU_HANDLE_LIVE);
+            if !ctx.is_null() {
+                (*d).abort = core::ctx_abort_word(ctx_ref(ctx).core);
+            }
         }
         Ok(Cq {
             home,
@@ -517,34 +534,58 @@ impl Drop for Cq {
 /// Host CQ: a provider-side queue the host reads; FI_ADDR for readfrom.
 pub const FI_ADDR_NOTAVAIL: u64 = u64::MAX;
 
+/// A counter: its `Cntr` block (in the shared heap for an XPU counter, so
+/// that peers' remote events reach it) behind a local `CntrDev`, which is
+/// what the exported handle points to.
 pub struct Counter {
     home: Home,
     pub addr: usize,
     pub off: u64,
+    dev_home: Home,
+    pub dev: usize,
 }
 
 impl Counter {
     pub fn open(ctx: *const XpuCtx) -> Result<Counter, i32> {
         let sz = size_of::<Cntr>() as u64;
         let live = fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE);
-        if ctx.is_null() {
+        let k = if ctx.is_null() {
             let h = HostBuf::new(sz as usize);
-            let a = h.addr();
-            store(a + offset_of!(Cntr, magic), live);
-            return Ok(Counter {
+            let d = HostBuf::new(size_of::<CntrDev>());
+            let (a, dv) = (h.addr(), d.addr());
+            Counter {
                 home: Home::Host(h),
                 addr: a,
                 off: 0,
-            });
-        }
-        let c = ctx_ref(ctx);
-        let (a, off) = c.heap_alloc(sz)?;
-        store(a + offset_of!(Cntr, magic), live);
-        Ok(Counter {
-            home: Home::Heap { ctx, off, size: sz },
-            addr: a,
-            off,
-        })
+                dev_home: Home::Host(d),
+                dev: dv,
+            }
+        } else {
+            let c = ctx_ref(ctx);
+            let (a, off) = c.heap_alloc(sz)?;
+            let dv = match c.local_alloc(size_of::<CntrDev>() as u64) {
+                Ok(x) => x,
+                Err(e) => {
+                    c.heap_free(off, sz);
+                    return Err(e);
+                }
+            };
+            store(
+                dv + offset_of!(CntrDev, abort),
+                core::ctx_abort_word(c.core),
+            );
+            Counter {
+                home: Home::Heap { ctx, off, size: sz },
+                addr: a,
+                off,
+                dev_home: Home::Local { ctx, addr: dv },
+                dev: dv,
+            }
+        };
+        store(k.addr + offset_of!(Cntr, magic), live);
+        store(k.dev + offset_of!(CntrDev, cntr), k.addr as u64);
+        store(k.dev + offset_of!(CntrDev, magic), live);
+        Ok(k)
     }
 
     pub fn is_host(&self) -> bool {
@@ -580,6 +621,7 @@ impl Drop for Counter {
     fn drop(&mut self) {
         // Left in the heap (tombstoned) until the context closes.
         retire(&self.home, self.addr + offset_of!(Cntr, magic));
+        retire(&self.dev_home, self.dev + offset_of!(CntrDev, magic));
     }
 }
 
@@ -919,6 +961,9 @@ impl Ep {
     }
 
     pub fn close(&mut self) {
+        if let Some(a) = &ctx_ref(self.ctx).dom.agent {
+            a.remove(self.dev);
+        }
         for &q in &self.cqs {
             // SAFETY: bound CQs outlive the endpoint (the core holds them).
             unsafe { &*q }.remove_progress(self.dev);

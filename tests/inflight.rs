@@ -1,0 +1,66 @@
+//! Operations in flight when their kernel exits, and the abort word
+//! (tests/c/inflight.c): a 16 MiB streamed and a 16 MiB rendezvous send
+//! whose kernels exit at once complete through shm's host progress agent
+//! and through the ofi provider's proxy; without the agent they wait for
+//! the next kernel and then complete; a raised abort word ends every device
+//! wait with -FI_ECANCELED on every provider.
+mod common;
+
+use common::ofi::{have_libfabric, over, program, run_ok};
+
+fn shm(extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("FI_XPU_PROVIDER", "shm".into()),
+        ("OFI_COMMON_PROV", "shm".into()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    env
+}
+
+fn inflight(mode: &str, env: Vec<(&'static str, String)>) {
+    let out = run_ok(&program("inflight", &[]), &[mode], &env, 240, "inflight");
+    assert!(out.contains(&format!("inflight {mode}: ok")), "{out}");
+}
+
+fn ofi(mode: &str, fabric: &str) {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping {mode} over ofi/{fabric}");
+        return;
+    }
+    inflight(mode, over(fabric));
+}
+
+#[test]
+fn sends_complete_after_their_kernel_exits_on_shm_with_the_agent() {
+    inflight("agent", shm(&[]));
+}
+
+#[test]
+fn sends_wait_for_the_next_kernel_on_shm_without_the_agent() {
+    inflight("resume", shm(&[]));
+}
+
+#[test]
+fn sends_complete_after_their_kernel_exits_on_ofi_tcp() {
+    ofi("agent", "tcp");
+}
+
+#[test]
+fn sends_complete_after_their_kernel_exits_on_ofi_shm() {
+    ofi("agent", "shm");
+}
+
+#[test]
+fn abort_ends_every_wait_on_shm() {
+    inflight("abort", shm(&[]));
+}
+
+#[test]
+fn abort_ends_every_wait_on_ofi_tcp() {
+    ofi("abort", "tcp");
+}
+
+#[test]
+fn abort_ends_every_wait_on_ofi_shm() {
+    ofi("abort", "shm");
+}
