@@ -401,6 +401,10 @@ FI_XPU_FUNC int fi_xpu_i_world_quiet(const struct fi_xpu_world_dev *wd, int time
 				break;
 			if (fi_xpu_i_world_expired(start, timeout_ms))
 				return -FI_ETIMEDOUT;
+			/* The host's abort word (fi_xpu_ctx_abort) ends it too. */
+			rc = fi_xpu_wait_aborted(&wd->lane[l].ep);
+			if (rc)
+				return rc;
 			fi_xpu_arch_pause();
 		}
 		if (err != fi_xpu_arch_load_u64(seen, FI_XPU_ARCH_RELAXED, FI_XPU_ARCH_MS_SYSTEM)) {
