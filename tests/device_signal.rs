@@ -20,6 +20,27 @@ fn signal(env: Vec<(&'static str, String)>) {
     );
 }
 
+/// The same program under AddressSanitizer and UBSan (the C side: the
+/// kernels, the device headers, the launcher's threads).
+fn signal_asan(mut env: Vec<(&'static str, String)>) {
+    if !common::asan_works() {
+        eprintln!("skipped: the C compiler cannot link with AddressSanitizer here");
+        return;
+    }
+    env.push(("ASAN_OPTIONS", "detect_leaks=1".into()));
+    env.push(("UBSAN_OPTIONS", "halt_on_error=1".into()));
+    run_ok(
+        &program(
+            "device_signal",
+            &["-fsanitize=address,undefined", "-fno-omit-frame-pointer"],
+        ),
+        &[],
+        &env,
+        240,
+        "device_signal",
+    );
+}
+
 fn shm(delay_us: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![
         ("FI_XPU_PROVIDER", "shm".into()),
@@ -51,6 +72,18 @@ fn ordered_signals_on_shm() {
 #[test]
 fn ordered_signals_on_shm_with_late_data() {
     signal(shm(Some("100")));
+}
+
+#[test]
+fn ordered_signals_on_shm_under_asan() {
+    signal_asan(shm(Some("20")));
+}
+
+#[test]
+fn ordered_signals_on_ofi_tcp_under_asan() {
+    if let Some(env) = ofi("tcp", None) {
+        signal_asan(env);
+    }
 }
 
 #[test]

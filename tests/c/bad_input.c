@@ -378,7 +378,22 @@ int main(int argc, char **argv)
 		EXPECT(fi_xpu_atomic(&xep, src, 1, NULL, raw, 4, 0, FI_UINT64, FI_SUM, NULL, 0, W), -FI_EINVAL);
 		EXPECT(fi_xpu_fetch_atomic(&xep, src, 1, NULL, res, NULL, raw, 2, 0, FI_UINT32, FI_SUM, NULL, 0, W), -FI_EINVAL);
 		EXPECT(fi_xpu_compare_atomic(&xep, src, 1, NULL, cmp, NULL, res, NULL, raw, 1, 0, FI_UINT16, FI_CSWAP, NULL, 0, W), -FI_EINVAL);
+		/* The ordered-signalling extensions: the same checks before any
+		 * provider (fi_xpu_signal(3)). */
+		EXPECT(fi_xpu_put_signal(&xep, src, 8, NULL, raw, 0, 0, 0, 0, 1, FI_XPU_SIGNAL_SET, NULL, FI_INJECT, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_put_signal(&xep, src, 8, NULL, raw, 0, 0, 0, 0, 1, FI_XPU_SIGNAL_ADD, NULL, FI_REMOTE_CQ_DATA, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_put_signal(&xep, src, 8, NULL, raw, 0, 0, 4, 0, 1, FI_XPU_SIGNAL_SET, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_put_signal(&xep, src, 8, NULL, raw, 0, 0, 0, 0, 1, 5, NULL, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_fence(&xep, 1, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_quiet(&xep, BAD, W), -FI_EBADFLAGS);
+		EXPECT(fi_xpu_signal_wait_until(&xep, NULL, FI_XPU_CMP_EQ, 0, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_signal_wait_until(&xep, (uint64_t *)(void *)((char *)res + 1), FI_XPU_CMP_EQ, 0, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_signal_wait_until(&xep, res, 17, 0, 0, W), -FI_EINVAL);
+		EXPECT(fi_xpu_signal_wait_until(&xep, res, FI_XPU_CMP_EQ, 1, 0, W), -FI_ETIMEDOUT);
+		EXPECT(fi_xpu_signal_wait_until(&xep, res, FI_XPU_CMP_EQ, 0, 0, W), 0);
 		/* Handle and scope errors still come first. */
+		EXPECT(fi_xpu_put_signal(NULL, src, 8, NULL, raw, 0, 0, 4, 0, 1, 5, NULL, BAD, W), -FI_EINVAL);
+		EXPECT(fi_xpu_signal_wait_until(&xep, NULL, 17, 0, 0, 99), -FI_EINVAL);
 		EXPECT(fi_xpu_flush(NULL, BAD, W), -FI_EINVAL);
 		EXPECT(fi_xpu_atomic(&xep, src, 0, NULL, raw, 0, 0, FI_UINT64, FI_SUM, NULL, BAD, 99), -FI_EINVAL);
 	}

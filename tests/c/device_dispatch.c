@@ -111,6 +111,27 @@ static void wait_vs_error(void *arg)
 }
 #endif
 
+/* The ordered-signalling extensions: a provider that does not define
+ * FI_XPU_DEVICE_SIGNAL_<name> (the test provider) answers -FI_ENOSYS and
+ * gives no pointer, like an unknown id; bad handles and scopes are
+ * -FI_EINVAL first. The signal wait reads local memory, so it works for
+ * any endpoint handle. */
+static void signal_extensions(struct fid_xpu_ep *e, int64_t want)
+{
+	static uint64_t src = 1, word = 3;
+	CHECK(fi_xpu_put_signal(e, &src, 8, NULL, NULL, 0, 0, 0, 0, 1, FI_XPU_SIGNAL_SET, NULL, 0,
+				FI_XPU_WORK_ITEM) == want);
+	CHECK(fi_xpu_fence(e, 0, FI_XPU_WORK_ITEM) == want);
+	CHECK(fi_xpu_quiet(e, 0, FI_XPU_WORK_ITEM) == want);
+	CHECK(fi_xpu_peer_ptr(e, NULL, 0, 0, 8) == NULL);
+	CHECK(fi_xpu_put_signal(e, &src, 8, NULL, NULL, 0, 0, 0, 0, 1, FI_XPU_SIGNAL_SET, NULL, 0,
+				FI_XPU_DEVICE + 1) == -FI_EINVAL);
+	CHECK(fi_xpu_fence(e, 0, -1) == -FI_EINVAL);
+	CHECK(fi_xpu_signal_wait_until(e, &word, FI_XPU_CMP_EQ, 3, 0, FI_XPU_WORK_ITEM) == 0);
+	CHECK(fi_xpu_signal_wait_until(e, &word, FI_XPU_CMP_GT, 3, 5, FI_XPU_WORK_ITEM) ==
+	      -FI_ETIMEDOUT);
+}
+
 int main(void)
 {
 	int64_t res[TESTPROV_NUM_OPS];
@@ -139,6 +160,14 @@ int main(void)
 	all_equal(res, -FI_EINVAL, "scope DEVICE+1");
 	call_all(NULL, NULL, NULL, FI_XPU_WORK_ITEM, res);
 	all_equal(res, -FI_EINVAL, "NULL handles");
+	signal_extensions(&ep, -FI_ENOSYS);
+	{
+		struct fid_xpu_ep e = ep;
+		e.fid.prov_id = 99;
+		signal_extensions(&e, -FI_ENOSYS);
+	}
+	CHECK(fi_xpu_fence(NULL, 0, FI_XPU_WORK_ITEM) == -FI_EINVAL);
+	CHECK(fi_xpu_quiet((struct fid_xpu_ep *)(void *)&cq, 0, FI_XPU_WORK_ITEM) == -FI_EINVAL);
 	for (int i = 0; i < TESTPROV_NUM_OPS; i++)
 		CHECK(ep_state.calls[i] == 0 && cq_state.calls[i] == 0 && cntr_state.calls[i] == 0);
 
