@@ -79,6 +79,7 @@ pub fn build() -> &'static Path {
 #[path = "../../xtask/src/stage.rs"]
 mod stage;
 
+pub mod netns;
 pub mod ofi;
 
 /// Stages `dir` (plugins under the loader's names, the soname link).
