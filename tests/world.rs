@@ -233,3 +233,107 @@ fn device_world_header_compiles_as_cxx17_and_c11() {
         );
     }
 }
+
+/// Whether `mpirun` can start processes here (as root it needs
+/// --allow-run-as-root; a container may still refuse).
+fn mpirun_works() -> Result<(), String> {
+    if !common::have("mpirun") {
+        return Err("mpirun is not installed".into());
+    }
+    let o = Command::new("timeout")
+        .args([
+            "60",
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "2",
+            "true",
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "mpirun cannot start processes here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+#[test]
+fn mpi_bootstrap_under_mpirun() {
+    if let Err(why) = mpirun_works() {
+        eprintln!("{why}: skipping the MPI bootstrap test");
+        return;
+    }
+    let exe = program();
+    let module = common::lib_dir().join("fi_xpu_bootstrap_mpi.so");
+    assert!(
+        module.exists(),
+        "mpirun is here but {} was not built",
+        module.display()
+    );
+    for n in ["2", "4"] {
+        let o = common::run(
+            Command::new("timeout")
+                .args([
+                    "120",
+                    "mpirun",
+                    "--allow-run-as-root",
+                    "--oversubscribe",
+                    "-np",
+                    n,
+                ])
+                .args(["-x", "FI_XPU_BOOTSTRAP=mpi", "-x", "FI_XPU_PROVIDER=shm"])
+                .arg(&exe)
+                .arg("ops")
+                .env("FI_XPU_BOOTSTRAP", "mpi")
+                .env("FI_XPU_PROVIDER", "shm"),
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        let n: usize = n.parse().unwrap();
+        for r in 0..n {
+            assert!(
+                o.status.success() && out.contains(&format!("world rank {r} ops: ok")),
+                "mpirun -np {n}: {}\n{out}\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        assert!(out.contains(&format!("of {n} on node 0 of 1")), "{out}");
+    }
+}
+
+#[test]
+fn mpi_bootstrap_without_its_module_is_enosys() {
+    // A provider path with the plugins but not the module: the module is
+    // looked for there first, then beside the library (where the build
+    // put it), so point the library's own directory away by copying it.
+    let dir = common::scratch("world-no-mpi");
+    for f in ["libfi_xpu.so", "libfi_xpu-shm.so"] {
+        std::fs::copy(common::lib_dir().join(f), dir.join(f)).unwrap();
+    }
+    std::os::unix::fs::symlink("libfi_xpu.so", dir.join("libfi_xpu.so.0")).unwrap();
+    let src = dir.join("t.c");
+    std::fs::write(
+        &src,
+        "#include <fi_xpu.h>\n#include <stdio.h>\n\
+         int main(void) {\n\
+         struct fi_xpu_world_attr a = { sizeof(a), -1, 0, \"mpi\", 0, 0, 0, 0, 0, 0 };\n\
+         struct fid_xpu_world *w;\n\
+         printf(\"rc %d\\n\", fi_xpu_world_open(&a, &w, NULL));\n return 0;\n}\n",
+    )
+    .unwrap();
+    let exe = dir.join("t");
+    common::cc(&[&src], &exe, &[]);
+    let o = common::run_ok(
+        Command::new(&exe)
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("FI_XPU_PROVIDER_PATH", &dir)
+            .env("FI_XPU_LOG_LEVEL", "none"),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("rc -38"), "{out}");
+}

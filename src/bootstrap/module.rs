@@ -105,8 +105,67 @@ impl Drop for Ops {
     }
 }
 
-/// The MPI bootstrap module (`libfi_xpu_bootstrap_mpi.so`).
+/// File name of the MPI bootstrap module. Not `libfi_xpu-<name>.so`, so the
+/// provider loader never takes it for a plugin.
+pub const MPI_MODULE: &str = "fi_xpu_bootstrap_mpi.so";
+
+/// The MPI bootstrap module, found in the provider search directories and
+/// opened with the plugins' checks (one open, trusted file and
+/// directories, ELF validated, loaded through the same descriptor).
+/// `RTLD_GLOBAL`: Open MPI loads components of its own that resolve
+/// libmpi's symbols globally.
 pub fn mpi() -> Result<Box<dyn Bootstrap>> {
-    crate::warn!("fi_xpu_world_open: the mpi bootstrap module is not built");
-    Err(Error::NOSYS)
+    let (dirs, _) = crate::provider::loader::search_dirs();
+    let Some(path) = dirs.iter().map(|d| d.join(MPI_MODULE)).find(|p| p.exists()) else {
+        crate::warn!(
+            "fi_xpu_world_open: the mpi bootstrap needs {MPI_MODULE}, found in no provider directory (built where MPI is installed)"
+        );
+        return Err(Error::NOSYS);
+    };
+    let refuse = |why: String| {
+        crate::warn!("{}: {why}", path.display());
+        Error::NOSYS
+    };
+    if let Some(dir) = path.parent() {
+        crate::provider::plugin_file::check_dir(dir)
+            .map_err(|e| refuse(format!("directory refused: {e}")))?;
+    }
+    let file = crate::provider::plugin_file::PluginFile::open(&path).map_err(refuse)?;
+    let load = std::ffi::CString::new(file.load_path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a checked ELF file opened once, loaded through its descriptor.
+    let h = unsafe { libc::dlopen(load.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if h.is_null() {
+        // SAFETY: dlerror returns NULL or a NUL-terminated message.
+        let why = unsafe { libc::dlerror() };
+        let why = if why.is_null() {
+            String::new()
+        } else {
+            // SAFETY: as above.
+            unsafe { std::ffi::CStr::from_ptr(why) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        return Err(refuse(format!("cannot load: {why}")));
+    }
+    file.keep_open();
+    // SAFETY: a live handle and a NUL-terminated symbol name.
+    let sym = unsafe { libc::dlsym(h, c"fi_xpu_bootstrap_mpi_init".as_ptr()) };
+    if sym.is_null() {
+        return Err(refuse("no symbol fi_xpu_bootstrap_mpi_init".into()));
+    }
+    type Init = unsafe extern "C" fn(*mut fi_xpu_bootstrap_ops) -> std::ffi::c_int;
+    // SAFETY: the module's documented entry point has this type.
+    let init: Init = unsafe { std::mem::transmute::<*mut c_void, Init>(sym) };
+    let mut ops = fi_xpu_bootstrap_ops {
+        size: OPS_V1,
+        rank: 0,
+        nranks: 0,
+        context: std::ptr::null_mut(),
+        allgather: None,
+        finalize: None,
+    };
+    // SAFETY: `ops` is a valid struct of the size it says.
+    Error::check(unsafe { init(&mut ops) })?;
+    // SAFETY: filled in by the module, which stays loaded.
+    Ok(Box::new(unsafe { Ops::from_raw(&ops) }?))
 }

@@ -85,7 +85,7 @@ pub fn providers() -> &'static Providers {
 
 /// The directories to search, and the refused entries of
 /// `FI_XPU_PROVIDER_PATH`.
-fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
+pub(crate) fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut refused = Vec::new();
     if let Some(path) = param::core(param::PROVIDER_PATH) {

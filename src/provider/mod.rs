@@ -3,8 +3,8 @@
 mod elf;
 pub(crate) mod env;
 pub(crate) mod filter;
-mod loader;
-mod plugin_file;
+pub(crate) mod loader;
+pub(crate) mod plugin_file;
 mod services;
 
 pub use loader::{check_descriptor, providers, Provider, Providers, Skipped, DEFAULT_PROVIDER};

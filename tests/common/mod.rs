@@ -72,6 +72,7 @@ pub fn build() -> &'static Path {
         assert!(st.success(), "cargo build --workspace failed");
         let dir = lib_dir();
         stage_providers(&dir);
+        stage::mpi_module(&root(), &dir).expect("building the MPI bootstrap module");
         dir
     })
 }

@@ -187,6 +187,16 @@ pub fn install(o: Opts) -> Result {
         install_stripped(&path, &dest(&provdir).join(&file), 0o755, &scratch, debug)?;
         plugins.push(file);
     }
+    if let Some(m) = crate::mpi_module(&scratch)? {
+        install_stripped(
+            &m,
+            &dest(&provdir).join(crate::stage::MPI_MODULE),
+            0o755,
+            &scratch,
+            debug,
+        )?;
+        plugins.push(crate::stage::MPI_MODULE.into());
+    }
 
     let headers = public_headers()?;
     let count = headers.len();

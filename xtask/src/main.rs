@@ -209,7 +209,14 @@ fn run(cmd: &mut Command) -> Result {
 }
 
 fn stage_providers(dir: &Path) -> Result<Vec<PathBuf>> {
-    stage::stage(dir).map_err(|e| format!("staging {}: {e}", dir.display()))
+    let mut staged = stage::stage(dir).map_err(|e| format!("staging {}: {e}", dir.display()))?;
+    staged.extend(mpi_module(dir)?);
+    Ok(staged)
+}
+
+/// The MPI bootstrap module in `dir`, where MPI is installed.
+fn mpi_module(dir: &Path) -> Result<Option<PathBuf>> {
+    stage::mpi_module(&root(), dir).map_err(|e| format!("the MPI bootstrap module: {e}"))
 }
 
 fn provider_artifacts(dir: &Path) -> Result<Vec<(String, PathBuf)>> {

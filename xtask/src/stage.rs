@@ -43,3 +43,51 @@ pub fn stage(dir: &Path) -> io::Result<Vec<PathBuf>> {
     }
     Ok(staged)
 }
+
+/// File name of the MPI bootstrap module (not `libfi_xpu-<name>.so`: the
+/// plugin loader never takes it for a provider).
+pub const MPI_MODULE: &str = "fi_xpu_bootstrap_mpi.so";
+
+/// Builds the MPI bootstrap module (`modules/bootstrap_mpi.c` under
+/// `root`) into `dir` with MPI's compiler wrapper, when `mpicc` is there;
+/// `None` without MPI. Rebuilt only when its source or `fi_xpu.h` is newer.
+pub fn mpi_module(root: &Path, dir: &Path) -> io::Result<Option<PathBuf>> {
+    let have = std::process::Command::new("mpicc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        return Ok(None);
+    }
+    let src = root.join("modules/bootstrap_mpi.c");
+    let out = dir.join(MPI_MODULE);
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let newest = [mtime(&src), mtime(&root.join("fi_xpu.h"))]
+        .into_iter()
+        .flatten()
+        .max();
+    if matches!((mtime(&out), newest), (Some(o), Some(n)) if o >= n) {
+        return Ok(Some(out));
+    }
+    let tmp = dir.join(format!(".{MPI_MODULE}.{}.part", std::process::id()));
+    let o = std::process::Command::new("mpicc")
+        .args([
+            "-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+        ])
+        .arg(format!("-I{}", root.display()))
+        .arg(format!("-I{}", root.join("include").display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(&tmp)
+        .output()?;
+    if !o.status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io::Error::other(format!(
+            "mpicc {}: {}",
+            src.display(),
+            String::from_utf8_lossy(&o.stderr)
+        )));
+    }
+    std::fs::rename(&tmp, &out)?;
+    Ok(Some(out))
+}
