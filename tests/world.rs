@@ -337,3 +337,72 @@ fn mpi_bootstrap_without_its_module_is_enosys() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("rc -38"), "{out}");
 }
+
+/// `world open`'s return code per rank.
+fn open_codes(outs: &[Output]) -> Vec<i32> {
+    outs.iter()
+        .map(|o| {
+            let t = String::from_utf8_lossy(&o.stdout);
+            t.lines()
+                .find_map(|l| l.strip_prefix("world open rc "))
+                .unwrap_or_else(|| panic!("no rc: {t}{}", String::from_utf8_lossy(&o.stderr)))
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+const FI_ETIMEDOUT: i32 = 110;
+const FI_EKEYREJECTED: i32 = 129;
+
+#[test]
+fn nobody_at_the_rendezvous_times_out() {
+    // Rank 1 of 2 alone: rank 0 never listens.
+    let outs = run_world("open", 2, |r| {
+        let mut v = shm_only(r);
+        v.push(("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "700".into()));
+        if r == 0 {
+            // Rank 0 is pointed at another job: it never listens where
+            // rank 1 looks.
+            v.push(("FI_XPU_BOOTSTRAP_ADDR", free_addr()));
+        }
+        v
+    });
+    assert_eq!(open_codes(&outs), [-FI_ETIMEDOUT, -FI_ETIMEDOUT]);
+}
+
+#[test]
+fn a_rank_of_another_job_is_refused() {
+    let outs = run_world("open", 2, |r| {
+        let mut v = shm_only(r);
+        v.push(("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "2000".into()));
+        v.push((
+            "FI_XPU_BOOTSTRAP_KEY",
+            if r == 0 { "job-a" } else { "job-b" }.into(),
+        ));
+        v
+    });
+    // Rank 1 hears the refusal; rank 0 waits for the right rank 1 in vain.
+    assert_eq!(open_codes(&outs), [-FI_ETIMEDOUT, -FI_EKEYREJECTED]);
+}
+
+#[test]
+fn barrier_waits_for_writes_placed_late() {
+    if !common::ofi::have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    // ofi places every write's data 150 ms late (testing hook), atomics at
+    // once: a barrier that did not wait for the writes' completion would
+    // let its own atomics overtake them, and the data checked after it
+    // would be missing.
+    all_ok(
+        "ops",
+        &run_world("ops", 2, |r| {
+            let mut v = only_ofi(r);
+            v.push(("FI_XPU_OFI_TEST_DELAY_MS", "150".into()));
+            v
+        }),
+    );
+}

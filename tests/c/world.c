@@ -14,8 +14,10 @@
  *           then the world closed and opened again.
  *   bad     refusals with their exact codes (rank 0 and 1 only differ in
  *           the size they pass to one alloc).
- *   dead    rank N-1 exits after the world is open; every other rank's
- *           next collective call fails with -FI_ECONNRESET.
+ *   dead    rank N-1 exits after the world is open; a device barrier
+ *           times out on every other rank, and their next collective
+ *           call fails with -FI_ECONNRESET.
+ *   open    prints what fi_xpu_world_open returned.
  */
 #include <fi_xpu.h>
 #include <fi_xpu/device_world.h>
@@ -434,10 +436,25 @@ static int mode_dead(void)
 		fflush(stdout);
 		_exit(0);
 	}
+	/* A device barrier that the departed rank never joins times out on
+	 * every rank left (at work-item scope and in a work group). */
+	EXPECT(fi_xpu_world_barrier((struct fi_xpu_world_dev *)info.dev, 1500, FI_XPU_WORK_ITEM),
+	       -FI_ETIMEDOUT);
 	EXPECT(fi_xpu_world_alloc(world, 4096, 0, &addr, &dev, &win), -FI_ECONNRESET);
 	EXPECT(fi_xpu_world_host_barrier(world), -FI_ECONNRESET);
 	EXPECT(fi_xpu_world_close(world), -FI_ECONNRESET);
 	printf("world rank %d dead: ok\n", g_rank);
+	return 0;
+}
+
+/* Prints what fi_xpu_world_open returned (the bootstrap's refusals). */
+static int mode_open(void)
+{
+	struct fid_xpu_world *world;
+	int rc = fi_xpu_world_open(NULL, &world, NULL);
+	printf("world open rc %d\n", rc);
+	if (rc == 0)
+		fi_xpu_world_close(world);
 	return 0;
 }
 
@@ -455,6 +472,8 @@ int main(int argc, char **argv)
 		return mode_bad();
 	if (!strcmp(mode, "dead"))
 		return mode_dead();
-	fprintf(stderr, "usage: world ops|twice|bad|dead\n");
+	if (!strcmp(mode, "open"))
+		return mode_open();
+	fprintf(stderr, "usage: world ops|twice|bad|dead|open\n");
 	return 2;
 }
