@@ -313,13 +313,36 @@ fn nm_globals(file: &Path, dynamic: bool) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// The device operations `<fi_xpu/device.h>` declares.
+/// The device operations `<fi_xpu/device.h>` and `<fi_xpu/device_world.h>`
+/// define.
 fn device_operations() -> Vec<String> {
-    let h = std::fs::read_to_string(common::root().join("include/fi_xpu/device.h")).unwrap();
-    man::called_names(&h, "fi_xpu_")
-        .into_iter()
-        .filter(|n| n != "fi_xpu_device")
-        .collect()
+    let h = ["device.h", "device_world.h"]
+        .map(|f| std::fs::read_to_string(common::root().join("include/fi_xpu").join(f)).unwrap())
+        .concat();
+    // The operations are the functions the headers define (the name at the
+    // start of a line after `FI_XPU_FUNC int`, or on the `FI_XPU_FUNC` line),
+    // not what they call (provider functions), nor internal `fi_xpu_i_`
+    // helpers.
+    let mut ops: Vec<String> = h
+        .lines()
+        .filter_map(|l| {
+            let rest = match l.strip_prefix("FI_XPU_FUNC") {
+                Some(r) => &r[r.find("fi_xpu_")?..],
+                None => l,
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            (name.starts_with("fi_xpu_")
+                && !name.starts_with("fi_xpu_i_")
+                && rest[name.len()..].starts_with('('))
+            .then_some(name)
+        })
+        .collect();
+    ops.sort();
+    ops.dedup();
+    ops
 }
 
 /// `man -M <root> -w NAME...`: the file man shows for each name.
@@ -582,6 +605,8 @@ fn installed_tree_works_alone() {
     // the page that documents it, through its alias page.
     let ops = device_operations();
     assert!(ops.contains(&"fi_xpu_write".to_string()), "{ops:?}");
+    assert!(ops.contains(&"fi_xpu_world_barrier".to_string()), "{ops:?}");
+    assert!(!ops.iter().any(|o| o.starts_with("fi_xpu_i_")), "{ops:?}");
     let names: Vec<String> = map_exports().into_iter().chain(ops).collect();
     let found = man_lookup(&man_root, &names);
     assert_eq!(found.len(), names.len(), "{names:?} -> {found:?}");
