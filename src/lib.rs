@@ -10,6 +10,7 @@
 
 pub mod bootstrap;
 pub mod capi;
+mod dl;
 pub mod error;
 pub mod launcher;
 pub mod log;

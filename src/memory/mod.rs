@@ -2,9 +2,10 @@
 //! `fi_xpu_unimport`, `fi_xpu_free`): argument checks and bookkeeping shared
 //! by every backend, and the choice of backend for a context.
 //!
-//! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`), `user` (the
-//! application's `struct fi_xpu_mem_ops`). Vendor runtimes are not wired yet and
-//! report `FI_ENOSYS`.
+//! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`), `cuda` (the CUDA
+//! driver, opened at run time), `user` (the application's `struct
+//! fi_xpu_mem_ops`). Other ifaces without callbacks report `FI_ENOSYS`.
+mod cuda;
 mod system;
 mod user;
 
@@ -90,6 +91,7 @@ impl Memory {
         let backend: Box<dyn Backend> = match (ops, iface) {
             (Some(ops), _) => Box::new(ops),
             (None, FI_HMEM_SYSTEM) => Box::new(system::System::default()),
+            (None, FI_HMEM_CUDA) => Box::new(cuda::Cuda::open(device)?),
             (None, _) => {
                 warn!(
                     "fi_xpu_ctx_open: no built-in memory backend for iface {} (device {device}) yet; supply struct fi_xpu_mem_ops",
@@ -482,7 +484,10 @@ mod tests {
 
     #[test]
     fn vendor_without_ops() {
-        assert_eq!(Memory::new(FI_HMEM_CUDA, 0, None).err(), Some(Error::NOSYS));
+        assert_eq!(
+            Memory::new(FI_HMEM_NEURON, 0, None).err(),
+            Some(Error::NOSYS)
+        );
         assert_eq!(Memory::new(42, 0, None).err(), Some(Error::INVAL));
     }
 }

@@ -124,6 +124,9 @@ impl Backend for UserOps {
 
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
         let Some(export) = self.export else {
+            crate::warn!(
+                "export: [{addr:#x}, +{size}): the context's struct fi_xpu_mem_ops has no export_dmabuf callback (NULL, or a size that predates it); providers that share memory by fd need it"
+            );
             return Err(Error::OPNOTSUPP);
         };
         let mut fd: c_int = -1;

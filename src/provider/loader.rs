@@ -11,11 +11,12 @@
 use super::filter::Filter;
 use super::plugin_file::{self, PluginFile};
 use super::services::CORE_SERVICES;
+use crate::dl::Library;
 use crate::error::strerror;
 use crate::param;
 use crate::{info, warn};
 use fi_xpu_abi::*;
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -215,53 +216,6 @@ fn load_all() -> Providers {
         }
     }
     out
-}
-
-struct Library(*mut c_void);
-
-impl Library {
-    fn open(path: &Path) -> Result<Library, String> {
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| "path has a NUL byte".to_string())?;
-        // SAFETY: dlopen with a valid path; the plugin's constructors run here,
-        // which is the trust the checks of `PluginFile::open` establish.
-        let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            return Err(format!("dlopen failed: {}", dlerror()));
-        }
-        Ok(Library(handle))
-    }
-
-    fn symbol(&self, name: &str) -> Option<*mut c_void> {
-        let cname = CString::new(name).ok()?;
-        // SAFETY: self.0 is a live handle from dlopen.
-        let sym = unsafe { libc::dlsym(self.0, cname.as_ptr()) };
-        (!sym.is_null()).then_some(sym)
-    }
-
-    /// Keeps the plugin mapped for the rest of the process.
-    fn keep(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Library {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from dlopen and nothing from it is kept.
-        unsafe { libc::dlclose(self.0) };
-    }
-}
-
-fn dlerror() -> String {
-    // SAFETY: dlerror returns NULL or a NUL-terminated message.
-    let msg = unsafe { libc::dlerror() };
-    if msg.is_null() {
-        return "unknown error".into();
-    }
-    // SAFETY: see above.
-    unsafe { CStr::from_ptr(msg) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 fn duplicate_name(name: &str, loaded: &[Arc<Provider>]) -> Result<(), String> {

@@ -45,6 +45,12 @@
 #include <string.h>
 #include <unistd.h>
 
+/* TP_IFACES: the memory interfaces served (bits 1 << enum fi_hmem_iface);
+ * memory tests of the vendor backends add theirs. */
+#ifndef TP_IFACES
+#define TP_IFACES (1ULL << FI_HMEM_SYSTEM)
+#endif
+
 #ifndef TP_NAME
 #define TP_NAME "test"
 #endif
@@ -315,7 +321,7 @@ static int tp_ctx_open(fi_xpu_prov_handle h, const struct fi_xpu_prov_ctx_args *
 		       fi_xpu_prov_handle *out)
 {
 	struct tp_domain *dom = h;
-	if (args->iface != FI_HMEM_SYSTEM)
+	if (!(TP_IFACES & (1ULL << args->iface)))
 		return -FI_EOPNOTSUPP;
 	if (!args->core_ctx)
 		return -FI_EINVAL;
@@ -858,7 +864,7 @@ static struct fi_xpu_prov_desc tp_desc = {
 	.version = TP_VERSION,
 	.prov_id = TP_PROV_ID,
 	.caps = FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR,
-	.ifaces = 1ULL << FI_HMEM_SYSTEM,
+	.ifaces = TP_IFACES,
 	.addrlen = TP_ADDRLEN,
 	.init = tp_init,
 	.fini = tp_fini,

@@ -743,8 +743,7 @@ pub struct Mr {
 
 impl Mr {
     pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
-        const RULE: &str =
-            "fi_xpu_mr_reg: shm registers only memory from fi_xpu_alloc on the same context";
+        const RULE: &str = "fi_xpu_mr_reg: shm registers only memory its context can export as an fd (from fi_xpu_alloc or fi_xpu_import on that context)";
         let (fd, off) = core::export(ctx.core, args.buf as usize, args.len as u64)
             .inspect_err(|_| core::warn(RULE))?;
         let slot = {

@@ -1,0 +1,450 @@
+//! The subset of the CUDA driver API (`libcuda.so.1`) the CUDA memory
+//! backend calls, resolved with `dlopen`/`dlsym` at run time: its types,
+//! constants and entry points as `cuda.h` declares them (checked against
+//! `cuda.h` by `layout_matches_cuda_h` below), and the mapping of `CUresult`
+//! to libfabric error numbers.
+#![allow(non_camel_case_types, non_snake_case)]
+use crate::dl::Library;
+use crate::error::{Error, Result};
+use fi_xpu_abi::errno::*;
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
+use std::path::Path;
+use std::sync::OnceLock;
+
+pub type CUresult = c_int;
+pub type CUdevice = c_int;
+pub type CUcontext = *mut c_void;
+pub type CUdeviceptr = c_ulonglong;
+pub type CUmemGenericAllocationHandle = c_ulonglong;
+
+pub const CUDA_SUCCESS: CUresult = 0;
+pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+pub const CUDA_ERROR_DEINITIALIZED: CUresult = 4;
+pub const CUDA_ERROR_STUB_LIBRARY: CUresult = 34;
+pub const CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER: CUresult = 36;
+pub const CUDA_ERROR_DEVICE_UNAVAILABLE: CUresult = 46;
+pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+pub const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
+pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+pub const CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: CUresult = 712;
+pub const CUDA_ERROR_NOT_PERMITTED: CUresult = 800;
+pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
+
+pub const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 0x01;
+pub const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x02;
+pub const CU_MEMHOSTREGISTER_IOMEMORY: c_uint = 0x04;
+pub const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 0x1;
+pub const CU_MEM_ACCESS_FLAGS_PROT_READWRITE: c_int = 0x3;
+pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 0x1;
+pub const CU_MEM_ALLOCATION_TYPE_PINNED: c_int = 0x1;
+pub const CU_MEM_ALLOC_GRANULARITY_MINIMUM: c_int = 0x0;
+pub const CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: c_int = 0x1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct CUmemLocation {
+    pub type_: c_int,
+    pub id: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct CUmemAllocFlags {
+    pub compressionType: u8,
+    pub gpuDirectRDMACapable: u8,
+    pub usage: u16,
+    pub reserved: [u8; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUmemAllocationProp {
+    pub type_: c_int,
+    pub requestedHandleTypes: c_int,
+    pub location: CUmemLocation,
+    pub win32HandleMetaData: *mut c_void,
+    pub allocFlags: CUmemAllocFlags,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct CUmemAccessDesc {
+    pub location: CUmemLocation,
+    pub flags: c_int,
+}
+
+/// The soname the backend opens; the dynamic linker's search finds it.
+pub const LIBRARY: &str = "libcuda.so.1";
+
+macro_rules! driver_api {
+    ($($field:ident = $sym:literal : fn($($arg:ty),*);)*) => {
+        /// Entry points of the driver, by the symbol `cuda.h` binds each
+        /// name to (`cuMemAlloc` is `cuMemAlloc_v2`, ...).
+        pub struct Driver {
+            _lib: Library,
+            $(pub $field: unsafe extern "C" fn($($arg),*) -> CUresult,)*
+            get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+        }
+
+        impl Driver {
+            fn load(lib: Library) -> std::result::Result<Driver, (Error, String)> {
+                $(
+                    let Some(p) = lib.symbol($sym) else {
+                        return Err((
+                            Error::NOSYS,
+                            format!("{LIBRARY} has no {} (a driver older than CUDA 12?)", $sym),
+                        ));
+                    };
+                    // SAFETY: the symbol has the prototype cuda.h gives it.
+                    let $field = unsafe {
+                        std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> CUresult>(p)
+                    };
+                )*
+                let get_error_name = lib.symbol("cuGetErrorName").map(|p| {
+                    // SAFETY: as above.
+                    unsafe {
+                        std::mem::transmute::<
+                            *mut c_void,
+                            unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult,
+                        >(p)
+                    }
+                });
+                Ok(Driver { _lib: lib, $($field,)* get_error_name })
+            }
+        }
+    };
+}
+
+driver_api! {
+    init = "cuInit": fn(c_uint);
+    device_get = "cuDeviceGet": fn(*mut CUdevice, c_int);
+    primary_ctx_retain = "cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
+    primary_ctx_release = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
+    ctx_set_current = "cuCtxSetCurrent": fn(CUcontext);
+    mem_get_allocation_granularity = "cuMemGetAllocationGranularity":
+        fn(*mut usize, *const CUmemAllocationProp, c_int);
+    mem_create = "cuMemCreate":
+        fn(*mut CUmemGenericAllocationHandle, usize, *const CUmemAllocationProp, c_ulonglong);
+    mem_release = "cuMemRelease": fn(CUmemGenericAllocationHandle);
+    mem_address_reserve = "cuMemAddressReserve":
+        fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, c_ulonglong);
+    mem_address_free = "cuMemAddressFree": fn(CUdeviceptr, usize);
+    mem_map = "cuMemMap":
+        fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, c_ulonglong);
+    mem_unmap = "cuMemUnmap": fn(CUdeviceptr, usize);
+    mem_set_access = "cuMemSetAccess": fn(CUdeviceptr, usize, *const CUmemAccessDesc, usize);
+    mem_export_to_shareable_handle = "cuMemExportToShareableHandle":
+        fn(*mut c_void, CUmemGenericAllocationHandle, c_int, c_ulonglong);
+    mem_import_from_shareable_handle = "cuMemImportFromShareableHandle":
+        fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_int);
+    mem_get_handle_for_address_range = "cuMemGetHandleForAddressRange":
+        fn(*mut c_void, CUdeviceptr, usize, c_int, c_ulonglong);
+    mem_get_address_range = "cuMemGetAddressRange_v2":
+        fn(*mut CUdeviceptr, *mut usize, CUdeviceptr);
+    mem_host_register = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
+    mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
+    mem_host_get_device_pointer = "cuMemHostGetDevicePointer_v2":
+        fn(*mut CUdeviceptr, *mut c_void, c_uint);
+}
+
+impl Driver {
+    /// The process's driver: opened and initialised (`cuInit`) once. The
+    /// error says what is missing; the caller logs it.
+    pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
+        static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
+        DRIVER
+            .get_or_init(|| {
+                let lib = Library::open(Path::new(LIBRARY))
+                    .map_err(|e| (Error(FI_ENODEV), format!("no CUDA driver: {LIBRARY}: {e}")))?;
+                let d = Driver::load(lib)?;
+                // SAFETY: cuInit takes flags 0.
+                let r = unsafe { (d.init)(0) };
+                if r != CUDA_SUCCESS {
+                    return Err((error(r), format!("cuInit failed: {}", d.name(r))));
+                }
+                Ok(d)
+            })
+            .as_ref()
+            .map_err(|e| e.clone())
+    }
+
+    /// `CUDA_ERROR_OUT_OF_MEMORY (2)`, or the number alone.
+    pub fn name(&self, r: CUresult) -> String {
+        let mut s: *const c_char = std::ptr::null();
+        if let Some(f) = self.get_error_name {
+            // SAFETY: cuGetErrorName writes a static string or leaves NULL.
+            if unsafe { f(r, &mut s) } == CUDA_SUCCESS && !s.is_null() {
+                // SAFETY: as above.
+                let n = unsafe { CStr::from_ptr(s) }.to_string_lossy();
+                return format!("{n} ({r})");
+            }
+        }
+        format!("CUresult {r}")
+    }
+
+    /// `Ok` for `CUDA_SUCCESS`; otherwise logs `what` failed and returns
+    /// the mapped error.
+    pub fn check(&self, what: &str, r: CUresult) -> Result<()> {
+        if r == CUDA_SUCCESS {
+            return Ok(());
+        }
+        crate::warn!("cuda: {what} failed: {}", self.name(r));
+        Err(error(r))
+    }
+}
+
+/// The libfabric error for a driver error.
+pub fn error(r: CUresult) -> Error {
+    Error(match r {
+        CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_INVALID_HANDLE => FI_EINVAL,
+        CUDA_ERROR_OUT_OF_MEMORY => FI_ENOMEM,
+        CUDA_ERROR_NOT_INITIALIZED
+        | CUDA_ERROR_DEINITIALIZED
+        | CUDA_ERROR_STUB_LIBRARY
+        | CUDA_ERROR_NO_DEVICE
+        | CUDA_ERROR_INVALID_DEVICE => FI_ENODEV,
+        CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED | CUDA_ERROR_DEVICE_UNAVAILABLE => FI_EBUSY,
+        CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER => FI_ENOSYS,
+        CUDA_ERROR_NOT_PERMITTED => FI_EPERM,
+        CUDA_ERROR_NOT_SUPPORTED => FI_EOPNOTSUPP,
+        _ => FI_EIO,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    fn cuda_include() -> Option<PathBuf> {
+        if let Some(d) = std::env::var_os("FI_XPU_CUDA_HOME") {
+            return Some(PathBuf::from(d).join("include"));
+        }
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+            .join("fi_xpu");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(cache)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("include/cuda.h").is_file())
+            .collect();
+        found.sort();
+        found.pop().map(|p| p.join("include"))
+    }
+
+    /// Every constant, layout and entry-point prototype above, as `cuda.h`
+    /// has it: a C program prints the header's values, and assigns each
+    /// entry point's type against the prototype declared here (a static
+    /// assertion).
+    #[test]
+    fn layout_matches_cuda_h() {
+        let Some(inc) = cuda_include() else {
+            eprintln!("skipped: no cuda.h (run .ci/install-cuda or set FI_XPU_CUDA_HOME)");
+            return;
+        };
+        let consts: &[(&str, i64)] = &[
+            ("CUDA_ERROR_INVALID_VALUE", CUDA_ERROR_INVALID_VALUE as i64),
+            ("CUDA_ERROR_OUT_OF_MEMORY", CUDA_ERROR_OUT_OF_MEMORY as i64),
+            (
+                "CUDA_ERROR_NOT_INITIALIZED",
+                CUDA_ERROR_NOT_INITIALIZED as i64,
+            ),
+            ("CUDA_ERROR_DEINITIALIZED", CUDA_ERROR_DEINITIALIZED as i64),
+            ("CUDA_ERROR_STUB_LIBRARY", CUDA_ERROR_STUB_LIBRARY as i64),
+            (
+                "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER",
+                CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER as i64,
+            ),
+            (
+                "CUDA_ERROR_DEVICE_UNAVAILABLE",
+                CUDA_ERROR_DEVICE_UNAVAILABLE as i64,
+            ),
+            ("CUDA_ERROR_NO_DEVICE", CUDA_ERROR_NO_DEVICE as i64),
+            (
+                "CUDA_ERROR_INVALID_DEVICE",
+                CUDA_ERROR_INVALID_DEVICE as i64,
+            ),
+            (
+                "CUDA_ERROR_INVALID_HANDLE",
+                CUDA_ERROR_INVALID_HANDLE as i64,
+            ),
+            (
+                "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+                CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED as i64,
+            ),
+            ("CUDA_ERROR_NOT_PERMITTED", CUDA_ERROR_NOT_PERMITTED as i64),
+            ("CUDA_ERROR_NOT_SUPPORTED", CUDA_ERROR_NOT_SUPPORTED as i64),
+            (
+                "CU_MEMHOSTREGISTER_PORTABLE",
+                CU_MEMHOSTREGISTER_PORTABLE as i64,
+            ),
+            (
+                "CU_MEMHOSTREGISTER_DEVICEMAP",
+                CU_MEMHOSTREGISTER_DEVICEMAP as i64,
+            ),
+            (
+                "CU_MEMHOSTREGISTER_IOMEMORY",
+                CU_MEMHOSTREGISTER_IOMEMORY as i64,
+            ),
+            (
+                "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR as i64,
+            ),
+            (
+                "CU_MEM_ACCESS_FLAGS_PROT_READWRITE",
+                CU_MEM_ACCESS_FLAGS_PROT_READWRITE as i64,
+            ),
+            (
+                "CU_MEM_LOCATION_TYPE_DEVICE",
+                CU_MEM_LOCATION_TYPE_DEVICE as i64,
+            ),
+            (
+                "CU_MEM_ALLOCATION_TYPE_PINNED",
+                CU_MEM_ALLOCATION_TYPE_PINNED as i64,
+            ),
+            (
+                "CU_MEM_ALLOC_GRANULARITY_MINIMUM",
+                CU_MEM_ALLOC_GRANULARITY_MINIMUM as i64,
+            ),
+            (
+                "CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD",
+                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD as i64,
+            ),
+            ("sizeof(CUresult)", size_of::<CUresult>() as i64),
+            ("sizeof(CUdevice)", size_of::<CUdevice>() as i64),
+            ("sizeof(CUdeviceptr)", size_of::<CUdeviceptr>() as i64),
+            (
+                "sizeof(CUmemGenericAllocationHandle)",
+                size_of::<CUmemGenericAllocationHandle>() as i64,
+            ),
+            ("sizeof(CUmemLocation)", size_of::<CUmemLocation>() as i64),
+            (
+                "offsetof(CUmemLocation, id)",
+                offset_of!(CUmemLocation, id) as i64,
+            ),
+            (
+                "sizeof(CUmemAllocationProp)",
+                size_of::<CUmemAllocationProp>() as i64,
+            ),
+            (
+                "offsetof(CUmemAllocationProp, requestedHandleTypes)",
+                offset_of!(CUmemAllocationProp, requestedHandleTypes) as i64,
+            ),
+            (
+                "offsetof(CUmemAllocationProp, location)",
+                offset_of!(CUmemAllocationProp, location) as i64,
+            ),
+            (
+                "offsetof(CUmemAllocationProp, win32HandleMetaData)",
+                offset_of!(CUmemAllocationProp, win32HandleMetaData) as i64,
+            ),
+            (
+                "offsetof(CUmemAllocationProp, allocFlags)",
+                offset_of!(CUmemAllocationProp, allocFlags) as i64,
+            ),
+            (
+                "offsetof(CUmemAllocationProp, allocFlags.usage)",
+                (offset_of!(CUmemAllocationProp, allocFlags) + offset_of!(CUmemAllocFlags, usage))
+                    as i64,
+            ),
+            (
+                "sizeof(CUmemAccessDesc)",
+                size_of::<CUmemAccessDesc>() as i64,
+            ),
+            (
+                "offsetof(CUmemAccessDesc, flags)",
+                offset_of!(CUmemAccessDesc, flags) as i64,
+            ),
+        ];
+        // The prototypes as declared in `driver_api!`, in C.
+        let protos = r#"
+typedef int I; typedef unsigned int U; typedef unsigned long long ULL;
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuInit), CUresult (*)(U)), "cuInit");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuDeviceGet), CUresult (*)(CUdevice *, int)), "cuDeviceGet");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuDevicePrimaryCtxRetain), CUresult (*)(CUcontext *, CUdevice)), "cuDevicePrimaryCtxRetain");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuDevicePrimaryCtxRelease), CUresult (*)(CUdevice)), "cuDevicePrimaryCtxRelease");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuCtxSetCurrent), CUresult (*)(CUcontext)), "cuCtxSetCurrent");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemGetAllocationGranularity), CUresult (*)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags)), "cuMemGetAllocationGranularity");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemCreate), CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, ULL)), "cuMemCreate");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemRelease), CUresult (*)(CUmemGenericAllocationHandle)), "cuMemRelease");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemAddressReserve), CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, ULL)), "cuMemAddressReserve");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemAddressFree), CUresult (*)(CUdeviceptr, size_t)), "cuMemAddressFree");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemMap), CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, ULL)), "cuMemMap");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemUnmap), CUresult (*)(CUdeviceptr, size_t)), "cuMemUnmap");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemSetAccess), CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t)), "cuMemSetAccess");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemExportToShareableHandle), CUresult (*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, ULL)), "cuMemExportToShareableHandle");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemImportFromShareableHandle), CUresult (*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType)), "cuMemImportFromShareableHandle");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemGetHandleForAddressRange), CUresult (*)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, ULL)), "cuMemGetHandleForAddressRange");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemGetAddressRange), CUresult (*)(CUdeviceptr *, size_t *, CUdeviceptr)), "cuMemGetAddressRange");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostRegister), CUresult (*)(void *, size_t, U)), "cuMemHostRegister");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostUnregister), CUresult (*)(void *)), "cuMemHostUnregister");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostGetDevicePointer), CUresult (*)(CUdeviceptr *, void *, U)), "cuMemHostGetDevicePointer");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresult (*)(CUresult, const char **)), "cuGetErrorName");
+"#;
+        // The symbols cuda.h binds the names to, as `driver_api!` loads them.
+        let symbols = [
+            ("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2"),
+            ("cuMemGetAddressRange", "cuMemGetAddressRange_v2"),
+            ("cuMemHostRegister", "cuMemHostRegister_v2"),
+            ("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2"),
+        ];
+        let mut src = String::from("#include <cuda.h>\n#include <stddef.h>\n#include <stdio.h>\n");
+        src += protos;
+        src += "#define S(x) #x\n#define NAME(x) S(x)\nint main(void) {\n";
+        for (expr, _) in consts {
+            src += &format!("    printf(\"%lld\\n\", (long long)({expr}));\n");
+        }
+        for (name, _) in symbols {
+            src += &format!("    printf(\"%s\\n\", NAME({name}));\n");
+        }
+        src += "    return 0;\n}\n";
+        let dir = std::env::temp_dir().join(format!("fi_xpu-cuda-h-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = dir.join("check.c");
+        let exe = dir.join("check");
+        std::fs::write(&c, src).unwrap();
+        let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args([
+                "-std=c11",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-Wno-unused-local-typedefs",
+            ])
+            .arg(format!("-I{}", inc.display()))
+            .arg(&c)
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "the declarations differ from cuda.h:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let out = Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut lines = text.lines();
+        for (expr, want) in consts {
+            let got: i64 = lines.next().unwrap().parse().unwrap();
+            assert_eq!(got, *want, "{expr}");
+        }
+        for (name, sym) in symbols {
+            assert_eq!(lines.next().unwrap(), sym, "{name}");
+        }
+    }
+
+    #[test]
+    fn errors_map() {
+        assert_eq!(error(CUDA_ERROR_OUT_OF_MEMORY), Error::NOMEM);
+        assert_eq!(error(CUDA_ERROR_NO_DEVICE), Error(FI_ENODEV));
+        assert_eq!(error(CUDA_ERROR_NOT_SUPPORTED), Error::OPNOTSUPP);
+        assert_eq!(error(12345), Error(FI_EIO));
+    }
+}

@@ -1,0 +1,653 @@
+//! `FI_HMEM_CUDA` memory through the CUDA driver API, opened at run time
+//! (`driver`), so that libfi_xpu.so links no vendor library.
+//!
+//! - Device allocations are `cuMemCreate` allocations with a POSIX
+//!   file-descriptor shareable handle, mapped with `cuMemMap` and made
+//!   accessible with `cuMemSetAccess`; their fd (`FI_XPU_ALLOC_DMABUF`,
+//!   `export`) is that shareable handle, which a peer's import maps with
+//!   `cuMemImportFromShareableHandle`.
+//! - Host allocations (`FI_XPU_ALLOC_HOST`) are memfd mappings, as for
+//!   `FI_HMEM_SYSTEM`, pinned and mapped to the device with
+//!   `cuMemHostRegister`; CUDA's unified addressing makes the device address
+//!   the host one.
+//! - An imported fd that is not a CUDA handle (a memfd, a DMA-BUF the host
+//!   can map) is mapped into the host and registered the same way; an
+//!   imported host address is registered.
+//! - Exporting device memory the context did not allocate (an application's
+//!   `cuMemAlloc`) gives a DMA-BUF (`cuMemGetHandleForAddressRange`) of its
+//!   whole allocation, for NIC registration.
+mod driver;
+
+use super::system::System;
+use super::{Allocation, Backend, Import};
+use crate::error::{Error, Result};
+use driver::*;
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST, FI_XPU_IMPORT_IOMEMORY};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+
+/// A device allocation: the physical allocation and the range it is mapped at.
+struct DevAlloc {
+    handle: CUmemGenericAllocationHandle,
+    len: usize,
+}
+
+/// A peer's allocation mapped by `import`.
+struct DevMapping {
+    base: usize,
+    len: usize,
+    /// For an application's import: the handle fd, so that the range can
+    /// be exported again (offsets are from `base`).
+    fd: Option<OwnedFd>,
+}
+
+pub struct Cuda {
+    drv: &'static Driver,
+    dev: CUdevice,
+    ctx: CUcontext,
+    granularity: usize,
+    /// Host allocations and host mappings of imported fds.
+    host: System,
+    allocs: Mutex<HashMap<usize, DevAlloc>>,
+    host_allocs: Mutex<HashMap<usize, usize>>,
+    mapped: Mutex<HashMap<usize, DevMapping>>,
+    /// Imported fds mapped into the host: device address -> the registered
+    /// range (base, length).
+    host_mapped: Mutex<HashMap<usize, (usize, usize)>>,
+    /// Host ranges this backend registered for host imports: base -> imports.
+    host_regs: Mutex<HashMap<usize, usize>>,
+    /// Host imports by device address: the registered base, or `None` when
+    /// the memory was already reachable (registered by the application, or
+    /// memory of this context).
+    host_imports: Mutex<HashMap<usize, Vec<Option<usize>>>>,
+}
+
+// SAFETY: CUcontext is an opaque driver handle, usable from any thread once
+// made current there (every entry point does).
+unsafe impl Send for Cuda {}
+// SAFETY: as above; the maps are behind mutexes.
+unsafe impl Sync for Cuda {}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+fn round_up(v: usize, to: usize) -> usize {
+    v.div_ceil(to) * to
+}
+
+/// The page-aligned range enclosing `[addr, addr + size)`.
+fn pages(addr: usize, size: usize) -> (usize, usize) {
+    let p = page_size();
+    let base = addr / p * p;
+    (base, round_up(addr + size, p) - base)
+}
+
+impl Cuda {
+    /// Opens the driver and retains the primary context of device
+    /// `ordinal`: `-FI_ENODEV` without a driver, device or such ordinal,
+    /// `-FI_ENOSYS` when the driver lacks an entry point; one log line each.
+    pub fn open(ordinal: u64) -> Result<Cuda> {
+        let drv = Driver::get().map_err(|(e, why)| {
+            crate::warn!("fi_xpu_ctx_open: FI_HMEM_CUDA: {why}");
+            e
+        })?;
+        let Ok(ord) = c_int::try_from(ordinal) else {
+            crate::warn!("fi_xpu_ctx_open: FI_HMEM_CUDA: no device {ordinal}");
+            return Err(Error(FI_ENODEV));
+        };
+        let mut dev: CUdevice = 0;
+        // SAFETY: out-pointer to a local.
+        drv.check(&format!("cuDeviceGet({ord})"), unsafe {
+            (drv.device_get)(&mut dev, ord)
+        })?;
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        // SAFETY: as above; `dev` came from cuDeviceGet.
+        drv.check("cuDevicePrimaryCtxRetain", unsafe {
+            (drv.primary_ctx_retain)(&mut ctx, dev)
+        })?;
+        let mut c = Cuda {
+            drv,
+            dev,
+            ctx,
+            granularity: 0,
+            host: System::default(),
+            allocs: Mutex::default(),
+            host_allocs: Mutex::default(),
+            mapped: Mutex::default(),
+            host_mapped: Mutex::default(),
+            host_regs: Mutex::default(),
+            host_imports: Mutex::default(),
+        };
+        c.current()?;
+        let mut g = 0usize;
+        let prop = c.prop();
+        // SAFETY: pointers to locals.
+        drv.check("cuMemGetAllocationGranularity", unsafe {
+            (drv.mem_get_allocation_granularity)(&mut g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+        })?;
+        if g == 0 || !g.is_power_of_two() {
+            crate::warn!("cuda: the driver reports an allocation granularity of {g}");
+            return Err(Error(FI_EIO));
+        }
+        c.granularity = g;
+        Ok(c)
+    }
+
+    /// Makes the context current on the calling thread.
+    fn current(&self) -> Result<()> {
+        // SAFETY: a primary context this backend retains.
+        self.drv.check("cuCtxSetCurrent", unsafe {
+            (self.drv.ctx_set_current)(self.ctx)
+        })
+    }
+
+    fn prop(&self) -> CUmemAllocationProp {
+        CUmemAllocationProp {
+            type_: CU_MEM_ALLOCATION_TYPE_PINNED,
+            requestedHandleTypes: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            location: CUmemLocation {
+                type_: CU_MEM_LOCATION_TYPE_DEVICE,
+                id: self.dev,
+            },
+            win32HandleMetaData: std::ptr::null_mut(),
+            allocFlags: CUmemAllocFlags::default(),
+        }
+    }
+
+    /// Reserves `len` bytes of device address space, maps `handle` there and
+    /// makes it readable and writable by this device. Undoes what it did
+    /// on failure; the handle stays the caller's.
+    fn map(&self, handle: CUmemGenericAllocationHandle, len: usize, align: usize) -> Result<usize> {
+        let d = self.drv;
+        let mut va: CUdeviceptr = 0;
+        // SAFETY: out-pointer to a local.
+        d.check("cuMemAddressReserve", unsafe {
+            (d.mem_address_reserve)(&mut va, len, align, 0, 0)
+        })?;
+        // SAFETY: maps a live handle at the start of our own reservation.
+        let r = d.check("cuMemMap", unsafe { (d.mem_map)(va, len, 0, handle, 0) });
+        if let Err(e) = r {
+            // SAFETY: the reservation just made.
+            unsafe { (d.mem_address_free)(va, len) };
+            return Err(e);
+        }
+        let access = CUmemAccessDesc {
+            location: CUmemLocation {
+                type_: CU_MEM_LOCATION_TYPE_DEVICE,
+                id: self.dev,
+            },
+            flags: CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: the range mapped above; one descriptor.
+        let r = d.check("cuMemSetAccess", unsafe {
+            (d.mem_set_access)(va, len, &access, 1)
+        });
+        if let Err(e) = r {
+            self.unmap(va as usize, len);
+            return Err(e);
+        }
+        Ok(va as usize)
+    }
+
+    fn unmap(&self, va: usize, len: usize) {
+        // SAFETY: a range `map` mapped and nothing hands out any more.
+        unsafe {
+            (self.drv.mem_unmap)(va as CUdeviceptr, len);
+            (self.drv.mem_address_free)(va as CUdeviceptr, len);
+        }
+    }
+
+    /// The device address of host memory pinned and mapped with
+    /// `cuMemHostRegister`: with unified addressing, the host address.
+    fn device_pointer(&self, host: usize) -> Result<usize> {
+        let mut d: CUdeviceptr = 0;
+        // SAFETY: out-pointer to a local; `host` lies in a registered range.
+        self.drv.check("cuMemHostGetDevicePointer", unsafe {
+            (self.drv.mem_host_get_device_pointer)(&mut d, host as *mut c_void, 0)
+        })?;
+        if d as usize != host {
+            crate::warn!(
+                "cuda: host memory at {host:#x} has device address {d:#x}; fi_xpu needs unified addressing"
+            );
+            return Err(Error::OPNOTSUPP);
+        }
+        Ok(host)
+    }
+
+    /// Pins and maps `[base, base + len)` (page-aligned) for the device.
+    fn register(&self, base: usize, len: usize, iomem: bool) -> Result<()> {
+        let flags = CU_MEMHOSTREGISTER_PORTABLE
+            | CU_MEMHOSTREGISTER_DEVICEMAP
+            | if iomem {
+                CU_MEMHOSTREGISTER_IOMEMORY
+            } else {
+                0
+            };
+        // SAFETY: a mapping of this process, page-aligned.
+        self.drv.check("cuMemHostRegister", unsafe {
+            (self.drv.mem_host_register)(base as *mut c_void, len, flags)
+        })
+    }
+
+    fn unregister(&self, base: usize) {
+        // SAFETY: a range `register` registered.
+        unsafe { (self.drv.mem_host_unregister)(base as *mut c_void) };
+    }
+
+    fn alloc_device(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
+        let d = self.drv;
+        let len = round_up(size as usize, self.granularity);
+        let prop = self.prop();
+        let mut h: CUmemGenericAllocationHandle = 0;
+        // SAFETY: pointers to locals.
+        d.check("cuMemCreate", unsafe {
+            (d.mem_create)(&mut h, len, &prop, 0)
+        })?;
+        let release = || {
+            // SAFETY: the handle created above, released once.
+            unsafe { (d.mem_release)(h) };
+        };
+        let align = (alignment as usize).max(self.granularity);
+        let va = match self.map(h, len, align) {
+            Ok(va) => va,
+            Err(e) => {
+                release();
+                return Err(e);
+            }
+        };
+        let fd = if flags & FI_XPU_ALLOC_DMABUF != 0 {
+            match self.shareable(h) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    self.unmap(va, len);
+                    release();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        self.allocs
+            .lock()
+            .unwrap()
+            .insert(va, DevAlloc { handle: h, len });
+        Ok(Allocation {
+            addr: va,
+            fd,
+            offset: 0,
+        })
+    }
+
+    /// The POSIX file-descriptor shareable handle of an allocation.
+    fn shareable(&self, h: CUmemGenericAllocationHandle) -> Result<OwnedFd> {
+        let mut fd: c_int = -1;
+        // SAFETY: for this handle type the driver writes an int.
+        self.drv.check("cuMemExportToShareableHandle", unsafe {
+            (self.drv.mem_export_to_shareable_handle)(
+                (&mut fd as *mut c_int).cast(),
+                h,
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                0,
+            )
+        })?;
+        if fd < 0 {
+            return Err(Error(FI_EIO));
+        }
+        // SAFETY: the driver hands us a new descriptor.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    fn alloc_host(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
+        let a = self.host.alloc(size, alignment, flags)?;
+        let (base, len) = pages(a.addr, size as usize);
+        let reg = self
+            .register(base, len, false)
+            .and_then(|_| match self.device_pointer(a.addr) {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    self.unregister(base);
+                    Err(e)
+                }
+            });
+        if let Err(e) = reg {
+            let _ = self.host.free(a.addr);
+            return Err(e);
+        }
+        self.host_allocs.lock().unwrap().insert(a.addr, len);
+        Ok(a)
+    }
+
+    /// Whether `[addr, addr + size)` is memory this backend already made
+    /// reachable by the device.
+    fn owns(&self, addr: usize, size: usize) -> bool {
+        let inside = |start: usize, len: usize| {
+            addr >= start && (addr - start).checked_add(size).is_some_and(|e| e <= len)
+        };
+        self.allocs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(&a, r)| inside(a, r.len))
+            || self
+                .mapped
+                .lock()
+                .unwrap()
+                .values()
+                .any(|m| inside(m.base, m.len))
+            || self
+                .host_allocs
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(&a, &len)| inside(a, len))
+            || self
+                .host_mapped
+                .lock()
+                .unwrap()
+                .values()
+                .any(|&(b, len)| inside(b, len))
+    }
+
+    fn import_host(&self, req: &Import) -> Result<usize> {
+        let size = req.size as usize;
+        if self.owns(req.host_addr, size) {
+            self.host_imports
+                .lock()
+                .unwrap()
+                .entry(req.host_addr)
+                .or_default()
+                .push(None);
+            return Ok(req.host_addr);
+        }
+        let (base, len) = pages(req.host_addr, size);
+        let mut regs = self.host_regs.lock().unwrap();
+        let ours = if let Some(n) = regs.get_mut(&base) {
+            *n += 1;
+            Some(base)
+        } else {
+            match self.register(base, len, req.flags & FI_XPU_IMPORT_IOMEMORY != 0) {
+                Ok(()) => {
+                    regs.insert(base, 1);
+                    Some(base)
+                }
+                // Pinned already (by the application): usable as it is.
+                Err(e) if e == Error(FI_EBUSY) => None,
+                Err(e) => return Err(e),
+            }
+        };
+        drop(regs);
+        match self.device_pointer(req.host_addr) {
+            Ok(dev) => {
+                self.host_imports
+                    .lock()
+                    .unwrap()
+                    .entry(dev)
+                    .or_default()
+                    .push(ours);
+                Ok(dev)
+            }
+            Err(e) => {
+                if let Some(b) = ours {
+                    self.release_host_reg(b);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn release_host_reg(&self, base: usize) {
+        let mut regs = self.host_regs.lock().unwrap();
+        if let Some(n) = regs.get_mut(&base) {
+            *n -= 1;
+            if *n == 0 {
+                regs.remove(&base);
+                self.unregister(base);
+            }
+        }
+    }
+
+    fn import_fd(&self, req: &Import, fd: BorrowedFd) -> Result<usize> {
+        let d = self.drv;
+        let mut h: CUmemGenericAllocationHandle = 0;
+        // SAFETY: for this handle type the OS handle is the fd itself.
+        let r = unsafe {
+            (d.mem_import_from_shareable_handle)(
+                &mut h,
+                fd.as_raw_fd() as usize as *mut c_void,
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            )
+        };
+        if matches!(
+            r,
+            CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_INVALID_HANDLE | CUDA_ERROR_NOT_SUPPORTED
+        ) {
+            // Not a CUDA allocation: host memory (a memfd) or a DMA-BUF the
+            // host can map.
+            return self.import_fd_host(req);
+        }
+        d.check("cuMemImportFromShareableHandle", r)?;
+        let len = round_up((req.offset + req.size) as usize, self.granularity);
+        let mapped = self.map(h, len, self.granularity);
+        // SAFETY: the mapping (if any) keeps the allocation; the handle goes.
+        unsafe { (d.mem_release)(h) };
+        let base = mapped?;
+        let keep = if req.exportable {
+            match fd.try_clone_to_owned() {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    self.unmap(base, len);
+                    return Err(e.into());
+                }
+            }
+        } else {
+            None
+        };
+        let dev = base + req.offset as usize;
+        self.mapped.lock().unwrap().insert(
+            dev,
+            DevMapping {
+                base,
+                len,
+                fd: keep,
+            },
+        );
+        Ok(dev)
+    }
+
+    fn import_fd_host(&self, req: &Import) -> Result<usize> {
+        let addr = self.host.import(req)?;
+        let (base, len) = pages(addr, req.size as usize);
+        let reg = self
+            .register(base, len, req.flags & FI_XPU_IMPORT_IOMEMORY != 0)
+            .and_then(|_| {
+                self.device_pointer(addr).inspect_err(|_| {
+                    self.unregister(base);
+                })
+            });
+        if let Err(e) = reg {
+            let _ = self.host.unimport(addr, true);
+            return Err(e);
+        }
+        self.host_mapped.lock().unwrap().insert(addr, (base, len));
+        Ok(addr)
+    }
+
+    /// A DMA-BUF of the whole allocation holding `addr` (memory this context
+    /// did not allocate), and the offset of `addr` in it.
+    fn dmabuf(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
+        let d = self.drv;
+        let (mut base, mut len): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        let r = unsafe { (d.mem_get_address_range)(&mut base, &mut len, addr as CUdeviceptr) };
+        if r != CUDA_SUCCESS {
+            crate::warn!(
+                "export: [{addr:#x}, +{size}) is neither memory of this context nor CUDA device memory ({})",
+                d.name(r)
+            );
+            return Err(Error::OPNOTSUPP);
+        }
+        let off = addr as u64 - base;
+        if off + size > len as u64 {
+            crate::warn!("export: [{addr:#x}, +{size}) runs past its CUDA allocation");
+            return Err(Error::INVAL);
+        }
+        let mut fd: c_int = -1;
+        // SAFETY: for this handle type the driver writes an int.
+        d.check("cuMemGetHandleForAddressRange", unsafe {
+            (d.mem_get_handle_for_address_range)(
+                (&mut fd as *mut c_int).cast(),
+                base,
+                round_up(len, page_size()),
+                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                0,
+            )
+        })?;
+        if fd < 0 {
+            return Err(Error(FI_EIO));
+        }
+        // SAFETY: the driver hands us a new descriptor.
+        Ok((unsafe { OwnedFd::from_raw_fd(fd) }, off))
+    }
+}
+
+impl Backend for Cuda {
+    fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
+        self.current()?;
+        if flags & FI_XPU_ALLOC_HOST != 0 {
+            self.alloc_host(size, alignment, flags)
+        } else {
+            self.alloc_device(size, alignment, flags)
+        }
+    }
+
+    fn free(&self, addr: usize) -> Result<()> {
+        self.current()?;
+        if let Some(a) = self.allocs.lock().unwrap().remove(&addr) {
+            self.unmap(addr, a.len);
+            // SAFETY: the handle of this allocation, released once.
+            unsafe { (self.drv.mem_release)(a.handle) };
+            return Ok(());
+        }
+        if self.host_allocs.lock().unwrap().remove(&addr).is_some() {
+            self.unregister(addr);
+            return self.host.free(addr);
+        }
+        Err(Error::INVAL)
+    }
+
+    fn import(&self, req: &Import) -> Result<usize> {
+        self.current()?;
+        match req.fd {
+            Some(fd) => self.import_fd(req, fd),
+            None => self.import_host(req),
+        }
+    }
+
+    fn unimport(&self, dev_addr: usize, mapped: bool) -> Result<()> {
+        self.current()?;
+        if !mapped {
+            let ours = {
+                let mut imports = self.host_imports.lock().unwrap();
+                let Some(v) = imports.get_mut(&dev_addr) else {
+                    return Ok(());
+                };
+                let ours = v.pop().flatten();
+                if v.is_empty() {
+                    imports.remove(&dev_addr);
+                }
+                ours
+            };
+            if let Some(base) = ours {
+                self.release_host_reg(base);
+            }
+            return Ok(());
+        }
+        if let Some(m) = self.mapped.lock().unwrap().remove(&dev_addr) {
+            self.unmap(m.base, m.len);
+            return Ok(());
+        }
+        if let Some((base, _)) = self.host_mapped.lock().unwrap().remove(&dev_addr) {
+            self.unregister(base);
+            return self.host.unimport(dev_addr, true);
+        }
+        Ok(())
+    }
+
+    fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
+        self.current()?;
+        let inside = |start: usize, len: usize| {
+            addr >= start
+                && ((addr - start) as u64)
+                    .checked_add(size)
+                    .is_some_and(|e| e <= len as u64)
+        };
+        let handle = self
+            .allocs
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(&a, r)| inside(a, r.len))
+            .map(|(&a, r)| (a, r.handle));
+        if let Some((start, h)) = handle {
+            return Ok((self.shareable(h)?, (addr - start) as u64));
+        }
+        if let Some(found) = self
+            .mapped
+            .lock()
+            .unwrap()
+            .values()
+            .find(|m| m.fd.is_some() && inside(m.base, m.len))
+        {
+            let fd = found.fd.as_ref().expect("filtered above");
+            return Ok((fd.as_fd().try_clone_to_owned()?, (addr - found.base) as u64));
+        }
+        let host = self
+            .host_allocs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(&a, &len)| inside(a, len))
+            || self
+                .host_mapped
+                .lock()
+                .unwrap()
+                .values()
+                .any(|&(b, len)| inside(b, len));
+        if host {
+            return self.host.export(addr, size);
+        }
+        self.dmabuf(addr, size)
+    }
+}
+
+impl Drop for Cuda {
+    fn drop(&mut self) {
+        if self.current().is_err() {
+            return;
+        }
+        for (va, a) in self.allocs.lock().unwrap().drain() {
+            self.unmap(va, a.len);
+            // SAFETY: the handle of a live allocation, released once.
+            unsafe { (self.drv.mem_release)(a.handle) };
+        }
+        for (_, m) in self.mapped.lock().unwrap().drain() {
+            self.unmap(m.base, m.len);
+        }
+        for (a, _) in self.host_allocs.lock().unwrap().drain() {
+            self.unregister(a);
+        }
+        for (_, (base, _)) in self.host_mapped.lock().unwrap().drain() {
+            self.unregister(base);
+        }
+        for (base, _) in self.host_regs.lock().unwrap().drain() {
+            self.unregister(base);
+        }
+        // SAFETY: the primary context retained in `open`, released once.
+        unsafe { (self.drv.primary_ctx_release)(self.dev) };
+    }
+}

@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * A test double of the CUDA driver (libcuda.so.1): the entry points fi_xpu's
+ * CUDA memory backend calls, over host memory. Built by the tests against
+ * the real <cuda.h> (so every definition here has the driver's prototype)
+ * and found through the same dlopen("libcuda.so.1") search as the real one,
+ * with LD_LIBRARY_PATH naming its directory.
+ *
+ * - A physical allocation (cuMemCreate) is a memfd named "fake-cuda"; its
+ *   POSIX shareable handle is a dup of that fd; importing a handle accepts
+ *   only such memfds (anything else: CUDA_ERROR_INVALID_VALUE, as the real
+ *   driver refuses what is not its handle).
+ * - cuMemAddressReserve reserves PROT_NONE address space, cuMemMap maps the
+ *   memfd there still PROT_NONE, cuMemSetAccess makes it read-write: a
+ *   backend that forgets a step faults.
+ * - cuMemAlloc memory is a memfd mapping too; cuMemGetHandleForAddressRange
+ *   returns a dup of it as the "DMA-BUF" (whole allocations only).
+ * - Memory calls need a current context on the calling thread
+ *   (CUDA_ERROR_INVALID_CONTEXT otherwise).
+ *
+ * Environment: FAKE_CUDA_DEVICES (default 1; 0 makes cuInit fail with
+ * CUDA_ERROR_NO_DEVICE), FAKE_CUDA_FAIL=<entry point>:<CUresult> makes that
+ * entry point fail. -DFAKE_CUDA_NO_VMM leaves out cuMemCreate (an old
+ * driver).
+ */
+#include <cuda.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GRANULARITY (64u << 10)
+#define MAX_RANGES 256
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int initialised;
+static int primary_refs[8];
+static __thread CUcontext current;
+
+struct handle {
+	int fd;
+	size_t size;
+};
+
+/* Reserved ranges, mapped ranges, cuMemAlloc'd ranges, host registrations. */
+enum kind { FREE = 0, RESERVED, MAPPED, ALLOCATED, REGISTERED };
+
+static struct range {
+	enum kind kind;
+	uintptr_t base;
+	size_t len;
+	int fd; /* MAPPED, ALLOCATED */
+} ranges[MAX_RANGES];
+
+static CUresult injected(const char *fn)
+{
+	const char *f = getenv("FAKE_CUDA_FAIL");
+	size_t n = strlen(fn);
+	if (f && strncmp(f, fn, n) == 0 && f[n] == ':')
+		return (CUresult)atoi(f + n + 1);
+	return CUDA_SUCCESS;
+}
+
+static int devices(void)
+{
+	const char *d = getenv("FAKE_CUDA_DEVICES");
+	return d ? atoi(d) : 1;
+}
+
+#define ENTER(name)                                        \
+	do {                                               \
+		CUresult inj_ = injected(name);            \
+		if (inj_ != CUDA_SUCCESS)                  \
+			return inj_;                       \
+		if (!initialised)                          \
+			return CUDA_ERROR_NOT_INITIALIZED; \
+	} while (0)
+
+#define ENTER_CTX(name)                                    \
+	do {                                               \
+		ENTER(name);                               \
+		if (!current)                              \
+			return CUDA_ERROR_INVALID_CONTEXT; \
+	} while (0)
+
+/* The range of kind k holding [addr, addr + len) (at least the byte at addr). */
+static struct range *find(enum kind k, uintptr_t addr, size_t len)
+{
+	int i;
+	for (i = 0; i < MAX_RANGES; i++) {
+		struct range *r = &ranges[i];
+		if (r->kind == k && addr >= r->base && addr - r->base < r->len &&
+		    len <= r->len - (addr - r->base))
+			return r;
+	}
+	return NULL;
+}
+
+static struct range *add(enum kind k, uintptr_t base, size_t len, int fd)
+{
+	int i;
+	for (i = 0; i < MAX_RANGES; i++) {
+		if (ranges[i].kind == FREE) {
+			ranges[i] = (struct range){ k, base, len, fd };
+			return &ranges[i];
+		}
+	}
+	return NULL;
+}
+
+static int is_our_memfd(int fd)
+{
+	char link[64], target[128];
+	ssize_t n;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = 0;
+	return strncmp(target, "/memfd:fake-cuda ", 17) == 0;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+	switch (error) {
+	case CUDA_SUCCESS: *pStr = "CUDA_SUCCESS"; break;
+	case CUDA_ERROR_INVALID_VALUE: *pStr = "CUDA_ERROR_INVALID_VALUE"; break;
+	case CUDA_ERROR_OUT_OF_MEMORY: *pStr = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+	case CUDA_ERROR_NOT_INITIALIZED: *pStr = "CUDA_ERROR_NOT_INITIALIZED"; break;
+	case CUDA_ERROR_NO_DEVICE: *pStr = "CUDA_ERROR_NO_DEVICE"; break;
+	case CUDA_ERROR_INVALID_DEVICE: *pStr = "CUDA_ERROR_INVALID_DEVICE"; break;
+	case CUDA_ERROR_INVALID_CONTEXT: *pStr = "CUDA_ERROR_INVALID_CONTEXT"; break;
+	case CUDA_ERROR_NOT_SUPPORTED: *pStr = "CUDA_ERROR_NOT_SUPPORTED"; break;
+	case CUDA_ERROR_NOT_PERMITTED: *pStr = "CUDA_ERROR_NOT_PERMITTED"; break;
+	case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED:
+		*pStr = "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED";
+		break;
+	default: *pStr = NULL; return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned int Flags)
+{
+	CUresult r = injected("cuInit");
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (Flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (devices() <= 0)
+		return CUDA_ERROR_NO_DEVICE;
+	initialised = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+	ENTER("cuDeviceGet");
+	if (ordinal < 0 || ordinal >= devices() || ordinal >= 8)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+/* A context is the address of the device's slot: never NULL. */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	ENTER("cuDevicePrimaryCtxRetain");
+	if (dev < 0 || dev >= devices() || dev >= 8)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	primary_refs[dev]++;
+	pthread_mutex_unlock(&lock);
+	*pctx = (CUcontext)&primary_refs[dev];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	ENTER("cuDevicePrimaryCtxRelease");
+	if (dev < 0 || dev >= 8 || primary_refs[dev] == 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	primary_refs[dev]--;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	ENTER("cuCtxSetCurrent");
+	if (ctx && (ctx < (CUcontext)&primary_refs[0] || ctx > (CUcontext)&primary_refs[7] ||
+		    *(int *)ctx == 0))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	current = ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+				       CUmemAllocationGranularity_flags option)
+{
+	ENTER("cuMemGetAllocationGranularity");
+	if (!granularity || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+	     option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+		return CUDA_ERROR_INVALID_VALUE;
+	*granularity = GRANULARITY;
+	return CUDA_SUCCESS;
+}
+
+static int new_memfd(size_t size)
+{
+	int fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)size) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+#ifndef FAKE_CUDA_NO_VMM
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+		     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct handle *h;
+	ENTER_CTX("cuMemCreate");
+	if (!handle || !prop || flags || size == 0 || size % GRANULARITY ||
+	    prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
+	    prop->location.id >= devices())
+		return CUDA_ERROR_INVALID_VALUE;
+	if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	h = malloc(sizeof(*h));
+	if (!h)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	h->size = size;
+	h->fd = new_memfd(size);
+	if (h->fd < 0) {
+		free(h);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+	return CUDA_SUCCESS;
+}
+#endif
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	struct handle *h = (struct handle *)(uintptr_t)handle;
+	ENTER_CTX("cuMemRelease");
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	close(h->fd);
+	free(h);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+			     unsigned long long flags)
+{
+	void *p;
+	uintptr_t a, start;
+	size_t total;
+	ENTER_CTX("cuMemAddressReserve");
+	if (!ptr || size == 0 || size % GRANULARITY || addr || flags ||
+	    (alignment & (alignment - 1)))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (alignment < GRANULARITY)
+		alignment = GRANULARITY;
+	total = size + alignment;
+	p = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	start = (uintptr_t)p;
+	a = (start + alignment - 1) & ~(uintptr_t)(alignment - 1);
+	if (a > start)
+		munmap(p, a - start);
+	if (start + total > a + size)
+		munmap((void *)(a + size), start + total - (a + size));
+	pthread_mutex_lock(&lock);
+	if (!add(RESERVED, a, size, -1)) {
+		pthread_mutex_unlock(&lock);
+		munmap((void *)a, size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&lock);
+	*ptr = (CUdeviceptr)a;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	struct range *r;
+	ENTER_CTX("cuMemAddressFree");
+	pthread_mutex_lock(&lock);
+	r = find(RESERVED, (uintptr_t)ptr, size);
+	if (!r || r->base != (uintptr_t)ptr || r->len != size ||
+	    find(MAPPED, (uintptr_t)ptr, 0)) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	r->kind = FREE;
+	pthread_mutex_unlock(&lock);
+	munmap((void *)(uintptr_t)ptr, size);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+		  unsigned long long flags)
+{
+	struct handle *h = (struct handle *)(uintptr_t)handle;
+	void *p;
+	int fd;
+	ENTER_CTX("cuMemMap");
+	if (!h || offset || flags || size == 0 || size % GRANULARITY || size > h->size)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	if (!find(RESERVED, (uintptr_t)ptr, size) || find(MAPPED, (uintptr_t)ptr, 0)) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+	p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0);
+	if (fd < 0 || p == MAP_FAILED || !add(MAPPED, (uintptr_t)ptr, size, fd)) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	struct range *r;
+	ENTER_CTX("cuMemUnmap");
+	pthread_mutex_lock(&lock);
+	r = find(MAPPED, (uintptr_t)ptr, size);
+	if (!r || r->base != (uintptr_t)ptr || r->len != size) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	close(r->fd);
+	r->kind = FREE;
+	/* Back to a bare reservation. */
+	mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	int ok;
+	ENTER_CTX("cuMemSetAccess");
+	if (!desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    desc->location.id < 0 || desc->location.id >= devices())
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	ok = find(MAPPED, (uintptr_t)ptr, size) != NULL;
+	pthread_mutex_unlock(&lock);
+	if (!ok)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mprotect((void *)(uintptr_t)ptr, size,
+		     desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE :
+		     desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READ      ? PROT_READ :
+									PROT_NONE) != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+				      CUmemAllocationHandleType handleType,
+				      unsigned long long flags)
+{
+	struct handle *h = (struct handle *)(uintptr_t)handle;
+	int fd;
+	ENTER_CTX("cuMemExportToShareableHandle");
+	if (!h || !shareableHandle || flags ||
+	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*(int *)shareableHandle = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+					CUmemAllocationHandleType shHandleType)
+{
+	int fd = (int)(intptr_t)osHandle;
+	struct handle *h;
+	struct stat st;
+	ENTER_CTX("cuMemImportFromShareableHandle");
+	if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+	    !is_our_memfd(fd) || fstat(fd, &st) != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	h = malloc(sizeof(*h));
+	if (!h)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	h->size = (size_t)st.st_size;
+	if (h->fd < 0) {
+		free(h);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+	size_t len = (bytesize + 4095) & ~(size_t)4095;
+	void *p;
+	int fd;
+	ENTER_CTX("cuMemAlloc");
+	if (!dptr || bytesize == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = new_memfd(len);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	pthread_mutex_lock(&lock);
+	if (p == MAP_FAILED || !add(ALLOCATED, (uintptr_t)p, bytesize, fd)) {
+		pthread_mutex_unlock(&lock);
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&lock);
+	*dptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr dptr)
+{
+	struct range *r;
+	ENTER_CTX("cuMemFree");
+	pthread_mutex_lock(&lock);
+	r = find(ALLOCATED, (uintptr_t)dptr, 0);
+	if (!r || r->base != (uintptr_t)dptr) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	munmap((void *)r->base, (r->len + 4095) & ~(size_t)4095);
+	close(r->fd);
+	r->kind = FREE;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	struct range *r;
+	ENTER_CTX("cuMemGetAddressRange");
+	pthread_mutex_lock(&lock);
+	r = find(ALLOCATED, (uintptr_t)dptr, 1);
+	if (!r)
+		r = find(MAPPED, (uintptr_t)dptr, 1);
+	pthread_mutex_unlock(&lock);
+	if (!r)
+		return CUDA_ERROR_NOT_FOUND;
+	if (pbase)
+		*pbase = (CUdeviceptr)r->base;
+	if (psize)
+		*psize = r->len;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+				       CUmemRangeHandleType handleType, unsigned long long flags)
+{
+	struct range *r;
+	int fd;
+	ENTER_CTX("cuMemGetHandleForAddressRange");
+	if (!handle || handleType != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || flags ||
+	    (dptr | size) % 4096)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	r = find(ALLOCATED, (uintptr_t)dptr, 0);
+	if (!r)
+		r = find(MAPPED, (uintptr_t)dptr, 0);
+	/* The double's limit: a DMA-BUF of a whole allocation only. */
+	if (!r || r->base != (uintptr_t)dptr || size > ((r->len + 4095) & ~(size_t)4095)) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_unlock(&lock);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*(int *)handle = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+	uintptr_t a = (uintptr_t)p;
+	int i;
+	ENTER_CTX("cuMemHostRegister");
+	if (!p || bytesize == 0 ||
+	    (Flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+				 CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < MAX_RANGES; i++) {
+		struct range *r = &ranges[i];
+		if (r->kind == REGISTERED && a < r->base + r->len && r->base < a + bytesize) {
+			pthread_mutex_unlock(&lock);
+			return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+		}
+	}
+	if (!add(REGISTERED, a, bytesize, -1)) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+	struct range *r;
+	ENTER_CTX("cuMemHostUnregister");
+	pthread_mutex_lock(&lock);
+	r = find(REGISTERED, (uintptr_t)p, 0);
+	if (!r || r->base != (uintptr_t)p) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	}
+	r->kind = FREE;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+	int ok;
+	ENTER_CTX("cuMemHostGetDevicePointer");
+	if (!pdptr || Flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	ok = find(REGISTERED, (uintptr_t)p, 1) != NULL;
+	pthread_mutex_unlock(&lock);
+	if (!ok)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+/* Test hooks for the C test program: the number of live ranges of a kind
+ * (leak checks), not part of the driver API. */
+int fake_cuda_live(int kind)
+{
+	int i, n = 0;
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < MAX_RANGES; i++)
+		n += ranges[i].kind == (enum kind)kind;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
