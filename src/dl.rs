@@ -60,3 +60,33 @@ fn dlerror() -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Declares a table of a library's entry points that all return `$ret`,
+/// and its `resolve`, which looks every one up by its symbol and names the
+/// first one missing.
+macro_rules! entry_points {
+    ($(#[$doc:meta])* $vis:vis struct $name:ident -> $ret:ty {
+        $($field:ident = $sym:literal : fn($($arg:ty),*);)*
+    }) => {
+        $(#[$doc])*
+        $vis struct $name {
+            $(pub $field: unsafe extern "C" fn($($arg),*) -> $ret,)*
+        }
+
+        impl $name {
+            pub fn resolve(lib: &$crate::dl::Library) -> std::result::Result<$name, &'static str> {
+                $(
+                    let p = lib.symbol($sym).ok_or($sym)?;
+                    // SAFETY: the symbol has the prototype this table
+                    // declares (checked against the vendor's header by a
+                    // test).
+                    let $field = unsafe {
+                        std::mem::transmute::<*mut std::ffi::c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p)
+                    };
+                )*
+                Ok($name { $($field,)* })
+            }
+        }
+    };
+}
+pub(crate) use entry_points;

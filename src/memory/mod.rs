@@ -3,11 +3,12 @@
 //! by every backend, and the choice of backend for a context.
 //!
 //! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`), `cuda` (the CUDA
-//! driver, opened at run time), `user` (the application's `struct
+//! driver) and `ze` (Level Zero), both opened at run time, `user` (the application's `struct
 //! fi_xpu_mem_ops`). Other ifaces without callbacks report `FI_ENOSYS`.
 mod cuda;
 mod system;
 mod user;
+mod ze;
 
 use crate::error::{Error, Result};
 use crate::warn;
@@ -92,6 +93,7 @@ impl Memory {
             (Some(ops), _) => Box::new(ops),
             (None, FI_HMEM_SYSTEM) => Box::new(system::System::default()),
             (None, FI_HMEM_CUDA) => Box::new(cuda::Cuda::open(device)?),
+            (None, FI_HMEM_ZE) => Box::new(ze::Ze::open(device)?),
             (None, _) => {
                 warn!(
                     "fi_xpu_ctx_open: no built-in memory backend for iface {} (device {device}) yet; supply struct fi_xpu_mem_ops",

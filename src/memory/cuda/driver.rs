@@ -4,7 +4,7 @@
 //! `cuda.h` by `layout_matches_cuda_h` below), and the mapping of `CUresult`
 //! to libfabric error numbers.
 #![allow(non_camel_case_types, non_snake_case)]
-use crate::dl::Library;
+use crate::dl::{entry_points, Library};
 use crate::error::{Error, Result};
 use fi_xpu_abi::errno::*;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
@@ -78,78 +78,80 @@ pub struct CUmemAccessDesc {
 /// The soname the backend opens; the dynamic linker's search finds it.
 pub const LIBRARY: &str = "libcuda.so.1";
 
-macro_rules! driver_api {
-    ($($field:ident = $sym:literal : fn($($arg:ty),*);)*) => {
-        /// Entry points of the driver, by the symbol `cuda.h` binds each
-        /// name to (`cuMemAlloc` is `cuMemAlloc_v2`, ...).
-        pub struct Driver {
-            _lib: Library,
-            $(pub $field: unsafe extern "C" fn($($arg),*) -> CUresult,)*
-            get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
-        }
-
-        impl Driver {
-            fn load(lib: Library) -> std::result::Result<Driver, (Error, String)> {
-                $(
-                    let Some(p) = lib.symbol($sym) else {
-                        return Err((
-                            Error::NOSYS,
-                            format!("{LIBRARY} has no {} (a driver older than CUDA 12?)", $sym),
-                        ));
-                    };
-                    // SAFETY: the symbol has the prototype cuda.h gives it.
-                    let $field = unsafe {
-                        std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> CUresult>(p)
-                    };
-                )*
-                let get_error_name = lib.symbol("cuGetErrorName").map(|p| {
-                    // SAFETY: as above.
-                    unsafe {
-                        std::mem::transmute::<
-                            *mut c_void,
-                            unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult,
-                        >(p)
-                    }
-                });
-                Ok(Driver { _lib: lib, $($field,)* get_error_name })
-            }
-        }
-    };
+entry_points! {
+    /// Entry points of the driver, by the symbol `cuda.h` binds each name
+    /// to (`cuMemHostRegister` is `cuMemHostRegister_v2`, ...).
+    pub struct Api -> CUresult {
+        init = "cuInit": fn(c_uint);
+        device_get = "cuDeviceGet": fn(*mut CUdevice, c_int);
+        primary_ctx_retain = "cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
+        primary_ctx_release = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
+        ctx_set_current = "cuCtxSetCurrent": fn(CUcontext);
+        mem_get_allocation_granularity = "cuMemGetAllocationGranularity":
+            fn(*mut usize, *const CUmemAllocationProp, c_int);
+        mem_create = "cuMemCreate":
+            fn(*mut CUmemGenericAllocationHandle, usize, *const CUmemAllocationProp, c_ulonglong);
+        mem_release = "cuMemRelease": fn(CUmemGenericAllocationHandle);
+        mem_address_reserve = "cuMemAddressReserve":
+            fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, c_ulonglong);
+        mem_address_free = "cuMemAddressFree": fn(CUdeviceptr, usize);
+        mem_map = "cuMemMap":
+            fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, c_ulonglong);
+        mem_unmap = "cuMemUnmap": fn(CUdeviceptr, usize);
+        mem_set_access = "cuMemSetAccess": fn(CUdeviceptr, usize, *const CUmemAccessDesc, usize);
+        mem_export_to_shareable_handle = "cuMemExportToShareableHandle":
+            fn(*mut c_void, CUmemGenericAllocationHandle, c_int, c_ulonglong);
+        mem_import_from_shareable_handle = "cuMemImportFromShareableHandle":
+            fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_int);
+        mem_get_handle_for_address_range = "cuMemGetHandleForAddressRange":
+            fn(*mut c_void, CUdeviceptr, usize, c_int, c_ulonglong);
+        mem_get_address_range = "cuMemGetAddressRange_v2":
+            fn(*mut CUdeviceptr, *mut usize, CUdeviceptr);
+        mem_host_register = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
+        mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
+        mem_host_get_device_pointer = "cuMemHostGetDevicePointer_v2":
+            fn(*mut CUdeviceptr, *mut c_void, c_uint);
+    }
 }
 
-driver_api! {
-    init = "cuInit": fn(c_uint);
-    device_get = "cuDeviceGet": fn(*mut CUdevice, c_int);
-    primary_ctx_retain = "cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
-    primary_ctx_release = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
-    ctx_set_current = "cuCtxSetCurrent": fn(CUcontext);
-    mem_get_allocation_granularity = "cuMemGetAllocationGranularity":
-        fn(*mut usize, *const CUmemAllocationProp, c_int);
-    mem_create = "cuMemCreate":
-        fn(*mut CUmemGenericAllocationHandle, usize, *const CUmemAllocationProp, c_ulonglong);
-    mem_release = "cuMemRelease": fn(CUmemGenericAllocationHandle);
-    mem_address_reserve = "cuMemAddressReserve":
-        fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, c_ulonglong);
-    mem_address_free = "cuMemAddressFree": fn(CUdeviceptr, usize);
-    mem_map = "cuMemMap":
-        fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, c_ulonglong);
-    mem_unmap = "cuMemUnmap": fn(CUdeviceptr, usize);
-    mem_set_access = "cuMemSetAccess": fn(CUdeviceptr, usize, *const CUmemAccessDesc, usize);
-    mem_export_to_shareable_handle = "cuMemExportToShareableHandle":
-        fn(*mut c_void, CUmemGenericAllocationHandle, c_int, c_ulonglong);
-    mem_import_from_shareable_handle = "cuMemImportFromShareableHandle":
-        fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_int);
-    mem_get_handle_for_address_range = "cuMemGetHandleForAddressRange":
-        fn(*mut c_void, CUdeviceptr, usize, c_int, c_ulonglong);
-    mem_get_address_range = "cuMemGetAddressRange_v2":
-        fn(*mut CUdeviceptr, *mut usize, CUdeviceptr);
-    mem_host_register = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
-    mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
-    mem_host_get_device_pointer = "cuMemHostGetDevicePointer_v2":
-        fn(*mut CUdeviceptr, *mut c_void, c_uint);
+/// The loaded driver: its entry points, and `cuGetErrorName` when present.
+pub struct Driver {
+    api: Api,
+    get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+    _lib: Library,
+}
+
+impl std::ops::Deref for Driver {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
 }
 
 impl Driver {
+    fn load(lib: Library) -> std::result::Result<Driver, (Error, String)> {
+        let api = Api::resolve(&lib).map_err(|sym| {
+            (
+                Error::NOSYS,
+                format!("{LIBRARY} has no {sym} (a driver older than CUDA 12?)"),
+            )
+        })?;
+        let get_error_name = lib.symbol("cuGetErrorName").map(|p| {
+            // SAFETY: cuGetErrorName has this prototype in cuda.h.
+            unsafe {
+                std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult,
+                >(p)
+            }
+        });
+        Ok(Driver {
+            api,
+            get_error_name,
+            _lib: lib,
+        })
+    }
+
     /// The process's driver: opened and initialised (`cuInit`) once. The
     /// error says what is missing; the caller logs it.
     pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {

@@ -1,23 +1,24 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * The built-in FI_HMEM_CUDA memory backend, driven through the public API
- * as an application would, over whatever libcuda.so.1 the dynamic linker
- * finds (the tests put the driver test double first on LD_LIBRARY_PATH).
+ * The built-in vendor memory backends (FI_HMEM_CUDA, FI_HMEM_ZE), driven
+ * through the public API as an application would, over whatever driver
+ * library the dynamic linker finds (the tests put a driver test double
+ * first on LD_LIBRARY_PATH). IFACE is "cuda" or "ze".
  *
- *   cuda_memory ops [device]
- *       Opens a CUDA context on the "test" provider and tries each memory
+ *   vendor_memory IFACE ops [device]
+ *       Opens a context of IFACE on the "test" provider and tries each memory
  *       operation once; prints one line "open=R alloc=R dmabuf=R host=R
  *       import=R reimport=R thread=R live=N", R being each call's return value
  *       (after an open that fails, the rest is not tried) and N the
  *       double's ranges left live once the context is closed (-1 without
  *       the double); thread= is an allocation and free from another thread
  *       (the driver's current context is per thread).
- *   cuda_memory share
+ *   vendor_memory IFACE share
  *       Two processes: device memory allocated with FI_XPU_ALLOC_DMABUF in
  *       one, its fd passed over SCM_RIGHTS and imported in the other, which
  *       reads and writes it; then the same fd imported into an
  *       FI_HMEM_SYSTEM context, registered with the shm provider, and
- *       written by the peer with fi_xpu_write. Prints "cuda_memory share: ok".
+ *       written by the peer with fi_xpu_write. Prints "vendor_memory share: ok".
  */
 #include "shm_common.h"
 
@@ -40,25 +41,33 @@ static struct fid_xpu_domain *test_domain(void)
 	return dom;
 }
 
-static int cuda_ctx(struct fid_xpu_domain *dom, uint64_t device, struct fid_xpu_host_ctx **ctx)
+static int ze; /* the iface is FI_HMEM_ZE, not FI_HMEM_CUDA */
+
+static int vendor_ctx(struct fid_xpu_domain *dom, uint64_t device, struct fid_xpu_host_ctx **ctx)
 {
-	struct fi_xpu_ctx_open_attr a = { .iface = FI_HMEM_CUDA, .device = device, .ops = NULL };
+	struct fi_xpu_ctx_open_attr a = { .iface = ze ? FI_HMEM_ZE : FI_HMEM_CUDA,
+					  .device = device, .ops = NULL };
 	return fi_xpu_ctx_open(dom, &a, ctx, NULL);
 }
 
-/* Ranges the driver double holds (-1 with another driver). */
+/* What the driver double holds (-1 with another driver): the CUDA
+ * double's address ranges, the ZE double's allocations and contexts. */
 static int live(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	int (*f)(int);
+	void *h = dlopen(ze ? "libze_loader.so.1" : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	int n = 0, k;
 	if (!h)
 		return -1;
-	f = (int (*)(int))(uintptr_t)dlsym(h, "fake_cuda_live");
-	if (!f)
-		n = -1;
-	for (k = 1; f && k <= 4; k++)
-		n += f(k);
+	if (ze) {
+		int (*f)(void) = (int (*)(void))(uintptr_t)dlsym(h, "fake_ze_live");
+		n = f ? f() : -1;
+	} else {
+		int (*f)(int) = (int (*)(int))(uintptr_t)dlsym(h, "fake_cuda_live");
+		if (!f)
+			n = -1;
+		for (k = 1; f && k <= 4; k++)
+			n += f(k);
+	}
 	dlclose(h);
 	return n;
 }
@@ -84,7 +93,7 @@ static int ops(uint64_t device)
 	void *a = NULL, *d = NULL, *h = NULL, *imp = NULL, *re = NULL;
 	static char host[3 * 4096];
 
-	r = cuda_ctx(dom, device, &ctx);
+	r = vendor_ctx(dom, device, &ctx);
 	printf("open=%d", r);
 	if (r) {
 		printf("\n");
@@ -186,7 +195,7 @@ static int share(void)
 	open_world(&W, FI_CQ_FORMAT_TAGGED);
 	sock = W.rank == 0 ? W.socks[1] : W.sock;
 	tdom = test_domain();
-	REQUIRE(cuda_ctx(tdom, 0, &cctx), 0);
+	REQUIRE(vendor_ctx(tdom, 0, &cctx), 0);
 
 	/* Device memory of rank 0, shared with rank 1 as a CUDA handle fd. */
 	if (W.rank == 0) {
@@ -269,16 +278,19 @@ static int share(void)
 	EXPECT(fi_xpu_close(&cctx->fid), 0);
 	EXPECT(fi_xpu_close(&tdom->fid), 0);
 	close_world(&W);
-	return finish(&W, "cuda_memory share");
+	return finish(&W, "vendor_memory share");
 }
 
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (argc >= 2 && strcmp(argv[1], "ops") == 0)
-		return ops(argc > 2 ? strtoull(argv[2], NULL, 0) : 0) || failures;
-	if (argc >= 2 && strcmp(argv[1], "share") == 0)
-		return share();
-	fprintf(stderr, "usage: cuda_memory ops [device] | share\n");
+	if (argc >= 3 && (strcmp(argv[1], "cuda") == 0 || strcmp(argv[1], "ze") == 0)) {
+		ze = strcmp(argv[1], "ze") == 0;
+		if (strcmp(argv[2], "ops") == 0)
+			return ops(argc > 3 ? strtoull(argv[3], NULL, 0) : 0) || failures;
+		if (strcmp(argv[2], "share") == 0)
+			return share();
+	}
+	fprintf(stderr, "usage: vendor_memory cuda|ze ops [device] | share\n");
 	return 2;
 }

@@ -1,0 +1,410 @@
+//! The subset of the Level Zero API (`libze_loader.so.1`) the ZE memory
+//! backend calls, resolved at run time: types, constants and entry points
+//! as `ze_api.h` declares them (checked against it by
+//! `layout_matches_ze_api_h` below), and the mapping of `ze_result_t` to
+//! libfabric error numbers.
+#![allow(non_camel_case_types, non_snake_case)]
+use crate::dl::{entry_points, Library};
+use crate::error::{Error, Result};
+use fi_xpu_abi::errno::*;
+use std::ffi::{c_int, c_void};
+use std::path::Path;
+use std::sync::OnceLock;
+
+pub type ze_result_t = u32;
+pub type Handle = *mut c_void;
+
+pub const ZE_RESULT_SUCCESS: ze_result_t = 0;
+pub const ZE_RESULT_ERROR_DEVICE_LOST: ze_result_t = 0x7000_0001;
+pub const ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY: ze_result_t = 0x7000_0002;
+pub const ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY: ze_result_t = 0x7000_0003;
+pub const ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS: ze_result_t = 0x7001_0000;
+pub const ZE_RESULT_ERROR_UNINITIALIZED: ze_result_t = 0x7800_0001;
+pub const ZE_RESULT_ERROR_UNSUPPORTED_VERSION: ze_result_t = 0x7800_0002;
+pub const ZE_RESULT_ERROR_UNSUPPORTED_FEATURE: ze_result_t = 0x7800_0003;
+pub const ZE_RESULT_ERROR_INVALID_ARGUMENT: ze_result_t = 0x7800_0004;
+pub const ZE_RESULT_ERROR_INVALID_NULL_HANDLE: ze_result_t = 0x7800_0005;
+pub const ZE_RESULT_ERROR_INVALID_NULL_POINTER: ze_result_t = 0x7800_0007;
+pub const ZE_RESULT_ERROR_INVALID_SIZE: ze_result_t = 0x7800_0008;
+pub const ZE_RESULT_ERROR_UNSUPPORTED_SIZE: ze_result_t = 0x7800_0009;
+pub const ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT: ze_result_t = 0x7800_000a;
+
+pub const ZE_INIT_FLAG_GPU_ONLY: u32 = 1;
+pub const ZE_STRUCTURE_TYPE_CONTEXT_DESC: u32 = 0xd;
+pub const ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC: u32 = 0x15;
+pub const ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC: u32 = 0x16;
+pub const ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES: u32 = 0x17;
+pub const ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC: u32 = 0x18;
+pub const ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD: u32 = 0x19;
+pub const ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD: u32 = 0x1a;
+pub const ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF: u32 = 1 << 1;
+
+#[repr(C)]
+pub struct ze_context_desc_t {
+    pub stype: u32,
+    pub pNext: *const c_void,
+    pub flags: u32,
+}
+
+#[repr(C)]
+pub struct ze_device_mem_alloc_desc_t {
+    pub stype: u32,
+    pub pNext: *const c_void,
+    pub flags: u32,
+    pub ordinal: u32,
+}
+
+#[repr(C)]
+pub struct ze_host_mem_alloc_desc_t {
+    pub stype: u32,
+    pub pNext: *const c_void,
+    pub flags: u32,
+}
+
+#[repr(C)]
+pub struct ze_memory_allocation_properties_t {
+    pub stype: u32,
+    pub pNext: *mut c_void,
+    pub type_: u32,
+    pub id: u64,
+    pub pageSize: u64,
+}
+
+/// `ze_external_memory_export_desc_t`.
+#[repr(C)]
+pub struct ze_external_memory_export_desc_t {
+    pub stype: u32,
+    pub pNext: *const c_void,
+    pub flags: u32,
+}
+
+/// `ze_external_memory_import_fd_t` and `ze_external_memory_export_fd_t`
+/// (one layout).
+#[repr(C)]
+pub struct ze_external_memory_fd_t {
+    pub stype: u32,
+    pub pNext: *const c_void,
+    pub flags: u32,
+    pub fd: c_int,
+}
+
+/// The soname the backend opens.
+pub const LIBRARY: &str = "libze_loader.so.1";
+
+entry_points! {
+    /// Entry points of the loader.
+    pub struct Api -> ze_result_t {
+        init = "zeInit": fn(u32);
+        driver_get = "zeDriverGet": fn(*mut u32, *mut Handle);
+        device_get = "zeDeviceGet": fn(Handle, *mut u32, *mut Handle);
+        context_create = "zeContextCreate": fn(Handle, *const ze_context_desc_t, *mut Handle);
+        context_destroy = "zeContextDestroy": fn(Handle);
+        mem_alloc_device = "zeMemAllocDevice":
+            fn(Handle, *const ze_device_mem_alloc_desc_t, usize, usize, Handle, *mut *mut c_void);
+        mem_alloc_host = "zeMemAllocHost":
+            fn(Handle, *const ze_host_mem_alloc_desc_t, usize, usize, *mut *mut c_void);
+        mem_free = "zeMemFree": fn(Handle, *mut c_void);
+        mem_get_alloc_properties = "zeMemGetAllocProperties":
+            fn(Handle, *const c_void, *mut ze_memory_allocation_properties_t, *mut Handle);
+        mem_get_address_range = "zeMemGetAddressRange":
+            fn(Handle, *const c_void, *mut *mut c_void, *mut usize);
+    }
+}
+
+pub struct Driver {
+    api: Api,
+    _lib: Library,
+}
+
+impl std::ops::Deref for Driver {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
+impl Driver {
+    /// The process's loader, opened and initialised (`zeInit`) once.
+    pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
+        static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
+        DRIVER
+            .get_or_init(|| {
+                let lib = Library::open(Path::new(LIBRARY)).map_err(|e| {
+                    (
+                        Error(FI_ENODEV),
+                        format!("no Level Zero loader: {LIBRARY}: {e}"),
+                    )
+                })?;
+                let api = Api::resolve(&lib)
+                    .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
+                // SAFETY: zeInit takes flags.
+                let r = unsafe { (api.init)(ZE_INIT_FLAG_GPU_ONLY) };
+                if r != ZE_RESULT_SUCCESS {
+                    return Err((
+                        error(r),
+                        format!("zeInit failed: {} (no GPU driver?)", name(r)),
+                    ));
+                }
+                Ok(Driver { api, _lib: lib })
+            })
+            .as_ref()
+            .map_err(|e| e.clone())
+    }
+
+    pub fn check(&self, what: &str, r: ze_result_t) -> Result<()> {
+        if r == ZE_RESULT_SUCCESS {
+            return Ok(());
+        }
+        crate::warn!("ze: {what} failed: {}", name(r));
+        Err(error(r))
+    }
+}
+
+/// `ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (0x70000003)`, or the number alone.
+pub fn name(r: ze_result_t) -> String {
+    let n = match r {
+        ZE_RESULT_ERROR_DEVICE_LOST => "ZE_RESULT_ERROR_DEVICE_LOST",
+        ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY => "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
+        ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY => "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+        ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS => "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS",
+        ZE_RESULT_ERROR_UNINITIALIZED => "ZE_RESULT_ERROR_UNINITIALIZED",
+        ZE_RESULT_ERROR_UNSUPPORTED_VERSION => "ZE_RESULT_ERROR_UNSUPPORTED_VERSION",
+        ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE",
+        ZE_RESULT_ERROR_INVALID_ARGUMENT => "ZE_RESULT_ERROR_INVALID_ARGUMENT",
+        ZE_RESULT_ERROR_INVALID_NULL_HANDLE => "ZE_RESULT_ERROR_INVALID_NULL_HANDLE",
+        ZE_RESULT_ERROR_INVALID_NULL_POINTER => "ZE_RESULT_ERROR_INVALID_NULL_POINTER",
+        ZE_RESULT_ERROR_INVALID_SIZE => "ZE_RESULT_ERROR_INVALID_SIZE",
+        ZE_RESULT_ERROR_UNSUPPORTED_SIZE => "ZE_RESULT_ERROR_UNSUPPORTED_SIZE",
+        ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT => "ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT",
+        _ => return format!("ze_result_t {r:#x}"),
+    };
+    format!("{n} ({r:#x})")
+}
+
+/// The libfabric error for a Level Zero error.
+pub fn error(r: ze_result_t) -> Error {
+    Error(match r {
+        ZE_RESULT_ERROR_INVALID_ARGUMENT
+        | ZE_RESULT_ERROR_INVALID_NULL_HANDLE
+        | ZE_RESULT_ERROR_INVALID_NULL_POINTER
+        | ZE_RESULT_ERROR_INVALID_SIZE
+        | ZE_RESULT_ERROR_UNSUPPORTED_SIZE
+        | ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT => FI_EINVAL,
+        ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY | ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY => FI_ENOMEM,
+        ZE_RESULT_ERROR_UNINITIALIZED | ZE_RESULT_ERROR_DEVICE_LOST => FI_ENODEV,
+        ZE_RESULT_ERROR_UNSUPPORTED_VERSION => FI_ENOSYS,
+        ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => FI_EOPNOTSUPP,
+        ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS => FI_EPERM,
+        _ => FI_EIO,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use std::process::Command;
+
+    /// Every constant, layout and entry-point prototype above, as
+    /// `ze_api.h` (libze-dev) has it.
+    #[test]
+    fn layout_matches_ze_api_h() {
+        if !Path::new("/usr/include/level_zero/ze_api.h").is_file() {
+            eprintln!("skipped: no level_zero/ze_api.h (install libze-dev)");
+            return;
+        }
+        let consts: &[(&str, i64)] = &[
+            (
+                "ZE_RESULT_ERROR_DEVICE_LOST",
+                ZE_RESULT_ERROR_DEVICE_LOST as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
+                ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+                ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS",
+                ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_UNINITIALIZED",
+                ZE_RESULT_ERROR_UNINITIALIZED as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_UNSUPPORTED_VERSION",
+                ZE_RESULT_ERROR_UNSUPPORTED_VERSION as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE",
+                ZE_RESULT_ERROR_UNSUPPORTED_FEATURE as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_INVALID_ARGUMENT",
+                ZE_RESULT_ERROR_INVALID_ARGUMENT as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_INVALID_NULL_HANDLE",
+                ZE_RESULT_ERROR_INVALID_NULL_HANDLE as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_INVALID_NULL_POINTER",
+                ZE_RESULT_ERROR_INVALID_NULL_POINTER as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_INVALID_SIZE",
+                ZE_RESULT_ERROR_INVALID_SIZE as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_UNSUPPORTED_SIZE",
+                ZE_RESULT_ERROR_UNSUPPORTED_SIZE as i64,
+            ),
+            (
+                "ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT",
+                ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT as i64,
+            ),
+            ("ZE_INIT_FLAG_GPU_ONLY", ZE_INIT_FLAG_GPU_ONLY as i64),
+            (
+                "ZE_STRUCTURE_TYPE_CONTEXT_DESC",
+                ZE_STRUCTURE_TYPE_CONTEXT_DESC as i64,
+            ),
+            (
+                "ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC",
+                ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC as i64,
+            ),
+            (
+                "ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC",
+                ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC as i64,
+            ),
+            (
+                "ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES",
+                ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES as i64,
+            ),
+            (
+                "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC",
+                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC as i64,
+            ),
+            (
+                "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD",
+                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD as i64,
+            ),
+            (
+                "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD",
+                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD as i64,
+            ),
+            (
+                "ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF",
+                ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF as i64,
+            ),
+            ("sizeof(ze_result_t)", size_of::<ze_result_t>() as i64),
+            (
+                "sizeof(ze_context_desc_t)",
+                size_of::<ze_context_desc_t>() as i64,
+            ),
+            (
+                "offsetof(ze_context_desc_t, flags)",
+                offset_of!(ze_context_desc_t, flags) as i64,
+            ),
+            (
+                "sizeof(ze_device_mem_alloc_desc_t)",
+                size_of::<ze_device_mem_alloc_desc_t>() as i64,
+            ),
+            (
+                "offsetof(ze_device_mem_alloc_desc_t, ordinal)",
+                offset_of!(ze_device_mem_alloc_desc_t, ordinal) as i64,
+            ),
+            (
+                "sizeof(ze_host_mem_alloc_desc_t)",
+                size_of::<ze_host_mem_alloc_desc_t>() as i64,
+            ),
+            (
+                "sizeof(ze_memory_allocation_properties_t)",
+                size_of::<ze_memory_allocation_properties_t>() as i64,
+            ),
+            (
+                "offsetof(ze_memory_allocation_properties_t, id)",
+                offset_of!(ze_memory_allocation_properties_t, id) as i64,
+            ),
+            (
+                "offsetof(ze_memory_allocation_properties_t, pageSize)",
+                offset_of!(ze_memory_allocation_properties_t, pageSize) as i64,
+            ),
+            (
+                "sizeof(ze_external_memory_export_desc_t)",
+                size_of::<ze_external_memory_export_desc_t>() as i64,
+            ),
+            (
+                "offsetof(ze_external_memory_export_desc_t, flags)",
+                offset_of!(ze_external_memory_export_desc_t, flags) as i64,
+            ),
+            (
+                "sizeof(ze_external_memory_import_fd_t)",
+                size_of::<ze_external_memory_fd_t>() as i64,
+            ),
+            (
+                "offsetof(ze_external_memory_import_fd_t, fd)",
+                offset_of!(ze_external_memory_fd_t, fd) as i64,
+            ),
+            (
+                "sizeof(ze_external_memory_export_fd_t)",
+                size_of::<ze_external_memory_fd_t>() as i64,
+            ),
+            (
+                "offsetof(ze_external_memory_export_fd_t, fd)",
+                offset_of!(ze_external_memory_fd_t, fd) as i64,
+            ),
+        ];
+        let protos = r#"
+typedef void *H; typedef uint32_t U;
+#define P(fn, ...) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), ze_result_t (*)(__VA_ARGS__)), #fn)
+P(zeInit, ze_init_flags_t);
+P(zeDriverGet, U *, ze_driver_handle_t *);
+P(zeDeviceGet, ze_driver_handle_t, U *, ze_device_handle_t *);
+P(zeContextCreate, ze_driver_handle_t, const ze_context_desc_t *, ze_context_handle_t *);
+P(zeContextDestroy, ze_context_handle_t);
+P(zeMemAllocDevice, ze_context_handle_t, const ze_device_mem_alloc_desc_t *, size_t, size_t, ze_device_handle_t, void **);
+P(zeMemAllocHost, ze_context_handle_t, const ze_host_mem_alloc_desc_t *, size_t, size_t, void **);
+P(zeMemFree, ze_context_handle_t, void *);
+P(zeMemGetAllocProperties, ze_context_handle_t, const void *, ze_memory_allocation_properties_t *, ze_device_handle_t *);
+P(zeMemGetAddressRange, ze_context_handle_t, const void *, void **, size_t *);
+_Static_assert(sizeof(ze_driver_handle_t) == sizeof(H), "handles are pointers");
+_Static_assert(sizeof(ze_init_flags_t) == sizeof(U) && sizeof(ze_structure_type_t) == sizeof(U), "flags and stype are 32-bit");
+"#;
+        let mut src = String::from(
+            "#include <level_zero/ze_api.h>\n#include <stddef.h>\n#include <stdio.h>\n",
+        );
+        src += protos;
+        src += "int main(void) {\n";
+        for (expr, _) in consts {
+            src += &format!("    printf(\"%lld\\n\", (long long)({expr}));\n");
+        }
+        src += "    return 0;\n}\n";
+        let dir = std::env::temp_dir().join(format!("fi_xpu-ze-h-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = dir.join("check.c");
+        let exe = dir.join("check");
+        std::fs::write(&c, src).unwrap();
+        let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .arg(&c)
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "the declarations differ from ze_api.h:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let out = Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = String::from_utf8(out.stdout).unwrap();
+        for ((expr, want), got) in consts.iter().zip(text.lines()) {
+            assert_eq!(got.parse::<i64>().unwrap(), *want, "{expr}");
+        }
+        assert_eq!(text.lines().count(), consts.len());
+    }
+}

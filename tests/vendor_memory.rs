@@ -1,0 +1,373 @@
+//! The built-in vendor memory backends over test doubles of the drivers
+//! (tests/c/fake_cuda/libcuda.c built against the real <cuda.h> from the
+//! CUDA wheels, tests/c/fake_ze/libze_loader.c against libze-dev's
+//! <level_zero/ze_api.h>), found through LD_LIBRARY_PATH: the same
+//! dlopen-by-soname search a real driver is found by. Every memory
+//! operation, driver errors mapped to exact fi errors with one log line, a
+//! missing driver and a missing entry point, and device memory shared
+//! between processes and written by a peer through the shm provider.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The CUDA headers: $FI_XPU_CUDA_HOME/include, else the newest toolkit
+/// .ci/install-cuda put in the cache.
+fn cuda_include() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("FI_XPU_CUDA_HOME") {
+        return Some(PathBuf::from(d).join("include"));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+        .join("fi_xpu");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(cache)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("include/cuda.h").is_file())
+        .collect();
+    found.sort();
+    found.pop().map(|p| p.join("include"))
+}
+
+/// Builds a driver double from `src` into `dir/soname`.
+fn fake_driver(src: &str, soname: &str, dir: &Path, flags: &[String]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args([
+            "-std=c11", "-g", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+        ])
+        .arg("-D_GNU_SOURCE")
+        .arg(format!("-Wl,-soname,{soname}"))
+        .args(flags)
+        .arg(common::root().join(src))
+        .arg("-o")
+        .arg(dir.join(soname))
+        .arg("-lpthread")
+        .output()
+        .expect("run cc");
+    assert!(
+        o.status.success(),
+        "building {src} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    dir.to_path_buf()
+}
+
+struct Setup {
+    prog: PathBuf,
+    plugins: PathBuf,
+    dir: PathBuf,
+}
+
+fn setup() -> &'static Setup {
+    static S: OnceLock<Setup> = OnceLock::new();
+    S.get_or_init(|| {
+        let dir = common::scratch("vendor-memory");
+        let plugins = dir.join("plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        common::test_provider(
+            &plugins,
+            "libfi_xpu-test.so",
+            &["-DTP_IFACES=((1ULL << FI_HMEM_SYSTEM) | (1ULL << FI_HMEM_CUDA) | (1ULL << FI_HMEM_ZE))"],
+        );
+        let prog = dir.join("vendor_memory");
+        common::cc(
+            &[&common::root().join("tests/c/vendor_memory.c")],
+            &prog,
+            &["-ldl"],
+        );
+        std::fs::create_dir_all(dir.join("no-driver")).unwrap();
+        Setup { prog, plugins, dir }
+    })
+}
+
+/// Runs the program with the drivers found in `lib_dir`; returns stdout and
+/// the log lines (without pid, host and time).
+fn run(lib_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, Vec<String>) {
+    let s = setup();
+    let mut cmd = Command::new(&s.prog);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .env("FI_XPU_PROVIDER_PATH", &s.plugins)
+        .env("FI_XPU_LOG_LEVEL", "warn");
+    for v in [
+        "FAKE_CUDA_FAIL",
+        "FAKE_CUDA_DEVICES",
+        "FAKE_ZE_FAIL",
+        "FAKE_ZE_DEVICES",
+    ] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = common::run_ok(&mut cmd);
+    let logs = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter_map(common::log_body)
+        .collect();
+    (String::from_utf8_lossy(&o.stdout).trim().to_string(), logs)
+}
+
+fn has_line(logs: &[String], needle: &str) {
+    assert!(
+        logs.iter().any(|l| l.contains(needle)),
+        "no log line with '{needle}' in {logs:#?}"
+    );
+}
+
+/// Runs `ops` once per injected failure and checks the line and the log.
+fn check_errors(drv: &Path, iface: &str, var: &str, cases: &[(&str, &str, &str)]) {
+    for (fail, want, log) in cases {
+        let (out, logs) = run(drv, &[iface, "ops"], &[(var, fail)]);
+        assert_eq!(&out, want, "{var}={fail}: {logs:#?}");
+        has_line(&logs, log);
+    }
+}
+
+mod cuda {
+    use super::*;
+
+    fn driver() -> Option<&'static Path> {
+        static D: OnceLock<Option<PathBuf>> = OnceLock::new();
+        D.get_or_init(|| {
+            let Some(inc) = cuda_include() else {
+                eprintln!("skipped: no cuda.h (run .ci/install-cuda or set FI_XPU_CUDA_HOME)");
+                return None;
+            };
+            Some(fake_driver(
+                "tests/c/fake_cuda/libcuda.c",
+                "libcuda.so.1",
+                &setup().dir.join("cuda"),
+                &[format!("-I{}", inc.display())],
+            ))
+        })
+        .as_deref()
+    }
+
+    #[test]
+    fn every_operation_over_the_driver() {
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["cuda", "ops"], &[]);
+        assert_eq!(
+            out, "open=0 alloc=0 dmabuf=0 host=0 import=0 reimport=0 thread=0 live=0",
+            "{logs:#?}"
+        );
+        // The allocation left to the context's close is released, with a warning.
+        has_line(&logs, "still live; releasing them");
+    }
+
+    #[test]
+    fn no_driver_is_enodev_with_one_log_line() {
+        let (out, logs) = run(&setup().dir.join("no-driver"), &["cuda", "ops"], &[]);
+        assert_eq!(out, "open=-19");
+        let lines: Vec<_> = logs.iter().filter(|l| l.contains("CUDA")).collect();
+        assert_eq!(lines.len(), 1, "{logs:#?}");
+        assert!(
+            lines[0].contains("FI_HMEM_CUDA: no CUDA driver: libcuda.so.1: dlopen failed"),
+            "{logs:#?}"
+        );
+    }
+
+    #[test]
+    fn driver_without_an_entry_point_is_enosys() {
+        let Some(inc) = cuda_include() else { return };
+        let old = fake_driver(
+            "tests/c/fake_cuda/libcuda.c",
+            "libcuda.so.1",
+            &setup().dir.join("cuda-old"),
+            &[format!("-I{}", inc.display()), "-DFAKE_CUDA_NO_VMM".into()],
+        );
+        let (out, logs) = run(&old, &["cuda", "ops"], &[]);
+        assert_eq!(out, "open=-38");
+        has_line(&logs, "libcuda.so.1 has no cuMemCreate");
+    }
+
+    #[test]
+    fn no_device_and_bad_ordinal_are_enodev() {
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["cuda", "ops"], &[("FAKE_CUDA_DEVICES", "0")]);
+        assert_eq!(out, "open=-19");
+        has_line(&logs, "cuInit failed: CUDA_ERROR_NO_DEVICE (100)");
+        let (out, logs) = run(drv, &["cuda", "ops", "1"], &[]);
+        assert_eq!(out, "open=-19");
+        has_line(
+            &logs,
+            "cuDeviceGet(1) failed: CUDA_ERROR_INVALID_DEVICE (101)",
+        );
+        let (out, _) = run(drv, &["cuda", "ops", "0x100000000"], &[]);
+        assert_eq!(out, "open=-19");
+    }
+
+    /// Each driver error, injected into one entry point, reaches the caller
+    /// as the mapped fi error, logged, and leaves nothing behind in the driver.
+    #[test]
+    fn driver_errors_map_to_fi_errors() {
+        let Some(drv) = driver() else { return };
+        check_errors(
+            drv,
+            "cuda",
+            "FAKE_CUDA_FAIL",
+            &[
+                (
+                    "cuMemCreate:2",
+                    "open=0 alloc=-12 dmabuf=-12 host=0 import=0 reimport=0 thread=-12 live=0",
+                    "cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY (2)",
+                ),
+                (
+                    "cuMemCreate:801",
+                    "open=0 alloc=-95 dmabuf=-95 host=0 import=0 reimport=0 thread=-95 live=0",
+                    "cuMemCreate failed: CUDA_ERROR_NOT_SUPPORTED (801)",
+                ),
+                (
+                    "cuMemSetAccess:1",
+                    "open=0 alloc=-22 dmabuf=-22 host=0 import=0 reimport=0 thread=-22 live=0",
+                    "cuMemSetAccess failed: CUDA_ERROR_INVALID_VALUE (1)",
+                ),
+                (
+                    "cuMemExportToShareableHandle:999",
+                    "open=0 alloc=0 dmabuf=-5 host=0 import=0 reimport=0 thread=0 live=0",
+                    "cuMemExportToShareableHandle failed: CUresult 999",
+                ),
+                (
+                    "cuMemHostRegister:800",
+                    "open=0 alloc=0 dmabuf=0 host=-1 import=-1 reimport=-1 thread=0 live=0",
+                    "cuMemHostRegister failed: CUDA_ERROR_NOT_PERMITTED (800)",
+                ),
+                (
+                    "cuMemHostGetDevicePointer:1",
+                    "open=0 alloc=0 dmabuf=0 host=-22 import=-22 reimport=-22 thread=0 live=0",
+                    "cuMemHostGetDevicePointer failed: CUDA_ERROR_INVALID_VALUE (1)",
+                ),
+                (
+                    "cuDevicePrimaryCtxRetain:3",
+                    "open=-19",
+                    "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NOT_INITIALIZED (3)",
+                ),
+                (
+                    "cuMemGetAllocationGranularity:201",
+                    "open=-5",
+                    "cuMemGetAllocationGranularity failed: CUDA_ERROR_INVALID_CONTEXT (201)",
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn device_memory_shared_between_processes_and_written_through_shm() {
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["cuda", "share"], &[("FI_XPU_LOG_LEVEL", "none")]);
+        assert!(out.contains("vendor_memory share: ok"), "{out}\n{logs:#?}");
+    }
+}
+
+mod ze {
+    use super::*;
+
+    fn driver() -> Option<&'static Path> {
+        static D: OnceLock<Option<PathBuf>> = OnceLock::new();
+        D.get_or_init(|| {
+            if !Path::new("/usr/include/level_zero/ze_api.h").is_file() {
+                eprintln!("skipped: no level_zero/ze_api.h (install libze-dev)");
+                return None;
+            }
+            Some(fake_driver(
+                "tests/c/fake_ze/libze_loader.c",
+                "libze_loader.so.1",
+                &setup().dir.join("ze"),
+                &[],
+            ))
+        })
+        .as_deref()
+    }
+
+    #[test]
+    fn every_operation_over_the_loader() {
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["ze", "ops"], &[]);
+        // Level Zero registers no foreign host memory: both imports are
+        // refused, with a log line saying what works instead.
+        assert_eq!(
+            out, "open=0 alloc=0 dmabuf=0 host=0 import=-95 reimport=-95 thread=0 live=0",
+            "{logs:#?}"
+        );
+        has_line(&logs, "FI_HMEM_ZE maps host memory only as a DMA-BUF fd");
+    }
+
+    /// The loader and its test double both in a directory of their own
+    /// would hide the system's; without either, and with the real loader
+    /// (libze1) but no GPU driver, the error is -FI_ENODEV.
+    #[test]
+    fn no_loader_or_no_driver_is_enodev() {
+        let (out, logs) = run(&setup().dir.join("no-driver"), &["ze", "ops"], &[]);
+        if Path::new("/usr/lib/x86_64-linux-gnu/libze_loader.so.1").exists()
+            || Path::new("/lib/x86_64-linux-gnu/libze_loader.so.1").exists()
+        {
+            // The real loader, found in the system directories.
+            assert_eq!(out, "open=-19", "{logs:#?}");
+            has_line(
+                &logs,
+                "FI_HMEM_ZE: zeInit failed: ZE_RESULT_ERROR_UNINITIALIZED (0x78000001)",
+            );
+        } else {
+            assert_eq!(out, "open=-19", "{logs:#?}");
+            has_line(&logs, "FI_HMEM_ZE: no Level Zero loader: libze_loader.so.1");
+        }
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["ze", "ops"], &[("FAKE_ZE_DEVICES", "0")]);
+        assert_eq!(out, "open=-19");
+        has_line(
+            &logs,
+            "zeInit failed: ZE_RESULT_ERROR_UNINITIALIZED (0x78000001)",
+        );
+        let (out, logs) = run(drv, &["ze", "ops", "1"], &[]);
+        assert_eq!(out, "open=-19");
+        has_line(&logs, "FI_HMEM_ZE: no device 1 (1 found)");
+    }
+
+    #[test]
+    fn loader_errors_map_to_fi_errors() {
+        let Some(drv) = driver() else { return };
+        check_errors(
+            drv,
+            "ze",
+            "FAKE_ZE_FAIL",
+            &[
+                (
+                    "zeMemAllocDevice:70000003",
+                    "open=0 alloc=-12 dmabuf=-12 host=0 import=-95 reimport=-95 thread=-12 live=0",
+                    "zeMemAllocDevice failed: ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (0x70000003)",
+                ),
+                (
+                    "zeMemGetAllocProperties:78000003",
+                    "open=0 alloc=0 dmabuf=-95 host=-95 import=-95 reimport=-95 thread=0 live=0",
+                    "zeMemGetAllocProperties failed: ZE_RESULT_ERROR_UNSUPPORTED_FEATURE (0x78000003)",
+                ),
+                (
+                    "zeMemAllocHost:78000004",
+                    "open=0 alloc=0 dmabuf=0 host=-22 import=-95 reimport=-95 thread=0 live=0",
+                    "zeMemAllocHost failed: ZE_RESULT_ERROR_INVALID_ARGUMENT (0x78000004)",
+                ),
+                (
+                    "zeContextCreate:70000002",
+                    "open=-12",
+                    "zeContextCreate failed: ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY (0x70000002)",
+                ),
+                (
+                    "zeDriverGet:7ffffffe",
+                    "open=-5",
+                    "zeDriverGet failed: ze_result_t 0x7ffffffe",
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn device_memory_shared_between_processes_and_written_through_shm() {
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["ze", "share"], &[("FI_XPU_LOG_LEVEL", "none")]);
+        assert!(out.contains("vendor_memory share: ok"), "{out}\n{logs:#?}");
+    }
+}
