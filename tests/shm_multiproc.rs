@@ -121,3 +121,19 @@ fn more_peers_over_a_domain_life_than_connections() {
     let out = run(&p, &[]);
     assert!(out.contains("shm_conn: ok"), "{out}");
 }
+
+#[test]
+fn silent_connections_and_forged_regions() {
+    let p = program("tests/c/shm_control.c", "control");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_control: ok"), "{out}");
+    eprintln!("{}", out.lines().next().unwrap_or(""));
+}
+
+#[test]
+fn crashed_peers_release_their_memory() {
+    let p = program("tests/c/shm_departed.c", "departed");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_departed: ok"), "{out}");
+    eprintln!("{}", out.lines().next().unwrap_or(""));
+}

@@ -19,7 +19,8 @@ pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// older one must be at least `FI_XPU_PROV_MIN_SIZE` bytes.
 /// 1: `fi_xpu_core` gained `param_define` and `param_get`.
 /// 2: `fi_xpu_core` gained `ctx_abort_word`.
-pub const FI_XPU_PROV_ABI_MINOR: u32 = 2;
+/// 3: `fi_xpu_core` gained `mem_retire`.
+pub const FI_XPU_PROV_ABI_MINOR: u32 = 3;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
 
@@ -140,6 +141,14 @@ pub struct fi_xpu_core {
     /// `-FI_ECANCELED` once it is not 0. NULL for a bad context or when the
     /// memory could not be had. (ABI 1.2)
     pub ctx_abort_word: Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx) -> *mut u64>,
+    /// Undoes an import of memory whose owner is gone while device code
+    /// may still hold addresses inside it: the memory is released at once
+    /// and the address range stays mapped, to private zero-filled pages,
+    /// until the context closes, so that a late access neither faults nor
+    /// reaches other memory. `-FI_EOPNOTSUPP` when the context's memory
+    /// backend cannot do it (the import is then left in place). (ABI 1.3)
+    pub mem_retire:
+        Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int>,
 }
 
 /// Opaque provider-side handle.

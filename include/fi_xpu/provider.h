@@ -18,8 +18,9 @@
  * older one must be at least `FI_XPU_PROV_MIN_SIZE` bytes.
  * 1: `fi_xpu_core` gained `param_define` and `param_get`.
  * 2: `fi_xpu_core` gained `ctx_abort_word`.
+ * 3: `fi_xpu_core` gained `mem_retire`.
  */
-#define FI_XPU_PROV_ABI_MINOR 2
+#define FI_XPU_PROV_ABI_MINOR 3
 
 /**
  * Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
@@ -145,6 +146,15 @@ struct fi_xpu_core {
    * memory could not be had. (ABI 1.2)
    */
   uint64_t *(*ctx_abort_word)(struct fid_xpu_host_ctx *ctx);
+  /**
+   * Undoes an import of memory whose owner is gone while device code
+   * may still hold addresses inside it: the memory is released at once
+   * and the address range stays mapped, to private zero-filled pages,
+   * until the context closes, so that a late access neither faults nor
+   * reaches other memory. `-FI_EOPNOTSUPP` when the context's memory
+   * backend cannot do it (the import is then left in place). (ABI 1.3)
+   */
+  int (*mem_retire)(struct fid_xpu_host_ctx *ctx, void *dev_addr);
 };
 
 /**

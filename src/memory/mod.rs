@@ -49,6 +49,11 @@ pub trait Backend: Send + Sync {
     /// Undoes one import at `dev_addr`; `mapped` tells whether that import
     /// was given a DMA-BUF fd (a host import of the same address may exist).
     fn unimport(&self, dev_addr: usize, mapped: bool) -> Result<()>;
+    /// Releases the memory of an import but keeps its address range
+    /// mapped (to private zero pages) until the backend is dropped.
+    fn retire(&self, _dev_addr: usize) -> Result<()> {
+        Err(Error::OPNOTSUPP)
+    }
     /// A DMA-BUF (memfd for system memory) for `[addr, addr + size)`.
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)>;
 }
@@ -232,6 +237,29 @@ impl Memory {
     /// Size of the allocation at `addr`, if there is one.
     pub fn alloc_size(&self, addr: usize) -> Option<u64> {
         self.allocs.lock().unwrap().get(&addr).copied()
+    }
+
+    /// Undoes one import of memory whose owner is gone while device code
+    /// may still use addresses inside it (see `Backend::retire`). A backend
+    /// that cannot leaves the import live and says so.
+    pub fn retire(&self, dev_addr: usize) -> Result<()> {
+        let mut imports = self.imports.lock().unwrap();
+        let Some(recs) = imports.get_mut(&dev_addr) else {
+            return Err(Error::INVAL);
+        };
+        // The mapped import, if any: a host import maps nothing.
+        let i = recs
+            .iter()
+            .rposition(|r| r.mapped)
+            .unwrap_or(recs.len() - 1);
+        if recs[i].mapped {
+            self.backend.retire(dev_addr)?;
+        }
+        recs.remove(i);
+        if recs.is_empty() {
+            imports.remove(&dev_addr);
+        }
+        Ok(())
     }
 
     pub fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {

@@ -5,7 +5,7 @@ use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use fi_xpu_abi::errno::*;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
 struct Region {
@@ -37,6 +37,9 @@ pub struct System {
     mapped: Mutex<HashMap<usize, Mapped>>,
     /// The huge-page policy when not `FI_XPU_HUGE_PAGES`'s (tests).
     huge: Option<HugePages>,
+    /// Address ranges of retired imports, mapped to private zero pages
+    /// until the context closes.
+    placeholders: Mutex<Vec<(usize, usize)>>,
 }
 
 impl System {
@@ -54,6 +57,12 @@ fn round_up(v: u64, to: u64) -> u64 {
     v.div_ceil(to) * to
 }
 
+/// Seals every memfd this backend creates carries: its size is fixed for
+/// good (a process it is handed to cannot shrink it under another's
+/// mapping, which would turn that mapping's accesses into SIGBUS), and no
+/// seal can be added later (a peer adding `F_SEAL_FUTURE_WRITE` would keep
+/// everyone else from mapping it writable).
+pub const MEMFD_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 /// Allocations and imports from this size on are mapped for huge pages.
 const HUGE_MIN: u64 = 2 << 20;
 /// `statfs.f_type` of hugetlbfs, where `MFD_HUGETLB` memfds live.
@@ -81,18 +90,36 @@ fn huge_pages() -> HugePages {
     }
 }
 
-fn memfd(size: u64, flags: libc::c_uint) -> Result<OwnedFd> {
+/// A new memfd that can be sealed, of size 0.
+fn new_memfd(flags: libc::c_uint) -> Result<OwnedFd> {
     // SAFETY: the name is a valid C string; the flags are valid.
-    let fd = unsafe { libc::memfd_create(c"fi_xpu".as_ptr(), libc::MFD_CLOEXEC | flags) };
+    let fd = unsafe {
+        libc::memfd_create(
+            c"fi_xpu".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | flags,
+        )
+    };
     if fd < 0 {
         return Err(Error::last_os());
     }
     // SAFETY: fd is a new descriptor that we own from here on.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ftruncate on our own memfd.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Gives a new memfd its size for good (`MEMFD_SEALS`).
+fn size_and_seal(fd: &OwnedFd, size: u64) -> Result<()> {
+    // SAFETY: ftruncate and F_ADD_SEALS on our own memfd.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0
+        || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, MEMFD_SEALS) } != 0
+    {
         return Err(Error::last_os());
     }
+    Ok(())
+}
+
+fn memfd(size: u64) -> Result<OwnedFd> {
+    let fd = new_memfd(0)?;
+    size_and_seal(&fd, size)?;
     Ok(fd)
 }
 
@@ -117,13 +144,10 @@ fn granule(fd: &OwnedFd) -> Result<u64> {
 /// has no such pages to give (no pool, or not enough free: the mapping
 /// reserves them, so a short pool fails here and never faults later).
 fn hugetlb_alloc(size: u64, alignment: u64) -> Option<(OwnedFd, usize, u64)> {
-    let fd = memfd(0, libc::MFD_HUGETLB).ok()?;
+    let fd = new_memfd(libc::MFD_HUGETLB).ok()?;
     let huge = granule(&fd).ok()?;
     let len = round_up(size, huge);
-    // SAFETY: ftruncate on our own memfd.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-        return None;
-    }
+    size_and_seal(&fd, len).ok()?;
     let addr = map_aligned(&fd, len as usize, 0, alignment.max(huge)).ok()?;
     Some((fd, addr, len))
 }
@@ -137,6 +161,46 @@ fn advise_huge(addr: usize, len: usize) {
     // SAFETY: a hint on a mapping this module just created; it changes no
     // contents, and its failure (no THP in this kernel) is harmless.
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+}
+
+/// Checks a descriptor another process may hold too before `[offset,
+/// offset + size)` of it is mapped: a regular file, sealed against
+/// shrinking, and long enough. The seals are read before the size, so the
+/// size checked cannot go down afterwards. Without the seal its owner could
+/// `ftruncate` it and every access of ours past the new end would raise
+/// SIGBUS; a file that cannot be sealed at all (not shmem) is refused for
+/// the same reason.
+fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
+    // SAFETY: fstat into a zeroed struct on a descriptor checked open.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(Error::last_os());
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        crate::warn!("import: fd {} is not a regular file", fd.as_raw_fd());
+        return Err(Error::INVAL);
+    }
+    // SAFETY: F_GET_SEALS only reads the file's seals.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+        crate::warn!(
+            "import: fd {} is not sealed against shrinking (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS F_SEAL_SHRINK)",
+            fd.as_raw_fd()
+        );
+        return Err(Error(FI_EPERM));
+    }
+    // SAFETY: as for the first fstat; the size can only have grown since.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(Error::last_os());
+    }
+    if offset
+        .checked_add(size)
+        .is_none_or(|end| end > st.st_size as u64)
+    {
+        return Err(Error::INVAL);
+    }
+    Ok(())
 }
 
 /// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0: anywhere).
@@ -219,7 +283,7 @@ impl Backend for System {
             Some(t) => t,
             None => {
                 let len = round_up(size, page);
-                let fd = memfd(len, 0)?;
+                let fd = memfd(len)?;
                 let align = if huge == HugePages::Off {
                     alignment
                 } else {
@@ -277,18 +341,7 @@ impl Backend for System {
             // BAR mapped into this process is too).
             return Ok(req.host_addr);
         };
-        // SAFETY: fstat into a zeroed struct on a descriptor checked open.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(Error::last_os());
-        }
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(Error(FI_EINVAL));
-        }
-        if req.offset + req.size > st.st_size as u64 {
-            return Err(Error::INVAL);
-        }
+        check_shared_fd(fd, req.offset, req.size)?;
         let owned = fd.try_clone_to_owned()?;
         // A hugetlb file maps only in whole huge pages.
         let page = granule(&owned)?;
@@ -328,6 +381,41 @@ impl Backend for System {
         if let Some(m) = self.mapped.lock().unwrap().remove(&dev_addr) {
             unmap(m.base, m.len);
         }
+        Ok(())
+    }
+
+    /// Replaces the shared mapping by private anonymous pages of the same
+    /// range in one `mmap(MAP_FIXED)`: there is no moment at which the
+    /// range is unmapped, so a device access already under way reads zeros
+    /// or writes into a page nobody reads, and never faults or lands in
+    /// memory mapped there later. The shared pages go at once;
+    /// `MAP_NORESERVE` zero pages cost no memory until touched. Only the
+    /// address range stays reserved, until the context closes: nothing
+    /// bounds how long a device operation may hold an address (a preempted
+    /// kernel), so it is never handed back while the context lives.
+    fn retire(&self, dev_addr: usize) -> Result<()> {
+        let mut mapped = self.mapped.lock().unwrap();
+        let Some((base, len)) = mapped.get(&dev_addr).map(|m| (m.base, m.len)) else {
+            // A host address: not ours to release.
+            return Ok(());
+        };
+        // SAFETY: [base, base+len) is a mapping this module made for the
+        // import; MAP_FIXED replaces exactly that range.
+        let p = unsafe {
+            libc::mmap(
+                base as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::last_os());
+        }
+        mapped.remove(&dev_addr);
+        self.placeholders.lock().unwrap().push((base, len));
         Ok(())
     }
 
@@ -378,6 +466,9 @@ impl Drop for System {
         for (_, m) in self.mapped.lock().unwrap().drain() {
             unmap(m.base, m.len);
         }
+        for (base, len) in self.placeholders.lock().unwrap().drain(..) {
+            unmap(base, len);
+        }
     }
 }
 
@@ -385,6 +476,141 @@ impl Drop for System {
 mod tests {
     use super::*;
     use fi_xpu_abi::FI_XPU_ALLOC_DMABUF;
+
+    fn import(sys: &System, fd: &OwnedFd, offset: u64, size: u64) -> Result<usize> {
+        sys.import(&Import {
+            host_addr: 0,
+            fd: Some(fd.as_fd()),
+            offset,
+            size,
+            flags: fi_xpu_abi::FI_XPU_IMPORT_DMABUF,
+        })
+    }
+
+    fn raw_memfd(flags: libc::c_uint, size: i64) -> OwnedFd {
+        // SAFETY: a valid name and flags; the descriptor is owned below.
+        let fd = unsafe { libc::memfd_create(c"test".as_ptr(), flags) };
+        assert!(fd >= 0);
+        // SAFETY: new descriptor.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sizing our own memfd.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), size) }, 0);
+        fd
+    }
+
+    fn seals(fd: &OwnedFd) -> i32 {
+        // SAFETY: reads the seals of an open descriptor.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) }
+    }
+
+    #[test]
+    fn exported_memfds_are_sealed() {
+        let sys = System::default();
+        let a = sys
+            .alloc(10000, 0, fi_xpu_abi::FI_XPU_ALLOC_DMABUF)
+            .unwrap();
+        let fd = a.fd.unwrap();
+        assert_eq!(seals(&fd), MEMFD_SEALS);
+        // SAFETY: resizing attempts on our own memfd; both must fail.
+        unsafe {
+            assert_eq!(libc::ftruncate(fd.as_raw_fd(), 0), -1);
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EPERM)
+            );
+            assert_eq!(libc::ftruncate(fd.as_raw_fd(), 1 << 20), -1);
+            assert_eq!(
+                libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE),
+                -1
+            );
+        }
+        let (efd, _) = sys.export(a.addr, 16).unwrap();
+        assert_eq!(seals(&efd), MEMFD_SEALS);
+        sys.free(a.addr).unwrap();
+    }
+
+    #[test]
+    fn retired_imports_stay_addressable_but_release_the_memory() {
+        let sys = System::default();
+        let a = sys.alloc(8192, 0, fi_xpu_abi::FI_XPU_ALLOC_DMABUF).unwrap();
+        let fd = a.fd.unwrap();
+        let d = import(&sys, &fd, 4096, 4096).unwrap();
+        // SAFETY: both addresses are live mappings of the same 8 KiB memfd.
+        unsafe {
+            *((a.addr + 4096) as *mut u64) = 7;
+            assert_eq!(*(d as *const u64), 7);
+        }
+        sys.retire(d).unwrap();
+        // SAFETY: the retired range stays mapped, to private zero pages.
+        unsafe {
+            assert_eq!(*(d as *const u64), 0);
+            *(d as *mut u64) = 9;
+            assert_eq!(*(d as *const u64), 9);
+            assert_eq!(
+                *((a.addr + 4096) as *const u64),
+                7,
+                "the memfd is not written"
+            );
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| {
+                let (lo, hi) = l.split_once(' ').unwrap().0.split_once('-').unwrap();
+                let (lo, hi) = (
+                    usize::from_str_radix(lo, 16).unwrap(),
+                    usize::from_str_radix(hi, 16).unwrap(),
+                );
+                (lo..hi).contains(&d)
+            })
+            .unwrap();
+        assert!(!line.contains("memfd"), "{line}");
+        assert_eq!(sys.unimport(d, true), Ok(()), "no longer a mapped import");
+        sys.free(a.addr).unwrap();
+    }
+
+    #[test]
+    fn imports_refuse_fds_that_can_shrink() {
+        let sys = System::default();
+        let plain = raw_memfd(libc::MFD_CLOEXEC, 8192);
+        assert_eq!(import(&sys, &plain, 0, 4096).unwrap_err(), Error(FI_EPERM));
+        let sealable = raw_memfd(libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING, 8192);
+        assert_eq!(
+            import(&sys, &sealable, 0, 4096).unwrap_err(),
+            Error(FI_EPERM)
+        );
+        // SAFETY: sealing our own memfd.
+        assert_eq!(
+            unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_GROW) },
+            0
+        );
+        assert_eq!(
+            import(&sys, &sealable, 0, 4096).unwrap_err(),
+            Error(FI_EPERM),
+            "sealed against growing only"
+        );
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) },
+            0
+        );
+        assert_eq!(
+            import(&sys, &sealable, 4096, 8192).unwrap_err(),
+            Error::INVAL,
+            "past the end"
+        );
+        assert_eq!(
+            import(&sys, &sealable, u64::MAX - 8, 64).unwrap_err(),
+            Error::INVAL,
+            "wrapping range"
+        );
+        let d = import(&sys, &sealable, 4096, 4096).unwrap();
+        sys.unimport(d, true).unwrap();
+        // A regular file on disk cannot be sealed: refused the same way.
+        let f = std::fs::File::open("/proc/self/exe").unwrap();
+        let f: OwnedFd = f.into();
+        assert_eq!(import(&sys, &f, 0, 64).unwrap_err(), Error(FI_EPERM));
+    }
 
     fn with(huge: HugePages) -> System {
         let mut s = System::default();

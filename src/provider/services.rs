@@ -75,6 +75,17 @@ unsafe extern "C" fn mem_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_v
     })
 }
 
+unsafe extern "C" fn mem_retire(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
+    guard(|| {
+        memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .retire(dev_addr as usize)?;
+        Ok(0)
+    })
+}
+
 unsafe extern "C" fn mem_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
         memory_of(ctx)?
@@ -226,4 +237,5 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     param_get: Some(param_get),
     mem_known: Some(mem_known),
     ctx_abort_word: Some(ctx_abort_word),
+    mem_retire: Some(mem_retire),
 };

@@ -2,13 +2,18 @@
  * Exportable memory shared between two processes through fi_xpu_alloc and
  * fi_xpu_import with FI_XPU_IMPORT_DMABUF, once with the built-in
  * FI_HMEM_SYSTEM backend and once with application memory callbacks (both
- * the current struct fi_xpu_mem_ops and its first, shorter version).
+ * the current struct fi_xpu_mem_ops and its first, shorter version). Then a
+ * hostile exporter: memory it got from fi_xpu_alloc cannot be resized, and
+ * the descriptors it makes itself are refused unless sealed against
+ * shrinking (-FI_EPERM) and long enough (-FI_EINVAL), so that its
+ * ftruncate can never make the importer take SIGBUS.
  *
  * usage: dmabuf_share <provider-name>
  */
 #include <fi_xpu.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +201,7 @@ static int child(const char *prov, struct fi_xpu_mem_ops *ops, int sock)
 	CHECK(fi_xpu_close(&ctx->fid), 0);
 	CHECK(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);
+
 	return 0;
 }
 
@@ -244,6 +250,120 @@ static void share(const char *prov, struct fi_xpu_mem_ops *ops, const char *what
 	printf("%s: both processes saw the same %u bytes\n", what, SIZE);
 }
 
+static int own_memfd(unsigned int flags, off_t size, int seals)
+{
+	int fd = memfd_create("hostile", MFD_CLOEXEC | flags);
+	CHECK(fd >= 0, 1);
+	CHECK(ftruncate(fd, size), 0);
+	if (seals)
+		CHECK(fcntl(fd, F_ADD_SEALS, seals), 0);
+	return fd;
+}
+
+/* Victim: imports what the hostile parent sends; answers each import's
+ * result, waits until the parent tried to truncate, then touches every
+ * byte it mapped. A SIGBUS here kills it, and the parent sees that. */
+static int victim(const char *prov, int sock)
+{
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fi_xpu_info *info = provider(prov);
+	uint64_t size;
+	int32_t rc;
+	char go;
+
+	open_ctx(info, NULL, &dom, &ctx);
+	for (;;) {
+		void *dev = NULL;
+		int fd = recv_fd(sock, &size);
+		if (size == 0)
+			break;
+		rc = fi_xpu_import(ctx, NULL, fd, 0, size, FI_XPU_IMPORT_DMABUF, &dev);
+		close(fd);
+		CHECK(write(sock, &rc, sizeof(rc)), (long long)sizeof(rc));
+		CHECK(read(sock, &go, 1), 1);
+		if (rc == 0) {
+			volatile unsigned char *p = dev;
+			for (uint64_t i = 0; i < size; i++)
+				p[i] = (unsigned char)(p[i] + 1);
+			CHECK(fi_xpu_unimport(ctx, dev), 0);
+		}
+	}
+	CHECK(fi_xpu_close(&ctx->fid), 0);
+	CHECK(fi_xpu_close(&dom->fid), 0);
+	fi_xpu_freeinfo(info);
+	return 0;
+}
+
+/* Sends fd to the victim for an import of `size` bytes; checks the result,
+ * then truncates (or tries to) before the victim touches the memory. */
+static void offer(int sock, int fd, uint64_t size, int32_t want)
+{
+	int32_t rc = 1;
+	send_fd(sock, fd, size);
+	CHECK(read(sock, &rc, sizeof(rc)), (long long)sizeof(rc));
+	if (ftruncate(fd, 0) == 0)
+		printf("hostile: truncated a descriptor the victim was offered\n");
+	else
+		CHECK(errno, EPERM);
+	CHECK(write(sock, "g", 1), 1);
+	CHECK(rc, want);
+	close(fd);
+}
+
+static void hostile(const char *prov)
+{
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fi_xpu_info *info = provider(prov);
+	void *addr = NULL;
+	uint64_t offset;
+	int fd = -1, sv[2], status = 0;
+
+	open_ctx(info, NULL, &dom, &ctx);
+	/* Exportable memory is sealed: nobody holding its fd can resize it
+	 * or add a seal that would keep others from mapping it. */
+	CHECK(fi_xpu_alloc(ctx, SIZE, 0, FI_XPU_ALLOC_DMABUF, &addr, &fd, &offset), 0);
+	CHECK(fcntl(fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	CHECK(ftruncate(fd, 0), -1);
+	CHECK(errno, EPERM);
+	CHECK(ftruncate(fd, 2 * SIZE), -1);
+	CHECK(errno, EPERM);
+	CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
+	CHECK(errno, EPERM);
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		exit(victim(prov, sv[1]));
+	}
+	close(sv[1]);
+	/* The library's own memory: imported, then truncation fails. */
+	offer(sv[0], dup(fd), SIZE, 0);
+	/* Descriptors that can shrink under the mapping are refused. */
+	offer(sv[0], own_memfd(0, SIZE, 0), SIZE, -FI_EPERM);
+	offer(sv[0], own_memfd(MFD_ALLOW_SEALING, SIZE, 0), SIZE, -FI_EPERM);
+	offer(sv[0], own_memfd(MFD_ALLOW_SEALING, SIZE, F_SEAL_GROW), SIZE, -FI_EPERM);
+	/* Sealed but shorter than the range asked for. */
+	offer(sv[0], own_memfd(MFD_ALLOW_SEALING, 4096, F_SEAL_SHRINK), 8192, -FI_EINVAL);
+	/* Sealed and long enough: mapped, and the truncation fails. */
+	offer(sv[0], own_memfd(MFD_ALLOW_SEALING, 8192, F_SEAL_SHRINK), 8192, 0);
+	send_fd(sv[0], fd, 0);
+	CHECK(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "victim killed by signal %d\n", WTERMSIG(status));
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1);
+	close(sv[0]);
+	close(fd);
+	CHECK(fi_xpu_free(ctx, addr), 0);
+	CHECK(fi_xpu_close(&ctx->fid), 0);
+	CHECK(fi_xpu_close(&dom->fid), 0);
+	fi_xpu_freeinfo(info);
+	printf("hostile exporter: every resize refused, the importer survived\n");
+}
+
 int main(int argc, char **argv)
 {
 	const char *prov = argc > 1 ? argv[1] : "test";
@@ -271,5 +391,7 @@ int main(int argc, char **argv)
 	CHECK(ctx == NULL, 1);
 	CHECK(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);
+
+	hostile(prov);
 	return 0;
 }

@@ -786,6 +786,7 @@ mod tests {
             param_get: None,
             mem_known: None,
             ctx_abort_word: None,
+            mem_retire: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.

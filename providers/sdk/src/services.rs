@@ -215,6 +215,18 @@ pub fn mem_unimport(ctx: CoreCtx, dev: usize) {
     }
 }
 
+/// Undoes an import whose owner is gone, keeping its address range mapped
+/// to private zero pages until the context closes (`fi_xpu_core.mem_retire`).
+/// `Err` when the context's backend cannot: the import is then still live.
+pub fn mem_retire(ctx: CoreCtx, dev: usize) -> Result<(), i32> {
+    let f = core().and_then(|c| c.mem_retire).ok_or(-FI_ENOSYS)?;
+    // SAFETY: the core validates ctx and looks dev up among its imports.
+    match unsafe { f(ctx, dev as *mut c_void) } {
+        0 => Ok(()),
+        e => Err(e),
+    }
+}
+
 /// A DMA-BUF fd (owned by the caller) and offset for application memory of
 /// `ctx`, to share it with a peer process or a NIC.
 pub fn mem_export(ctx: CoreCtx, addr: usize, size: u64) -> Result<(OwnedFd, u64), i32> {

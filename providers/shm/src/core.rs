@@ -3,8 +3,8 @@
 use fi_xpu_abi::*;
 use fi_xpu_prov_sdk::services::mem_alloc;
 pub use fi_xpu_prov_sdk::services::{
-    ctx_abort_word, import_dmabuf as import, mem_export as export, mem_free as free,
-    mem_unimport as unimport, warn, CoreCtx as Ctx,
+    ctx_abort_word, debug, import_dmabuf as import, mem_export as export, mem_free as free,
+    mem_retire as retire, mem_unimport as unimport, warn, CoreCtx as Ctx,
 };
 use std::os::fd::OwnedFd;
 

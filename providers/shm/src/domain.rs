@@ -3,10 +3,11 @@
 //! of peer regions that device code reads.
 use crate::core::{self, Ctx};
 use crate::layout::*;
+use crate::sealed;
 use crate::wire::{self, Msg};
 use fi_xpu_abi::errno::*;
 use std::collections::{BTreeMap, HashMap};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -114,7 +115,7 @@ pub fn boot_id() -> [u8; 16] {
     id
 }
 
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -223,8 +224,8 @@ pub struct CtxSt {
     pub peer_addrs: HashMap<(u64, u64), usize>,
     /// Which slots of the context's table of raw peer addresses are in use.
     pub peer_slots: Slots,
-    /// Imports of departed peers whose connection id was reused: kept
-    /// until the context closes, so an access under way cannot fault.
+    /// Imports of departed peers that the memory backend could not retire:
+    /// kept until the context closes, so an access under way cannot fault.
     pub retired_imports: Vec<usize>,
     /// Device blocks of closed endpoints and CQs, tombstoned: kept mapped
     /// until the context closes so stale handles never reach freed memory.
@@ -275,7 +276,7 @@ pub struct State {
     /// two polls: a descriptor number the control thread may be polling
     /// must not be handed out again (to a new peer's socket or a received
     /// region) while it still acts on what that poll returned.
-    retired_socks: Vec<OwnedFd>,
+    pub(crate) retired_socks: Vec<OwnedFd>,
     next_conn_gen: u64,
     next_ctx: u64,
     next_ep: u32,
@@ -289,10 +290,10 @@ pub struct Inner {
     pub secret: [u8; 16],
     pub boot_id: [u8; 16],
     pub pid: u32,
-    listener: OwnedFd,
-    wake: OwnedFd,
+    pub(crate) listener: OwnedFd,
+    pub(crate) wake: OwnedFd,
     st: Mutex<State>,
-    cv: Condvar,
+    pub(crate) cv: Condvar,
     /// The host progress agent, when the domain asked for one.
     pub agent: Option<crate::agent::Agent>,
 }
@@ -415,6 +416,10 @@ impl Inner {
             ));
             return Err(-FI_ENOSPC);
         };
+        if let Err(e) = sealed::seal(fd.as_fd()) {
+            core::warn("cannot seal memory against resizing; peers would refuse it");
+            return Err(e);
+        }
         let raw = fd.as_raw_fd();
         st.regions.insert(id, Region { fd, offset, size });
         let mut waits = Vec::new();
@@ -513,7 +518,15 @@ impl Inner {
 
     /// A peer shared region `rid`: map it into every context. Nothing
     /// happens when connection `cid` is no longer generation `gen`.
-    fn peer_region(st: &mut State, cid: u32, gen: u64, rid: u32, fd: OwnedFd, off: u64, size: u64) {
+    pub(crate) fn peer_region(
+        st: &mut State,
+        cid: u32,
+        gen: u64,
+        rid: u32,
+        fd: OwnedFd,
+        off: u64,
+        size: u64,
+    ) {
         if rid == 0 || rid as usize >= MAX_REGIONS {
             core::warn(&format!("peer sent an invalid region id {rid}"));
             return;
@@ -522,6 +535,17 @@ impl Inner {
             return;
         }
         Self::peer_remove(st, cid, gen, rid);
+        if let Err(e) = sealed::check(fd.as_fd(), off, size) {
+            core::warn(&format!(
+                "refused peer region {rid}: its descriptor {} (error {e})",
+                if e == -FI_EPERM {
+                    "can shrink under the mapping"
+                } else {
+                    "does not cover the range it announced"
+                }
+            ));
+            return;
+        }
         let targets: Vec<(u64, Ctx, usize)> = st
             .ctxs
             .iter()
@@ -542,7 +566,7 @@ impl Inner {
         conn.regions.insert(rid, (fd, off, size));
     }
 
-    fn peer_remove(st: &mut State, cid: u32, gen: u64, rid: u32) {
+    pub(crate) fn peer_remove(st: &mut State, cid: u32, gen: u64, rid: u32) {
         if Self::live_conn(st, cid, gen).is_none() {
             return;
         }
@@ -610,7 +634,7 @@ impl Inner {
     }
 
     /// Connection `cid` when it is still generation `gen` and connected.
-    fn live_conn(st: &mut State, cid: u32, gen: u64) -> Option<&mut Conn> {
+    pub(crate) fn live_conn(st: &mut State, cid: u32, gen: u64) -> Option<&mut Conn> {
         st.conns
             .get_mut(&cid)
             .filter(|c| c.gen == gen && c.sock.is_some())
@@ -653,7 +677,7 @@ impl Inner {
         lost
     }
 
-    fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32, i32> {
+    pub(crate) fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32, i32> {
         Self::reap(st);
         let Some(cid) = Self::free_conn_id(st) else {
             core::warn(&format!(
@@ -661,8 +685,8 @@ impl Inner {
             ));
             return Err(-FI_ENOSPC);
         };
-        // A departed peer's id is reused: its imports stay mapped until
-        // their context closes; its maps are cleared and reused (add_map).
+        // A departed peer's id is reused: its imports were retired when it
+        // left (mark_lost); its maps are cleared and reused (add_map).
         if let Some(old) = st.conns.remove(&cid) {
             for ((ctx_id, _), d) in old.imports {
                 if let Some(c) = st.ctxs.get_mut(&ctx_id) {
@@ -696,7 +720,7 @@ impl Inner {
         Ok(cid)
     }
 
-    fn send_regions(st: &State, sock: RawFd) -> Result<(), i32> {
+    pub(crate) fn send_regions(st: &State, sock: RawFd) -> Result<(), i32> {
         for (id, r) in st.regions.iter() {
             wire::send(
                 sock,
@@ -831,81 +855,9 @@ impl Inner {
         Ok(r)
     }
 
-    /// Server side of the handshake, on the control thread.
-    fn accept_one(&self) {
-        let Ok(sock) = wire::accept(&self.listener) else {
-            return;
-        };
-        wire::set_timeout(&sock, 10);
-        let raw = sock.as_raw_fd();
-        let refuse = |code: i32| {
-            let _ = wire::send(raw, &Msg::new(wire::REFUSE, code as u64, 0, 0), None);
-        };
-        // SAFETY: getuid cannot fail.
-        let me = unsafe { libc::getuid() };
-        match wire::peer_uid(&sock) {
-            Ok(uid) if uid == me => {}
-            Ok(uid) => {
-                core::warn(&format!(
-                    "refused a connection from uid {uid} (this process runs as uid {me})"
-                ));
-                refuse(FI_EACCES);
-                return;
-            }
-            Err(_) => return,
-        }
-        let hello = match wire::recv(raw) {
-            Ok(Some((m, _))) if m.kind == wire::HELLO => m,
-            _ => return,
-        };
-        if !ct_eq(&hello.secret, &self.secret) {
-            core::warn("refused a connection that did not present this endpoint's secret");
-            refuse(FI_EACCES);
-            return;
-        }
-        let (cid, gen) = {
-            let mut st = self.lock();
-            match Self::new_conn(&mut st, sock, false) {
-                Ok(cid) => {
-                    let c = st.conns.get_mut(&cid).unwrap();
-                    c.remote_nonce = hello.a;
-                    (cid, c.gen)
-                }
-                Err(e) => {
-                    refuse(-e);
-                    return;
-                }
-            }
-        };
-        if wire::send(
-            raw,
-            &Msg::new(wire::WELCOME, cid as u64, self.nonce, gen),
-            None,
-        )
-        .is_err()
-            || self.recv_regions(cid, gen, raw).is_err()
-        {
-            self.conn_lost(cid, gen);
-            return;
-        }
-        let mut st = self.lock();
-        if Self::live_conn(&mut st, cid, gen).is_none() {
-            return;
-        }
-        if Self::send_regions(&st, raw).is_err() {
-            drop(st);
-            self.conn_lost(cid, gen);
-            return;
-        }
-        if let Some(c) = Self::live_conn(&mut st, cid, gen) {
-            c.ready = true;
-        }
-    }
-
     /// The peer closed its socket or died: device operations on it fail from
-    /// now on. Mappings stay until the context closes, so that a device
-    /// access already under way does not fault.
-    fn conn_lost(&self, cid: u32, gen: u64) {
+    /// now on, and its memory is released (`retire_imports`).
+    pub(crate) fn conn_lost(&self, cid: u32, gen: u64) {
         let mut st = self.lock();
         Self::mark_lost(&mut st, cid, gen);
         drop(st);
@@ -932,103 +884,34 @@ impl Inner {
         for m in maps {
             store(m, PEER_DEAD);
         }
+        Self::retire_imports(st, cid);
         true
     }
 
-    /// Handles what poll reported on socket `raw` of generation `gen` of
-    /// connection `cid`. By now the peer may have been found gone and its
-    /// id given to another one (by `accept_one` in this round, or by a
-    /// `connect` on another thread): the event is then stale and ignored.
-    fn handle(&self, cid: u32, gen: u64, raw: RawFd) {
-        {
-            let mut st = self.lock();
-            let owned = Self::live_conn(&mut st, cid, gen)
-                .is_some_and(|c| c.sock.as_ref().map(|s| s.as_raw_fd()) == Some(raw));
-            if !owned {
-                return;
-            }
-        }
-        // The socket stays open until the next round even if the connection
-        // is lost meanwhile (retired_socks), so this reads the right one.
-        match wire::recv(raw) {
-            Ok(Some((m, fd))) => match (m.kind, fd) {
-                (wire::REGION, Some(fd)) => {
-                    let mut st = self.lock();
-                    Self::peer_region(&mut st, cid, gen, m.a as u32, fd, m.c, m.b);
-                    let _ = wire::send(raw, &Msg::new(wire::ACK, m.a, 0, 0), None);
-                }
-                (wire::REMOVE, _) => {
-                    let mut st = self.lock();
-                    Self::peer_remove(&mut st, cid, gen, m.a as u32);
-                }
-                (wire::ACK, _) => {
-                    let mut st = self.lock();
-                    if let Some(c) = Self::live_conn(&mut st, cid, gen) {
-                        c.acked += 1;
-                    }
-                    drop(st);
-                    self.cv.notify_all();
-                }
-                _ => core::warn("ignored a malformed control message from a peer"),
-            },
-            Ok(None) => self.conn_lost(cid, gen),
-            Err(e) if e == libc::EAGAIN || e == libc::EINTR => {}
-            Err(_) => self.conn_lost(cid, gen),
-        }
-    }
-
-    fn control_loop(&self) {
-        loop {
-            let mut fds = vec![
-                libc::pollfd {
-                    fd: self.wake.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.listener.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            let mut ids = Vec::new();
-            {
-                let mut st = self.lock();
-                if st.stop {
-                    return;
-                }
-                // No snapshot of the last round is in use any more.
-                st.retired_socks.clear();
-                for (cid, c) in st.conns.iter() {
-                    if let (true, Some(s)) = (c.ready, &c.sock) {
-                        fds.push(libc::pollfd {
-                            fd: s.as_raw_fd(),
-                            events: libc::POLLIN,
-                            revents: 0,
-                        });
-                        ids.push((*cid, c.gen));
-                    }
-                }
-            }
-            // SAFETY: fds is a live array of pollfd of the given length.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
-            if n <= 0 {
+    /// Releases the memory of a departed peer now rather than when the
+    /// context closes: its regions leave the maps (new operations find
+    /// nothing) and each import is retired, which frees the shared pages
+    /// but keeps the address range mapped to private zero pages, so that
+    /// device code already holding an address inside it neither faults nor
+    /// reaches other memory. A backend that cannot retire keeps the import
+    /// until the context closes, as before.
+    fn retire_imports(st: &mut State, cid: u32) {
+        let Some(conn) = st.conns.get_mut(&cid) else {
+            return;
+        };
+        let imports: Vec<((u64, u32), usize)> = conn.imports.drain().collect();
+        for ((ctx_id, rid), d) in imports {
+            let Some(c) = st.ctxs.get_mut(&ctx_id) else {
                 continue;
+            };
+            if let Some(&m) = c.maps.get(&cid) {
+                set_map(m, rid, 0, 0);
             }
-            if fds[0].revents != 0 {
-                let mut v = 0u64;
-                // SAFETY: draining our eventfd into a local.
-                unsafe { libc::read(self.wake.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
-            }
-            // Departures first, so that their ids are free for newcomers.
-            for (i, (cid, gen)) in ids.iter().enumerate() {
-                let ev = fds[i + 2].revents;
-                if ev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                    self.handle(*cid, *gen, fds[i + 2].fd);
-                }
-            }
-            if fds[1].revents & libc::POLLIN != 0 {
-                self.accept_one();
+            if let Err(e) = core::retire(c.core(), d) {
+                core::debug(&format!(
+                    "departed peer's region {rid} stays mapped until its context closes ({e})"
+                ));
+                c.retired_imports.push(d);
             }
         }
     }

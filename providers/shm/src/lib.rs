@@ -5,12 +5,14 @@
 //! This file maps the plugin ABI, through the provider SDK, onto the safe
 //! code in the other modules.
 mod agent;
+mod control;
 mod core;
 mod domain;
 #[cfg(test)]
 mod fuzz;
 mod layout;
 mod objects;
+mod sealed;
 mod wire;
 
 use domain::{Domain, ADDR_LEN};

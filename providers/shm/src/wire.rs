@@ -115,6 +115,16 @@ pub fn send(sock: RawFd, m: &Msg, fd: Option<RawFd>) -> Result<(), i32> {
 /// Receives one record and the descriptor attached to it, if any.
 /// `Ok(None)`: the peer closed the connection.
 pub fn recv(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
+    recv_flags(sock, 0)
+}
+
+/// `recv` that never waits: `Err(EAGAIN)` when no record is there. The
+/// control thread reads only what poll reported, and never blocks on a peer.
+pub fn recv_nowait(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
+    recv_flags(sock, libc::MSG_DONTWAIT)
+}
+
+fn recv_flags(sock: RawFd, flags: libc::c_int) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
     let mut bytes = [0u8; WIRE_LEN + 8];
     let mut iov = libc::iovec {
         iov_base: bytes.as_mut_ptr() as *mut libc::c_void,
@@ -129,7 +139,7 @@ pub fn recv(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
     h.msg_controllen = std::mem::size_of_val(&cbuf);
     // SAFETY: buffers live for the call; MSG_CMSG_CLOEXEC keeps received fds
     // out of exec'd children.
-    let n = unsafe { libc::recvmsg(sock, &mut h, libc::MSG_CMSG_CLOEXEC) };
+    let n = unsafe { libc::recvmsg(sock, &mut h, libc::MSG_CMSG_CLOEXEC | flags) };
     if n < 0 {
         return Err(errno());
     }
@@ -209,8 +219,14 @@ fn socket() -> Result<OwnedFd, i32> {
     Ok(unsafe { OwnedFd::from_raw_fd(s) })
 }
 
+/// A listening socket whose `accept` never waits (`EAGAIN` when nobody is
+/// queued): the control thread accepts what poll reported and moves on.
 pub fn listen(name: &str) -> Result<OwnedFd, i32> {
     let s = socket()?;
+    // SAFETY: setting a status flag on our own socket.
+    if unsafe { libc::fcntl(s.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+        return Err(errno());
+    }
     let (a, len) = sockaddr(name);
     // SAFETY: a is a valid sockaddr_un of `len` bytes.
     if unsafe { libc::bind(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, len) } != 0 {

@@ -215,12 +215,16 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
 	return CUDA_SUCCESS;
 }
 
+/* A memfd of fixed size standing in for device memory and its shareable
+ * handles: sealed as a driver's buffer cannot be resized under an
+ * importer (fi_xpu refuses to map memory that could shrink). */
 static int new_memfd(size_t size)
 {
-	int fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+	int fd = memfd_create("fake-cuda", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -1;
-	if (ftruncate(fd, (off_t)size) != 0) {
+	if (ftruncate(fd, (off_t)size) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
 		close(fd);
 		return -1;
 	}

@@ -184,8 +184,11 @@ static ze_result_t new_alloc(size_t size, size_t alignment, const void *next, vo
 			return ZE_RESULT_ERROR_INVALID_ARGUMENT;
 		fd = fcntl(im->fd, F_DUPFD_CLOEXEC, 0);
 	} else {
-		fd = memfd_create("fake-ze", MFD_CLOEXEC);
-		if (fd >= 0 && ftruncate(fd, (off_t)maplen) != 0) {
+		/* Sealed: a driver's DMA-BUF cannot be resized under an
+		 * importer (fi_xpu refuses memory that could shrink). */
+		fd = memfd_create("fake-ze", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (fd >= 0 && (ftruncate(fd, (off_t)maplen) != 0 ||
+				fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)) {
 			close(fd);
 			fd = -1;
 		}
