@@ -484,6 +484,7 @@ mod tests {
             offset,
             size,
             flags: fi_xpu_abi::FI_XPU_IMPORT_DMABUF,
+            exportable: false,
         })
     }
 

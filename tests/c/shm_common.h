@@ -11,6 +11,7 @@
 #include <fi_xpu/device.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +233,85 @@ static void spawn(struct world *w, int n)
 		w->socks[i] = sv[0];
 	}
 	w->rank = 0;
+}
+
+/*
+ * A child started once this process has a domain open runs in a fresh
+ * program: spawn_fresh forks and the child at once execs this program
+ * again as "--fresh ROLE ARG FD NAME". By then the library has threads of
+ * its own (the shm control thread, which takes the core's object registry
+ * lock when it maps or retires a peer's memory), and a lock one of them
+ * held at the instant of the fork would stay locked in the child for good:
+ * POSIX leaves the child of a multi-threaded process only
+ * async-signal-safe calls until it execs. `arg` and the parent's
+ * address (NAME, in hex) reach the role; FD is the child's end of a
+ * socket pair whose other end spawn_fresh returns in *sock.
+ */
+struct fresh_role {
+	const char *name;
+	void (*run)(int arg, int sock);
+};
+
+static inline pid_t spawn_fresh(struct world *w, const char *role, int arg, int *sock)
+{
+	char sarg[24], sfd[24], hex[2 * sizeof(w->cards[0].name) + 1];
+	char *argv[7];
+	int sv[2];
+	size_t k;
+	pid_t p;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		exit(2);
+	snprintf(sarg, sizeof(sarg), "%d", arg);
+	snprintf(sfd, sizeof(sfd), "%d", sv[1]);
+	for (k = 0; k < sizeof(w->cards[0].name); k++)
+		snprintf(hex + 2 * k, 3, "%02x", w->cards[0].name[k]);
+	argv[0] = (char *)"fresh";
+	argv[1] = (char *)"--fresh";
+	argv[2] = (char *)role;
+	argv[3] = sarg;
+	argv[4] = sfd;
+	argv[5] = hex;
+	argv[6] = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	p = fork();
+	if (p < 0)
+		exit(2);
+	if (p == 0) {
+		/* Only async-signal-safe calls until the exec. */
+		if (fcntl(sv[1], F_SETFD, 0) == 0)
+			execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	*sock = sv[0];
+	return p;
+}
+
+/* Called first in main: in a process spawn_fresh started, runs its role
+ * (which exits) with the parent's address in w->cards[0].name. */
+static inline void run_fresh_role(struct world *w, int argc, char **argv,
+				  const struct fresh_role *roles)
+{
+	size_t k;
+	unsigned int b;
+
+	if (argc != 6 || strcmp(argv[1], "--fresh") != 0)
+		return;
+	memset(w, 0, sizeof(*w));
+	for (k = 0; k < sizeof(w->cards[0].name); k++) {
+		if (sscanf(argv[5] + 2 * k, "%2x", &b) != 1)
+			exit(2);
+		w->cards[0].name[k] = (uint8_t)b;
+	}
+	for (; roles->name; roles++) {
+		if (strcmp(roles->name, argv[2]) == 0) {
+			roles->run(atoi(argv[3]), atoi(argv[4]));
+			exit(3); /* roles exit themselves */
+		}
+	}
+	exit(2);
 }
 
 /* Children exit with their failure count; the parent collects them all. */

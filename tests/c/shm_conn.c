@@ -10,7 +10,8 @@
  * it received its message; every new connection finds the previous peer
  * gone and takes its id, so the previous peer's raw address, and a lookup
  * of its second AV entry, fail with FI_ECONNRESET while sends to the live
- * peer succeed. No descriptor is left behind.
+ * peer succeed. No descriptor is left behind. Every peer is a fresh
+ * program (spawn_fresh): this process has the library's threads.
  * Prints "shm_conn: ok".
  */
 #include "shm_common.h"
@@ -46,7 +47,6 @@ static void child(int i, int sock)
 	int fd, k;
 
 	my_rank = i + 1;
-	failures = 0; /* the parent's, inherited through fork */
 	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
 	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
 		;
@@ -113,7 +113,6 @@ static void target_child(int i, int sock)
 	uint64_t v = ~0ULL;
 
 	my_rank = 100 + i;
-	failures = 0; /* the parent's, inherited through fork */
 	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
 	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
 		;
@@ -159,20 +158,10 @@ static void connect_out(void)
 	REQUIRE(fi_xpu_av_open(W.dom, NULL, &av, NULL), 0);
 	for (i = 0; i < PEERS; i++) {
 		uint8_t name[64];
-		int sv[2];
-		pid_t p;
+		int sock;
+		pid_t p = spawn_fresh(&W, "target", i, &sock);
 		char c;
-		REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-		fflush(stdout);
-		fflush(stderr);
-		p = fork();
-		REQUIRE(p >= 0, 1);
-		if (p == 0) {
-			close(sv[0]);
-			target_child(i, sv[1]);
-		}
-		close(sv[1]);
-		io(sv[0], name, sizeof(name), 0);
+		io(sock, name, sizeof(name), 0);
 		REQUIRE(fi_xpu_av_insert(av, name, 1, &fa, 0, NULL), 1);
 		/* A second entry for the same peer shares its connection. */
 		REQUIRE(fi_xpu_av_insert(av, name, 1, &fa2, 0, NULL), 1);
@@ -190,8 +179,8 @@ static void connect_out(void)
 		EXPECT(fi_xpu_send(&W.ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
 		EXPECT(next(&W, &e, NULL), 1);
 		EXPECT(e.op_context == &v, 1);
-		EXPECT(read(sv[0], &c, 1), 1);
-		close(sv[0]);
+		EXPECT(read(sock, &c, 1), 1);
+		close(sock);
 		EXPECT(waitpid(p, &st, 0), p);
 		EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, 1);
 		prev_raw = raw;
@@ -220,32 +209,28 @@ static int recv_one(void *buf, size_t len)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	static const struct fresh_role roles[] = {
+		{ "child", child },
+		{ "target", target_child },
+		{ NULL, NULL },
+	};
 	int i, fds0, st;
 	static unsigned char big[RDV_BYTES];
 	uint64_t v;
 
+	run_fresh_role(&W, argc, argv, roles);
 	setenv("FI_XPU_SHM_HEAP_SIZE", "1048576", 1);
 	spawn(&W, 1);
 	open_world(&W, FI_CQ_FORMAT_TAGGED);
 	fds0 = count_fds();
 	for (i = 0; i < PEERS; i++) {
-		int sv[2];
-		pid_t p;
+		int sock;
+		pid_t p = spawn_fresh(&W, "child", i, &sock);
 		char c;
-		REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-		fflush(stdout);
-		fflush(stderr);
-		p = fork();
-		REQUIRE(p >= 0, 1);
-		if (p == 0) {
-			close(sv[0]);
-			child(i, sv[1]);
-		}
-		close(sv[1]);
-		EXPECT(read(sv[0], &c, 1), 1);
-		close(sv[0]);
+		EXPECT(read(sock, &c, 1), 1);
+		close(sock);
 		EXPECT(waitpid(p, &st, 0), p);
 		EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, 1);
 		if (i == STALE)

@@ -148,7 +148,7 @@ static int maps_of(const char *prefix)
 
 /* A real peer: connects while the silent connections are open, times its
  * insert, sends one message and reports the time (in microseconds). */
-static void real_peer(int sock)
+static void real_peer(int arg, int sock)
 {
 	struct fi_xpu_info *info, *it;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
@@ -168,6 +168,7 @@ static void real_peer(int sock)
 	fi_addr_t fa;
 	double t0;
 
+	(void)arg;
 	my_rank = 1;
 	alarm(30); /* on a control thread that serializes, fail rather than hang */
 	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
@@ -205,7 +206,7 @@ static void real_peer(int sock)
 static void silent_connections(void)
 {
 	struct fi_cq_tagged_entry e;
-	int silent[SILENT], n = 0, tries, i, sv[2], st;
+	int silent[SILENT], n = 0, tries, i, sock, st;
 	uint64_t v = 0, us = ~0ULL;
 	pid_t p;
 
@@ -222,23 +223,14 @@ static void silent_connections(void)
 	}
 	EXPECT(n, SILENT);
 	EXPECT(fi_xpu_recv(&W.ep, &v, sizeof(v), NULL, NULL, &v, 0, FI_XPU_WORK_ITEM), 0);
-	REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	fflush(stdout);
-	fflush(stderr);
-	p = fork();
-	REQUIRE(p >= 0, 1);
-	if (p == 0) {
-		close(sv[0]);
-		real_peer(sv[1]);
-	}
-	close(sv[1]);
-	io(sv[0], &us, sizeof(us), 0);
+	p = spawn_fresh(&W, "real_peer", 0, &sock);
+	io(sock, &us, sizeof(us), 0);
 	printf("shm_control: fi_xpu_av_insert with %d silent connections open: %.1f ms\n", n,
 	       (double)us / 1000.0);
 	EXPECT(us < 5000000, 1);
 	EXPECT(next(&W, &e, NULL), 1);
 	EXPECT(v, 0x5eed);
-	close(sv[0]);
+	close(sock);
 	EXPECT(waitpid(p, &st, 0), p);
 	EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, 1);
 	for (i = 0; i < n; i++)
@@ -247,12 +239,13 @@ static void silent_connections(void)
 
 /* The forging peer: authenticates, shares three memfds, finishes the
  * handshake, then truncates what it can once the parent looked. */
-static void forger(int sock)
+static void forger(int arg, int sock)
 {
 	int s, unsealed, shortfd, good;
 	uint8_t secret[16];
 	char c;
 
+	(void)arg;
 	my_rank = 2;
 	alarm(30);
 	memcpy(secret, W.cards[0].name + 40, 16);
@@ -282,41 +275,39 @@ static void forger(int sock)
 
 static void forged_regions(void)
 {
-	int sv[2], st, i;
+	int sock, st, i;
 	pid_t p;
 	char c;
 
-	REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	fflush(stdout);
-	fflush(stderr);
-	p = fork();
-	REQUIRE(p >= 0, 1);
-	if (p == 0) {
-		close(sv[0]);
-		forger(sv[1]);
-	}
-	close(sv[1]);
-	io(sv[0], &c, 1, 0);
+	p = spawn_fresh(&W, "forger", 0, &sock);
+	io(sock, &c, 1, 0);
 	/* The handshake is done when the forger hears DONE: every region it
 	 * sent before its own DONE has been handled. */
 	EXPECT(maps_of("forged_unsealed"), 0);
 	EXPECT(maps_of("forged_short"), 0);
 	EXPECT(maps_of("forged_sealed"), 1);
-	io(sv[0], "l", 1, 1);
-	io(sv[0], &c, 1, 0);
+	io(sock, "l", 1, 1);
+	io(sock, &c, 1, 0);
 	/* Still alive after the truncation; let the forger go, and its one
 	 * mapped region goes with it. */
-	io(sv[0], "x", 1, 1);
+	io(sock, "x", 1, 1);
 	EXPECT(waitpid(p, &st, 0), p);
 	EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, 1);
-	close(sv[0]);
+	close(sock);
 	for (i = 0; i < 500 && maps_of("forged_sealed") != 0; i++)
 		usleep(10000);
 	EXPECT(maps_of("forged_sealed"), 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	static const struct fresh_role roles[] = {
+		{ "real_peer", real_peer },
+		{ "forger", forger },
+		{ NULL, NULL },
+	};
+
+	run_fresh_role(&W, argc, argv, roles);
 	spawn(&W, 1);
 	open_world(&W, FI_CQ_FORMAT_TAGGED);
 	silent_connections();

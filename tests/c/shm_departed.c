@@ -125,7 +125,6 @@ static void crasher(int i, int sock)
 	char c;
 
 	my_rank = 100 + i;
-	failures = 0;
 	alarm(60);
 	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
 	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
@@ -198,27 +197,15 @@ static void crash_rounds(void)
 
 	base = memfd_maps(NULL, 0, 0, base_starts, &nbase);
 	for (r = 0; r < ROUNDS; r++) {
-		int sv[BATCH][2], st, ok;
+		int sock[BATCH], st, ok;
 		pid_t p[BATCH];
 		uint64_t got[BATCH] = { 0 }, bytes;
 		struct fi_cq_tagged_entry e;
 		double t0;
 		char c;
 
-		for (i = 0; i < BATCH; i++) {
-			REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv[i]), 0);
-			fflush(stdout);
-			fflush(stderr);
-			p[i] = fork();
-			REQUIRE(p[i] >= 0, 1);
-			if (p[i] == 0) {
-				int j;
-				for (j = 0; j <= i; j++)
-					close(sv[j][0]);
-				crasher(r * BATCH + i, sv[i][1]);
-			}
-			close(sv[i][1]);
-		}
+		for (i = 0; i < BATCH; i++)
+			p[i] = spawn_fresh(&W, "crasher", r * BATCH + i, &sock[i]);
 		for (i = 0; i < BATCH; i++) {
 			uint64_t x = ~0ULL;
 			EXPECT(fi_xpu_recv(&W.ep, &x, sizeof(x), NULL, NULL, &x, 0,
@@ -229,7 +216,7 @@ static void crash_rounds(void)
 		}
 		for (i = 0; i < BATCH; i++) {
 			EXPECT(got[i], 1);
-			io(sv[i][0], &c, 1, 0);
+			io(sock[i], &c, 1, 0);
 		}
 		bytes = memfd_maps(NULL, 0, 0, NULL, NULL);
 		peak = bytes > peak ? bytes : peak;
@@ -242,10 +229,10 @@ static void crash_rounds(void)
 			EXPECT(held != 0, 1);
 		}
 		for (i = 0; i < BATCH; i++) {
-			io(sv[i][0], "d", 1, 1);
+			io(sock[i], "d", 1, 1);
 			EXPECT(waitpid(p[i], &st, 0), p[i]);
 			EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, 1);
-			close(sv[i][0]);
+			close(sock[i]);
 		}
 		t0 = now_ms();
 		while ((bytes = memfd_maps(NULL, 0, 0, NULL, NULL)) >
@@ -280,8 +267,11 @@ static void crash_rounds(void)
 	       (double)after / 1048576.0, slowest, shm0, shm_peak, shmem_kb());
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	static const struct fresh_role roles[] = { { "crasher", crasher }, { NULL, NULL } };
+
+	run_fresh_role(&W, argc, argv, roles);
 	unsetenv("FI_XPU_SHM_HEAP_SIZE");
 	spawn(&W, 2);
 	open_world(&W, FI_CQ_FORMAT_TAGGED);

@@ -119,39 +119,44 @@ static void forged(void)
 	EXPECT(fi_xpu_av_insert(W.av, a, 1, &fa, 0, NULL), -FI_EINVAL);
 }
 
-/* A process of another uid presents a valid address: refused (root only). */
+/* A process of another uid presents a valid address: refused (root only).
+ * The plugins are loaded before it drops to uid 65534, which may not be
+ * able to reach the build directory. */
+static void stranger(int arg, int sock)
+{
+	struct fi_xpu_info *info, *i;
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_av *av;
+	fi_addr_t fa;
+	int rc;
+
+	(void)arg;
+	(void)sock;
+	if (fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info) != 0)
+		_exit(4);
+	if (setgid(65534) != 0 || setuid(65534) != 0)
+		_exit(3);
+	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
+		;
+	if (!i || fi_xpu_domain(i, NULL, &dom, NULL) != 0 ||
+	    fi_xpu_av_open(dom, NULL, &av, NULL) != 0)
+		_exit(5);
+	rc = fi_xpu_av_insert(av, W.cards[0].name, 1, &fa, 0, NULL);
+	_exit(rc == -FI_EACCES ? 0 : 6);
+}
+
 static void other_uid(void)
 {
 	pid_t p;
-	int st;
+	int st, sock;
 	if (geteuid() != 0) {
 		printf("shm_peer: not root, cross-uid refusal not tested\n");
 		return;
 	}
-	fflush(stdout);
-	p = fork();
-	if (p == 0) {
-		struct world w2;
-		struct fi_xpu_info *info, *i;
-		struct fid_xpu_domain *dom;
-		struct fid_xpu_av *av;
-		fi_addr_t fa;
-		int rc;
-		if (setgid(65534) != 0 || setuid(65534) != 0)
-			_exit(3);
-		(void)w2;
-		if (fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info) != 0)
-			_exit(4);
-		for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
-			;
-		if (!i || fi_xpu_domain(i, NULL, &dom, NULL) != 0 ||
-		    fi_xpu_av_open(dom, NULL, &av, NULL) != 0)
-			_exit(5);
-		rc = fi_xpu_av_insert(av, W.cards[0].name, 1, &fa, 0, NULL);
-		_exit(rc == -FI_EACCES ? 0 : 6);
-	}
+	p = spawn_fresh(&W, "stranger", 0, &sock);
 	EXPECT(waitpid(p, &st, 0), p);
 	EXPECT(WIFEXITED(st) ? WEXITSTATUS(st) : 100, 0);
+	close(sock);
 }
 
 /* An endpoint of rank 0 with sends to rank 1 that rank 1 never takes. */
@@ -220,13 +225,15 @@ static void departed_receiver_ends_sends(void)
 	free(big);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	static const struct fresh_role roles[] = { { "stranger", stranger }, { NULL, NULL } };
 	int64_t rc;
 	uint64_t v = 1;
 	char c;
 	int i;
 
+	run_fresh_role(&W, argc, argv, roles);
 	cq_timeout_ms = 300;
 	spawn(&W, 2);
 	open_world(&W, FI_CQ_FORMAT_DATA);
