@@ -227,8 +227,10 @@ static void close_rank(struct rank *r)
 struct rate_arg {
 	struct rank *r;
 	int posts;
-	int64_t reaped;
+	int64_t posted, reaped; /* counted in batches of RATE_BATCH */
 };
+
+#define RATE_BATCH 16
 
 static void rate_kernel(void *p)
 {
@@ -236,24 +238,33 @@ static void rate_kernel(void *p)
 	struct rank *r = a->r;
 	uint32_t me = fi_xpu_host_item()->local_id;
 	uint64_t dst = r->board->cards[1].base + 64 + 8 * (uint64_t)(me % 4096);
-	int64_t mine = 0;
 	for (int i = 0; i < a->posts; i++) {
 		int rc;
+		/* A post completes at once; its entry waits in the CQ until
+		 * some work item reads it. A poster preempted between claiming
+		 * an entry and filling it holds up every reader behind it, so
+		 * the CQ is kept under half full before each batch of posts
+		 * (a post into a full CQ would lose its completion). */
+		if (i % RATE_BATCH == 0) {
+			while (__atomic_load_n(&a->posted, __ATOMIC_RELAXED) -
+				       __atomic_load_n(&a->reaped, __ATOMIC_RELAXED) >
+			       CQ_SIZE / 2)
+				__atomic_add_fetch(&a->reaped, reap_some(&r->cq), __ATOMIC_RELAXED);
+			__atomic_add_fetch(&a->posted, RATE_BATCH, __ATOMIC_RELAXED);
+		}
 		while ((rc = post_one(r, 1, 8, dst, r->board->cards[1].key)) == -FI_EAGAIN)
-			mine += reap_some(&r->cq);
+			__atomic_add_fetch(&a->reaped, reap_some(&r->cq), __ATOMIC_RELAXED);
 		CHECK(rc);
-		/* Every work item drains its share, so the CQ never overflows. */
-		if ((i & 15) == 15)
-			mine += reap_some(&r->cq);
+		if (i % RATE_BATCH == RATE_BATCH - 1)
+			__atomic_add_fetch(&a->reaped, reap_some(&r->cq), __ATOMIC_RELAXED);
 	}
-	__atomic_add_fetch(&a->reaped, mine, __ATOMIC_RELAXED);
 }
 
 static int rate(struct rank *r, int n, int posts)
 {
 	if (r->me == 0) {
 		struct fi_xpu_host_launch_attr la = { .num_groups = 1, .group_size = (uint32_t)n };
-		struct rate_arg a = { .r = r, .posts = posts, .reaped = 0 };
+		struct rate_arg a = { .r = r, .posts = posts, .posted = 0, .reaped = 0 };
 		double t0 = now();
 		CHECK(fi_xpu_host_launch(&la, rate_kernel, &a));
 		int64_t left = (int64_t)n * posts - a.reaped;

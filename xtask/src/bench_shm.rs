@@ -92,7 +92,9 @@ fn kib(f: &Figures, k: &str) -> String {
     f.get(k).map_or("n/a".into(), |v| format!("{v:.0}"))
 }
 
-pub fn run(lib: PathBuf, quick: bool) -> Result {
+/// `only_copy`: the large-copy table alone (to repeat it under other
+/// huge-page settings of the machine).
+pub fn run(lib: PathBuf, quick: bool, only_copy: bool) -> Result {
     crate::bench::library_path_first(&lib)?;
     let dir = lib.join("bench");
     mkdir(&dir)?;
@@ -153,6 +155,9 @@ pub fn run(lib: PathBuf, quick: bool) -> Result {
         }
     }
     println!("\n{}", load());
+    if only_copy {
+        return Ok(());
+    }
 
     // ---- message rate --------------------------------------------------
     let total: u32 = if quick { 64_000 } else { 640_000 };

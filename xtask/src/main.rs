@@ -37,8 +37,10 @@ commands:
   test                       everything CI checks: fmt, clippy, build, tests
   bench [--quick] [--proxy]  run the benchmarks and their baselines, print a table
                              (--proxy: only the ofi proxy's, benches/ofi_proxy.c)
-  bench-shm [--quick]        how the shm provider's costs grow (rate, processes,
+  bench-shm [--quick] [--copy]
+                             how the shm provider's costs grow (rate, processes,
                              memory per peer, lookups) and its large copies
+                             (--copy: only the large copies)
   gpu-bundle [--out DIR] [--debug]
                              pack what a GPU machine without Rust needs to run
                              the GPU check (default DIR: target/gpu-bundle)
@@ -81,8 +83,8 @@ fn main() -> ExitCode {
         "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
         "bench" => Opts::parse(rest, &["--quick", "--proxy"], &[])
             .and_then(|o| bench::run(build(true)?, o.flag("--quick"), o.flag("--proxy"))),
-        "bench-shm" => Opts::parse(rest, &["--quick"], &[])
-            .and_then(|o| bench_shm::run(build(true)?, o.flag("--quick"))),
+        "bench-shm" => Opts::parse(rest, &["--quick", "--copy"], &[])
+            .and_then(|o| bench_shm::run(build(true)?, o.flag("--quick"), o.flag("--copy"))),
         "gpu-bundle" => {
             Opts::parse(rest, &["--debug"], &["--out"]).and_then(|o| gpu::bundle(&o).map(drop))
         }
