@@ -33,6 +33,7 @@
 #include <fi_xpu.h>
 #include <fi_xpu/device.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdint.h>
@@ -350,6 +351,13 @@ static void print_memory(const char *tag)
 	if (f)
 		fclose(f);
 	printf("%s_mappings %d maps\n", tag, maps);
+	int fds = 0;
+	DIR *d = opendir("/proc/self/fd");
+	while (d && readdir(d))
+		fds++;
+	if (d)
+		closedir(d);
+	printf("%s_fds %d fds\n", tag, fds - 3); /* ., .. and opendir's own */
 }
 
 static int memory(struct rank *r, int regs, int both)

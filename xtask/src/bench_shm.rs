@@ -219,8 +219,8 @@ pub fn run(lib: PathBuf, quick: bool, only_copy: bool) -> Result {
               after connecting to every other process and one write to each. Connections per pair: \
               1 when only one of the two inserts the other's address, 2 when both do.\n",
              std::env::var("FI_XPU_SHM_HEAP_SIZE").unwrap_or_else(|_| "8388608 (default)".into()));
-    println!("| processes | registrations each (R) | connections per pair | state | Rss | Pss | Pss_Shmem | Shared (clean+dirty) | Private (clean+dirty) | VmSize | mappings |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| processes | registrations each (R) | connections per pair | state | Rss | Pss | Pss_Shmem | Shared (clean+dirty) | Private (clean+dirty) | VmSize | mappings | open fds |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut runs: Vec<(u32, u32, u32)> = [2u32, 4, 8, 16, 32, 64]
         .iter()
         .map(|&p| (p, 0, 0))
@@ -242,7 +242,7 @@ pub fn run(lib: PathBuf, quick: bool, only_copy: bool) -> Result {
                 _ => "n/a".into(),
             };
             println!(
-                "| {p} | {} | {} | {state} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {p} | {} | {} | {state} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 regs + 1,
                 both + 1,
                 kib(&f, &format!("{tag}_Rss_kib")),
@@ -252,6 +252,7 @@ pub fn run(lib: PathBuf, quick: bool, only_copy: bool) -> Result {
                 sum("Private_Clean", "Private_Dirty"),
                 kib(&f, &format!("{tag}_VmSize_kib")),
                 kib(&f, &format!("{tag}_mappings")),
+                kib(&f, &format!("{tag}_fds")),
             );
         }
     }
