@@ -1,7 +1,8 @@
 //! The built-in vendor memory backends over test doubles of the drivers
 //! (tests/c/fake_cuda/libcuda.c built against the real <cuda.h> from the
 //! CUDA wheels, tests/c/fake_ze/libze_loader.c against libze-dev's
-//! <level_zero/ze_api.h>), found through LD_LIBRARY_PATH: the same
+//! <level_zero/ze_api.h>, tests/c/fake_hsa/libhsa-runtime64.c against
+//! Debian's ROCm <hsa/hsa.h>), found through LD_LIBRARY_PATH: the same
 //! dlopen-by-soname search a real driver is found by. Every memory
 //! operation, driver errors mapped to exact fi errors with one log line, a
 //! missing driver and a missing entry point, and device memory shared
@@ -70,7 +71,7 @@ fn setup() -> &'static Setup {
         common::test_provider(
             &plugins,
             "libfi_xpu-test.so",
-            &["-DTP_IFACES=((1ULL << FI_HMEM_SYSTEM) | (1ULL << FI_HMEM_CUDA) | (1ULL << FI_HMEM_ZE))"],
+            &["-DTP_IFACES=((1ULL << FI_HMEM_SYSTEM) | (1ULL << FI_HMEM_CUDA) | (1ULL << FI_HMEM_ZE) | (1ULL << FI_HMEM_ROCR))"],
         );
         let prog = dir.join("vendor_memory");
         common::cc(
@@ -97,6 +98,8 @@ fn run(lib_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, Vec<Stri
         "FAKE_CUDA_DEVICES",
         "FAKE_ZE_FAIL",
         "FAKE_ZE_DEVICES",
+        "FAKE_HSA_FAIL",
+        "FAKE_HSA_GPUS",
     ] {
         cmd.env_remove(v);
     }
@@ -368,6 +371,129 @@ mod ze {
     fn device_memory_shared_between_processes_and_written_through_shm() {
         let Some(drv) = driver() else { return };
         let (out, logs) = run(drv, &["ze", "share"], &[("FI_XPU_LOG_LEVEL", "none")]);
+        assert!(out.contains("vendor_memory share: ok"), "{out}\n{logs:#?}");
+    }
+}
+
+mod rocr {
+    use super::*;
+
+    fn runtime(name: &str, flags: &[String]) -> Option<PathBuf> {
+        if !Path::new("/usr/include/hsa/hsa_ext_amd.h").is_file() {
+            eprintln!("skipped: no hsa/hsa_ext_amd.h (install libhsa-runtime-dev)");
+            return None;
+        }
+        Some(fake_driver(
+            "tests/c/fake_hsa/libhsa-runtime64.c",
+            "libhsa-runtime64.so.1",
+            &setup().dir.join(name),
+            flags,
+        ))
+    }
+
+    fn driver() -> Option<&'static Path> {
+        static D: OnceLock<Option<PathBuf>> = OnceLock::new();
+        D.get_or_init(|| runtime("rocr", &[])).as_deref()
+    }
+
+    #[test]
+    fn every_operation_over_the_runtime() {
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["rocr", "ops"], &[]);
+        assert_eq!(
+            out, "open=0 alloc=0 dmabuf=0 host=0 import=0 reimport=0 thread=0 live=0",
+            "{logs:#?}"
+        );
+    }
+
+    /// Debian's runtime (ROCm 5.2) on a machine without a GPU, and the
+    /// double without GPUs: -FI_ENODEV; a GPU ordinal past the last: the same.
+    #[test]
+    fn no_runtime_or_no_gpu_is_enodev() {
+        let (out, logs) = run(&setup().dir.join("no-driver"), &["rocr", "ops"], &[]);
+        assert_eq!(out, "open=-19", "{logs:#?}");
+        let system = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"]
+            .iter()
+            .any(|d| Path::new(d).join("libhsa-runtime64.so.1").exists());
+        if system {
+            has_line(&logs, "FI_HMEM_ROCR: hsa_init failed: 0x1008");
+        } else {
+            has_line(
+                &logs,
+                "FI_HMEM_ROCR: no ROCm runtime: libhsa-runtime64.so.1",
+            );
+        }
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["rocr", "ops"], &[("FAKE_HSA_GPUS", "0")]);
+        assert_eq!(out, "open=-19");
+        has_line(
+            &logs,
+            "hsa_init failed: 0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES",
+        );
+        let (out, logs) = run(drv, &["rocr", "ops", "2"], &[("FAKE_HSA_GPUS", "2")]);
+        assert_eq!(out, "open=-19");
+        has_line(&logs, "FI_HMEM_ROCR: no GPU 2 (2 found)");
+    }
+
+    /// A runtime without DMA-BUF export (ROCm 5.2): everything but
+    /// exportable device memory works; that is -FI_ENOSYS, named in the log.
+    #[test]
+    fn runtime_without_dmabuf_export() {
+        let Some(old) = runtime("rocr-5.2", &["-DFAKE_HSA_NO_EXPORT".into()]) else {
+            return;
+        };
+        let (out, logs) = run(&old, &["rocr", "ops"], &[]);
+        assert_eq!(
+            out, "open=0 alloc=0 dmabuf=-38 host=0 import=0 reimport=0 thread=0 live=0",
+            "{logs:#?}"
+        );
+        has_line(
+            &logs,
+            "libhsa-runtime64.so.1 has no hsa_amd_portable_export_dmabuf",
+        );
+    }
+
+    #[test]
+    fn runtime_errors_map_to_fi_errors() {
+        let Some(drv) = driver() else { return };
+        check_errors(
+            drv,
+            "rocr",
+            "FAKE_HSA_FAIL",
+            &[
+                (
+                    "hsa_amd_memory_pool_allocate:1008",
+                    "open=0 alloc=-12 dmabuf=-12 host=0 import=0 reimport=0 thread=-12 live=0",
+                    "hsa_amd_memory_pool_allocate failed: 0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES",
+                ),
+                (
+                    "hsa_amd_portable_export_dmabuf:1003",
+                    "open=0 alloc=0 dmabuf=-22 host=0 import=0 reimport=0 thread=0 live=0",
+                    "hsa_amd_portable_export_dmabuf failed: 0x1003 (HSA_STATUS_ERROR_INVALID_ALLOCATION",
+                ),
+                (
+                    "hsa_amd_memory_lock:1001",
+                    "open=0 alloc=0 dmabuf=0 host=-22 import=-22 reimport=-22 thread=0 live=0",
+                    "hsa_amd_memory_lock failed: 0x1001 (HSA_STATUS_ERROR_INVALID_ARGUMENT",
+                ),
+                (
+                    "hsa_iterate_agents:100b",
+                    "open=-19",
+                    "hsa_iterate_agents failed: 0x100b (HSA_STATUS_ERROR_NOT_INITIALIZED",
+                ),
+                (
+                    "hsa_amd_memory_pool_get_info:1000",
+                    "open=-5",
+                    "hsa_amd_agent_iterate_memory_pools failed: hsa_status_t 0x1000",
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn device_memory_shared_between_processes_and_written_through_shm() {
+        let Some(drv) = driver() else { return };
+        let (out, logs) = run(drv, &["rocr", "share"], &[("FI_XPU_LOG_LEVEL", "none")]);
         assert!(out.contains("vendor_memory share: ok"), "{out}\n{logs:#?}");
     }
 }

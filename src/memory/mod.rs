@@ -2,10 +2,14 @@
 //! `fi_xpu_unimport`, `fi_xpu_free`): argument checks and bookkeeping shared
 //! by every backend, and the choice of backend for a context.
 //!
-//! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`), `cuda` (the CUDA
-//! driver) and `ze` (Level Zero), both opened at run time, `user` (the application's `struct
-//! fi_xpu_mem_ops`). Other ifaces without callbacks report `FI_ENOSYS`.
+//! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`); `cuda` (the CUDA
+//! driver), `ze` (Level Zero) and `rocr` (the ROCm runtime), opened at run
+//! time, with `pinned` (host memory they pin for the device); `user` (the
+//! application's `struct fi_xpu_mem_ops`). Other ifaces without callbacks
+//! report `FI_ENOSYS`.
 mod cuda;
+mod pinned;
+mod rocr;
 mod system;
 mod user;
 mod ze;
@@ -99,6 +103,7 @@ impl Memory {
             (None, FI_HMEM_SYSTEM) => Box::new(system::System::default()),
             (None, FI_HMEM_CUDA) => Box::new(cuda::Cuda::open(device)?),
             (None, FI_HMEM_ZE) => Box::new(ze::Ze::open(device)?),
+            (None, FI_HMEM_ROCR) => Box::new(rocr::Rocr::open(device)?),
             (None, _) => {
                 warn!(
                     "fi_xpu_ctx_open: no built-in memory backend for iface {} (device {device}) yet; supply struct fi_xpu_mem_ops",

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * The built-in vendor memory backends (FI_HMEM_CUDA, FI_HMEM_ZE), driven
+ * The built-in vendor memory backends (FI_HMEM_CUDA, FI_HMEM_ZE,
+ * FI_HMEM_ROCR), driven
  * through the public API as an application would, over whatever driver
  * library the dynamic linker finds (the tests put a driver test double
- * first on LD_LIBRARY_PATH). IFACE is "cuda" or "ze".
+ * first on LD_LIBRARY_PATH). IFACE is "cuda", "ze" or "rocr".
  *
  *   vendor_memory IFACE ops [device]
  *       Opens a context of IFACE on the "test" provider and tries each memory
@@ -41,25 +42,29 @@ static struct fid_xpu_domain *test_domain(void)
 	return dom;
 }
 
-static int ze; /* the iface is FI_HMEM_ZE, not FI_HMEM_CUDA */
+static enum fi_hmem_iface iface;
 
 static int vendor_ctx(struct fid_xpu_domain *dom, uint64_t device, struct fid_xpu_host_ctx **ctx)
 {
-	struct fi_xpu_ctx_open_attr a = { .iface = ze ? FI_HMEM_ZE : FI_HMEM_CUDA,
-					  .device = device, .ops = NULL };
+	struct fi_xpu_ctx_open_attr a = { .iface = iface, .device = device, .ops = NULL };
 	return fi_xpu_ctx_open(dom, &a, ctx, NULL);
 }
 
 /* What the driver double holds (-1 with another driver): the CUDA
- * double's address ranges, the ZE double's allocations and contexts. */
+ * double's address ranges, the ZE double's allocations and contexts, the
+ * ROCr double's allocations, locks and mappings. */
 static int live(void)
 {
-	void *h = dlopen(ze ? "libze_loader.so.1" : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	const char *lib = iface == FI_HMEM_ZE	  ? "libze_loader.so.1" :
+			  iface == FI_HMEM_ROCR ? "libhsa-runtime64.so.1" :
+						  "libcuda.so.1";
+	void *h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
 	int n = 0, k;
 	if (!h)
 		return -1;
-	if (ze) {
-		int (*f)(void) = (int (*)(void))(uintptr_t)dlsym(h, "fake_ze_live");
+	if (iface != FI_HMEM_CUDA) {
+		int (*f)(void) = (int (*)(void))(uintptr_t)dlsym(
+			h, iface == FI_HMEM_ZE ? "fake_ze_live" : "fake_hsa_live");
 		n = f ? f() : -1;
 	} else {
 		int (*f)(int) = (int (*)(int))(uintptr_t)dlsym(h, "fake_cuda_live");
@@ -111,7 +116,17 @@ static int ops(uint64_t device)
 	if (r == 0) {
 		EXPECT((uintptr_t)d % (1 << 20), 0);
 		EXPECT(fd >= 0, 1);
-		EXPECT(off, 0);
+		/* The fd and offset name this memory: imported back, they alias it. */
+		memset(d, 0x33, 8192);
+		EXPECT(fi_xpu_import(ctx, NULL, fd, off, 8192,
+				     FI_XPU_IMPORT_DMABUF | FI_XPU_IMPORT_DEVICEMAP, &imp), 0);
+		if (imp) {
+			EXPECT(((unsigned char *)imp)[8191], 0x33);
+			((unsigned char *)imp)[0] = 0x44;
+			EXPECT(((unsigned char *)d)[0], 0x44);
+			EXPECT(fi_xpu_unimport(ctx, imp), 0);
+			imp = NULL;
+		}
 		close(fd);
 	}
 	r = fi_xpu_alloc(ctx, 5000, 0, FI_XPU_ALLOC_HOST | FI_XPU_ALLOC_DMABUF, &h, &fd, &off);
@@ -284,13 +299,16 @@ static int share(void)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (argc >= 3 && (strcmp(argv[1], "cuda") == 0 || strcmp(argv[1], "ze") == 0)) {
-		ze = strcmp(argv[1], "ze") == 0;
+	if (argc >= 3 && (strcmp(argv[1], "cuda") == 0 || strcmp(argv[1], "ze") == 0 ||
+			  strcmp(argv[1], "rocr") == 0)) {
+		iface = strcmp(argv[1], "ze") == 0   ? FI_HMEM_ZE :
+			strcmp(argv[1], "rocr") == 0 ? FI_HMEM_ROCR :
+						       FI_HMEM_CUDA;
 		if (strcmp(argv[2], "ops") == 0)
 			return ops(argc > 3 ? strtoull(argv[3], NULL, 0) : 0) || failures;
 		if (strcmp(argv[2], "share") == 0)
 			return share();
 	}
-	fprintf(stderr, "usage: vendor_memory cuda|ze ops [device] | share\n");
+	fprintf(stderr, "usage: vendor_memory cuda|ze|rocr ops [device] | share\n");
 	return 2;
 }

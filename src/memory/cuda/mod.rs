@@ -18,12 +18,12 @@
 //!   whole allocation, for NIC registration.
 mod driver;
 
-use super::system::System;
+use super::pinned::{Pin, Pinned};
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::errno::*;
-use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST, FI_XPU_IMPORT_IOMEMORY};
+use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -49,20 +49,10 @@ pub struct Cuda {
     dev: CUdevice,
     ctx: CUcontext,
     granularity: usize,
-    /// Host allocations and host mappings of imported fds.
-    host: System,
     allocs: Mutex<HashMap<usize, DevAlloc>>,
-    host_allocs: Mutex<HashMap<usize, usize>>,
     mapped: Mutex<HashMap<usize, DevMapping>>,
-    /// Imported fds mapped into the host: device address -> the registered
-    /// range (base, length).
-    host_mapped: Mutex<HashMap<usize, (usize, usize)>>,
-    /// Host ranges this backend registered for host imports: base -> imports.
-    host_regs: Mutex<HashMap<usize, usize>>,
-    /// Host imports by device address: the registered base, or `None` when
-    /// the memory was already reachable (registered by the application, or
-    /// memory of this context).
-    host_imports: Mutex<HashMap<usize, Vec<Option<usize>>>>,
+    /// Host allocations, host-mapped fds and host imports.
+    pinned: Pinned,
 }
 
 // SAFETY: CUcontext is an opaque driver handle, usable from any thread once
@@ -78,13 +68,6 @@ fn page_size() -> usize {
 
 fn round_up(v: usize, to: usize) -> usize {
     v.div_ceil(to) * to
-}
-
-/// The page-aligned range enclosing `[addr, addr + size)`.
-fn pages(addr: usize, size: usize) -> (usize, usize) {
-    let p = page_size();
-    let base = addr / p * p;
-    (base, round_up(addr + size, p) - base)
 }
 
 impl Cuda {
@@ -115,13 +98,9 @@ impl Cuda {
             dev,
             ctx,
             granularity: 0,
-            host: System::default(),
             allocs: Mutex::default(),
-            host_allocs: Mutex::default(),
             mapped: Mutex::default(),
-            host_mapped: Mutex::default(),
-            host_regs: Mutex::default(),
-            host_imports: Mutex::default(),
+            pinned: Pinned::default(),
         };
         c.current()?;
         let mut g = 0usize;
@@ -219,26 +198,6 @@ impl Cuda {
         Ok(host)
     }
 
-    /// Pins and maps `[base, base + len)` (page-aligned) for the device.
-    fn register(&self, base: usize, len: usize, iomem: bool) -> Result<()> {
-        let flags = CU_MEMHOSTREGISTER_PORTABLE
-            | CU_MEMHOSTREGISTER_DEVICEMAP
-            | if iomem {
-                CU_MEMHOSTREGISTER_IOMEMORY
-            } else {
-                0
-            };
-        // SAFETY: a mapping of this process, page-aligned.
-        self.drv.check("cuMemHostRegister", unsafe {
-            (self.drv.mem_host_register)(base as *mut c_void, len, flags)
-        })
-    }
-
-    fn unregister(&self, base: usize) {
-        // SAFETY: a range `register` registered.
-        unsafe { (self.drv.mem_host_unregister)(base as *mut c_void) };
-    }
-
     fn alloc_device(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
         let d = self.drv;
         let len = round_up(size as usize, self.granularity);
@@ -302,31 +261,13 @@ impl Cuda {
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
-    fn alloc_host(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
-        let a = self.host.alloc(size, alignment, flags)?;
-        let (base, len) = pages(a.addr, size as usize);
-        let reg = self
-            .register(base, len, false)
-            .and_then(|_| match self.device_pointer(a.addr) {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    self.unregister(base);
-                    Err(e)
-                }
-            });
-        if let Err(e) = reg {
-            let _ = self.host.free(a.addr);
-            return Err(e);
-        }
-        self.host_allocs.lock().unwrap().insert(a.addr, len);
-        Ok(a)
-    }
-
-    /// Whether `[addr, addr + size)` is memory this backend already made
-    /// reachable by the device.
-    fn owns(&self, addr: usize, size: usize) -> bool {
+    /// Whether `[addr, addr + size)` is device memory of this context.
+    fn owns(&self, addr: usize, size: u64) -> bool {
         let inside = |start: usize, len: usize| {
-            addr >= start && (addr - start).checked_add(size).is_some_and(|e| e <= len)
+            addr >= start
+                && ((addr - start) as u64)
+                    .checked_add(size)
+                    .is_some_and(|e| e <= len as u64)
         };
         self.allocs
             .lock()
@@ -339,76 +280,6 @@ impl Cuda {
                 .unwrap()
                 .values()
                 .any(|m| inside(m.base, m.len))
-            || self
-                .host_allocs
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|(&a, &len)| inside(a, len))
-            || self
-                .host_mapped
-                .lock()
-                .unwrap()
-                .values()
-                .any(|&(b, len)| inside(b, len))
-    }
-
-    fn import_host(&self, req: &Import) -> Result<usize> {
-        let size = req.size as usize;
-        if self.owns(req.host_addr, size) {
-            self.host_imports
-                .lock()
-                .unwrap()
-                .entry(req.host_addr)
-                .or_default()
-                .push(None);
-            return Ok(req.host_addr);
-        }
-        let (base, len) = pages(req.host_addr, size);
-        let mut regs = self.host_regs.lock().unwrap();
-        let ours = if let Some(n) = regs.get_mut(&base) {
-            *n += 1;
-            Some(base)
-        } else {
-            match self.register(base, len, req.flags & FI_XPU_IMPORT_IOMEMORY != 0) {
-                Ok(()) => {
-                    regs.insert(base, 1);
-                    Some(base)
-                }
-                // Pinned already (by the application): usable as it is.
-                Err(e) if e == Error(FI_EBUSY) => None,
-                Err(e) => return Err(e),
-            }
-        };
-        drop(regs);
-        match self.device_pointer(req.host_addr) {
-            Ok(dev) => {
-                self.host_imports
-                    .lock()
-                    .unwrap()
-                    .entry(dev)
-                    .or_default()
-                    .push(ours);
-                Ok(dev)
-            }
-            Err(e) => {
-                if let Some(b) = ours {
-                    self.release_host_reg(b);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn release_host_reg(&self, base: usize) {
-        let mut regs = self.host_regs.lock().unwrap();
-        if let Some(n) = regs.get_mut(&base) {
-            *n -= 1;
-            if *n == 0 {
-                regs.remove(&base);
-                self.unregister(base);
-            }
-        }
     }
 
     fn import_fd(&self, req: &Import, fd: BorrowedFd) -> Result<usize> {
@@ -428,7 +299,7 @@ impl Cuda {
         ) {
             // Not a CUDA allocation: host memory (a memfd) or a DMA-BUF the
             // host can map.
-            return self.import_fd_host(req);
+            return self.pinned.import_fd(self, req);
         }
         d.check("cuMemImportFromShareableHandle", r)?;
         let len = round_up((req.offset + req.size) as usize, self.granularity);
@@ -457,24 +328,6 @@ impl Cuda {
             },
         );
         Ok(dev)
-    }
-
-    fn import_fd_host(&self, req: &Import) -> Result<usize> {
-        let addr = self.host.import(req)?;
-        let (base, len) = pages(addr, req.size as usize);
-        let reg = self
-            .register(base, len, req.flags & FI_XPU_IMPORT_IOMEMORY != 0)
-            .and_then(|_| {
-                self.device_pointer(addr).inspect_err(|_| {
-                    self.unregister(base);
-                })
-            });
-        if let Err(e) = reg {
-            let _ = self.host.unimport(addr, true);
-            return Err(e);
-        }
-        self.host_mapped.lock().unwrap().insert(addr, (base, len));
-        Ok(addr)
     }
 
     /// A DMA-BUF of the whole allocation holding `addr` (memory this context
@@ -519,7 +372,7 @@ impl Backend for Cuda {
     fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
         self.current()?;
         if flags & FI_XPU_ALLOC_HOST != 0 {
-            self.alloc_host(size, alignment, flags)
+            self.pinned.alloc(self, size, alignment, flags)
         } else {
             self.alloc_device(size, alignment, flags)
         }
@@ -533,48 +386,29 @@ impl Backend for Cuda {
             unsafe { (self.drv.mem_release)(a.handle) };
             return Ok(());
         }
-        if self.host_allocs.lock().unwrap().remove(&addr).is_some() {
-            self.unregister(addr);
-            return self.host.free(addr);
-        }
-        Err(Error::INVAL)
+        self.pinned.free(self, addr).unwrap_or(Err(Error::INVAL))
     }
 
     fn import(&self, req: &Import) -> Result<usize> {
         self.current()?;
         match req.fd {
             Some(fd) => self.import_fd(req, fd),
-            None => self.import_host(req),
+            None => {
+                let reachable = self.owns(req.host_addr, req.size);
+                self.pinned.import_host(self, req, reachable)
+            }
         }
     }
 
     fn unimport(&self, dev_addr: usize, mapped: bool) -> Result<()> {
         self.current()?;
-        if !mapped {
-            let ours = {
-                let mut imports = self.host_imports.lock().unwrap();
-                let Some(v) = imports.get_mut(&dev_addr) else {
-                    return Ok(());
-                };
-                let ours = v.pop().flatten();
-                if v.is_empty() {
-                    imports.remove(&dev_addr);
-                }
-                ours
-            };
-            if let Some(base) = ours {
-                self.release_host_reg(base);
+        if mapped {
+            if let Some(m) = self.mapped.lock().unwrap().remove(&dev_addr) {
+                self.unmap(m.base, m.len);
+                return Ok(());
             }
-            return Ok(());
         }
-        if let Some(m) = self.mapped.lock().unwrap().remove(&dev_addr) {
-            self.unmap(m.base, m.len);
-            return Ok(());
-        }
-        if let Some((base, _)) = self.host_mapped.lock().unwrap().remove(&dev_addr) {
-            self.unregister(base);
-            return self.host.unimport(dev_addr, true);
-        }
+        self.pinned.unimport(self, dev_addr, mapped);
         Ok(())
     }
 
@@ -606,22 +440,38 @@ impl Backend for Cuda {
             let fd = found.fd.as_ref().expect("filtered above");
             return Ok((fd.as_fd().try_clone_to_owned()?, (addr - found.base) as u64));
         }
-        let host = self
-            .host_allocs
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(&a, &len)| inside(a, len))
-            || self
-                .host_mapped
-                .lock()
-                .unwrap()
-                .values()
-                .any(|&(b, len)| inside(b, len));
-        if host {
-            return self.host.export(addr, size);
+        if let Some(r) = self.pinned.export(addr, size) {
+            return r;
         }
         self.dmabuf(addr, size)
+    }
+}
+
+impl Pin for Cuda {
+    /// `cuMemHostRegister` (portable, device-mapped), then the device
+    /// address, which unified addressing makes the host one.
+    fn pin(&self, base: usize, len: usize, iomem: bool) -> Result<()> {
+        let flags = CU_MEMHOSTREGISTER_PORTABLE
+            | CU_MEMHOSTREGISTER_DEVICEMAP
+            | if iomem {
+                CU_MEMHOSTREGISTER_IOMEMORY
+            } else {
+                0
+            };
+        // SAFETY: a mapping of this process, page-aligned.
+        self.drv.check("cuMemHostRegister", unsafe {
+            (self.drv.mem_host_register)(base as *mut c_void, len, flags)
+        })?;
+        if let Err(e) = self.device_pointer(base) {
+            self.unpin(base);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn unpin(&self, base: usize) {
+        // SAFETY: a range `pin` registered.
+        unsafe { (self.drv.mem_host_unregister)(base as *mut c_void) };
     }
 }
 
@@ -638,15 +488,7 @@ impl Drop for Cuda {
         for (_, m) in self.mapped.lock().unwrap().drain() {
             self.unmap(m.base, m.len);
         }
-        for (a, _) in self.host_allocs.lock().unwrap().drain() {
-            self.unregister(a);
-        }
-        for (_, (base, _)) in self.host_mapped.lock().unwrap().drain() {
-            self.unregister(base);
-        }
-        for (base, _) in self.host_regs.lock().unwrap().drain() {
-            self.unregister(base);
-        }
+        self.pinned.release(self);
         // SAFETY: the primary context retained in `open`, released once.
         unsafe { (self.drv.primary_ctx_release)(self.dev) };
     }

@@ -1,0 +1,294 @@
+//! The subset of the ROCm runtime (`libhsa-runtime64.so.1`) the ROCr memory
+//! backend calls, resolved at run time: types, constants and entry points
+//! as `hsa.h` and `hsa_ext_amd.h` declare them (checked against Debian's
+//! ROCm 5.2 headers by `layout_matches_hsa_h` below), and the mapping of
+//! `hsa_status_t` to libfabric error numbers. DMA-BUF export
+//! (`hsa_amd_portable_export_dmabuf`) came after ROCm 5.2: it is looked up
+//! on its own, and its absence only disables export.
+#![allow(non_camel_case_types)]
+use crate::dl::{entry_points, Library};
+use crate::error::{Error, Result};
+use fi_xpu_abi::errno::*;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::Path;
+use std::sync::OnceLock;
+
+pub type hsa_status_t = u32;
+
+/// `hsa_agent_t` and `hsa_amd_memory_pool_t`: one opaque 64-bit handle.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Handle {
+    pub handle: u64,
+}
+
+pub const HSA_STATUS_SUCCESS: hsa_status_t = 0;
+pub const HSA_STATUS_INFO_BREAK: hsa_status_t = 0x1;
+pub const HSA_STATUS_ERROR: hsa_status_t = 0x1000;
+pub const HSA_STATUS_ERROR_INVALID_ARGUMENT: hsa_status_t = 0x1001;
+pub const HSA_STATUS_ERROR_INVALID_ALLOCATION: hsa_status_t = 0x1003;
+pub const HSA_STATUS_ERROR_INVALID_AGENT: hsa_status_t = 0x1004;
+pub const HSA_STATUS_ERROR_OUT_OF_RESOURCES: hsa_status_t = 0x1008;
+pub const HSA_STATUS_ERROR_NOT_INITIALIZED: hsa_status_t = 0x100B;
+
+pub const HSA_AGENT_INFO_DEVICE: u32 = 17;
+pub const HSA_DEVICE_TYPE_GPU: u32 = 1;
+pub const HSA_AMD_SEGMENT_GLOBAL: u32 = 0;
+pub const HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED: u32 = 4;
+pub const HSA_AMD_MEMORY_POOL_INFO_SEGMENT: u32 = 0;
+pub const HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS: u32 = 1;
+pub const HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED: u32 = 5;
+pub const HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE: u32 = 6;
+
+pub type IterateAgentsCb = unsafe extern "C" fn(Handle, *mut c_void) -> hsa_status_t;
+
+/// The soname the backend opens.
+pub const LIBRARY: &str = "libhsa-runtime64.so.1";
+
+entry_points! {
+    /// Entry points of the runtime in every ROCm release the backend supports.
+    pub struct Api -> hsa_status_t {
+        init = "hsa_init": fn();
+        iterate_agents = "hsa_iterate_agents": fn(IterateAgentsCb, *mut c_void);
+        agent_get_info = "hsa_agent_get_info": fn(Handle, u32, *mut c_void);
+        iterate_memory_pools = "hsa_amd_agent_iterate_memory_pools":
+            fn(Handle, IterateAgentsCb, *mut c_void);
+        memory_pool_get_info = "hsa_amd_memory_pool_get_info": fn(Handle, u32, *mut c_void);
+        memory_pool_allocate = "hsa_amd_memory_pool_allocate":
+            fn(Handle, usize, u32, *mut *mut c_void);
+        memory_pool_free = "hsa_amd_memory_pool_free": fn(*mut c_void);
+        memory_lock = "hsa_amd_memory_lock":
+            fn(*mut c_void, usize, *mut Handle, c_int, *mut *mut c_void);
+        memory_unlock = "hsa_amd_memory_unlock": fn(*mut c_void);
+        interop_map_buffer = "hsa_amd_interop_map_buffer":
+            fn(u32, *mut Handle, c_int, u32, *mut usize, *mut *mut c_void, *mut usize, *mut *const c_void);
+        interop_unmap_buffer = "hsa_amd_interop_unmap_buffer": fn(*mut c_void);
+    }
+}
+
+pub type ExportDmabuf =
+    unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> hsa_status_t;
+
+pub struct Driver {
+    api: Api,
+    /// `hsa_amd_portable_export_dmabuf`, in newer runtimes than ROCm 5.2.
+    pub export_dmabuf: Option<ExportDmabuf>,
+    status_string: Option<unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t>,
+    _lib: Library,
+}
+
+impl std::ops::Deref for Driver {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
+impl Driver {
+    /// The process's runtime, opened and initialised (`hsa_init`) once.
+    pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
+        static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
+        DRIVER
+            .get_or_init(|| {
+                let lib = Library::open(Path::new(LIBRARY))
+                    .map_err(|e| (Error(FI_ENODEV), format!("no ROCm runtime: {LIBRARY}: {e}")))?;
+                let api = Api::resolve(&lib)
+                    .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
+                let export_dmabuf = lib.symbol("hsa_amd_portable_export_dmabuf").map(|p| {
+                    // SAFETY: the prototype of upstream's hsa_ext_amd.h.
+                    unsafe { std::mem::transmute::<*mut c_void, ExportDmabuf>(p) }
+                });
+                let status_string = lib.symbol("hsa_status_string").map(|p| {
+                    // SAFETY: the prototype of hsa.h.
+                    unsafe {
+                        std::mem::transmute::<
+                            *mut c_void,
+                            unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t,
+                        >(p)
+                    }
+                });
+                let d = Driver {
+                    api,
+                    export_dmabuf,
+                    status_string,
+                    _lib: lib,
+                };
+                // SAFETY: hsa_init takes no arguments.
+                let r = unsafe { (d.init)() };
+                if r != HSA_STATUS_SUCCESS {
+                    return Err((
+                        init_error(r),
+                        format!("hsa_init failed: {} (no GPU or no /dev/kfd?)", d.name(r)),
+                    ));
+                }
+                Ok(d)
+            })
+            .as_ref()
+            .map_err(|e| e.clone())
+    }
+
+    /// `0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES: ...)`, or the number alone.
+    pub fn name(&self, r: hsa_status_t) -> String {
+        let mut s: *const c_char = std::ptr::null();
+        if let Some(f) = self.status_string {
+            // SAFETY: writes a static string or leaves NULL.
+            if unsafe { f(r, &mut s) } == HSA_STATUS_SUCCESS && !s.is_null() {
+                // SAFETY: as above.
+                let n = unsafe { CStr::from_ptr(s) }.to_string_lossy();
+                return format!("{r:#x} ({n})");
+            }
+        }
+        format!("hsa_status_t {r:#x}")
+    }
+
+    pub fn check(&self, what: &str, r: hsa_status_t) -> Result<()> {
+        if r == HSA_STATUS_SUCCESS {
+            return Ok(());
+        }
+        crate::warn!("rocr: {what} failed: {}", self.name(r));
+        Err(error(r))
+    }
+}
+
+/// `hsa_init` reports a machine without a usable GPU as out of resources.
+fn init_error(r: hsa_status_t) -> Error {
+    match r {
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES | HSA_STATUS_ERROR => Error(FI_ENODEV),
+        r => error(r),
+    }
+}
+
+/// The libfabric error for a runtime error.
+pub fn error(r: hsa_status_t) -> Error {
+    Error(match r {
+        HSA_STATUS_ERROR_INVALID_ARGUMENT | HSA_STATUS_ERROR_INVALID_ALLOCATION => FI_EINVAL,
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES => FI_ENOMEM,
+        HSA_STATUS_ERROR_NOT_INITIALIZED | HSA_STATUS_ERROR_INVALID_AGENT => FI_ENODEV,
+        _ => FI_EIO,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Every constant and entry-point prototype above, as Debian's ROCm
+    /// headers (`hsa.h`, `hsa_ext_amd.h`) have them; the export entry
+    /// point, newer than those headers, is checked by the driver test
+    /// double's declaration of upstream's prototype.
+    #[test]
+    fn layout_matches_hsa_h() {
+        if !Path::new("/usr/include/hsa/hsa_ext_amd.h").is_file() {
+            eprintln!("skipped: no hsa/hsa_ext_amd.h (install libhsa-runtime-dev)");
+            return;
+        }
+        let consts: &[(&str, i64)] = &[
+            ("HSA_STATUS_INFO_BREAK", HSA_STATUS_INFO_BREAK as i64),
+            ("HSA_STATUS_ERROR", HSA_STATUS_ERROR as i64),
+            (
+                "HSA_STATUS_ERROR_INVALID_ARGUMENT",
+                HSA_STATUS_ERROR_INVALID_ARGUMENT as i64,
+            ),
+            (
+                "HSA_STATUS_ERROR_INVALID_ALLOCATION",
+                HSA_STATUS_ERROR_INVALID_ALLOCATION as i64,
+            ),
+            (
+                "HSA_STATUS_ERROR_INVALID_AGENT",
+                HSA_STATUS_ERROR_INVALID_AGENT as i64,
+            ),
+            (
+                "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
+                HSA_STATUS_ERROR_OUT_OF_RESOURCES as i64,
+            ),
+            (
+                "HSA_STATUS_ERROR_NOT_INITIALIZED",
+                HSA_STATUS_ERROR_NOT_INITIALIZED as i64,
+            ),
+            ("HSA_AGENT_INFO_DEVICE", HSA_AGENT_INFO_DEVICE as i64),
+            ("HSA_DEVICE_TYPE_GPU", HSA_DEVICE_TYPE_GPU as i64),
+            ("HSA_AMD_SEGMENT_GLOBAL", HSA_AMD_SEGMENT_GLOBAL as i64),
+            (
+                "HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED",
+                HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED as i64,
+            ),
+            (
+                "HSA_AMD_MEMORY_POOL_INFO_SEGMENT",
+                HSA_AMD_MEMORY_POOL_INFO_SEGMENT as i64,
+            ),
+            (
+                "HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS",
+                HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS as i64,
+            ),
+            (
+                "HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED",
+                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED as i64,
+            ),
+            (
+                "HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE",
+                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE as i64,
+            ),
+            (
+                "sizeof(hsa_status_t)",
+                std::mem::size_of::<hsa_status_t>() as i64,
+            ),
+            ("sizeof(hsa_agent_t)", std::mem::size_of::<Handle>() as i64),
+            (
+                "sizeof(hsa_amd_memory_pool_t)",
+                std::mem::size_of::<Handle>() as i64,
+            ),
+        ];
+        let protos = r#"
+typedef hsa_status_t (*AgentCb)(hsa_agent_t, void *);
+typedef hsa_status_t (*PoolCb)(hsa_amd_memory_pool_t, void *);
+#define P(fn, ...) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), hsa_status_t (*)(__VA_ARGS__)), #fn)
+P(hsa_init, void);
+P(hsa_iterate_agents, AgentCb, void *);
+P(hsa_agent_get_info, hsa_agent_t, hsa_agent_info_t, void *);
+P(hsa_amd_agent_iterate_memory_pools, hsa_agent_t, PoolCb, void *);
+P(hsa_amd_memory_pool_get_info, hsa_amd_memory_pool_t, hsa_amd_memory_pool_info_t, void *);
+P(hsa_amd_memory_pool_allocate, hsa_amd_memory_pool_t, size_t, uint32_t, void **);
+P(hsa_amd_memory_pool_free, void *);
+P(hsa_amd_memory_lock, void *, size_t, hsa_agent_t *, int, void **);
+P(hsa_amd_memory_unlock, void *);
+P(hsa_amd_interop_map_buffer, uint32_t, hsa_agent_t *, int, uint32_t, size_t *, void **, size_t *, const void **);
+P(hsa_amd_interop_unmap_buffer, void *);
+P(hsa_status_string, hsa_status_t, const char **);
+_Static_assert(sizeof(hsa_agent_info_t) == 4 && sizeof(hsa_amd_memory_pool_info_t) == 4, "enums are 32-bit");
+"#;
+        let mut src = String::from(
+            "#include <hsa/hsa.h>\n#include <hsa/hsa_ext_amd.h>\n#include <stdio.h>\n",
+        );
+        src += protos;
+        src += "int main(void) {\n";
+        for (expr, _) in consts {
+            src += &format!("    printf(\"%lld\\n\", (long long)({expr}));\n");
+        }
+        src += "    return 0;\n}\n";
+        let dir = std::env::temp_dir().join(format!("fi_xpu-hsa-h-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = dir.join("check.c");
+        let exe = dir.join("check");
+        std::fs::write(&c, src).unwrap();
+        let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .arg(&c)
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "the declarations differ from hsa.h:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let out = Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = String::from_utf8(out.stdout).unwrap();
+        for ((expr, want), got) in consts.iter().zip(text.lines()) {
+            assert_eq!(got.parse::<i64>().unwrap(), *want, "{expr}");
+        }
+        assert_eq!(text.lines().count(), consts.len());
+    }
+}
