@@ -217,9 +217,14 @@ hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, siz
 	    !valid_agent((hsa_agent_t){ memory_pool.handle / 100 }))
 		return HSA_STATUS_ERROR_INVALID_ARGUMENT;
 	size = (size + GRANULE - 1) & ~(size_t)(GRANULE - 1);
-	fd = memfd_create("fake-hsa", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
+	/* Sized for good, as a DMA-BUF is (importers check the seals). */
+	fd = memfd_create("fake-hsa", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+		if (fd >= 0)
+			close(fd);
 		return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+	}
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	pthread_mutex_lock(&lock);
 	if (p == MAP_FAILED || !add(ALLOCATED, (uintptr_t)p, size, fd)) {
