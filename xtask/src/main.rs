@@ -457,7 +457,7 @@ mod tests {
         ] {
             fs::write(dir.join(f), f).unwrap();
         }
-        let staged = stage_providers(&dir).unwrap();
+        let staged = stage::stage(&dir).unwrap();
         assert_eq!(staged, [dir.join("libfi_xpu-shm.so")]);
         assert_eq!(fs::read_to_string(&staged[0]).unwrap(), "libfi_xpu_shm.so");
         fs::remove_dir_all(&dir).unwrap();
