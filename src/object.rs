@@ -411,7 +411,7 @@ pub fn close(ptr: *const c_void) -> Result<()> {
 
 /// Keeps a closed object's shell for the rest of the process (see the module
 /// comment), in a list so that it stays reachable rather than leaked.
-fn retire(shell: usize) {
+pub(crate) fn retire(shell: usize) {
     static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
     RETIRED
         .lock()

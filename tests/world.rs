@@ -26,7 +26,16 @@ fn run_world(
     n: usize,
     env: impl Fn(usize) -> Vec<(&'static str, String)>,
 ) -> Vec<Output> {
-    let exe = program();
+    run_world_with(&program(), mode, n, env)
+}
+
+/// As `run_world`, with the program `exe`.
+fn run_world_with(
+    exe: &PathBuf,
+    mode: &str,
+    n: usize,
+    env: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Vec<Output> {
     let addr = free_addr();
     let kids: Vec<_> = (0..n)
         .map(|r| {
@@ -405,4 +414,23 @@ fn barrier_waits_for_writes_placed_late() {
             v
         }),
     );
+}
+
+#[test]
+fn refusals_and_operations_under_asan() {
+    if !common::asan_works() {
+        eprintln!("AddressSanitizer is not available: skipping");
+        return;
+    }
+    let exe = common::ofi::program("world", &["-fsanitize=address", "-fno-omit-frame-pointer"]);
+    for (mode, n) in [("bad", 2), ("twice", 2), ("ops", 3)] {
+        all_ok(
+            mode,
+            &run_world_with(&exe, mode, n, |r| {
+                let mut v = shm_only(r);
+                v.push(("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0".into()));
+                v
+            }),
+        );
+    }
 }
