@@ -68,7 +68,7 @@ fn cuda_examples_build_with_nvcc() {
     let lib = common::build();
     let dir = common::scratch("gpu-examples");
     std::thread::scope(|s| {
-        for ex in ["hello", "pingpong"] {
+        for ex in ["hello", "pingpong", "world"] {
             let (cuda, dir) = (&cuda, &dir);
             s.spawn(move || {
                 let obj = dir.join(format!("{ex}.o"));
@@ -149,6 +149,7 @@ fn gpu_bundle_is_complete_and_small() {
         "examples/pingpong.c",
         "examples/cuda/hello.cu",
         "examples/cuda/pingpong.cu",
+        "examples/cuda/world.cu",
         "examples/cuda/peer.h",
         "examples/cuda/cuda_mem.h",
         "bin/fi_xpu_info",
@@ -252,7 +253,7 @@ fn gpu_bundle_is_complete_and_small() {
             .env("GPU_CHECK_ITERS", "10"),
     );
     let t = text(&o);
-    for row in ["build hello.cu", "build pingpong.cu"] {
+    for row in ["build hello.cu", "build pingpong.cu", "build world.cu"] {
         assert!(
             t.lines()
                 .any(|l| l.starts_with(row) && l.split_whitespace().nth(3) == Some("ok")),

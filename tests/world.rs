@@ -41,7 +41,7 @@ fn run_world_with(
         .map(|r| {
             Command::new("timeout")
                 .arg("120")
-                .arg(&exe)
+                .arg(exe)
                 .arg(mode)
                 .current_dir(exe.parent().unwrap())
                 .env("FI_XPU_BOOTSTRAP_ADDR", &addr)

@@ -6,11 +6,12 @@
 #  1. capabilities: nvidia-smi (GPU, driver, P2P), then a small CUDA program
 #     (compute capability, unified addressing, host memory registered with
 #     cudaHostRegister and written by a kernel, peer access between GPUs);
-#  2. builds examples/cuda/{hello,pingpong}.cu with this machine's nvcc
+#  2. builds examples/cuda/{hello,pingpong,world}.cu with this machine's nvcc
 #     (13 or newer; $NVCC, else nvcc on PATH, $CUDA_HOME, /usr/local/cuda);
-#  3. runs each as two processes on one GPU over the shm and ofi providers
-#     (ofi over libfabric's ${GPU_CHECK_OFI_PROVIDER:-tcp}); the examples
-#     verify every byte they receive;
+#  3. runs hello and pingpong as two processes, world as four ranks, on one
+#     GPU over the shm and ofi providers (ofi over libfabric's
+#     ${GPU_CHECK_OFI_PROVIDER:-tcp}); the examples verify every byte they
+#     receive;
 #  4. prints one table: operation, provider, result, latency, bandwidth.
 #
 # Everything runs under `timeout`; the whole check stops after
@@ -142,7 +143,7 @@ fi
 # --- 2. build the examples ---------------------------------------------------
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export FI_XPU_PROVIDER_PATH="$here/lib/fi_xpu"
-for ex in hello pingpong; do
+for ex in hello pingpong world; do
     if timeout "$(budget 180)" "$nvcc" "${nvcc_flags[@]}" -I "$here/examples/cuda" \
             "$here/examples/cuda/$ex.cu" -L "$here/lib" -lfi_xpu -Xlinker "-rpath=$here/lib" \
             -o "$work/${ex}_cuda" >"$work/$ex.build.log" 2>&1; then
@@ -179,5 +180,6 @@ run_example() { # name provider args...
 for prov in shm ofi; do
     run_example hello "$prov"
     run_example pingpong "$prov" -n "${GPU_CHECK_ITERS:-1000}"
+    run_example world "$prov"
 done
 finish
