@@ -169,13 +169,21 @@ fn advise_huge(addr: usize, len: usize) {
 /// size checked cannot go down afterwards. Without the seal its owner could
 /// `ftruncate` it and every access of ours past the new end would raise
 /// SIGBUS; a file that cannot be sealed at all (not shmem) is refused for
-/// the same reason.
+/// the same reason. A DMA-BUF is the exception: its exporter fixed its
+/// size, so only the range is checked.
 fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
     // SAFETY: fstat into a zeroed struct on a descriptor checked open.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
         return Err(Error::last_os());
+    }
+    if is_dmabuf(fd) {
+        // A DMA-BUF's size is fixed by its exporter: nothing to seal.
+        return match offset.checked_add(size) {
+            Some(end) if end <= st.st_size as u64 => Ok(()),
+            _ => Err(Error::INVAL),
+        };
     }
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         crate::warn!("import: fd {} is not a regular file", fd.as_raw_fd());
@@ -201,6 +209,18 @@ fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
         return Err(Error::INVAL);
     }
     Ok(())
+}
+
+/// `DMA_BUF_MAGIC` of <linux/magic.h>: the file system of DMA-BUF files.
+const DMA_BUF_MAGIC: i64 = 0x444d_4142;
+
+/// Whether `fd` is a DMA-BUF (a GPU's or NIC's exported memory): such a
+/// file cannot be sealed, and cannot be shrunk either.
+fn is_dmabuf(fd: BorrowedFd) -> bool {
+    // SAFETY: fstatfs into a zeroed struct on a descriptor we hold.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == DMA_BUF_MAGIC }
 }
 
 /// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0: anywhere).

@@ -11,6 +11,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// unless it is already; `Err` when it cannot be sealed (peers would
 /// refuse it).
 pub fn seal(fd: BorrowedFd) -> Result<(), i32> {
+    if is_dmabuf(fd) {
+        return Ok(());
+    }
     let want = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
     // SAFETY: F_GET_SEALS only reads the file's seals.
     let have = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
@@ -27,19 +30,21 @@ pub fn seal(fd: BorrowedFd) -> Result<(), i32> {
 
 /// Checks a peer's descriptor before `[offset, offset + size)` of it is
 /// mapped: a regular file, sealed against shrinking (-FI_EPERM otherwise),
-/// at least `offset + size` long without wrapping (-FI_EINVAL otherwise).
+/// or a DMA-BUF (fixed size), at least `offset + size` long without
+/// wrapping (-FI_EINVAL otherwise).
 /// The seals are read first, so the size cannot go down after its check.
 pub fn check(fd: BorrowedFd, offset: u64, size: u64) -> Result<(), i32> {
+    let dmabuf = is_dmabuf(fd);
     // SAFETY: F_GET_SEALS only reads the file's seals.
     let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-    if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+    if !dmabuf && (seals < 0 || seals & libc::F_SEAL_SHRINK == 0) {
         return Err(-FI_EPERM);
     }
     // SAFETY: fstat into a zeroed struct of a descriptor we hold.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0
-        || st.st_mode & libc::S_IFMT != libc::S_IFREG
+        || (!dmabuf && st.st_mode & libc::S_IFMT != libc::S_IFREG)
     {
         return Err(-FI_EINVAL);
     }
@@ -47,6 +52,18 @@ pub fn check(fd: BorrowedFd, offset: u64, size: u64) -> Result<(), i32> {
         Some(end) if size > 0 && end <= st.st_size as u64 => Ok(()),
         _ => Err(-FI_EINVAL),
     }
+}
+
+/// `DMA_BUF_MAGIC` of <linux/magic.h>: the file system of DMA-BUF files.
+const DMA_BUF_MAGIC: i64 = 0x444d_4142;
+
+/// Whether `fd` is a DMA-BUF (a GPU's or NIC's exported memory): it cannot
+/// be sealed, and its exporter fixed its size, so it cannot shrink either.
+fn is_dmabuf(fd: BorrowedFd) -> bool {
+    // SAFETY: fstatfs into a zeroed struct on a descriptor we hold.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == DMA_BUF_MAGIC }
 }
 
 #[cfg(test)]
