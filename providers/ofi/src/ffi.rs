@@ -100,6 +100,9 @@ pub const FI_ADDR_NOTAVAIL: u64 = u64::MAX;
 /// one to the same peer has completed.
 pub const FI_FENCE: u64 = 1 << 21;
 pub const FI_RMA_EVENT: u64 = 1 << 56;
+/// More operations follow at once: the provider may hold this one to send
+/// them together (it still moves it in its next progress call).
+pub const FI_MORE: u64 = 1 << 18;
 pub const FI_SOURCE: u64 = 1 << 57;
 pub const FI_MR_LOCAL: u64 = 1 << 0;
 pub const FI_MR_HMEM: u64 = 1 << 10;

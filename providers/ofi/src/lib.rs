@@ -7,6 +7,7 @@
 mod core;
 mod fabric;
 pub mod ffi;
+mod inflight;
 pub mod layout;
 mod objects;
 mod proxy;

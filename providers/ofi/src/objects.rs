@@ -10,7 +10,6 @@ use crate::proxy::{self, Tuning, Watch, Worker};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
-use std::collections::HashSet;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -381,7 +380,7 @@ impl XpuCtx {
 
 pub struct AvInner {
     pub fid: Fid,
-    pub live: Mutex<HashSet<u64>>,
+    pub live: Mutex<crate::inflight::FiAddrSet>,
 }
 
 pub struct Av {
@@ -424,7 +423,7 @@ impl Av {
         Ok(Av {
             inner: Arc::new(AvInner {
                 fid: Fid(av),
-                live: Mutex::new(HashSet::new()),
+                live: Mutex::new(Default::default()),
             }),
         })
     }

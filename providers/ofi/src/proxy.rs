@@ -13,12 +13,13 @@
 //! bounded by `Tuning::poll` unless libfabric progresses on its own, every
 //! CQ has a wait fd and every ring is filled by the host.
 use crate::ffi::{self, fi_cq_err_entry, fi_cq_tagged_entry};
+use crate::inflight::{AddrSet, InFlight, Pool};
 use crate::layout::*;
 use crate::objects::{Bound, EpInner};
 use crate::ring::{self, Limits, MrRange};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 /// starve the others or its own completions.
 const BATCH: usize = 64;
 /// Completions read from libfabric per call.
-const CQ_BATCH: usize = 16;
+const CQ_BATCH: usize = 64;
 /// Idle passes that only spin before the thread starts yielding its core
 /// (within the spin period): a peer on the same core needs it to answer.
 const SPIN_PASSES: u32 = 64;
@@ -226,11 +227,13 @@ struct Waiting {
 pub struct EpState {
     /// Next ring position to take.
     cons: u64,
-    /// Ring positions of transmit operations still in flight (with counts).
-    inflight: BTreeMap<u64, u32>,
+    /// Ring positions of transmit operations still in flight.
+    inflight: InFlight,
     /// Every live `Req` (by address), so completions can be trusted and the
     /// requests freed when the endpoint closes.
-    reqs: HashSet<usize>,
+    reqs: AddrSet,
+    /// Request records for reuse: no allocation per entry.
+    pool: Pool<Req>,
     rem_write_seen: (u64, u64),
     rem_read_seen: (u64, u64),
     /// The next entry waits for room in its CQ: it is not work the thread
@@ -335,6 +338,9 @@ impl Watch {
 
 pub struct Worker {
     eps: Mutex<Vec<Arc<EpInner>>>,
+    /// Bumped after each change of `eps`: the thread copies the list only
+    /// then, not on every pass.
+    eps_gen: AtomicU64,
     stop: AtomicBool,
     /// Bumped once per loop; closers wait for it to move.
     epoch: AtomicU64,
@@ -407,6 +413,7 @@ impl Worker {
         epoll_ctl(&poller, libc::EPOLL_CTL_ADD, bell.as_raw_fd(), BELL)?;
         Ok(Worker {
             eps: Mutex::new(Vec::new()),
+            eps_gen: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             epoch: AtomicU64::new(0),
             bell,
@@ -447,6 +454,7 @@ impl Worker {
             }
         }
         self.eps.lock().unwrap().push(ep);
+        self.eps_gen.fetch_add(1, Ordering::AcqRel);
         self.kick();
     }
 
@@ -456,6 +464,9 @@ impl Worker {
     /// its libfabric objects) for good.
     pub fn remove(&self, ep: &Arc<EpInner>, name: &str) {
         self.eps.lock().unwrap().retain(|e| !Arc::ptr_eq(e, ep));
+        // Before `start` below: the thread drops its copy of the list at
+        // the first pass that begins after this.
+        self.eps_gen.fetch_add(1, Ordering::AcqRel);
         if ep.cq_fd >= 0 {
             // Before libfabric closes the fd; failure means it was never added.
             let _ = epoll_ctl(&self.poller, libc::EPOLL_CTL_DEL, ep.cq_fd, 0);
@@ -524,8 +535,8 @@ impl Worker {
     /// Blocks until a wake-up, a libfabric event or the time limit, unless
     /// a ring has work or libfabric has events to read first. `pending`:
     /// transmits are in flight, which only polling moves on.
-    fn sleep(&self, eps: &[Arc<EpInner>], pending: bool) {
-        let mut fids = Vec::with_capacity(eps.len());
+    fn sleep(&self, eps: &[Arc<EpInner>], pending: bool, fids: &mut Vec<*mut c_void>) {
+        fids.clear();
         let mut bounded = pending;
         for ep in eps {
             sleeping_word(ep).store(1, Ordering::SeqCst);
@@ -610,8 +621,16 @@ impl Worker {
 pub fn run(w: Arc<Worker>) {
     let mut last = Instant::now();
     let mut idle = 0u32;
+    let mut eps: Vec<Arc<EpInner>> = Vec::new();
+    let mut gen = u64::MAX;
+    let mut fids = Vec::new();
     while !w.stop.load(Ordering::Acquire) {
-        let eps: Vec<Arc<EpInner>> = w.eps.lock().unwrap().clone();
+        let now_gen = w.eps_gen.load(Ordering::Acquire);
+        if now_gen != gen {
+            eps.clone_from(&w.eps.lock().unwrap());
+            fids.reserve(eps.len());
+            gen = now_gen;
+        }
         let (mut busy, mut pending) = (false, false);
         for ep in &eps {
             let p = progress(ep, &w.tuning, &w.gate);
@@ -634,10 +653,9 @@ pub fn run(w: Arc<Worker>) {
                     std::thread::yield_now();
                 }
             } else {
-                w.sleep(&eps, pending);
+                w.sleep(&eps, pending, &mut fids);
             }
         }
-        drop(eps);
         w.epoch.fetch_add(1, Ordering::AcqRel);
     }
 }
@@ -680,6 +698,13 @@ fn stalled(ep: &EpInner, st: &mut EpState, pos: u64, limit: Duration) -> bool {
     since.elapsed() >= limit
 }
 
+/// Whether the entry at `pos` is published.
+fn published(ep: &EpInner, pos: u64) -> bool {
+    let s = slot(ep, pos);
+    // SAFETY: the slot lies in the ring.
+    at64(unsafe { std::ptr::addr_of_mut!((*s).seq) }).load(Ordering::Acquire) == pos + 1
+}
+
 fn slot(ep: &EpInner, pos: u64) -> *mut Wqe {
     // SAFETY: `size` is a power of two and the ring has `size` entries.
     unsafe { ep.ring().add((pos & (ep.size - 1)) as usize) }
@@ -706,7 +731,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     let dev = ep.dev();
     st.blocked = false;
     busy |= hand_over_waiting(ep, b, &mut st, g);
-    for _ in 0..BATCH {
+    for i in 0..BATCH {
         if st.fenced {
             if !st.inflight.is_empty() {
                 break;
@@ -741,7 +766,10 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
             fail(b, &w, -FI_EINVAL, 0);
             Ok(())
         } else {
-            issue(ep, b, &mut st, pos, &w, g, tuning)
+            // More entries are already published: libfabric may hold this
+            // operation and send it with them (`FI_MORE`).
+            let more = i + 1 < BATCH && published(ep, pos + 1);
+            issue(ep, b, &mut st, pos, &w, more, g, tuning)
         };
         match r {
             Err(e) if e == -FI_EAGAIN && !refused_too_long(&mut st, pos, &w, tuning) => {
@@ -771,7 +799,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     busy |= poll_cq(ep, b, &mut st, g);
     busy |= mirror_remote(ep, b, &mut st, g);
     busy |= expire(b, &mut st, tuning);
-    let flushed = st.inflight.keys().next().copied().unwrap_or(st.cons);
+    let flushed = st.inflight.first().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
     at64(unsafe { std::ptr::addr_of_mut!((*dev).flushed) }).store(flushed, Ordering::Release);
     Pass {
@@ -815,16 +843,39 @@ fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
 }
 
 /// Checks and issues one entry. `Err(-FI_EAGAIN)` leaves it in the ring to
-/// retry; every other outcome consumes it.
+/// retry; every other outcome consumes it. `more`: the next entry is
+/// published already.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn issue(
     ep: &EpInner,
     b: &Bound,
     st: &mut EpState,
     pos: u64,
     w: &Wqe,
+    more: bool,
     g: &Gate,
     tuning: &Tuning,
 ) -> Result<(), i32> {
+    if let Err(e) = validate(ep, b, pos, w) {
+        fail(b, w, e, 0);
+        return Ok(());
+    }
+    if w.op == OP_NOP || w.op == OP_FENCE {
+        if let Some(cq) = cq_for(b, w.op) {
+            cq.unreserve();
+        }
+        st.fenced |= w.op == OP_FENCE;
+        return Ok(());
+    }
+    translate_and_post(ep, b, st, pos, w, more, g, tuning)
+}
+
+/// The checks of a ring entry before anything of it reaches libfabric: its
+/// fields (`ring::check`), and that every local buffer lies in memory the
+/// context knows.
+#[inline(never)]
+fn validate(ep: &EpInner, b: &Bound, pos: u64, w: &Wqe) -> Result<(), i32> {
     let dom = &ep.dom;
     let lim = Limits {
         max_msg: dom.max_msg,
@@ -846,22 +897,15 @@ fn issue(
             w.op,
             ffi::strerror(e)
         ));
-        fail(b, w, e, 0);
-        return Ok(());
-    }
-    if w.op == OP_NOP || w.op == OP_FENCE {
-        if let Some(cq) = cq_for(b, w.op) {
-            cq.unreserve();
-        }
-        st.fenced |= w.op == OP_FENCE;
-        return Ok(());
+        return Err(e);
     }
     // Nothing but memory the context knows reaches libfabric: a wild
     // pointer would crash the process inside libfabric, a pointer to
     // private host memory would send that memory to the peer.
-    if let Some((addr, len)) = ring::local_buffers(w)
-        .into_iter()
-        .find(|&(a, l)| !ep.known(a, l))
+    if let Some(&(addr, len)) = ring::local_buffers(w)
+        .as_slice()
+        .iter()
+        .find(|&&(a, l)| !ep.known(a, l))
     {
         crate::core::warn(&format!(
             "ring entry at {pos} (op {}): local buffer {addr:#x} ({len} bytes) lies in no \
@@ -869,10 +913,25 @@ fn issue(
             w.op,
             ffi::strerror(-FI_EACCES)
         ));
-        fail(b, w, -FI_EACCES, 0);
-        return Ok(());
+        return Err(-FI_EACCES);
     }
-    let mut req = Box::new(Req {
+    Ok(())
+}
+
+/// Turns a checked entry into a libfabric operation and posts it.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn translate_and_post(
+    ep: &EpInner,
+    b: &Bound,
+    st: &mut EpState,
+    pos: u64,
+    w: &Wqe,
+    more: bool,
+    g: &Gate,
+    tuning: &Tuning,
+) -> Result<(), i32> {
+    let mut req = st.pool.take(Req {
         fi_ctx: [0; 8],
         pos,
         op: w.op,
@@ -934,7 +993,7 @@ fn issue(
     }
     if w.op == OP_WRITE {
         if let Some(delay) = tuning.test_delay {
-            *st.inflight.entry(pos).or_insert(0) += 1;
+            st.inflight.add(pos);
             st.waiting.push_back(Waiting {
                 due: Instant::now() + delay,
                 req,
@@ -944,12 +1003,12 @@ fn issue(
         }
     }
     let req = Box::into_raw(req);
-    let r = g.call(|| post(ep, &w, req as *mut c_void));
+    let r = g.call(|| post(ep, &w, req as *mut c_void, more));
     match r {
         Ok(()) => {
             st.reqs.insert(req as usize);
             if !ring::is_receive(w.op) {
-                *st.inflight.entry(pos).or_insert(0) += 1;
+                st.inflight.add(pos);
             }
             fence_signal(ep, b, st, g, req);
             Ok(())
@@ -957,7 +1016,7 @@ fn issue(
         Err(e) => {
             // SAFETY: libfabric refused the operation, so the request was
             // never handed out.
-            drop(unsafe { Box::from_raw(req) });
+            st.pool.give(unsafe { Box::from_raw(req) });
             if e == -FI_EAGAIN {
                 return Err(e);
             }
@@ -1007,7 +1066,7 @@ fn post_signal(
         let d = req.discard.insert(vec![0u8; 8].into_boxed_slice());
         w.result = d.as_mut_ptr() as u64;
     }
-    *st.inflight.entry(req.pos).or_insert(0) += 1;
+    st.inflight.add(req.pos);
     hand_over(ep, b, st, g, req, w);
 }
 
@@ -1069,7 +1128,7 @@ fn finish_part(b: &Bound, st: &mut EpState, r: &Req, err: Option<(i32, i32)>) {
 fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<Req>, w: Wqe) {
     req.issued = Instant::now();
     let raw = Box::into_raw(req);
-    match g.call(|| post(ep, &w, raw as *mut c_void)) {
+    match g.call(|| post(ep, &w, raw as *mut c_void, false)) {
         Ok(()) => {
             st.reqs.insert(raw as usize);
             fence_signal(ep, b, st, g, raw);
@@ -1127,12 +1186,7 @@ fn hand_over_waiting(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> boo
 
 /// One operation of ring position `pos` is no longer in flight.
 fn settle(st: &mut EpState, pos: u64) {
-    if let Some(n) = st.inflight.get_mut(&pos) {
-        *n -= 1;
-        if *n == 0 {
-            st.inflight.remove(&pos);
-        }
-    }
+    st.inflight.done(pos);
 }
 
 /// What `fail` needs of a request.
@@ -1160,7 +1214,8 @@ fn local_desc(ep: &EpInner, id: u64, buf: u64, len: u64) -> *mut c_void {
         .map_or(std::ptr::null_mut(), |r| r.desc as *mut c_void)
 }
 
-fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
+#[inline(never)]
+fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> {
     use ffi::*;
     let raddr = if ep.dom.offset_keys {
         w.raddr.wrapping_sub(w.rkey & crate::objects::KEY_BASE_MASK)
@@ -1177,7 +1232,7 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void) -> Result<(), i32> {
     // FI_FENCE comes only from the proxy (ring::check refuses it from a
     // device).
     let data_flags = w.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE | ffi::FI_FENCE);
-    let flags = FI_COMPLETION | data_flags;
+    let flags = FI_COMPLETION | data_flags | if more { FI_MORE } else { 0 };
     let r = match w.op {
         OP_WRITE | OP_READ => {
             let rma = fi_rma_iov {
@@ -1370,12 +1425,7 @@ fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning) -> bool {
                 },
             )
         };
-        if let Some(n) = st.inflight.get_mut(&pos) {
-            *n -= 1;
-            if *n == 0 {
-                st.inflight.remove(&pos);
-            }
-        }
+        st.inflight.done(pos);
         crate::core::warn(&format!(
             "op {} at ring position {pos}: no completion from libfabric after {} ms: \
              failed with {} (libfabric's shm provider never answers an access with a \
@@ -1431,16 +1481,12 @@ fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
         return None;
     }
     if !ring::is_receive(req.op) {
-        if let Some(n) = st.inflight.get_mut(&req.pos) {
-            *n -= 1;
-            if *n == 0 {
-                st.inflight.remove(&req.pos);
-            }
-        }
+        st.inflight.done(req.pos);
     }
     Some(req)
 }
 
+#[inline(never)]
 fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     let mut busy = false;
     // Entries left uninitialised: this runs on every pass and libfabric
@@ -1486,6 +1532,7 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
                     ..Default::default()
                 };
                 fail(b, &w, -e.err.abs(), e.prov_errno);
+                st.pool.give(req);
             }
             continue;
         }
@@ -1494,6 +1541,7 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     busy
 }
 
+#[inline(never)]
 fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, src: u64, g: &Gate) {
     if e.flags & FI_REMOTE_WRITE != 0 {
         // A remote write carrying CQ data: it completes at the target only.
@@ -1521,6 +1569,7 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
     }
     if req.joint {
         finish_part(b, st, &req, None);
+        st.pool.give(req);
         return;
     }
     let recv = ring::is_receive(req.op);
@@ -1540,6 +1589,8 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
             ..Default::default()
         });
     }
+    req.discard = None;
+    st.pool.give(req);
 }
 
 /// Adds what libfabric's remote-access counters gained since the last look

@@ -181,13 +181,32 @@ pub fn has_source(op: u32) -> bool {
     )
 }
 
+/// The local buffers of an entry, `(address, bytes)`: at most three (source,
+/// compare, result), kept inline so that the proxy's check allocates nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bufs {
+    v: [(u64, u64); 3],
+    n: usize,
+}
+
+impl Bufs {
+    fn push(&mut self, b: (u64, u64)) {
+        self.v[self.n] = b;
+        self.n += 1;
+    }
+
+    pub fn as_slice(&self) -> &[(u64, u64)] {
+        &self.v[..self.n]
+    }
+}
+
 /// The local memory a checked entry makes libfabric read or write, as
 /// (address, bytes): the source or destination buffer (unless injected),
 /// the compare buffer, the fetch result. Each must lie in memory the
 /// context knows (allocated, imported or registered) before the entry
 /// reaches libfabric.
-pub fn local_buffers(w: &Wqe) -> Vec<(u64, u64)> {
-    let mut out = Vec::with_capacity(3);
+pub fn local_buffers(w: &Wqe) -> Bufs {
+    let mut out = Bufs::default();
     let inject = w.flags & FI_INJECT != 0;
     let bytes = match w.op {
         OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => match check_atomic(w) {
@@ -300,7 +319,7 @@ mod tests {
             ..write()
         };
         assert_eq!(check(&put, &l, &mr, &any), Ok(()));
-        assert_eq!(local_buffers(&put), vec![(0x1000, 0x100)]);
+        assert_eq!(local_buffers(&put).as_slice(), [(0x1000, 0x100)]);
         assert_eq!(completion_flags(OP_PUT_SIGNAL), FI_RMA | FI_WRITE);
         assert_eq!(counter_of(OP_PUT_SIGNAL), Some(CNTR_WRITE));
         let cq_data = Wqe {
@@ -327,7 +346,7 @@ mod tests {
             ..write()
         };
         assert_eq!(check(&fence, &l, &mr, &any), Ok(()));
-        assert!(local_buffers(&fence).is_empty());
+        assert!(local_buffers(&fence).as_slice().is_empty());
     }
 
     #[test]
@@ -383,7 +402,7 @@ mod tests {
             ..write()
         };
         assert_eq!(check(&w, &l, &mr, &any), Ok(()));
-        assert_eq!(local_buffers(&w), vec![]);
+        assert!(local_buffers(&w).as_slice().is_empty());
         let big = Wqe {
             len: INJECT_SIZE + 1,
             ..w
@@ -405,14 +424,14 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(check(&cas, &l, &mr, &any), Ok(()));
-        assert_eq!(local_buffers(&cas), vec![(0x2000, 64)]);
+        assert_eq!(local_buffers(&cas).as_slice(), [(0x2000, 64)]);
         let cas9 = Wqe { len: 9, ..cas };
         assert_eq!(check(&cas9, &l, &mr, &any), Err(-FI_EMSGSIZE));
     }
 
     #[test]
     fn local_buffers_of_entries() {
-        assert_eq!(local_buffers(&write()), vec![(0x1000, 0x100)]);
+        assert_eq!(local_buffers(&write()).as_slice(), [(0x1000, 0x100)]);
         let fetch = Wqe {
             op: OP_FETCH_ATOMIC,
             atomic: FI_UINT32 as u32 | (FI_SUM as u32) << 16,
@@ -421,14 +440,14 @@ mod tests {
             result: 0x20,
             ..Default::default()
         };
-        assert_eq!(local_buffers(&fetch), vec![(0x10, 8), (0x20, 8)]);
+        assert_eq!(local_buffers(&fetch).as_slice(), [(0x10, 8), (0x20, 8)]);
         let empty = Wqe {
             op: OP_SEND,
             buf: 0,
             len: 0,
             ..Default::default()
         };
-        assert_eq!(local_buffers(&empty), vec![]);
+        assert!(local_buffers(&empty).as_slice().is_empty());
     }
 
     #[test]

@@ -178,6 +178,7 @@ fn invariants(w: &Wqe) {
     // Every buffer libfabric will be given is one `local_buffers` lists
     // (and the proxy checks against the context's memory).
     let listed = local_buffers(w);
+    let listed = listed.as_slice();
     if !read_only && !inject && bytes > 0 {
         assert!(listed.contains(&(w.buf, bytes)), "{w:?}");
     }

@@ -5,8 +5,9 @@
 //! the same run (medians of the rounds).
 use super::{cc, cell, figures, Figures};
 use crate::Result;
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The machine's load, as `uptime` reports it.
 pub fn load() -> String {
@@ -77,6 +78,160 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
             );
         }
     }
+    per_entry(lib, dir, quick)
+}
+
+/// Functions whose inclusive instructions are reported per entry: the
+/// device-side post, and the proxy's validation, translation (with
+/// libfabric's post inside), libfabric's post, and completion.
+const COUNTED: [&str; 5] = [
+    "xpu_post",
+    "fi_xpu_ofi::proxy::validate",
+    "fi_xpu_ofi::proxy::translate_and_post",
+    "xo_writemsg",
+    "fi_xpu_ofi::proxy::complete",
+];
+
+/// Inclusive instructions of the `COUNTED` functions and heap allocations
+/// (calls to malloc, calloc, realloc) of the whole process, for `posts`
+/// 8-byte writes posted and completed one at a time over libfabric's shm.
+fn callgrind(exe: &Path, dir: &Path, posts: u32) -> Option<BTreeMap<String, f64>> {
+    let out = dir.join(format!("callgrind.proxy.{posts}"));
+    let ok = Command::new("valgrind")
+        .args(["--tool=callgrind", "--fair-sched=yes", "-q"])
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(exe)
+        .args(["shm", "--post", &posts.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?
+        .success();
+    if !ok {
+        return None;
+    }
+    let mut v = BTreeMap::new();
+    let raw = std::fs::read_to_string(&out).ok()?;
+    v.insert("allocations".to_string(), allocations(&raw));
+    let annotated = Command::new("callgrind_annotate")
+        .args(["--inclusive=yes", "--auto=no", "--threshold=100"])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let _ = std::fs::remove_file(&out);
+    for line in String::from_utf8_lossy(&annotated.stdout).lines() {
+        // "  1,234 (0.5%)  file:name [object]"
+        let Some((count, rest)) = line.trim_start().split_once(' ') else {
+            continue;
+        };
+        let Ok(count) = count.replace(',', "").parse::<f64>() else {
+            continue;
+        };
+        let Some(name) = rest.split_once("  ").map(|(_, r)| r).and_then(|r| {
+            let r = r.strip_suffix(']')?;
+            let (f, _) = r.rsplit_once(" [")?;
+            Some(f.split_once(':').map_or(f, |(_, n)| n).to_string())
+        }) else {
+            continue;
+        };
+        if COUNTED.contains(&name.as_str()) {
+            *v.entry(name).or_insert(0.0) += count;
+        }
+    }
+    Some(v)
+}
+
+/// Calls to the C allocator in a callgrind output file.
+fn allocations(raw: &str) -> f64 {
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut callee = String::new();
+    let mut total = 0f64;
+    for line in raw.lines() {
+        if let Some(rest) = line.strip_prefix("cfn=") {
+            // "(id) name" defines the id, "(id)" refers to it.
+            let (id, name) = rest.split_once(' ').unwrap_or((rest, ""));
+            if !name.is_empty() {
+                names.insert(id.to_string(), name.to_string());
+            }
+            callee = names.get(id).cloned().unwrap_or_default();
+        } else if let Some(rest) = line.strip_prefix("fn=") {
+            if let Some((id, name)) = rest.split_once(' ') {
+                names.insert(id.to_string(), name.to_string());
+            }
+        } else if let Some(rest) = line.strip_prefix("calls=") {
+            if matches!(callee.as_str(), "malloc" | "calloc" | "realloc") {
+                total += rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+            }
+        }
+    }
+    total
+}
+
+/// Per-entry instructions and allocations: the difference between two
+/// runs of different lengths, over the difference in entries, so that
+/// setup and teardown cancel out.
+pub fn per_entry(lib: &Path, dir: &Path, quick: bool) -> Result {
+    let exe = dir.join("ofi_proxy");
+    if !exe.exists() {
+        cc(
+            "benches/ofi_proxy.c",
+            &exe,
+            lib,
+            &["-lfi_xpu", "-lfabric", "-lpthread"],
+        )?;
+    }
+    let (a, b) = if quick { (200, 600) } else { (1000, 3000) };
+    let (Some(ra), Some(rb)) = (callgrind(&exe, dir, a), callgrind(&exe, dir, b)) else {
+        println!("\n(callgrind per entry: valgrind or callgrind_annotate failed)");
+        return Ok(());
+    };
+    let per = |k: &str| -> Option<f64> {
+        Some((rb.get(k)? - ra.get(k).copied().unwrap_or(0.0)) / f64::from(b - a))
+    };
+    let validate = per("fi_xpu_ofi::proxy::validate");
+    let lf_post = per("xo_writemsg");
+    let translate =
+        per("fi_xpu_ofi::proxy::translate_and_post").map(|t| t - lf_post.unwrap_or(0.0));
+    let complete = per("fi_xpu_ofi::proxy::complete");
+    println!(
+        "\n### ofi provider: instructions per 8-byte write entry (callgrind, libfabric shm; runs of {a} and {b} entries, difference / {})\n",
+        b - a
+    );
+    println!("| part | instructions per entry |");
+    println!("|---|---|");
+    println!(
+        "| device side: `fi_xpu_write` post (`xpu_post`) | {} |",
+        cell(per("xpu_post"), 0)
+    );
+    println!(
+        "| proxy: validation (`validate`: entry fields, registrations, AV, known memory) | {} |",
+        cell(validate, 0)
+    );
+    println!(
+        "| proxy: translation (`translate_and_post` without libfabric's post) | {} |",
+        cell(translate, 0)
+    );
+    println!(
+        "| proxy: completion (`complete`: request lookup, counter, CQ entry) | {} |",
+        cell(complete, 0)
+    );
+    let sum = [validate, translate, complete]
+        .into_iter()
+        .try_fold(0.0, |s, v| v.map(|v| s + v));
+    println!("| proxy: total of the three | {} |", cell(sum, 0));
+    println!(
+        "| libfabric: `fi_writemsg` (`xo_writemsg`) | {} |",
+        cell(lf_post, 0)
+    );
+    println!(
+        "| heap allocations per entry, whole process | {} |",
+        cell(per("allocations"), 2)
+    );
     Ok(())
 }
 
