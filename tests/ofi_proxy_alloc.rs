@@ -1,0 +1,60 @@
+//! The ofi provider's progress thread allocates nothing per ring entry once
+//! warm: `benches/ofi_proxy.c --post N` (one device thread writing 8-byte
+//! entries through the proxy over libfabric's shm, one at a time) makes as
+//! many heap allocations, counted by valgrind, for 100 entries as for 400.
+//! Before request records were pooled and the thread's lists kept, each
+//! entry cost about five.
+mod common;
+
+use common::ofi;
+use std::process::Command;
+
+/// valgrind's count of heap allocations of one run of `n` entries.
+fn allocations(exe: &std::path::Path, n: u32) -> u64 {
+    let mut cmd = Command::new("valgrind");
+    cmd.current_dir(exe.parent().unwrap())
+        .args(["--leak-check=no", "--fair-sched=yes", "--error-exitcode=99"])
+        .arg(exe)
+        .args(["shm", "--post", &n.to_string()])
+        .env("FI_XPU_LOG_LEVEL", "none");
+    let out = common::run_ok(&mut cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // "==PID==   total heap usage: 1,781 allocs, 1,780 frees, ..."
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("total heap usage:"))
+        .unwrap_or_else(|| panic!("no heap summary from valgrind:\n{stderr}"));
+    let count = line
+        .split("total heap usage:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .replace(',', "");
+    count.parse().unwrap()
+}
+
+#[test]
+fn proxy_allocates_nothing_per_entry() {
+    if !ofi::have_libfabric() {
+        eprintln!("skipped: libfabric is not installed");
+        return;
+    }
+    assert!(
+        common::have("valgrind"),
+        "valgrind is missing: install it (.ci/run does)"
+    );
+    let exe = common::scratch("ofi-proxy-alloc").join("ofi_proxy");
+    common::cc(
+        &[&common::root().join("benches/ofi_proxy.c")],
+        &exe,
+        &["-Wl,--no-as-needed", "-lfabric"],
+    );
+    let few = allocations(&exe, 100);
+    let many = allocations(&exe, 400);
+    assert_eq!(
+        few,
+        many,
+        "300 more entries made {} more heap allocations",
+        many as i64 - few as i64
+    );
+}
