@@ -28,7 +28,7 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
         lib,
         &["-lfi_xpu", "-lfabric", "-lpthread"],
     )?;
-    let (iters, rounds) = if quick { ("1000", "3") } else { ("10000", "5") };
+    let (iters, rounds) = if quick { ("1000", "3") } else { ("5000", "5") };
     let before = load();
     let runs: Vec<(&str, Figures)> = ["shm", "tcp"]
         .into_iter()
