@@ -57,9 +57,10 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// Both CUDA examples: nvcc's front end, cicc, ptxas (SASS for sm_90) and
-/// the host compiler with warnings as errors; then linked with libfi_xpu
-/// and the static CUDA runtime, so every host call resolves.
+/// The CUDA examples (hello, pingpong, the MoE dispatch/combine): nvcc's
+/// front end, cicc, ptxas (SASS for sm_90) and the host compiler with
+/// warnings as errors; then linked with libfi_xpu and the static CUDA
+/// runtime, so every host call resolves.
 #[test]
 fn cuda_examples_build_with_nvcc() {
     let Some(cuda) = cuda_home() else {
@@ -68,7 +69,12 @@ fn cuda_examples_build_with_nvcc() {
     let lib = common::build();
     let dir = common::scratch("gpu-examples");
     std::thread::scope(|s| {
-        for ex in ["hello", "pingpong", "world"] {
+        for (ex, src) in [
+            ("hello", "examples/cuda/hello.cu"),
+            ("pingpong", "examples/cuda/pingpong.cu"),
+            ("world", "examples/cuda/world.cu"),
+            ("moe", "examples/moe/moe.cu"),
+        ] {
             let (cuda, dir) = (&cuda, &dir);
             s.spawn(move || {
                 let obj = dir.join(format!("{ex}.o"));
@@ -83,7 +89,10 @@ fn cuda_examples_build_with_nvcc() {
                     .arg(common::root())
                     .arg("-I")
                     .arg(common::root().join("include"))
-                    .arg(common::root().join(format!("examples/cuda/{ex}.cu")))
+                    // moe checks every result byte against host
+                    // arithmetic: no fused multiply-adds.
+                    .args(["-fmad=false"])
+                    .arg(common::root().join(src))
                     .arg("-o")
                     .arg(&obj);
                 let o = common::run(&mut cc);

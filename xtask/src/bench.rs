@@ -10,8 +10,11 @@
 //! - `fi_pingpong -p shm`: libfabric's own ping-pong, for reference.
 //! - callgrind: instructions of one `fi_xpu_write` post (`post_one`).
 //! - `benches/ofi_proxy.c`: the ofi provider's proxy alone (see `proxy`).
+//! - MoE dispatch+combine (`examples/moe`) beside the same exchange driven
+//!   from the host with libfabric (`benches/moe_host.c`), see `moe`.
 use crate::{mkdir, root, Result};
 
+mod moe;
 mod proxy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -193,12 +196,15 @@ pub(crate) fn library_path_first(lib: &Path) -> Result {
     Ok(())
 }
 
-pub fn run(lib: PathBuf, quick: bool, only_proxy: bool) -> Result {
+pub fn run(lib: PathBuf, quick: bool, only_proxy: bool, only_moe: bool) -> Result {
     library_path_first(&lib)?;
     let dir = lib.join("bench");
     mkdir(&dir)?;
     if only_proxy {
         return proxy::run(&lib, &dir, quick);
+    }
+    if only_moe {
+        return moe::run(&lib, &dir, quick);
     }
     let xpu = dir.join("xpu_rma");
     let lf = dir.join("libfabric_rma");
@@ -314,5 +320,6 @@ pub fn run(lib: PathBuf, quick: bool, only_proxy: bool) -> Result {
     println!("|---|---|");
     println!("| shm | {} |", cell(ir_shm, 0));
     println!("| ofi (over libfabric shm) | {} |", cell(ir_ofi, 0));
-    proxy::run(&lib, &dir, quick)
+    proxy::run(&lib, &dir, quick)?;
+    moe::run(&lib, &dir, quick)
 }

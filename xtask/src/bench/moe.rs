@@ -1,0 +1,142 @@
+//! MoE dispatch+combine (examples/moe/moe.c: device code on CPU threads,
+//! through an fi_xpu world) beside the same exchange driven from the host
+//! with libfabric directly (benches/moe_host.c: fi_writemsg with delivery
+//! complete, a host-initiated all-to-allv), on the same transport, in the
+//! same run: wall-clock ratios at 2 and 4 ranks, and callgrind instructions
+//! per dispatched token of the issuing side.
+use super::{cc, cell, figures, ratio};
+use crate::Result;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Tokens per rank, routed to 3 experts each (7168 BF16 elements).
+const TOKENS: u32 = 32;
+const TOPK: u32 = 3;
+
+fn moe_us(cmd: &mut Command, what: &str) -> Option<f64> {
+    figures(cmd.env("FI_TCP_IFACE", "lo"), what)
+        .get("moe_us")
+        .copied()
+}
+
+/// Instructions inside `function` over every process of one run, per
+/// token sent (ranks * TOKENS * TOPK): callgrind follows the forked ranks.
+fn instructions_per_token(
+    cmd: &mut Command,
+    function: &str,
+    ranks: u32,
+    dir: &Path,
+) -> Option<f64> {
+    let out = dir.join("moe-callgrind");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).ok()?;
+    let prog = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let ok = Command::new("valgrind")
+        .args(["--tool=callgrind", "--fair-sched=yes", "-q"])
+        .arg(format!("--toggle-collect={function}"))
+        .arg(format!(
+            "--callgrind-out-file={}",
+            out.join("cg.%p").display()
+        ))
+        .arg(prog)
+        .args(args)
+        .env("FI_TCP_IFACE", "lo")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?
+        .success();
+    if !ok {
+        return None;
+    }
+    let mut total = 0f64;
+    for entry in std::fs::read_dir(&out).ok()? {
+        let text = std::fs::read_to_string(entry.ok()?.path()).ok()?;
+        if let Some(v) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("summary: ").or(l.strip_prefix("totals: ")))
+        {
+            total += v.split_whitespace().next()?.parse::<f64>().ok()?;
+        }
+    }
+    Some(total / f64::from(ranks * TOKENS * TOPK))
+}
+
+pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
+    let xpu = dir.join("moe");
+    let host = dir.join("moe_host");
+    cc("examples/moe/moe.c", &xpu, lib, &["-lfi_xpu", "-lpthread"])?;
+    cc("benches/moe_host.c", &host, lib, &["-lfi_xpu", "-lfabric"])?;
+    let iters = if quick { "3" } else { "10" };
+    let t = TOKENS.to_string();
+    println!(
+        "\n### MoE dispatch+combine: {TOKENS} tokens of 7168 BF16 per rank, top-{TOPK} of 4 experts per rank ({}; {iters} iterations, mean of the slowest rank)\n",
+        super::proxy::load()
+    );
+    println!("| ranks | transport | fi_xpu (device code, µs) | host-driven libfabric (µs) | ratio | target |");
+    println!("|---|---|---|---|---|---|");
+    // fi_xpu's provider and transport, and the libfabric provider of the
+    // same transport the baseline drives.
+    let rows = [
+        ("shm", None, "shm", "≤ 0.5×"),
+        ("ofi", Some("tcp"), "tcp", "≤ 1.2×"),
+        ("ofi", Some("shm"), "shm", "≤ 1.2×"),
+    ];
+    for n in ["2", "4"] {
+        for (prov, fabric, lf, target) in rows {
+            let mut x = Command::new(&xpu);
+            x.args(["-n", n, "-p", prov, "-T", &t, "-i", iters]);
+            if let Some(f) = fabric {
+                x.args(["-f", f]);
+            }
+            let label = match fabric {
+                Some(f) => format!("{prov}/{f}"),
+                None => prov.to_string(),
+            };
+            let a = moe_us(&mut x, &format!("moe on {label}"));
+            let b = moe_us(
+                Command::new(&host).args([lf, "-n", n, "-T", &t, "-i", iters]),
+                &format!("moe_host on {lf}"),
+            );
+            println!(
+                "| {n} | {label} vs libfabric {lf} | {} | {} | {} | {target} |",
+                cell(a, 0),
+                cell(b, 0),
+                ratio(a, b)
+            );
+        }
+    }
+    println!("\n### MoE dispatch: instructions per token sent (callgrind, 2 ranks, 1 iteration)\n");
+    println!("| transport | fi_xpu `moe_phase_dispatch_send` | host `moe_host_dispatch` | ratio | what fi_xpu's count holds |");
+    println!("|---|---|---|---|---|");
+    for (prov, fabric, lf) in [("shm", None, "shm"), ("ofi", Some("tcp"), "tcp")] {
+        let mut x = Command::new(&xpu);
+        x.args(["-n", "2", "-p", prov, "-T", &t, "-i", "1"]);
+        if let Some(f) = fabric {
+            x.args(["-f", f]);
+        }
+        let a = instructions_per_token(&mut x, "moe_phase_dispatch_send", 2, dir);
+        let b = instructions_per_token(
+            Command::new(&host).args([lf, "-n", "2", "-T", &t, "-i", "1"]),
+            "moe_host_dispatch",
+            2,
+            dir,
+        );
+        // On ofi the kernel only fills ring entries; the proxy thread's
+        // libfabric calls (what the baseline counts) are outside the phase.
+        let holds = if fabric.is_some() {
+            "ring posts only, not the proxy's fi_writemsg"
+        } else {
+            "the whole transfer (the device copies the data)"
+        };
+        println!(
+            "| {prov}{} vs libfabric {lf} | {} | {} | {} | {holds} |",
+            fabric.map_or(String::new(), |f| format!("/{f}")),
+            cell(a, 0),
+            cell(b, 0),
+            ratio(a, b)
+        );
+    }
+    Ok(())
+}
