@@ -38,17 +38,30 @@ impl Error {
 
     /// From an OS error (errno values are libfabric's).
     pub fn last_os() -> Error {
-        Error(
+        Error::from_errno(
             std::io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(FI_EOTHER),
         )
     }
+
+    /// An errno as a libfabric code: the standard errnos are libfabric's
+    /// own; the kernel's internal ones (512 and up, which a driver's mmap
+    /// can leak, e.g. ENOTSUPP 524 for a DMA-BUF that cannot be mapped)
+    /// are not, and become -FI_EOPNOTSUPP or -FI_EOTHER.
+    pub fn from_errno(errno: i32) -> Error {
+        const KERNEL_ENOTSUPP: i32 = 524;
+        Error(match errno {
+            KERNEL_ENOTSUPP => FI_EOPNOTSUPP,
+            e if e >= 512 => FI_EOTHER,
+            e => e,
+        })
+    }
 }
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error(e.raw_os_error().unwrap_or(FI_EOTHER))
+        Error::from_errno(e.raw_os_error().unwrap_or(FI_EOTHER))
     }
 }
 
@@ -129,6 +142,13 @@ pub fn strerror_c(errnum: i32) -> &'static CStr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_internal_errnos_become_libfabric_codes() {
+        assert_eq!(Error::from_errno(524), Error::OPNOTSUPP);
+        assert_eq!(Error::from_errno(512), Error(FI_EOTHER));
+        assert_eq!(Error::from_errno(libc::ENODEV), Error(FI_ENODEV));
+    }
 
     #[test]
     fn sign_and_text() {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * FI_HMEM_CUDA memory callbacks (struct fi_xpu_mem_ops) over the CUDA
- * runtime, for the CUDA examples while the library has no built-in CUDA
- * backend. Every allocation is a memfd mapping registered with
+ * Memory callbacks (struct fi_xpu_mem_ops) over the CUDA
+ * runtime, for the CUDA examples (on an FI_HMEM_SYSTEM context; the built-in CUDA
+ * backend serves FI_HMEM_CUDA contexts, which the shm provider does not).
+ * Every allocation is a memfd mapping registered with
  * cudaHostRegister(Mapped | Portable): pinned host memory that the GPU reads
  * and writes over PCIe/NVLink-C2C at the same address (unified addressing),
  * and that a peer process maps from the memfd. That is what the providers
@@ -14,6 +15,7 @@
 #include <fi_xpu.h>
 
 #include <cuda_runtime.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,8 +126,11 @@ static int cuda_mem_alloc(uint64_t device, uint64_t size, uint64_t alignment, ui
 		return cuda_mem_err(e, "cudaSetDevice");
 	if (alignment > page)
 		return -FI_EINVAL;
-	mfd = memfd_create("fi_xpu-cuda", MFD_CLOEXEC);
-	if (mfd < 0 || ftruncate(mfd, (off_t)len) != 0) {
+	/* Sealed against resizing: the shm provider shares only memory whose
+	 * size a peer cannot change under its mapping. */
+	mfd = memfd_create("fi_xpu-cuda", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0 || ftruncate(mfd, (off_t)len) != 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
 		if (mfd >= 0)
 			close(mfd);
 		return -FI_ENOMEM;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * hello on a GPU: examples/hello.c with the device code in CUDA kernels.
- * Two processes on one node (the parent forks its peer), an FI_HMEM_CUDA
+ * Two processes on one node (the parent forks its peer), an FI_HMEM_SYSTEM
  * context each, memory through the application callbacks of cuda_mem.h.
  * Rank 0's kernel writes a string into rank 1's heap with remote CQ data,
  * adds 1 to a counter word there atomically, then sends a message that

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * Host side shared by the CUDA examples: one process's fi_xpu objects on
- * an FI_HMEM_CUDA context (memory through cuda_mem.h), a registered heap,
+ * an FI_HMEM_SYSTEM context whose memory (cuda_mem.h) is host memory
+ * pinned and mapped into the GPU (the shm provider shares sealed memfds
+ * and serves FI_HMEM_SYSTEM only; ofi over tcp has no FI_HMEM), a registered heap,
  * and the exported device handles in mapped host memory so that kernels
  * can use them. Two processes (parent and forked child) swap addresses
  * over a socketpair.
@@ -95,7 +97,7 @@ static double now_us(void)
 static void peer_setup(struct peer *p, int sock, size_t heap_len)
 {
 	struct fi_xpu_info *info, *i;
-	struct fi_xpu_ctx_open_attr xattr = { FI_HMEM_CUDA, 0, &cuda_mem_ops };
+	struct fi_xpu_ctx_open_attr xattr = { FI_HMEM_SYSTEM, 0, &cuda_mem_ops };
 	struct fi_xpu_av_attr aattr = { 2, 0 };
 	struct fi_xpu_cq_attr cattr;
 	struct fi_xpu_ep_attr eattr;

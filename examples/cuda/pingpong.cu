@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * pingpong on a GPU: two processes on one node (the parent forks its peer),
- * an FI_HMEM_CUDA context each (memory through cuda_mem.h). For each size,
+ * an FI_HMEM_SYSTEM context each (pinned memory through cuda_mem.h). For each size,
  * one CUDA kernel per side runs the whole loop: rank 0 writes `size` bytes
  * into rank 1's heap with remote CQ data (the iteration number), rank 1
  * answers with a write of the same size when that data arrives, and so on.
