@@ -2,7 +2,7 @@
 /*
  * MoE dispatch and combine (moe.h) as CUDA kernels: the same device code
  * as moe.c, each phase a kernel over a grid of work items, on an
- * FI_HMEM_CUDA world (fi_xpu_world(3)) whose memory comes from
+ * FI_HMEM_SYSTEM world (fi_xpu_world(3)) whose memory comes from
  * ../cuda/cuda_mem.h (pinned host memory the GPU maps). All ranks use GPU 0 unless
  * CUDA_VISIBLE_DEVICES says otherwise.
  *
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 	struct world w;
 	struct moe_layout plan;
 	struct moe_args a;
-	struct fi_xpu_ctx_open_attr xattr = { FI_HMEM_CUDA, 0, &cuda_mem_ops };
+	struct fi_xpu_ctx_open_attr xattr = { FI_HMEM_SYSTEM, 0, &cuda_mem_ops };
 	int c, n = 2, fp8 = 0, iters = 3, it, rc;
 	uint32_t T = 32;
 	long bad;
