@@ -155,6 +155,24 @@ for ex in hello pingpong world; do
 done
 
 # --- 3. run: two processes on one GPU per provider -------------------------
+# Without MPS the GPU time-slices the two processes' spinning kernels
+# (about 1 ms each way per round trip), so start an MPS daemon of our own
+# where the machine has one and none runs (GPU_CHECK_MPS=0: do not).
+mps_started=0
+if [ "${GPU_CHECK_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null &&
+        [ -z "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+    export CUDA_MPS_PIPE_DIRECTORY="$work/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$work/mps-log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if timeout 20 nvidia-cuda-mps-control -d; then
+        mps_started=1
+        say "MPS daemon started (processes on one GPU run at once)"
+        trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; rm -rf "$work"' EXIT
+    else
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        say "MPS daemon could not start: processes on one GPU are time-sliced"
+    fi
+fi
+[ "$mps_started" = 1 ] || say "no MPS: two processes on one GPU are time-sliced (latency includes it)"
 run_example() { # name provider args...
     local ex=$1 prov=$2 log="$work/$1.$2.log" rc
     shift 2
