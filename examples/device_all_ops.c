@@ -31,6 +31,7 @@ struct device_all_ops_args {
 	uint64_t *buf;       /* local buffer, 8 words */
 	uint64_t remote;     /* target address and key at the peer */
 	uint64_t key;
+	void *wr;            /* a request fi_xpu_prepare_wr prepared, or NULL */
 	int scope;
 	int status;          /* 0, or the first error */
 	uint64_t completions;
@@ -65,6 +66,12 @@ static inline FI_XPU_ARCH_QUALIFIER void device_all_ops_body(struct device_all_o
 				 FI_UINT64, FI_SUM, b, 0, s));
 	STEP(fi_xpu_compare_atomic(a->ep, b, 1, a->desc, b + 5, a->desc, b + 6, a->desc, a->peer,
 				   a->remote, a->key, FI_UINT64, FI_CSWAP, b, 0, s));
+	if (a->wr) {
+		STEP(fi_xpu_wr_set_buf(a->wr, b + 7, 8));
+		STEP(fi_xpu_wr_set_remote(a->wr, a->remote + 8));
+		STEP(fi_xpu_queue_wr(a->ep, a->wr, FI_XPU_WR_SIZE, s));
+	}
+	STEP(fi_xpu_flush_wr(a->ep, s));
 	STEP(fi_xpu_flush(a->ep, 0, s));
 	/* The ordered-signalling extensions: data then a signal word (here the
 	 * target's first word), a fence, a quiet, a wait on a local word, and

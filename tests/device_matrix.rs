@@ -8,14 +8,22 @@
 //!   instructions;
 //! - NVIDIA's nvcc 13 to SASS for sm_75, sm_80, sm_90 and sm_100 (`nvcc`),
 //!   and NVRTC, where no C library headers exist (`nvrtc`);
-//! - Debian's hipcc (ROCm) for gfx90a and gfx940 (`hipcc`).
+//! - Debian's hipcc (ROCm) for gfx90a and gfx940 (`hipcc`);
+//! - the checking mode (FI_XPU_DEVICE_DEBUG) on GPU targets
+//!   (`checking_mode`);
+//! - device passes include no host header, read from the compilers'
+//!   include trees (`host_headers`).
 //!
 //! Needs clang-19 and hipcc (Debian packages) and the CUDA toolkit that
 //! .ci/install-cuda installs from PyPI wheels (`vendor`). Without one of
 //! them its part fails unless FI_XPU_SKIP_DEVICE_MATRIX=1.
+#[path = "device_matrix/checking_mode.rs"]
+mod checking_mode;
 mod common;
 #[path = "device_matrix/hipcc.rs"]
 mod hipcc;
+#[path = "device_matrix/host_headers.rs"]
+mod host_headers;
 #[path = "device_matrix/nvcc.rs"]
 mod nvcc;
 #[path = "device_matrix/nvrtc.rs"]

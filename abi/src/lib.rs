@@ -5,17 +5,22 @@
 //! `libfabric` mirrors the few libfabric types the headers take from
 //! `<rdma/fabric.h>` (they are never emitted by cbindgen), `public` is what
 //! `fi_xpu.h` declares, and `provider` is the plugin ABI of
-//! `fi_xpu/provider.h`.
+//! `fi_xpu/provider.h`. `version` holds the constants device code reads
+//! (`fi_xpu/version.h`), `wr` the prepared work request (`fi_xpu/wr.h`).
 #![allow(non_camel_case_types)]
 
 pub mod launcher;
 pub mod libfabric;
 pub mod provider;
 pub mod public;
+pub mod version;
 pub mod world;
+pub mod wr;
 
 pub use launcher::*;
 pub use libfabric::*;
 pub use provider::*;
 pub use public::*;
+pub use version::*;
 pub use world::*;
+pub use wr::*;

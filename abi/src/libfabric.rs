@@ -78,6 +78,9 @@ pub mod flags {
     pub const FI_REMOTE_WRITE: u64 = 1 << 13;
     pub const FI_MULTI_RECV: u64 = 1 << 16;
     pub const FI_REMOTE_CQ_DATA: u64 = 1 << 17;
+    /// More operations follow: the provider may defer starting this one
+    /// until an operation without it, or a flush.
+    pub const FI_MORE: u64 = 1 << 18;
     pub const FI_COMPLETION: u64 = 1 << 24;
     pub const FI_INJECT: u64 = 1 << 25;
     pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
@@ -265,4 +268,185 @@ impl Default for fi_cq_err_entry {
             err_data_size: 0,
         }
     }
+}
+
+/// `struct iovec` (`<sys/uio.h>`)
+#[repr(C)]
+pub struct iovec {
+    pub iov_base: *mut c_void,
+    pub iov_len: usize,
+}
+
+/// `struct fi_rma_iov`
+#[repr(C)]
+pub struct fi_rma_iov {
+    pub addr: u64,
+    pub len: usize,
+    pub key: u64,
+}
+
+/// `struct fi_ioc`
+#[repr(C)]
+pub struct fi_ioc {
+    pub addr: *mut c_void,
+    pub count: usize,
+}
+
+/// `struct fi_rma_ioc`
+#[repr(C)]
+pub struct fi_rma_ioc {
+    pub addr: u64,
+    pub count: usize,
+    pub key: u64,
+}
+
+/// `struct fi_msg`
+#[repr(C)]
+pub struct fi_msg {
+    pub msg_iov: *const iovec,
+    pub desc: *mut *mut c_void,
+    pub iov_count: usize,
+    pub addr: fi_addr_t,
+    pub context: *mut c_void,
+    pub data: u64,
+}
+
+/// `struct fi_msg_tagged`
+#[repr(C)]
+pub struct fi_msg_tagged {
+    pub msg_iov: *const iovec,
+    pub desc: *mut *mut c_void,
+    pub iov_count: usize,
+    pub addr: fi_addr_t,
+    pub tag: u64,
+    pub ignore: u64,
+    pub context: *mut c_void,
+    pub data: u64,
+}
+
+/// `struct fi_msg_rma`
+#[repr(C)]
+pub struct fi_msg_rma {
+    pub msg_iov: *const iovec,
+    pub desc: *mut *mut c_void,
+    pub iov_count: usize,
+    pub addr: fi_addr_t,
+    pub rma_iov: *const fi_rma_iov,
+    pub rma_iov_count: usize,
+    pub context: *mut c_void,
+    pub data: u64,
+}
+
+/// `struct fi_msg_atomic`
+#[repr(C)]
+pub struct fi_msg_atomic {
+    pub msg_iov: *const fi_ioc,
+    pub desc: *mut *mut c_void,
+    pub iov_count: usize,
+    pub addr: fi_addr_t,
+    pub rma_iov: *const fi_rma_ioc,
+    pub rma_iov_count: usize,
+    pub datatype: c_int,
+    pub op: c_int,
+    pub context: *mut c_void,
+    pub data: u64,
+}
+
+/// `struct fi_msg_fetch` and `struct fi_msg_compare` (same layout)
+#[repr(C)]
+pub struct fi_msg_fetch {
+    pub msg_iov: *const fi_ioc,
+    pub desc: *mut *mut c_void,
+    pub iov_count: usize,
+}
+
+/// `struct fi_op_msg` (`<rdma/fi_trigger.h>`); `ep` is the endpoint the
+/// request is for (for fi_xpu: its `struct fid_xpu_host_ep`).
+#[repr(C)]
+pub struct fi_op_msg {
+    pub ep: *mut c_void,
+    pub msg: fi_msg,
+    pub flags: u64,
+}
+
+/// `struct fi_op_tagged`
+#[repr(C)]
+pub struct fi_op_tagged {
+    pub ep: *mut c_void,
+    pub msg: fi_msg_tagged,
+    pub flags: u64,
+}
+
+/// `struct fi_op_rma`
+#[repr(C)]
+pub struct fi_op_rma {
+    pub ep: *mut c_void,
+    pub msg: fi_msg_rma,
+    pub flags: u64,
+}
+
+/// `struct fi_op_atomic`
+#[repr(C)]
+pub struct fi_op_atomic {
+    pub ep: *mut c_void,
+    pub msg: fi_msg_atomic,
+    pub flags: u64,
+}
+
+/// `struct fi_op_fetch_atomic`
+#[repr(C)]
+pub struct fi_op_fetch_atomic {
+    pub ep: *mut c_void,
+    pub msg: fi_msg_atomic,
+    pub fetch: fi_msg_fetch,
+    pub flags: u64,
+}
+
+/// `struct fi_op_compare_atomic`
+#[repr(C)]
+pub struct fi_op_compare_atomic {
+    pub ep: *mut c_void,
+    pub msg: fi_msg_atomic,
+    pub fetch: fi_msg_fetch,
+    pub compare: fi_msg_fetch,
+    pub flags: u64,
+}
+
+/// `enum fi_op_type` (`<rdma/fi_trigger.h>`)
+pub mod op_type {
+    pub const FI_OP_RECV: u32 = 0;
+    pub const FI_OP_SEND: u32 = 1;
+    pub const FI_OP_TRECV: u32 = 2;
+    pub const FI_OP_TSEND: u32 = 3;
+    pub const FI_OP_READ: u32 = 4;
+    pub const FI_OP_WRITE: u32 = 5;
+    pub const FI_OP_ATOMIC: u32 = 6;
+    pub const FI_OP_FETCH_ATOMIC: u32 = 7;
+    pub const FI_OP_COMPARE_ATOMIC: u32 = 8;
+    pub const FI_OP_CNTR_SET: u32 = 9;
+    pub const FI_OP_CNTR_ADD: u32 = 10;
+}
+
+/// `fi_control` commands of the work-request API (libfabric's RFC,
+/// ofiwg/libfabric#12695), issued on an endpoint.
+pub mod control {
+    pub const FI_QUEUE_WORK: i32 = 11;
+    pub const FI_FLUSH_WORK: i32 = 13;
+    pub const FI_PREPARE_WORK: i32 = 22;
+}
+
+/// `FI_WR`: the work-request capability bit of the RFC.
+pub const FI_WR: u64 = 1 << 39;
+
+/// `struct fi_wr_attr` (libfabric's RFC, ofiwg/libfabric#12695): a work
+/// request to prepare into `wr_buf`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct fi_wr_attr {
+    /// `enum fi_op_type`
+    pub op_type: c_int,
+    /// The `fi_op_*` descriptor `op_type` names.
+    pub op: *mut c_void,
+    pub wr_buf: *mut c_void,
+    pub wr_len: usize,
 }

@@ -91,6 +91,11 @@
  *            every work item of the scope instance calls it; afterwards
  *            *value holds the leader's (rank 0's) value everywhere.
  *            Same return codes as fi_xpu_arch_barrier.
+ *   int      fi_xpu_arch_barrier_timeout(int scope, uint64_t timeout_ns,
+ *                                        uint32_t *arrived)
+ *            a barrier that gives up after timeout_ns when a member never
+ *            arrives (-FI_ETIMEDOUT, *arrived members did); see its
+ *            definition for what each target does.
  *
  * Waiting
  *   void     fi_xpu_arch_pause(void)     back-off hint inside spin loops (on
@@ -122,9 +127,11 @@
 #ifndef FI_XPU_INCLUDED_DEVICE_ARCH_H
 #define FI_XPU_INCLUDED_DEVICE_ARCH_H
 
+/* Device code sees only the shared definitions; the host header comes in
+ * below, for CPU threads alone (the host launcher's functions). */
 #include <fi_xpu/freestanding.h>
-
-#include <fi_xpu.h>
+#include <fi_xpu/handles.h>
+#include <fi_xpu/version.h>
 
 /* ---- target detection ------------------------------------------------- */
 
@@ -451,6 +458,14 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return t;
 }
+/* Tells this launch's work group from any other: the launch number
+ * (%gridid) and the work group. */
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_launch_id(void)
+{
+	uint64_t g;
+	asm("mov.u64 %0, %%gridid;" : "=l"(g));
+	return g;
+}
 #define FI_XPU_I_ARCH_DEVICE_SCOPE_OK 0
 
 /* ======================================================================= */
@@ -586,6 +601,12 @@ FI_XPU_FORCE_INLINE void fi_xpu_arch_pause(void)
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 {
 	return __builtin_amdgcn_s_memrealtime() * 10u;
+}
+/* Tells this launch's work group from any other: the dispatch packet and
+ * the work group. */
+FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_launch_id(void)
+{
+	return (uint64_t)(uintptr_t)__builtin_amdgcn_dispatch_ptr();
 }
 #define FI_XPU_I_ARCH_DEVICE_SCOPE_OK 0
 
@@ -803,8 +824,11 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return 0; }
 #else /* FI_XPU_ARCH_HOST */
 /*
  * CPU threads. The memory scope makes no difference on a cache-coherent
- * host; work-item geometry and the barriers come from the host launcher.
+ * host; work-item geometry and the barriers come from the host launcher,
+ * declared by the host header (the one place device code may include it).
  */
+#include <fi_xpu.h>
+
 #define fi_xpu_i_arch_atomic_load(p, o, s) __atomic_load_n(p, o)
 #define fi_xpu_i_arch_atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
 #define fi_xpu_i_arch_atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
@@ -1117,6 +1141,89 @@ FI_XPU_FORCE_INLINE int fi_xpu_arch_broadcast_u64(int scope, uint64_t *value)
 	else if (scope == FI_XPU_WORK_GROUP)
 		*value = fi_xpu_i_arch_group_bcast(*value, fi_xpu_arch_local_id());
 	return 0;
+#endif
+}
+
+/* ---- the checking mode's bounded barrier ------------------------------ */
+
+/*
+ * int fi_xpu_arch_barrier_timeout(int scope, uint64_t timeout_ns,
+ *                                 uint32_t *arrived)
+ *   fi_xpu_arch_barrier, except that a member that does not arrive within
+ *   `timeout_ns` makes the others return -FI_ETIMEDOUT with the number of
+ *   members that did in *arrived (the size of the scope instance on
+ *   success). Used by FI_XPU_DEVICE_DEBUG (fi_xpu/device_group.h).
+ *   Host: the launcher's barrier with a deadline. NVIDIA and AMD work
+ *   groups: a counting barrier in one word of group-shared memory, waited
+ *   on with the device clock; the word is claimed for this launch's work
+ *   group by a tag (launch and work group ids) in its upper half, since
+ *   group-shared memory starts undefined. Subgroups are the lanes
+ *   converged at the call, all present by definition: a plain barrier. So
+ *   is every scope under SPIR-V, which has no launch id to tag the word
+ *   with.
+ */
+#if defined(FI_XPU_ARCH_NVPTX) || defined(FI_XPU_ARCH_AMDGCN)
+FI_XPU_FORCE_INLINE uint64_t *fi_xpu_i_arch_debug_word(void)
+{
+	static __attribute__((shared)) uint64_t fi_xpu_i_arch_debug;
+	return &fi_xpu_i_arch_debug;
+}
+
+FI_XPU_FUNC int fi_xpu_i_arch_group_barrier_timeout(uint64_t timeout_ns, uint32_t *arrived)
+{
+	uint64_t *w = fi_xpu_i_arch_debug_word();
+	uint64_t id = fi_xpu_i_arch_launch_id() * 0x9e3779b97f4a7c15ULL + fi_xpu_arch_group_id();
+	uint64_t tag = (id ^ (id >> 32)) << 32;
+	uint32_t size = fi_xpu_arch_group_size(), ticket, target;
+	uint64_t old = fi_xpu_arch_load_u64(w, FI_XPU_ARCH_RELAXED, FI_XPU_ARCH_MS_DEVICE);
+	uint64_t start;
+	while ((old & ~0xffffffffULL) != tag) {
+		uint64_t seen = fi_xpu_arch_cas_u64(w, old, tag, FI_XPU_ARCH_ACQ_REL,
+						    FI_XPU_ARCH_MS_DEVICE);
+		if (seen == old)
+			break;
+		old = seen;
+	}
+	/* Arrivals count up; those of one barrier share a run of `size`. */
+	ticket = (uint32_t)fi_xpu_arch_fetch_add_u64(w, 1, FI_XPU_ARCH_ACQ_REL, FI_XPU_ARCH_MS_DEVICE);
+	target = ticket - ticket % size + size;
+	start = fi_xpu_arch_clock_ns();
+	for (;;) {
+		uint32_t now = (uint32_t)fi_xpu_arch_load_u64(w, FI_XPU_ARCH_ACQUIRE,
+							      FI_XPU_ARCH_MS_DEVICE);
+		if ((int32_t)(now - target) >= 0) {
+			*arrived = size;
+			return 0;
+		}
+		if (fi_xpu_arch_clock_ns() - start >= timeout_ns) {
+			*arrived = now - (target - size);
+			return -FI_ETIMEDOUT;
+		}
+		fi_xpu_arch_pause();
+	}
+}
+#endif
+
+FI_XPU_FUNC int fi_xpu_arch_barrier_timeout(int scope, uint64_t timeout_ns, uint32_t *arrived)
+{
+	int ret = fi_xpu_arch_scope_check(scope);
+	*arrived = 1;
+	if (ret || scope == FI_XPU_WORK_ITEM)
+		return ret;
+#if defined(FI_XPU_ARCH_HOST)
+	fi_xpu_i_arch_tsan_release();
+	ret = fi_xpu_host_barrier_timeout(scope, timeout_ns, arrived);
+	fi_xpu_i_arch_tsan_acquire();
+	return ret;
+#elif defined(FI_XPU_ARCH_NVPTX) || defined(FI_XPU_ARCH_AMDGCN)
+	if (scope == FI_XPU_WORK_GROUP)
+		return fi_xpu_i_arch_group_barrier_timeout(timeout_ns, arrived);
+	*arrived = fi_xpu_arch_scope_size(scope);
+	return fi_xpu_arch_barrier(scope);
+#else
+	(void)timeout_ns;
+	*arrived = fi_xpu_arch_scope_size(scope);
+	return fi_xpu_arch_barrier(scope);
 #endif
 }
 

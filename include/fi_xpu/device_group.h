@@ -24,10 +24,18 @@
  * A group call is collective, like __syncthreads(): every member reaches
  * it. Compiled with FI_XPU_DEVICE_DEBUG defined, every group call first
  * waits for its members for at most FI_XPU_DEVICE_DEBUG_TIMEOUT_MS
- * milliseconds (default 5000); when one never arrives, each member that did
- * reports the call, the scope and the group on stderr and returns
- * -FI_ETIMEDOUT instead of hanging (host XPU; on GPU targets the check is a
- * plain barrier).
+ * milliseconds (default 5000), with the device clock on GPUs
+ * (fi_xpu_arch_barrier_timeout); when one never arrives, each member that
+ * did reports the call, the scope and the group and returns -FI_ETIMEDOUT
+ * instead of hanging. The report goes to stderr on the host XPU and
+ * through the device's printf where the compiler provides it (nvcc, NVRTC,
+ * clang with a CUDA installation, HIP after <hip/hip_runtime.h>); elsewhere, or to send it
+ * somewhere else, define
+ *     FI_XPU_DEVICE_DEBUG_REPORT(call, scope_name, arrived, size, group, rank)
+ * before including the device headers (a statement; `call` and `scope_name`
+ * are strings, the others unsigned). NVIDIA and AMD work groups are waited
+ * for member by member; a subgroup is the lanes converged at the call, all
+ * present by definition; under SPIR-V the check is a plain barrier.
  *
  *   int  fi_xpu_group_enter(struct fi_xpu_group *g, int scope, const char *call)
  *        Checks the scope (-FI_EINVAL, -FI_EOPNOTSUPP: see
@@ -48,9 +56,32 @@
 
 #include <fi_xpu/device_arch.h>
 
-#if defined(FI_XPU_DEVICE_DEBUG) && defined(FI_XPU_ARCH_HOST)
+/* Where the checking mode reports: stderr on the host XPU, the device's
+ * printf where the compiler declares it (see above). */
+#if defined(FI_XPU_DEVICE_DEBUG) && !defined(FI_XPU_DEVICE_DEBUG_REPORT)
+#if defined(FI_XPU_ARCH_HOST)
 #include <stdio.h>
+#define FI_XPU_DEVICE_DEBUG_REPORT(call, scope_name, arrived, size, group, rank)        \
+	fprintf(stderr, FI_XPU_I_GROUP_REPORT_FORMAT, call, scope_name, arrived, size, group, \
+		fi_xpu_arch_subgroup_id(), (int)FI_XPU_DEVICE_DEBUG_TIMEOUT_MS,          \
+		(unsigned)fi_xpu_arch_local_id(), rank)
+#elif (defined(FI_XPU_ARCH_NVPTX) &&                                                 \
+       (!defined(__clang__) || defined(CUDA_VERSION) || defined(__CUDACC_RTC__))) ||  \
+	(defined(FI_XPU_ARCH_AMDGCN) && defined(HIP_INCLUDE_HIP_HIP_RUNTIME_H))
+#define FI_XPU_DEVICE_DEBUG_REPORT(call, scope_name, arrived, size, group, rank)        \
+	printf(FI_XPU_I_GROUP_REPORT_FORMAT, call, scope_name, arrived, size, group,    \
+	       fi_xpu_arch_subgroup_id(), (int)FI_XPU_DEVICE_DEBUG_TIMEOUT_MS,           \
+	       (unsigned)fi_xpu_arch_local_id(), rank)
+#else
+#define FI_XPU_DEVICE_DEBUG_REPORT(call, scope_name, arrived, size, group, rank)        \
+	((void)(call), (void)(scope_name), (void)(arrived), (void)(size), (void)(group), \
+	 (void)(rank))
 #endif
+#endif
+#define FI_XPU_I_GROUP_REPORT_FORMAT                                                     \
+	"fi_xpu: FI_XPU_DEVICE_DEBUG: %s at %s scope: only %u of the %u members of the " \
+	"group (work group %u, subgroup %u) reached the call within %d ms; this is work " \
+	"item %u (rank %u); returning -FI_ETIMEDOUT\n"
 
 #ifndef FI_XPU_DEVICE_DEBUG_TIMEOUT_MS
 #define FI_XPU_DEVICE_DEBUG_TIMEOUT_MS 5000
@@ -62,7 +93,7 @@ struct fi_xpu_group {
 	uint32_t size; /* members */
 };
 
-#if defined(FI_XPU_DEVICE_DEBUG) && defined(FI_XPU_ARCH_HOST)
+#if defined(FI_XPU_DEVICE_DEBUG)
 FI_XPU_FUNC const char *fi_xpu_group_scope_name(int scope)
 {
 	switch (scope) {
@@ -76,34 +107,20 @@ FI_XPU_FUNC const char *fi_xpu_group_scope_name(int scope)
 		return "FI_XPU_WORK_ITEM";
 	}
 }
-
-FI_XPU_FUNC void fi_xpu_group_report(const struct fi_xpu_group *g, const char *call,
-				     uint32_t arrived)
-{
-	fprintf(stderr,
-		"fi_xpu: FI_XPU_DEVICE_DEBUG: %s at %s scope: only %u of the %u members of the "
-		"group (work group %u, subgroup %u) reached the call within %d ms; this is work "
-		"item %u (rank %u); returning -FI_ETIMEDOUT\n",
-		call, fi_xpu_group_scope_name(g->scope), (unsigned)arrived, (unsigned)g->size,
-		(unsigned)fi_xpu_arch_group_id(), (unsigned)fi_xpu_arch_subgroup_id(),
-		(int)FI_XPU_DEVICE_DEBUG_TIMEOUT_MS, (unsigned)fi_xpu_arch_local_id(),
-		(unsigned)g->rank);
-}
 #endif
 
 /* The checking mode's bounded wait for every member (see above). */
 FI_XPU_FUNC int fi_xpu_group_check(const struct fi_xpu_group *g, const char *call)
 {
-#if defined(FI_XPU_DEVICE_DEBUG) && defined(FI_XPU_ARCH_HOST)
+#if defined(FI_XPU_DEVICE_DEBUG)
 	uint32_t arrived = 0;
-	int rc = fi_xpu_host_barrier_timeout(
+	int rc = fi_xpu_arch_barrier_timeout(
 		g->scope, (uint64_t)FI_XPU_DEVICE_DEBUG_TIMEOUT_MS * 1000000ULL, &arrived);
 	if (rc == -FI_ETIMEDOUT)
-		fi_xpu_group_report(g, call, arrived);
+		FI_XPU_DEVICE_DEBUG_REPORT(call, fi_xpu_group_scope_name(g->scope),
+					   (unsigned)arrived, (unsigned)g->size,
+					   (unsigned)fi_xpu_arch_group_id(), (unsigned)g->rank);
 	return rc;
-#elif defined(FI_XPU_DEVICE_DEBUG)
-	(void)call;
-	return fi_xpu_arch_barrier(g->scope);
 #else
 	(void)g;
 	(void)call;
@@ -153,5 +170,141 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 	fi_xpu_group_sync(g);
 	return own;
 }
+
+/* ---- entry points every provider writes alike ----------------------------
+ *
+ * FI_XPU_GROUP_LEADER_SERVES(scope, call, expr)
+ *        In a function returning int64_t: enters the group, lets the leader
+ *        evaluate `expr` and returns its result to every member.
+ *
+ * FI_XPU_GROUP_SREAD(read_item, cq, buf, count, src_addr, threshold,
+ *                    timeout_ms, esz, abort)
+ *        The body of a blocking CQ read for one work item: calls
+ *        read_item(cq, buf, count, src) (a provider's non-blocking read,
+ *        int64_t, -FI_EAGAIN when empty) until `threshold` entries (at least
+ *        one, at most `count`) of `esz` bytes were read or an error entry is
+ *        next, for at most `timeout_ms` (negative: no limit) and until the
+ *        context's abort word `abort` is raised; returns the count, or
+ *        -FI_ETIMEDOUT (FI_XPU_ABORT_ERR) when nothing came.
+ *
+ * FI_XPU_GROUP_CQ_ENTRY_POINTS(p, read_item, readerr_item, sread_item)
+ *        Defines fi_xpu_cq_read_<p>, _readfrom_<p>, _readerr_<p>,
+ *        _sread_<p> and _sreadfrom_<p> (fi_xpu/device.h): the leader serves
+ *        each with the provider's work-item functions
+ *          int64_t read_item(const struct fid_xpu_cq *, void *buf, size_t count, uint64_t *src_addr)
+ *          int64_t readerr_item(const struct fid_xpu_cq *, void *buf, uint64_t flags)
+ *          int64_t sread_item(const struct fid_xpu_cq *, void *buf, size_t count, void *src_addr, uint64_t threshold)
+ *
+ * FI_XPU_GROUP_CNTR_ENTRY_POINTS(p, locate, abort_of, mscope)
+ *        Defines the seven fi_xpu_cntr_*_<p> functions on the two-word
+ *        counters of fi_xpu/device_coop.h: locate(const struct
+ *        fid_xpu_cntr *) returns the counter's words (NULL for a bad
+ *        handle), abort_of(c) the abort word of its context (0: none),
+ *        `mscope` is their memory scope.
+ */
+#define FI_XPU_GROUP_LEADER_SERVES(scope, call, expr)                                    \
+	do {                                                                             \
+		struct fi_xpu_group g_;                                                  \
+		int64_t rc_ = fi_xpu_group_enter(&g_, scope, call);                      \
+		if (rc_)                                                                 \
+			return rc_;                                                      \
+		if (fi_xpu_group_leader(&g_))                                            \
+			rc_ = (expr);                                                    \
+		return fi_xpu_group_share(&g_, rc_);                                     \
+	} while (0)
+
+#define FI_XPU_GROUP_SREAD(read_item, cq, buf, count, src_addr, threshold, timeout_ms, esz, \
+			   abort)                                                        \
+	do {                                                                             \
+		uint64_t want_ = (threshold) == 0 ? 1 : (threshold);                     \
+		uint64_t start_ = fi_xpu_arch_clock_ns();                                \
+		int64_t to_ = (timeout_ms), rc_;                                         \
+		size_t got_ = 0, esz_ = (esz);                                           \
+		if (want_ > (count))                                                     \
+			want_ = (count);                                                 \
+		for (;;) {                                                               \
+			rc_ = read_item(cq, (unsigned char *)(buf) + got_ * esz_,        \
+					(count) - got_,                                  \
+					(src_addr) ? (uint64_t *)(src_addr) + got_       \
+						   : (uint64_t *)0);                     \
+			if (rc_ > 0)                                                     \
+				got_ += (size_t)rc_;                                     \
+			else if (rc_ != -FI_EAGAIN)                                      \
+				return got_ ? (int64_t)got_ : rc_;                       \
+			if (got_ >= want_)                                               \
+				return (int64_t)got_;                                    \
+			if (fi_xpu_i_aborted(abort))                                     \
+				return got_ ? (int64_t)got_ : FI_XPU_ABORT_ERR;          \
+			if (to_ >= 0 &&                                                  \
+			    fi_xpu_arch_clock_ns() - start_ >= (uint64_t)to_ * 1000000ULL) \
+				return got_ ? (int64_t)got_ : -FI_ETIMEDOUT;             \
+			fi_xpu_arch_pause();                                             \
+		}                                                                        \
+	} while (0)
+
+#define FI_XPU_GROUP_CQ_ENTRY_POINTS(p, read_item, readerr_item, sread_item)            \
+	FI_XPU_FUNC int64_t fi_xpu_cq_read_##p(struct fid_xpu_cq *cq, void *buf, size_t count, \
+					       int scope)                                \
+	{                                                                                \
+		FI_XPU_GROUP_LEADER_SERVES(scope, "fi_xpu_cq_read",                      \
+					   read_item(cq, buf, count, (uint64_t *)0));    \
+	}                                                                                \
+	FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_##p(struct fid_xpu_cq *cq, void *buf,     \
+						   size_t count, void *src_addr, int scope) \
+	{                                                                                \
+		FI_XPU_GROUP_LEADER_SERVES(scope, "fi_xpu_cq_readfrom",                  \
+					   read_item(cq, buf, count, (uint64_t *)src_addr)); \
+	}                                                                                \
+	FI_XPU_FUNC int64_t fi_xpu_cq_readerr_##p(struct fid_xpu_cq *cq, void *buf,      \
+						  uint64_t flags, int scope)             \
+	{                                                                                \
+		FI_XPU_GROUP_LEADER_SERVES(scope, "fi_xpu_cq_readerr",                   \
+					   readerr_item(cq, buf, flags));                \
+	}                                                                                \
+	FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_##p(struct fid_xpu_cq *cq, void *buf,    \
+						    size_t count, void *src_addr,        \
+						    uint64_t threshold, int scope)       \
+	{                                                                                \
+		FI_XPU_GROUP_LEADER_SERVES(scope, "fi_xpu_cq_sreadfrom",                 \
+					   sread_item(cq, buf, count, src_addr, threshold)); \
+	}                                                                                \
+	FI_XPU_FUNC int64_t fi_xpu_cq_sread_##p(struct fid_xpu_cq *cq, void *buf, size_t count, \
+						uint64_t threshold, int scope)           \
+	{                                                                                \
+		FI_XPU_GROUP_LEADER_SERVES(scope, "fi_xpu_cq_sread",                     \
+					   sread_item(cq, buf, count, (void *)0, threshold)); \
+	}
+
+#define FI_XPU_GROUP_CNTR_ENTRY_POINTS(p, locate, abort_of, mscope)                               \
+	FI_XPU_FUNC uint64_t fi_xpu_cntr_read_##p(struct fid_xpu_cntr *c, int scope)     \
+	{                                                                                \
+		return fi_xpu_coop_cntr_read(locate(c), 0, scope, mscope);               \
+	}                                                                                \
+	FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_##p(struct fid_xpu_cntr *c, int scope)  \
+	{                                                                                \
+		return fi_xpu_coop_cntr_read(locate(c), 1, scope, mscope);               \
+	}                                                                                \
+	FI_XPU_FUNC int fi_xpu_cntr_add_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
+	{                                                                                \
+		return fi_xpu_coop_cntr_update(locate(c), 0, 0, v, scope, mscope);       \
+	}                                                                                \
+	FI_XPU_FUNC int fi_xpu_cntr_set_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
+	{                                                                                \
+		return fi_xpu_coop_cntr_update(locate(c), 0, 1, v, scope, mscope);       \
+	}                                                                                \
+	FI_XPU_FUNC int fi_xpu_cntr_adderr_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
+	{                                                                                \
+		return fi_xpu_coop_cntr_update(locate(c), 1, 0, v, scope, mscope);       \
+	}                                                                                \
+	FI_XPU_FUNC int fi_xpu_cntr_seterr_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
+	{                                                                                \
+		return fi_xpu_coop_cntr_update(locate(c), 1, 1, v, scope, mscope);       \
+	}                                                                                \
+	FI_XPU_FUNC int fi_xpu_cntr_wait_##p(struct fid_xpu_cntr *c, uint64_t threshold,  \
+					     int timeout_ms, int scope)                  \
+	{                                                                                \
+		return fi_xpu_coop_cntr_wait(locate(c), abort_of(c), threshold, timeout_ms,   \
+					     scope, mscope);                              \
+	}
 
 #endif /* FI_XPU_DEVICE_GROUP_H */

@@ -25,8 +25,6 @@
 #ifndef FI_XPU_INCLUDED_DEVICE_OFI_H
 #define FI_XPU_INCLUDED_DEVICE_OFI_H
 
-#include <fi_xpu/freestanding.h>
-#include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
 #include <fi_xpu/device_check.h>
@@ -400,7 +398,8 @@ FI_XPU_FUNC int fi_xpu_ofi_submit(const struct fid_xpu_ep *hep, const struct fi_
 		fi_xpu_ofi_fill(ep, pos + g.rank, w);
 	}
 	fi_xpu_group_sync(&g);
-	if (fi_xpu_group_leader(&g))
+	/* FI_MORE: the doorbell waits for a later post or fi_xpu_flush_wr. */
+	if (fi_xpu_group_leader(&g) && !(w->flags & FI_MORE))
 		fi_xpu_ofi_ring(ep);
 	return own;
 }
@@ -696,6 +695,21 @@ FI_XPU_FUNC void *fi_xpu_peer_ptr_ofi(struct fid_xpu_ep *ep, void *dest_addr, ui
 	return (void *)0;
 }
 
+/* Commits requests queued with FI_MORE (fi_xpu_queue_wr): the leader rings
+ * the doorbell once for the group. */
+#define FI_XPU_DEVICE_WR_ofi ~, 1
+FI_XPU_FUNC int fi_xpu_flush_wr_ofi(struct fid_xpu_ep *hep, int scope)
+{
+	struct fi_xpu_ofi_ep_dev *ep = fi_xpu_ofi_ep(hep);
+	struct fi_xpu_group g;
+	int rc = fi_xpu_group_enter(&g, scope, "fi_xpu_flush_wr");
+	if (rc)
+		return rc;
+	if (ep && fi_xpu_group_leader(&g))
+		fi_xpu_ofi_ring(ep);
+	return fi_xpu_group_leave(&g, ep ? 0 : -FI_EINVAL);
+}
+
 /* ---- completion queues ------------------------------------------------ */
 FI_XPU_FUNC size_t fi_xpu_ofi_entry_size(uint64_t format)
 {
@@ -794,85 +808,30 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 	return rc;
 }
 
-/* Blocking read: as shm, waits until `threshold` entries (at least one, at
- * most `count`) were read or an error entry is next, for at most the CQ's
+/* Blocking read: waits until `threshold` entries (at least one, at most
+ * `count`) were read or an error entry is next, for at most the CQ's
  * timeout (negative: no limit); -FI_ETIMEDOUT when nothing came. */
 FI_XPU_FUNC int64_t fi_xpu_ofi_cq_sread_item(const struct fid_xpu_cq *cq, void *buf, size_t count,
 					     void *src_addr, uint64_t threshold)
 {
 	const struct fi_xpu_ofi_cq_dev *q = fi_xpu_ofi_cq(cq);
-	uint64_t want = threshold == 0 ? 1 : threshold, start = fi_xpu_arch_clock_ns();
-	int64_t to, rc;
-	size_t got = 0, esz;
 	if (!q || (!buf && count))
 		return -FI_EINVAL;
-	to = q->timeout_ms;
-	if (want > count)
-		want = count;
-	esz = fi_xpu_ofi_entry_size(q->format);
-	for (;;) {
-		rc = fi_xpu_ofi_cq_read_item(cq, (unsigned char *)buf + got * esz, count - got,
-					     src_addr ? (uint64_t *)src_addr + got : (uint64_t *)0);
-		if (rc > 0)
-			got += (size_t)rc;
-		else if (rc != -FI_EAGAIN)
-			return got ? (int64_t)got : rc;
-		if (got >= want)
-			return (int64_t)got;
-		if (fi_xpu_i_aborted(q->abort))
-			return got ? (int64_t)got : FI_XPU_ABORT_ERR;
-		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
-			return got ? (int64_t)got : -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
-	}
+	FI_XPU_GROUP_SREAD(fi_xpu_ofi_cq_read_item, cq, buf, count, src_addr, threshold,
+			   q->timeout_ms, fi_xpu_ofi_entry_size(q->format), q->abort);
+}
+
+FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_flags(const struct fid_xpu_cq *cq, void *buf,
+						uint64_t flags)
+{
+	(void)flags;
+	return fi_xpu_ofi_cq_readerr_item(cq, buf);
 }
 
 /* A group reads a CQ once: the leader reads into the buffer the group
  * shares and every member gets the leader's count or error. */
-#define FI_XPU_OFI_LEADER_SERVES(scope, call, expr)                                      \
-	do {                                                                             \
-		struct fi_xpu_group g_;                                                  \
-		int64_t rc_ = fi_xpu_group_enter(&g_, scope, call);                      \
-		if (rc_)                                                                 \
-			return rc_;                                                      \
-		if (fi_xpu_group_leader(&g_))                                            \
-			rc_ = (expr);                                                    \
-		return fi_xpu_group_share(&g_, rc_);                                     \
-	} while (0)
-
-FI_XPU_FUNC int64_t fi_xpu_cq_read_ofi(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
-{
-	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_read",
-				 fi_xpu_ofi_cq_read_item(cq, buf, count, (uint64_t *)0));
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
-					   void *src_addr, int scope)
-{
-	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_readfrom",
-				 fi_xpu_ofi_cq_read_item(cq, buf, count, (uint64_t *)src_addr));
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_readerr_ofi(struct fid_xpu_cq *cq, void *buf, uint64_t flags,
-					  int scope)
-{
-	(void)flags;
-	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_readerr", fi_xpu_ofi_cq_readerr_item(cq, buf));
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
-					    void *src_addr, uint64_t threshold, int scope)
-{
-	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_sreadfrom",
-				 fi_xpu_ofi_cq_sread_item(cq, buf, count, src_addr, threshold));
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_sread_ofi(struct fid_xpu_cq *cq, void *buf, size_t count,
-					uint64_t threshold, int scope)
-{
-	FI_XPU_OFI_LEADER_SERVES(scope, "fi_xpu_cq_sread",
-				 fi_xpu_ofi_cq_sread_item(cq, buf, count, (void *)0, threshold));
-}
+FI_XPU_GROUP_CQ_ENTRY_POINTS(ofi, fi_xpu_ofi_cq_read_item, fi_xpu_ofi_cq_readerr_flags,
+			     fi_xpu_ofi_cq_sread_item)
 
 /* ---- counters ------------------------------------------------------------ */
 FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr(const struct fid_xpu_cntr *c)
@@ -882,42 +841,13 @@ FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr(const struct fid_xpu_cntr *c)
 	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR) ? &k->value : (uint64_t *)0;
 }
 
-FI_XPU_FUNC uint64_t fi_xpu_cntr_read_ofi(struct fid_xpu_cntr *c, int scope)
-{
-	return fi_xpu_coop_cntr_read(fi_xpu_ofi_cntr(c), 0, scope, FI_XPU_OFI_SYS);
-}
-
-FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_ofi(struct fid_xpu_cntr *c, int scope)
-{
-	return fi_xpu_coop_cntr_read(fi_xpu_ofi_cntr(c), 1, scope, FI_XPU_OFI_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_add_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 0, 0, v, scope, FI_XPU_OFI_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_set_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 0, 1, v, scope, FI_XPU_OFI_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_adderr_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 1, 0, v, scope, FI_XPU_OFI_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_seterr_ofi(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_ofi_cntr(c), 1, 1, v, scope, FI_XPU_OFI_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_wait_ofi(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
-				     int scope)
+/* The abort word of the counter's context (0: none). */
+FI_XPU_FUNC uint64_t fi_xpu_ofi_cntr_abort(const struct fid_xpu_cntr *c)
 {
 	uint64_t *k = fi_xpu_ofi_cntr(c);
-	return fi_xpu_coop_cntr_wait(k, k ? ((const struct fi_xpu_ofi_cntr *)(void *)k)->abort : 0,
-				     threshold, timeout_ms, scope, FI_XPU_OFI_SYS);
+	return k ? ((const struct fi_xpu_ofi_cntr *)(void *)k)->abort : 0;
 }
+
+FI_XPU_GROUP_CNTR_ENTRY_POINTS(ofi, fi_xpu_ofi_cntr, fi_xpu_ofi_cntr_abort, FI_XPU_OFI_SYS)
 
 #endif /* FI_XPU_INCLUDED_DEVICE_OFI_H */

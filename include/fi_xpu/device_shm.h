@@ -19,8 +19,6 @@
 #ifndef FI_XPU_INCLUDED_DEVICE_SHM_H
 #define FI_XPU_INCLUDED_DEVICE_SHM_H
 
-#include <fi_xpu/freestanding.h>
-#include <fi_xpu.h>
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_coop.h>
 #include <fi_xpu/device_handle.h>
@@ -1617,17 +1615,6 @@ FI_XPU_FUNC void *fi_xpu_shm_peer_ptr_item(struct fid_xpu_ep *hep, const void *d
 		return fi_xpu_group_leave(&g_, rc_);                                     \
 	} while (0)
 
-#define FI_XPU_SHM_LEADER_SERVES(scope, call, expr)                                      \
-	do {                                                                             \
-		struct fi_xpu_group g_;                                                  \
-		int64_t rc_ = fi_xpu_group_enter(&g_, scope, call);                      \
-		if (rc_)                                                                 \
-			return rc_;                                                      \
-		if (fi_xpu_group_leader(&g_))                                            \
-			rc_ = (expr);                                                    \
-		return fi_xpu_group_share(&g_, rc_);                                     \
-	} while (0)
-
 #define FI_XPU_SHM_COOP(scope, call, expr)                                               \
 	do {                                                                             \
 		struct fi_xpu_group g_;                                                  \
@@ -1844,78 +1831,40 @@ FI_XPU_FUNC void *fi_xpu_peer_ptr_shm(struct fid_xpu_ep *ep, void *dest_addr, ui
 	return fi_xpu_shm_peer_ptr_item(ep, dest_addr, addr, key, len);
 }
 
-FI_XPU_FUNC int64_t fi_xpu_cq_read_shm(struct fid_xpu_cq *cq, void *buf, size_t count, int scope)
+FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_item(const struct fid_xpu_cq *cq, void *buf, size_t count,
+					    uint64_t *src_addr)
 {
-	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_read",
-				 fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)0,
-							FI_XPU_WORK_ITEM));
+	return fi_xpu_shm_cq_read_any(cq, buf, count, src_addr, FI_XPU_WORK_ITEM);
 }
 
-FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
-					   void *src_addr, int scope)
+FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_item(const struct fid_xpu_cq *cq, void *buf,
+					       uint64_t flags)
 {
-	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_readfrom",
-				 fi_xpu_shm_cq_read_any(cq, buf, count, (uint64_t *)src_addr,
-							FI_XPU_WORK_ITEM));
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_readerr_shm(struct fid_xpu_cq *cq, void *buf, uint64_t flags,
-					  int scope)
-{
-	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_readerr",
-				 fi_xpu_shm_cq_readerr_any(cq, (struct fi_cq_err_entry *)buf, flags,
-							   FI_XPU_WORK_ITEM));
+	return fi_xpu_shm_cq_readerr_any(cq, (struct fi_cq_err_entry *)buf, flags,
+					 FI_XPU_WORK_ITEM);
 }
 
 /* Blocking read: waits until `threshold` entries (at least one, at most
  * `count`) have been read or an error entry is next, for at most the CQ's
  * timeout attribute (negative: no limit). -FI_ETIMEDOUT when nothing came. */
-FI_XPU_FUNC int64_t fi_xpu_shm_cq_sread_item(struct fid_xpu_cq *cq, void *buf, size_t count,
+FI_XPU_FUNC int64_t fi_xpu_shm_cq_sread_item(const struct fid_xpu_cq *cq, void *buf, size_t count,
 					     void *src_addr, uint64_t threshold)
 {
 	const struct fi_xpu_shm_cq_dev *q = fi_xpu_shm_cq(cq);
-	uint64_t want = threshold == 0 ? 1 : threshold, start = fi_xpu_arch_clock_ns();
-	int64_t to = q ? q->timeout_ms : -1, rc;
-	size_t got = 0, esz;
 	if (!q || (!buf && count))
 		return -FI_EINVAL;
-	if (want > count)
-		want = count;
-	esz = q->format == FI_CQ_FORMAT_CONTEXT ? sizeof(struct fi_cq_entry)
-	    : q->format == FI_CQ_FORMAT_MSG    ? sizeof(struct fi_cq_msg_entry)
-	    : q->format == FI_CQ_FORMAT_DATA   ? sizeof(struct fi_cq_data_entry)
-					       : sizeof(struct fi_cq_tagged_entry);
-	for (;;) {
-		rc = fi_xpu_shm_cq_read_any(cq, (unsigned char *)buf + got * esz, count - got,
-					    src_addr ? (uint64_t *)src_addr + got : (uint64_t *)0,
-					    FI_XPU_WORK_ITEM);
-		if (rc > 0)
-			got += (size_t)rc;
-		else if (rc != -FI_EAGAIN)
-			return got ? (int64_t)got : rc;
-		if (got >= want)
-			return (int64_t)got;
-		if (fi_xpu_i_aborted(q->abort))
-			return got ? (int64_t)got : FI_XPU_ABORT_ERR;
-		if (to >= 0 && fi_xpu_arch_clock_ns() - start >= (uint64_t)to * 1000000ULL)
-			return got ? (int64_t)got : -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
-	}
+	FI_XPU_GROUP_SREAD(fi_xpu_shm_cq_read_item, cq, buf, count, src_addr, threshold,
+			   q->timeout_ms,
+			   q->format == FI_CQ_FORMAT_CONTEXT ? sizeof(struct fi_cq_entry)
+			   : q->format == FI_CQ_FORMAT_MSG   ? sizeof(struct fi_cq_msg_entry)
+			   : q->format == FI_CQ_FORMAT_DATA  ? sizeof(struct fi_cq_data_entry)
+							     : sizeof(struct fi_cq_tagged_entry),
+			   q->abort);
 }
 
-FI_XPU_FUNC int64_t fi_xpu_cq_sreadfrom_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
-					    void *src_addr, uint64_t threshold, int scope)
-{
-	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_sreadfrom",
-				 fi_xpu_shm_cq_sread_item(cq, buf, count, src_addr, threshold));
-}
-
-FI_XPU_FUNC int64_t fi_xpu_cq_sread_shm(struct fid_xpu_cq *cq, void *buf, size_t count,
-					uint64_t threshold, int scope)
-{
-	FI_XPU_SHM_LEADER_SERVES(scope, "fi_xpu_cq_sread",
-				 fi_xpu_shm_cq_sread_item(cq, buf, count, (void *)0, threshold));
-}
+/* The leader reads, every member gets its count or error. */
+FI_XPU_GROUP_CQ_ENTRY_POINTS(shm, fi_xpu_shm_cq_read_item, fi_xpu_shm_cq_readerr_item,
+			     fi_xpu_shm_cq_sread_item)
 
 /* Counters: {value, errors} words in memory the owner's peers can reach,
  * behind a local device block; every work item of a scope may call these
@@ -1937,42 +1886,13 @@ FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
 	return k ? FI_XPU_SHM_P(uint64_t, k->cntr) : (uint64_t *)0;
 }
 
-FI_XPU_FUNC uint64_t fi_xpu_cntr_read_shm(struct fid_xpu_cntr *c, int scope)
-{
-	return fi_xpu_coop_cntr_read(fi_xpu_shm_cntr(c), 0, scope, FI_XPU_SHM_SYS);
-}
-
-FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_shm(struct fid_xpu_cntr *c, int scope)
-{
-	return fi_xpu_coop_cntr_read(fi_xpu_shm_cntr(c), 1, scope, FI_XPU_SHM_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_add_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 0, 0, v, scope, FI_XPU_SHM_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_set_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 0, 1, v, scope, FI_XPU_SHM_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_adderr_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 1, 0, v, scope, FI_XPU_SHM_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_seterr_shm(struct fid_xpu_cntr *c, uint64_t v, int scope)
-{
-	return fi_xpu_coop_cntr_update(fi_xpu_shm_cntr(c), 1, 1, v, scope, FI_XPU_SHM_SYS);
-}
-
-FI_XPU_FUNC int fi_xpu_cntr_wait_shm(struct fid_xpu_cntr *c, uint64_t threshold, int timeout_ms,
-				     int scope)
+/* The abort word of the counter's context (0: none). */
+FI_XPU_FUNC uint64_t fi_xpu_shm_cntr_abort(const struct fid_xpu_cntr *c)
 {
 	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_dev(c);
-	return fi_xpu_coop_cntr_wait(k ? FI_XPU_SHM_P(uint64_t, k->cntr) : (uint64_t *)0,
-				     k ? k->abort : 0, threshold, timeout_ms, scope, FI_XPU_SHM_SYS);
+	return k ? k->abort : 0;
 }
+
+FI_XPU_GROUP_CNTR_ENTRY_POINTS(shm, fi_xpu_shm_cntr, fi_xpu_shm_cntr_abort, FI_XPU_SHM_SYS)
 
 #endif /* FI_XPU_INCLUDED_DEVICE_SHM_H */

@@ -6,6 +6,7 @@ pub(crate) mod memory;
 pub(crate) use memory as memory_services;
 pub(crate) mod objects;
 mod world;
+mod wr;
 
 use crate::error::{Error, Result};
 use fi_xpu_abi::errno::FI_ENOSYS;
@@ -74,8 +75,8 @@ unsafe extern "C" fn fid_bind(fid: *mut fid, bfid: *mut fid, flags: u64) -> c_in
     unsafe { objects::fi_xpu_ep_bind(fid as *mut fid_xpu_host_ep, bfid, flags) }
 }
 
-unsafe extern "C" fn fid_control(_fid: *mut fid, _command: c_int, _arg: *mut c_void) -> c_int {
-    -FI_ENOSYS
+unsafe extern "C" fn fid_control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    wr::control(fid, command, arg)
 }
 
 unsafe extern "C" fn fid_ops_open(

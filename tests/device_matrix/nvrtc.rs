@@ -55,6 +55,12 @@ fn nvrtc_with(driver: &Path, src: &Path, arch: &str, out: &Path, extra: &[&str])
     std::fs::read(out).unwrap()
 }
 
+/// Compiles `src` for sm_75 under NVRTC with `extra` options.
+pub fn compile_one(cuda: &Path, dir: &Path, src: &Path, extra: &[&str]) {
+    let driver = nvrtc_driver(cuda, dir);
+    nvrtc_with(&driver, src, "sm_75", &dir.join("one.cubin"), extra);
+}
+
 #[test]
 fn nvrtc_compiles_every_device_header_and_the_example() {
     let Some(cuda) = cuda_or_skip("NVRTC") else {

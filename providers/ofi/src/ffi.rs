@@ -4,79 +4,10 @@
 #![allow(non_camel_case_types)]
 use std::ffi::{c_char, c_int, c_long, c_void};
 
-#[repr(C)]
-pub struct iovec {
-    pub iov_base: *mut c_void,
-    pub iov_len: usize,
-}
-
-#[repr(C)]
-pub struct fi_rma_iov {
-    pub addr: u64,
-    pub len: usize,
-    pub key: u64,
-}
-
-#[repr(C)]
-pub struct fi_ioc {
-    pub addr: *mut c_void,
-    pub count: usize,
-}
-
-#[repr(C)]
-pub struct fi_rma_ioc {
-    pub addr: u64,
-    pub count: usize,
-    pub key: u64,
-}
-
-#[repr(C)]
-pub struct fi_msg {
-    pub msg_iov: *const iovec,
-    pub desc: *mut *mut c_void,
-    pub iov_count: usize,
-    pub addr: u64,
-    pub context: *mut c_void,
-    pub data: u64,
-}
-
-#[repr(C)]
-pub struct fi_msg_tagged {
-    pub msg_iov: *const iovec,
-    pub desc: *mut *mut c_void,
-    pub iov_count: usize,
-    pub addr: u64,
-    pub tag: u64,
-    pub ignore: u64,
-    pub context: *mut c_void,
-    pub data: u64,
-}
-
-#[repr(C)]
-pub struct fi_msg_rma {
-    pub msg_iov: *const iovec,
-    pub desc: *mut *mut c_void,
-    pub iov_count: usize,
-    pub addr: u64,
-    pub rma_iov: *const fi_rma_iov,
-    pub rma_iov_count: usize,
-    pub context: *mut c_void,
-    pub data: u64,
-}
-
-#[repr(C)]
-pub struct fi_msg_atomic {
-    pub msg_iov: *const fi_ioc,
-    pub desc: *mut *mut c_void,
-    pub iov_count: usize,
-    pub addr: u64,
-    pub rma_iov: *const fi_rma_ioc,
-    pub rma_iov_count: usize,
-    pub datatype: c_int,
-    pub op: c_int,
-    pub context: *mut c_void,
-    pub data: u64,
-}
+/// libfabric's message structs, mirrored once for the whole library.
+pub use fi_xpu_abi::{
+    fi_ioc, fi_msg, fi_msg_atomic, fi_msg_rma, fi_msg_tagged, fi_rma_ioc, fi_rma_iov, iovec,
+};
 
 /// `struct fi_cq_tagged_entry`
 #[repr(C)]

@@ -35,7 +35,7 @@ impl Provider for Ofi {
     const NAME: &'static CStr = c"ofi";
     const VERSION: u32 = 1;
     const PROV_ID: u32 = FI_XPU_PROV_OFI;
-    const CAPS: u64 = FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR;
+    const CAPS: u64 = FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR | FI_XPU_CAP_WR;
     const IFACES: u64 =
         1 << FI_HMEM_SYSTEM | 1 << FI_HMEM_CUDA | 1 << FI_HMEM_ROCR | 1 << FI_HMEM_ZE;
     const ADDRLEN: usize = ADDR_LEN;
@@ -72,8 +72,9 @@ impl Provider for Ofi {
             caps: Self::CAPS,
             av_addr_size: 8,
             mr_desc_size: std::mem::size_of::<layout::MrDesc>(),
-            max_tx_wr_desc_size: std::mem::size_of::<layout::Wqe>(),
-            max_rx_wr_desc_size: std::mem::size_of::<layout::Wqe>(),
+            // Prepared work requests (fi_xpu/wr.h), the same on every provider.
+            max_tx_wr_desc_size: FI_XPU_WR_SIZE,
+            max_rx_wr_desc_size: FI_XPU_WR_SIZE,
         })
     }
 

@@ -8,7 +8,9 @@ use fi_xpu_abi::flags::*;
 use fi_xpu_abi::op::*;
 
 /// Flags a device may set on an entry.
-pub const WQE_FLAGS: u64 = FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE | FI_INJECT;
+/// `FI_MORE` only delays the doorbell on the device side.
+pub const WQE_FLAGS: u64 =
+    FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE | FI_INJECT | FI_MORE;
 /// Most elements one atomic entry may carry.
 pub const MAX_ATOMIC_COUNT: u64 = 64;
 

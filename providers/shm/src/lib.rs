@@ -50,7 +50,7 @@ impl Provider for Shm {
     const NAME: &'static CStr = c"shm";
     const VERSION: u32 = 1;
     const PROV_ID: u32 = FI_XPU_PROV_SHM;
-    const CAPS: u64 = FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR;
+    const CAPS: u64 = FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR | FI_XPU_CAP_WR;
     const IFACES: u64 = 1 << FI_HMEM_SYSTEM;
     const ADDRLEN: usize = ADDR_LEN;
 
@@ -82,8 +82,9 @@ impl Provider for Shm {
             caps: Self::CAPS,
             av_addr_size: 8,
             mr_desc_size: 32,
-            max_tx_wr_desc_size: 0,
-            max_rx_wr_desc_size: 0,
+            // Prepared work requests (fi_xpu/wr.h), the same on every provider.
+            max_tx_wr_desc_size: FI_XPU_WR_SIZE,
+            max_rx_wr_desc_size: FI_XPU_WR_SIZE,
         })
     }
 

@@ -1,0 +1,392 @@
+//! The host side of the work-request API (libfabric's RFC,
+//! ofiwg/libfabric#12695): `fi_xpu_prepare_wr` and the endpoint's
+//! `fi_control` commands turn libfabric's `struct fi_wr_attr` into a
+//! prepared request (`fi_xpu/wr.h`) that kernels modify, queue and flush.
+//! The request's layout is the same on every provider: addresses and
+//! registrations are converted here, through the provider's own AV lookup
+//! and descriptor calls, into the raw forms device operations take.
+use super::guard;
+use crate::error::{Error, Result};
+use crate::object::{self, lookup, Kind};
+use crate::prov_call;
+use fi_xpu_abi::control::{FI_FLUSH_WORK, FI_PREPARE_WORK, FI_QUEUE_WORK};
+use fi_xpu_abi::errno::*;
+use fi_xpu_abi::flags::*;
+use fi_xpu_abi::op_type::*;
+use fi_xpu_abi::*;
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+/// Flags each operation takes: those of its device call
+/// (`fi_xpu/device_check.h`), `FI_MORE` included.
+fn allowed_flags(op: u32) -> u64 {
+    let base = FI_COMPLETION | FI_MORE;
+    match op {
+        FI_OP_WRITE | FI_OP_SEND | FI_OP_TSEND => {
+            base | FI_INJECT | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA
+        }
+        FI_OP_READ => base | FI_DELIVERY_COMPLETE,
+        FI_OP_RECV | FI_OP_TRECV => base,
+        _ => base | FI_INJECT | FI_DELIVERY_COMPLETE,
+    }
+}
+
+/// Reads `n` elements at `p`, which the application passed with a count.
+fn slice<'a, T>(p: *const T, n: usize) -> Result<&'a [T]> {
+    match (p.is_null(), n) {
+        (_, 0) => Ok(&[]),
+        (true, _) => Err(Error::INVAL),
+        // SAFETY: the API requires `p` to point to `n` valid elements.
+        (false, n) => Ok(unsafe { std::slice::from_raw_parts(p, n) }),
+    }
+}
+
+/// The one local buffer of an operation: (address, length, registration).
+fn one<T: Copy>(items: &[T], desc: *mut *mut c_void) -> Result<Option<(T, *mut c_void)>> {
+    match items.len() {
+        0 => Ok(None),
+        // Device operations take one buffer.
+        1 => {
+            let d = slice(desc as *const *mut c_void, usize::from(!desc.is_null()))?;
+            Ok(Some((
+                items[0],
+                d.first().copied().unwrap_or(std::ptr::null_mut()),
+            )))
+        }
+        _ => Err(Error::INVAL),
+    }
+}
+
+/// What the conversion needs: the endpoint's context and AV.
+struct Conv {
+    ctx: Arc<object::Object>,
+    av: Option<Arc<object::Object>>,
+}
+
+impl Conv {
+    /// The registration `mr`'s raw descriptor into `out`; false for NULL.
+    fn desc(&self, mr: *mut c_void, out: &mut [u8; FI_XPU_WR_RAW_SIZE]) -> Result<bool> {
+        if mr.is_null() {
+            return Ok(false);
+        }
+        let m = lookup(mr as *const c_void, Kind::Mr)?;
+        if !m.same_domain(&self.ctx) {
+            return Err(Error::INVAL);
+        }
+        let mut len = out.len();
+        Error::check(prov_call!(
+            m.prov,
+            mr_desc(
+                m.handle(),
+                self.ctx.handle(),
+                out.as_mut_ptr() as *mut c_void,
+                &mut len,
+                0
+            )
+        ))?;
+        Ok(true)
+    }
+
+    /// The peer `addr`'s raw AV address into `out`; false for
+    /// `FI_ADDR_UNSPEC` where `any` allows it (receives from anyone).
+    fn peer(&self, addr: fi_addr_t, any: bool, out: &mut [u8; FI_XPU_WR_RAW_SIZE]) -> Result<bool> {
+        if any && addr == FI_ADDR_UNSPEC {
+            return Ok(false);
+        }
+        let av = self.av.as_ref().ok_or(Error(FI_ENOAV))?;
+        let mut len = out.len();
+        // An address not in the AV is invalid input on every provider
+        // (their lookups say -FI_ENOENT or -FI_EINVAL).
+        let rc = prov_call!(
+            av.prov,
+            av_lookup(
+                av.handle(),
+                addr,
+                self.ctx.handle(),
+                out.as_mut_ptr() as *mut c_void,
+                &mut len,
+                0
+            )
+        );
+        Error::check(if rc == -FI_ENOENT { -FI_EINVAL } else { rc })?;
+        Ok(true)
+    }
+}
+
+fn zero_wr() -> fi_xpu_wr {
+    fi_xpu_wr {
+        magic: FI_XPU_WR_MAGIC | FI_XPU_API_VERSION as u64,
+        prov_id: 0,
+        op_type: 0,
+        present: 0,
+        datatype: 0,
+        atomic_op: 0,
+        reserved: 0,
+        flags: 0,
+        buf: 0,
+        len: 0,
+        addr: 0,
+        key: 0,
+        data: 0,
+        tag: 0,
+        ignore: 0,
+        context: 0,
+        compare: 0,
+        result: 0,
+        reserved2: 0,
+        peer: [0; FI_XPU_WR_RAW_SIZE],
+        desc: [0; FI_XPU_WR_RAW_SIZE],
+        result_desc: [0; FI_XPU_WR_RAW_SIZE],
+        compare_desc: [0; FI_XPU_WR_RAW_SIZE],
+    }
+}
+
+/// Reads the descriptor `op` points to.
+fn op_ref<'a, T>(op: *mut c_void) -> Result<&'a T> {
+    // SAFETY: the API requires `op` to point to the fi_op_* struct that
+    // `op_type` names, valid for the call.
+    unsafe { (op as *const T).as_ref() }.ok_or(Error::INVAL)
+}
+
+/// The common part of messages and RMA: the local buffer, its
+/// registration, and the peer.
+fn local(
+    c: &Conv,
+    w: &mut fi_xpu_wr,
+    iov: *const iovec,
+    count: usize,
+    desc: *mut *mut c_void,
+) -> Result<()> {
+    let iovs = slice(iov, count)?;
+    let one = one(
+        &iovs
+            .iter()
+            .map(|v| (v.iov_base as u64, v.iov_len as u64))
+            .collect::<Vec<_>>(),
+        desc,
+    )?;
+    if let Some(((buf, len), mr)) = one {
+        w.buf = buf;
+        w.len = len;
+        if c.desc(mr, &mut w.desc)? {
+            w.present |= FI_XPU_WR_DESC;
+        }
+    }
+    Ok(())
+}
+
+fn set_peer(c: &Conv, w: &mut fi_xpu_wr, addr: fi_addr_t, any: bool) -> Result<()> {
+    if c.peer(addr, any, &mut w.peer)? {
+        w.present |= FI_XPU_WR_PEER;
+    }
+    Ok(())
+}
+
+fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
+    let iocs = slice(m.msg_iov, m.iov_count)?;
+    let one = one(
+        &iocs
+            .iter()
+            .map(|v| (v.addr as u64, v.count as u64))
+            .collect::<Vec<_>>(),
+        m.desc,
+    )?;
+    if let Some(((buf, count), mr)) = one {
+        w.buf = buf;
+        w.len = count;
+        if c.desc(mr, &mut w.desc)? {
+            w.present |= FI_XPU_WR_DESC;
+        }
+    }
+    let r = slice(m.rma_iov, m.rma_iov_count)?;
+    if r.len() != 1 || (one.is_some() && r[0].count as u64 != w.len) {
+        return Err(Error::INVAL);
+    }
+    if one.is_none() {
+        w.len = r[0].count as u64;
+    }
+    w.addr = r[0].addr;
+    w.key = r[0].key;
+    w.datatype = m.datatype as u32;
+    w.atomic_op = m.op as u32;
+    w.context = m.context as u64;
+    w.data = m.data;
+    set_peer(c, w, m.addr, false)
+}
+
+/// One extra buffer of a fetching atomic (result or compare): its address,
+/// and its descriptor into `raw` (`bit` set in `present`).
+fn extra(
+    c: &Conv,
+    f: &fi_msg_fetch,
+    raw: &mut [u8; FI_XPU_WR_RAW_SIZE],
+    present: &mut u32,
+    bit: u32,
+) -> Result<u64> {
+    let iocs = slice(f.msg_iov, f.iov_count)?;
+    let addrs: Vec<u64> = iocs.iter().map(|v| v.addr as u64).collect();
+    let (addr, mr) = one(&addrs, f.desc)?.ok_or(Error::INVAL)?;
+    if c.desc(mr, raw)? {
+        *present |= bit;
+    }
+    Ok(addr)
+}
+
+/// Converts `attr`'s operation for endpoint `ep` into `w`.
+fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> Result<()> {
+    let op = attr.op_type as u32;
+    macro_rules! check_ep {
+        ($d:expr) => {
+            if $d.ep != ep {
+                return Err(Error::INVAL);
+            }
+            if $d.flags & !allowed_flags(op) != 0 {
+                return Err(Error::BADFLAGS);
+            }
+            w.flags = $d.flags;
+        };
+    }
+    match op {
+        FI_OP_SEND | FI_OP_RECV => {
+            let d: &fi_op_msg = op_ref(attr.op)?;
+            check_ep!(d);
+            local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc)?;
+            w.context = d.msg.context as u64;
+            w.data = d.msg.data;
+            set_peer(c, w, d.msg.addr, op == FI_OP_RECV)?;
+        }
+        FI_OP_TSEND | FI_OP_TRECV => {
+            let d: &fi_op_tagged = op_ref(attr.op)?;
+            check_ep!(d);
+            local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc)?;
+            w.context = d.msg.context as u64;
+            w.data = d.msg.data;
+            w.tag = d.msg.tag;
+            w.ignore = d.msg.ignore;
+            set_peer(c, w, d.msg.addr, op == FI_OP_TRECV)?;
+        }
+        FI_OP_WRITE | FI_OP_READ => {
+            let d: &fi_op_rma = op_ref(attr.op)?;
+            check_ep!(d);
+            local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc)?;
+            let r = slice(d.msg.rma_iov, d.msg.rma_iov_count)?;
+            if r.len() != 1 || r[0].len as u64 != w.len {
+                return Err(Error::INVAL);
+            }
+            w.addr = r[0].addr;
+            w.key = r[0].key;
+            w.context = d.msg.context as u64;
+            w.data = d.msg.data;
+            set_peer(c, w, d.msg.addr, false)?;
+        }
+        FI_OP_ATOMIC => {
+            let d: &fi_op_atomic = op_ref(attr.op)?;
+            check_ep!(d);
+            atomic(c, w, &d.msg)?;
+        }
+        FI_OP_FETCH_ATOMIC => {
+            let d: &fi_op_fetch_atomic = op_ref(attr.op)?;
+            check_ep!(d);
+            atomic(c, w, &d.msg)?;
+            w.result = extra(
+                c,
+                &d.fetch,
+                &mut w.result_desc,
+                &mut w.present,
+                FI_XPU_WR_RESULT_DESC,
+            )?;
+        }
+        FI_OP_COMPARE_ATOMIC => {
+            let d: &fi_op_compare_atomic = op_ref(attr.op)?;
+            check_ep!(d);
+            atomic(c, w, &d.msg)?;
+            w.result = extra(
+                c,
+                &d.fetch,
+                &mut w.result_desc,
+                &mut w.present,
+                FI_XPU_WR_RESULT_DESC,
+            )?;
+            w.compare = extra(
+                c,
+                &d.compare,
+                &mut w.compare_desc,
+                &mut w.present,
+                FI_XPU_WR_COMPARE_DESC,
+            )?;
+        }
+        // Counter operations are deferred work, not work requests.
+        FI_OP_CNTR_SET | FI_OP_CNTR_ADD => return Err(Error(FI_EOPNOTSUPP)),
+        _ => return Err(Error::INVAL),
+    }
+    w.op_type = op;
+    Ok(())
+}
+
+/// Sets `work->wr_len`.
+fn set_len(work: *mut fi_wr_attr) {
+    // SAFETY: `work` was checked non-NULL and points to the caller's
+    // fi_wr_attr (the API's contract); no reference to it is live.
+    unsafe { (*work).wr_len = FI_XPU_WR_SIZE }
+}
+
+fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
+    let e = lookup(ep, Kind::Ep)?;
+    // SAFETY: the API requires `work` to be NULL or point to a valid
+    // fi_wr_attr for the call; it is copied, and written only by set_len.
+    let attr = *unsafe { work.as_ref() }.ok_or(Error::INVAL)?;
+    let ctx = e.ctx().ok_or(Error::INVAL)?;
+    let mut info = fi_xpu_ctx_info::default();
+    Error::check(prov_call!(ctx.prov, ctx_query(ctx.handle(), &mut info)))?;
+    if info.caps & FI_XPU_CAP_WR == 0 {
+        return Err(Error(FI_EOPNOTSUPP));
+    }
+    if attr.wr_len < FI_XPU_WR_SIZE {
+        set_len(work);
+        return Err(Error(FI_ETOOSMALL));
+    }
+    if attr.wr_buf.is_null() {
+        return Err(Error::INVAL);
+    }
+    let conv = Conv {
+        av: object::holds(&e, Kind::Av).into_iter().next(),
+        ctx,
+    };
+    let mut w = zero_wr();
+    w.prov_id = e.prov.desc().prov_id;
+    convert(ep, &attr, &conv, &mut w)?;
+    // SAFETY: wr_buf holds wr_len >= FI_XPU_WR_SIZE writable bytes (the
+    // API's contract); the request is written whole, unaligned allowed.
+    unsafe { (attr.wr_buf as *mut fi_xpu_wr).write_unaligned(w) };
+    set_len(work);
+    Ok(0)
+}
+
+/// Prepares the work request `work` describes for the device: writes it
+/// into `work->wr_buf` (at least `FI_XPU_WR_SIZE` bytes, memory the
+/// endpoint's device can read) and sets `work->wr_len`. libfabric's
+/// `fi_prepare_wr` for an fi_xpu endpoint.
+///
+/// # Safety
+/// `work` is NULL or valid, with the descriptors it points to.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_prepare_wr(
+    ep: *mut fid_xpu_host_ep,
+    work: *mut fi_wr_attr,
+) -> c_int {
+    guard(|| prepare(ep as *mut c_void, work))
+}
+
+/// `fi_control` on an object's fid: the work-request commands on an
+/// endpoint (`FI_PREPARE_WORK`; queueing and flushing are device calls,
+/// `-FI_EOPNOTSUPP` here), `-FI_ENOSYS` for every other command.
+pub fn control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    match command {
+        FI_PREPARE_WORK => guard(|| prepare(fid as *mut c_void, arg as *mut fi_wr_attr)),
+        FI_QUEUE_WORK | FI_FLUSH_WORK => guard(|| {
+            lookup(fid as *const c_void, Kind::Ep)?;
+            Err(Error(FI_EOPNOTSUPP))
+        }),
+        _ => -FI_ENOSYS,
+    }
+}

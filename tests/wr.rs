@@ -1,0 +1,39 @@
+//! The work-request API (tests/c/wr.c) on every provider that has it: the
+//! host prepares requests from libfabric's `struct fi_wr_attr`, kernels on
+//! the host launcher modify, queue (each work item its own, at work-group
+//! scope) and flush them, between two processes; bad input gets its exact
+//! code on the host and on the device.
+mod common;
+
+use common::ofi::{have_libfabric, over, program, run_ok};
+
+fn wr(env: Vec<(&'static str, String)>) {
+    let out = run_ok(&program("wr", &[]), &[], &env, 120, "wr");
+    assert!(out.contains("wr: ok"), "{out}");
+}
+
+#[test]
+fn work_requests_on_shm() {
+    wr(vec![
+        ("FI_XPU_PROVIDER", "shm".into()),
+        ("OFI_COMMON_PROV", "shm".into()),
+    ]);
+}
+
+#[test]
+fn work_requests_on_ofi_over_tcp() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping the work requests over ofi/tcp");
+        return;
+    }
+    wr(over("tcp"));
+}
+
+#[test]
+fn work_requests_on_ofi_over_shm() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping the work requests over ofi/shm");
+        return;
+    }
+    wr(over("shm"));
+}
