@@ -33,7 +33,7 @@ static void host_side(void)
 	EXPECT(fi_xpu_ctx_getinfo(W.ctx, &ca), 0);
 	EXPECT(ca.av_addr_size, 8);
 	EXPECT(ca.mr_desc_size, 32);
-	EXPECT(ca.caps, FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR);
+	EXPECT(ca.caps, FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR | FI_XPU_CAP_WR);
 	len = 4;
 	EXPECT(fi_xpu_av_lookup(W.av, W.fa[0], &raw, &len, 0, W.ctx), -FI_ETOOSMALL);
 	EXPECT(len, 8);
