@@ -8,6 +8,8 @@
 //! application's `struct fi_xpu_mem_ops`). Other ifaces without callbacks
 //! report `FI_ENOSYS`.
 mod cuda;
+#[cfg(test)]
+mod header_check;
 mod pinned;
 mod rocr;
 mod system;
