@@ -5,7 +5,8 @@
 //! Each provider also runs under its testing-only delay of data placement
 //! (`FI_XPU_SHM_TEST_DELAY_US`, `FI_XPU_OFI_TEST_DELAY_MS`): a signal that
 //! can overtake its data, or a fence that does not hold later operations
-//! back, is caught there, where plain runs usually pass by timing.
+//! back, is caught there, where plain runs usually pass by timing. On ofi
+//! a fence orders operations per peer (tests/c/ofi_fence.c).
 mod common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
@@ -162,4 +163,23 @@ fn fenced_signals_on_ofi_sockets() {
 #[test]
 fn fenced_signals_on_ofi_sockets_with_late_data() {
     fenced_over_sockets(Some("30"));
+}
+
+/// On ofi a fence orders operations per peer (tests/c/ofi_fence.c): under
+/// late write data, an atomic to another peer goes ahead of a write held
+/// before the fence, and one to the write's own peer waits for it.
+fn per_peer_fence(fabric: &str) {
+    if let Some(env) = ofi(fabric, Some("2000")) {
+        run_ok(&program("ofi_fence", &[]), &[], &env, 120, "ofi_fence");
+    }
+}
+
+#[test]
+fn fence_orders_per_peer_on_ofi_tcp() {
+    per_peer_fence("tcp");
+}
+
+#[test]
+fn fence_orders_per_peer_on_ofi_shm() {
+    per_peer_fence("shm");
 }

@@ -658,7 +658,8 @@ FI_XPU_FUNC int fi_xpu_put_signal_ofi(struct fid_xpu_ep *ep, const void *buf, si
 }
 
 /* One fence entry for the group, after every member's earlier posts: the
- * proxy takes no later entry until the earlier ones completed. */
+ * proxy holds a later transmit back until the earlier ones to its peer
+ * completed; operations to other peers go ahead. */
 FI_XPU_FUNC int fi_xpu_fence_ofi(struct fid_xpu_ep *ep, uint64_t flags, int scope)
 {
 	struct fi_xpu_group g;

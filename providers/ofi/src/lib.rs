@@ -6,6 +6,7 @@
 //! code in the other modules.
 mod core;
 mod fabric;
+mod fence;
 pub mod ffi;
 mod inflight;
 pub mod layout;

@@ -12,6 +12,7 @@
 //! signal no fd for it, and a GPU cannot write an eventfd, so the sleep is
 //! bounded by `Tuning::poll` unless libfabric progresses on its own, every
 //! CQ has a wait fd and every ring is filled by the host.
+use crate::fence::PeerFences;
 use crate::ffi::{self, fi_cq_err_entry, fi_cq_tagged_entry};
 use crate::inflight::{AddrSet, InFlight, Pool};
 use crate::layout::*;
@@ -159,6 +160,8 @@ pub struct Req {
     fi_ctx: [u64; 8],
     pos: u64,
     op: u32,
+    /// The peer (libfabric address) of a transmit operation.
+    peer: u64,
     context: u64,
     buf: u64,
     len: u64,
@@ -191,6 +194,7 @@ impl Req {
             fi_ctx: [0; 8],
             pos: r.pos,
             op: r.op,
+            peer: r.peer,
             context: r.context,
             buf: r.buf,
             len: r.len,
@@ -247,14 +251,46 @@ pub struct EpState {
     /// The ring position libfabric keeps answering `-FI_EAGAIN` for, and
     /// since when.
     refused_since: Option<(u64, Instant)>,
-    /// A fence was taken: no later entry is taken until every transmit
-    /// operation before it completed.
-    fenced: bool,
+    /// Fences in force, and the transmit operations they hold back (not
+    /// yet handed to libfabric, counted in flight).
+    fences: PeerFences<(Box<Req>, Wqe)>,
     /// Requests not yet handed to libfabric (in order), counted in flight.
     waiting: VecDeque<Waiting>,
     /// Puts with a fenced signal, by ring position: parts still to
     /// complete, and the first error.
     joint: HashMap<u64, (u8, Option<(i32, i32)>)>,
+}
+
+impl EpState {
+    /// A transmit operation of `r` is in flight.
+    fn fly(&mut self, r: &Req) {
+        self.inflight.add(r.pos);
+        self.fences.sent(r.peer, r.pos);
+    }
+
+    /// A transmit operation of `r` is no longer in flight.
+    fn land(&mut self, r: &Req) {
+        self.inflight.done(r.pos);
+        self.fences.done(r.peer, r.pos);
+    }
+
+    /// A fence at `pos`: later transmit operations wait for the earlier
+    /// ones to their peer.
+    fn fence(&mut self, pos: u64) {
+        let live = self
+            .reqs
+            .iter()
+            .map(|&r| {
+                // SAFETY: a registered request is a live box of ours;
+                // libfabric only uses its fi_context, never these fields.
+                unsafe { &*(r as *const Req) }
+            })
+            .filter(|r| !r.timed_out && !ring::is_receive(r.op))
+            .chain(self.waiting.iter().map(|h| &*h.req))
+            .map(|r| (r.peer, r.pos))
+            .collect::<Vec<_>>();
+        self.fences.fence(pos, live);
+    }
 }
 
 /// Whether a progress thread is inside a libfabric call, and whether a
@@ -732,12 +768,6 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     st.blocked = false;
     busy |= hand_over_waiting(ep, b, &mut st, g);
     for i in 0..BATCH {
-        if st.fenced {
-            if !st.inflight.is_empty() {
-                break;
-            }
-            st.fenced = false;
-        }
         let pos = st.cons;
         let s = slot(ep, pos);
         // SAFETY: the slot is in the ring; `seq` is read atomically before
@@ -799,6 +829,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     busy |= poll_cq(ep, b, &mut st, g);
     busy |= mirror_remote(ep, b, &mut st, g);
     busy |= expire(b, &mut st, tuning);
+    busy |= release_held(ep, b, &mut st, g, tuning);
     let flushed = st.inflight.first().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
     at64(unsafe { std::ptr::addr_of_mut!((*dev).flushed) }).store(flushed, Ordering::Release);
@@ -865,7 +896,9 @@ fn issue(
         if let Some(cq) = cq_for(b, w.op) {
             cq.unreserve();
         }
-        st.fenced |= w.op == OP_FENCE;
+        if w.op == OP_FENCE {
+            st.fence(pos);
+        }
         return Ok(());
     }
     translate_and_post(ep, b, st, pos, w, more, g, tuning)
@@ -918,7 +951,8 @@ fn validate(ep: &EpInner, b: &Bound, pos: u64, w: &Wqe) -> Result<(), i32> {
     Ok(())
 }
 
-/// Turns a checked entry into a libfabric operation and posts it.
+/// Turns a checked entry into a libfabric operation and posts it, or holds
+/// it back behind a fence.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn translate_and_post(
@@ -935,6 +969,7 @@ fn translate_and_post(
         fi_ctx: [0; 8],
         pos,
         op: w.op,
+        peer: w.addr,
         context: w.context,
         buf: w.buf,
         len: w.len,
@@ -953,21 +988,80 @@ fn translate_and_post(
         joint: false,
     });
     let entry = w;
-    let mut w = *w;
-    if w.op == OP_PUT_SIGNAL {
-        // The data first, as a write libfabric reports once it is placed
-        // at the target; `complete` then posts the signal.
-        w.op = OP_WRITE;
-        w.flags = FI_DELIVERY_COMPLETE;
-        w.data = 0;
-        if w.len == 0 {
-            let sig = req.signal.take();
-            if let Some(sig) = sig {
-                post_signal(ep, b, st, g, req, sig, 0);
-            }
+    let w = if w.op == OP_PUT_SIGNAL {
+        put_signal_first(ep, &mut req, w)
+    } else {
+        translate(ep, &mut req, pos, w)
+    };
+    let transmit = !ring::is_receive(w.op);
+    if transmit && st.fences.active() && st.fences.must_wait(req.peer, pos) {
+        // Its peer has operations from before a fence in flight: it waits
+        // for them (see `release_held`); later entries go on.
+        st.fly(&req);
+        st.fences.hold(req.peer, pos, (req, w));
+        return Ok(());
+    }
+    if w.op == OP_WRITE {
+        if let Some(delay) = tuning.test_delay {
+            st.fly(&req);
+            st.waiting.push_back(Waiting {
+                due: Instant::now() + delay,
+                req,
+                w,
+            });
             return Ok(());
         }
     }
+    let req = Box::into_raw(req);
+    let r = g.call(|| post(ep, &w, req as *mut c_void, more));
+    match r {
+        Ok(()) => {
+            st.reqs.insert(req as usize);
+            if transmit {
+                // SAFETY: libfabric took it and uses only its fi_context.
+                st.fly(unsafe { &*req });
+            }
+            fence_signal(ep, b, st, g, req);
+            Ok(())
+        }
+        Err(e) => {
+            // SAFETY: libfabric refused the operation, so the request was
+            // never handed out.
+            st.pool.give(unsafe { Box::from_raw(req) });
+            if e == -FI_EAGAIN {
+                return Err(e);
+            }
+            crate::core::warn(&format!(
+                "libfabric refused op {} at {pos}: {}",
+                w.op,
+                ffi::strerror(e)
+            ));
+            fail(b, entry, e, 0);
+            Ok(())
+        }
+    }
+}
+
+/// The first libfabric operation of a put-with-signal: its data, as a
+/// write libfabric reports once it is placed at the target (`complete`
+/// then posts the signal), or the signal alone when there is no data.
+fn put_signal_first(ep: &EpInner, req: &mut Req, entry: &Wqe) -> Wqe {
+    if entry.len == 0 {
+        if let Some(sig) = req.signal.take() {
+            return signal_wqe(ep, req, sig, 0);
+        }
+    }
+    Wqe {
+        op: OP_WRITE,
+        flags: FI_DELIVERY_COMPLETE,
+        data: 0,
+        ..*entry
+    }
+}
+
+/// A device operation as libfabric takes it.
+fn translate(ep: &EpInner, req: &mut Req, pos: u64, entry: &Wqe) -> Wqe {
+    let mut w = *entry;
     if w.flags & FI_INJECT != 0 {
         // SAFETY: the slot of `pos` lies in the endpoint's block, and the
         // device does not write it again until `cons` passes `pos`.
@@ -991,44 +1085,29 @@ fn translate_and_post(
         w.result = d.as_mut_ptr() as u64;
         w.result_desc = 0;
     }
-    if w.op == OP_WRITE {
-        if let Some(delay) = tuning.test_delay {
-            st.inflight.add(pos);
-            st.waiting.push_back(Waiting {
+    w
+}
+
+/// Hands the operations a fence held back and that may go now to
+/// libfabric (or, under the testing-only delay, to the waiting queue).
+fn release_held(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, tuning: &Tuning) -> bool {
+    if !st.fences.active() {
+        return false;
+    }
+    let mut free = Vec::new();
+    st.fences.release(st.inflight.first(), &mut free);
+    let moved = !free.is_empty();
+    for (req, w) in free {
+        match tuning.test_delay {
+            Some(delay) if w.op == OP_WRITE => st.waiting.push_back(Waiting {
                 due: Instant::now() + delay,
                 req,
                 w,
-            });
-            return Ok(());
+            }),
+            _ => hand_over(ep, b, st, g, req, w),
         }
     }
-    let req = Box::into_raw(req);
-    let r = g.call(|| post(ep, &w, req as *mut c_void, more));
-    match r {
-        Ok(()) => {
-            st.reqs.insert(req as usize);
-            if !ring::is_receive(w.op) {
-                st.inflight.add(pos);
-            }
-            fence_signal(ep, b, st, g, req);
-            Ok(())
-        }
-        Err(e) => {
-            // SAFETY: libfabric refused the operation, so the request was
-            // never handed out.
-            st.pool.give(unsafe { Box::from_raw(req) });
-            if e == -FI_EAGAIN {
-                return Err(e);
-            }
-            crate::core::warn(&format!(
-                "libfabric refused op {} at {pos}: {}",
-                w.op,
-                ffi::strerror(e)
-            ));
-            fail(b, entry, e, 0);
-            Ok(())
-        }
-    }
+    moved
 }
 
 /// Posts the signal of a put-with-signal whose data is complete at the
@@ -1045,6 +1124,13 @@ fn post_signal(
     sig: Signal,
     extra: u64,
 ) {
+    let w = signal_wqe(ep, &mut req, sig, extra);
+    st.fly(&req);
+    hand_over(ep, b, st, g, req, w);
+}
+
+/// The signal update of a put-with-signal as an atomic of `req`.
+fn signal_wqe(ep: &EpInner, req: &mut Req, sig: Signal, extra: u64) -> Wqe {
     use fi_xpu_abi::datatype::FI_UINT64;
     use fi_xpu_abi::op::{FI_ATOMIC_WRITE, FI_SUM};
     let op = if sig.add { FI_SUM } else { FI_ATOMIC_WRITE };
@@ -1062,12 +1148,11 @@ fn post_signal(
     };
     if ep.dom.dc_atomic_as_fetch {
         // As for any atomic with delivery complete on that transport (see
-        // `issue`).
+        // `translate`).
         let d = req.discard.insert(vec![0u8; 8].into_boxed_slice());
         w.result = d.as_mut_ptr() as u64;
     }
-    st.inflight.add(req.pos);
-    hand_over(ep, b, st, g, req, w);
+    w
 }
 
 /// On a transport that takes `FI_FENCE`, the signal of a put-with-signal
@@ -1151,7 +1236,7 @@ fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<R
                 req.pos,
                 ffi::strerror(e)
             ));
-            settle(st, req.pos);
+            st.land(&req);
             if req.joint {
                 finish_part(b, st, &req, Some((e, 0)));
             } else {
@@ -1182,11 +1267,6 @@ fn hand_over_waiting(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> boo
         moved = true;
     }
     moved
-}
-
-/// One operation of ring position `pos` is no longer in flight.
-fn settle(st: &mut EpState, pos: u64) {
-    st.inflight.done(pos);
 }
 
 /// What `fail` needs of a request.
@@ -1410,11 +1490,12 @@ fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning) -> bool {
     }
     for p in &expired {
         // SAFETY: as above.
-        let (pos, w) = unsafe {
+        let (pos, peer, w) = unsafe {
             (*(*p)).timed_out = true;
             let r = &*(*p);
             (
                 r.pos,
+                r.peer,
                 Wqe {
                     op: r.op,
                     context: r.context,
@@ -1426,6 +1507,7 @@ fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning) -> bool {
             )
         };
         st.inflight.done(pos);
+        st.fences.done(peer, pos);
         crate::core::warn(&format!(
             "op {} at ring position {pos}: no completion from libfabric after {} ms: \
              failed with {} (libfabric's shm provider never answers an access with a \
@@ -1481,7 +1563,7 @@ fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
         return None;
     }
     if !ring::is_receive(req.op) {
-        st.inflight.done(req.pos);
+        st.land(&req);
     }
     Some(req)
 }
@@ -1638,8 +1720,13 @@ fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
 /// Frees the requests libfabric never completed (the endpoint is closed).
 pub fn release_requests(ep: &EpInner) {
     let mut st = ep.state.lock().unwrap();
-    for h in std::mem::take(&mut st.waiting) {
-        if let Some(cq) = ep.bound.get().and_then(|b| cq_for(b, h.req.op)) {
+    let held = st.fences.drain();
+    for req in std::mem::take(&mut st.waiting)
+        .into_iter()
+        .map(|h| h.req)
+        .chain(held.into_iter().map(|(req, _)| req))
+    {
+        if let Some(cq) = ep.bound.get().and_then(|b| cq_for(b, req.op)) {
             cq.unreserve();
         }
     }
