@@ -23,6 +23,14 @@
  *        ofi_proxy <libfabric-provider> --post N   N 8-byte writes through
  *                                                  xpu_post, one at a time
  *                                                  (for callgrind, valgrind)
+ *        ofi_proxy <libfabric-provider> --put-signal N
+ *                                                  latency of an 8-byte put
+ *                                                  with signal (SET), post
+ *                                                  to completion, and of an
+ *                                                  8-byte write, N each,
+ *                                                  taking turns in rounds of
+ *                                                  100: xpu_put_signal_8B_us,
+ *                                                  xpu_write_8B_us
  */
 #include <fi_xpu.h>
 #include <fi_xpu/device.h>
@@ -300,6 +308,19 @@ __attribute__((noinline)) int xpu_post(void *s, size_t src, size_t dst, size_t l
 	return rc;
 }
 
+/* One 8-byte put with signal: data to `dst`, the signal word SET to the
+ * data's value right behind it. */
+static int xpu_put_signal(struct xpu *x, size_t src, size_t dst, size_t sig, uint64_t v)
+{
+	int rc = fi_xpu_put_signal(&x->ep, x->heap + src, 8, x->desc, x->raw,
+				   (uint64_t)(uintptr_t)x->heap + dst, x->key,
+				   (uint64_t)(uintptr_t)x->heap + sig, x->key, v, FI_XPU_SIGNAL_SET,
+				   NULL, 0, FI_XPU_WORK_ITEM);
+	if (rc && rc != -FI_EAGAIN)
+		DIE("fi_xpu_put_signal: %s", fi_xpu_strerror(rc));
+	return rc;
+}
+
 static int xpu_reap(void *s)
 {
 	struct xpu *x = s;
@@ -393,6 +414,47 @@ int main(int argc, char **argv)
 			write_at(&p, WORDS, WORDS + 8, 8, &out);
 			reap_to(&p, &out, 0);
 		}
+		xpu_close(&x);
+		return 0;
+	}
+	if (argc > 3 && strcmp(argv[2], "--put-signal") == 0) {
+		struct xpu x;
+		int out = 0, n = atoi(argv[3]);
+		double t_sig = 0, t_write = 0, t0;
+		uint64_t *word = NULL, *sig = NULL;
+		memset(&x, 0, sizeof(x));
+		xpu_open(&x);
+		struct path p = { xpu_post, xpu_reap, &x, x.heap };
+		word = (uint64_t *)(x.heap + WORDS);
+		sig = word + 3;
+		for (int i = 0; i < 100; i++) {
+			write_at(&p, WORDS, WORDS + 8, 8, &out);
+			reap_to(&p, &out, 0);
+		}
+		for (int done = 0; done < n; done += 100) {
+			t0 = now();
+			for (int i = done + 1; i <= done + 100; i++) {
+				*word = (uint64_t)i;
+				while (xpu_put_signal(&x, WORDS, WORDS + 16, WORDS + 24, (uint64_t)i) ==
+				       -FI_EAGAIN)
+					out -= xpu_reap(&x);
+				out++;
+				reap_to(&p, &out, 0);
+				if (__atomic_load_n(sig, __ATOMIC_ACQUIRE) != (uint64_t)i ||
+				    word[2] != (uint64_t)i)
+					DIE("a completed put with signal had not landed");
+			}
+			t_sig += now() - t0;
+			t0 = now();
+			for (int i = 0; i < 100; i++) {
+				write_at(&p, WORDS, WORDS + 8, 8, &out);
+				reap_to(&p, &out, 0);
+			}
+			t_write += now() - t0;
+		}
+		n = (n + 99) / 100 * 100;
+		printf("xpu_put_signal_8B_us %.3f us\nxpu_write_8B_us %.3f us\n", t_sig / n * 1e6,
+		       t_write / n * 1e6);
 		xpu_close(&x);
 		return 0;
 	}

@@ -101,16 +101,54 @@ fn ordered_signals_on_ofi_tcp_with_late_data() {
     }
 }
 
+/// libfabric's shm places write data in order when asked (`FI_ORDER_WAW`,
+/// any size): a put's data goes injected and its signal right behind it
+/// (the transport line says so). Late data must still come first: the
+/// signal may only follow the data into libfabric.
+fn injected_over_shm(delay_ms: Option<&str>) {
+    let Some(mut env) = ofi("shm", delay_ms) else {
+        return;
+    };
+    env.push(("FI_XPU_LOG_LEVEL", "info".into()));
+    let out = common::ofi::run(
+        &program("device_signal", &[]),
+        &[],
+        &env,
+        240,
+        "device_signal",
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("device_signal: ok"),
+        "{}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains("transport: libfabric provider shm")
+            && stderr.contains("or at once behind injected data of up to"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn ordered_signals_on_ofi_shm() {
-    if let Some(env) = ofi("shm", None) {
-        signal(env);
-    }
+    injected_over_shm(None);
 }
 
 #[test]
 fn ordered_signals_on_ofi_shm_with_late_data() {
-    if let Some(env) = ofi("shm", Some("30")) {
+    injected_over_shm(Some("30"));
+}
+
+/// The same with the ordered path turned off: every signal waits for its
+/// data's delivery completion.
+#[test]
+fn ordered_signals_on_ofi_shm_without_ordered_injection() {
+    if let Some(mut env) = ofi("shm", Some("30")) {
+        env.push(("FI_XPU_OFI_ORDERED_SIGNAL", "0".into()));
         signal(env);
     }
 }

@@ -56,8 +56,12 @@ static int xo_open_one(const char *prov, const char *domain_name, uint64_t base_
 	uint64_t opt;
 	int ret = -FI_ENODATA;
 
-	/* Every subset of `optional`, starting with all of it. */
-	for (uint64_t drop = 0;; drop++) {
+	/* Every subset of `optional`, starting with all of it; each first
+	 * asking that RMA and atomic writes be sent in order (FI_ORDER_WAW:
+	 * the returned info then says up to which size their data is placed
+	 * in order), then without. */
+	for (uint64_t try = 0;; try++) {
+		uint64_t drop = try >> 1;
 		uint64_t d = 0, bits = optional;
 		unsigned i = 0;
 		if (drop >> __builtin_popcountll(optional))
@@ -77,6 +81,8 @@ static int xo_open_one(const char *prov, const char *domain_name, uint64_t base_
 		hints->caps = base_caps | opt;
 		hints->mode = FI_CONTEXT | FI_CONTEXT2;
 		hints->ep_attr->type = FI_EP_RDM;
+		if (!(try & 1))
+			hints->tx_attr->msg_order = FI_ORDER_WAW;
 		hints->domain_attr->threading = FI_THREAD_SAFE;
 		hints->domain_attr->mr_mode =
 			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_HMEM;
@@ -255,6 +261,18 @@ int xo_info_auto_progress(const void *info)
 	return ((const struct fi_info *)info)->domain_attr->data_progress == FI_PROGRESS_AUTO;
 }
 
+/* The largest write whose data the transport places before that of a
+ * later write or atomic write (FI_ORDER_WAW and max_order_waw_size), and
+ * capped by the transmit inject size: 0 when it promises no such order. */
+size_t xo_info_ordered_inject(const void *info)
+{
+	const struct fi_info *i = info;
+	size_t waw = i->ep_attr->max_order_waw_size, inj = i->tx_attr->inject_size;
+	if (!(i->tx_attr->msg_order & FI_ORDER_WAW))
+		return 0;
+	return waw < inj ? waw : inj;
+}
+
 int xo_cntr_open(void *domain, void **cntr)
 {
 	struct fi_cntr_attr attr;
@@ -396,6 +414,7 @@ int xo_mr_reg(void *domain, const void *buf, size_t len, uint64_t access, uint64
 int xo_cq_open(void *domain, size_t size, void **cq, int *fd) { (void)domain; (void)size; (void)cq; (void)fd; return XO_ENODEV; }
 int xo_trywait(void *fabric, void **fids, int count) { (void)fabric; (void)fids; (void)count; return XO_ENODEV; }
 int xo_info_auto_progress(const void *info) { (void)info; return 0; }
+size_t xo_info_ordered_inject(const void *info) { (void)info; return 0; }
 int xo_cntr_open(void *domain, void **cntr) { (void)domain; (void)cntr; return XO_ENODEV; }
 uint64_t xo_cntr_read(void *cntr) { (void)cntr; return 0; }
 uint64_t xo_cntr_readerr(void *cntr) { (void)cntr; return 0; }

@@ -85,6 +85,7 @@ extern "C" {
     ) -> c_int;
     pub fn xo_trywait(fabric: *mut c_void, fids: *mut *mut c_void, count: c_int) -> c_int;
     pub fn xo_info_auto_progress(info: *const c_void) -> c_int;
+    pub fn xo_info_ordered_inject(info: *const c_void) -> usize;
     pub fn xo_cntr_open(domain: *mut c_void, cntr: *mut *mut c_void) -> c_int;
     pub fn xo_cntr_read(cntr: *mut c_void) -> u64;
     pub fn xo_cntr_readerr(cntr: *mut c_void) -> u64;

@@ -79,6 +79,11 @@ pub struct DomInner {
     /// right behind the data, fenced, instead of after the data's
     /// delivery completion.
     pub fence: bool,
+    /// The largest put-with-signal data posted with `FI_INJECT` and its
+    /// signal right behind it, unfenced: the transport places a write's
+    /// data before a later write's or atomic's up to this size, and
+    /// takes it injected (0: never).
+    pub ordered_inject: u64,
     pub mrs: Mutex<Vec<Option<MrRec>>>,
     next_ep: AtomicUsize,
     next_key: AtomicU64,
@@ -110,7 +115,7 @@ const FI_ENOAV: i32 = 267;
 
 /// The parameters ofi defines (name, default, description); `init`
 /// registers them with the core. Each is `FI_XPU_OFI_<NAME>`.
-pub const PARAMS: [(&str, &str, &str); 9] = [
+pub const PARAMS: [(&str, &str, &str); 10] = [
     (
         "provider",
         "",
@@ -150,6 +155,11 @@ pub const PARAMS: [(&str, &str, &str); 9] = [
         "op_timeout_ms",
         "10000",
         "milliseconds an RMA or atomic may go without a completion from libfabric before it fails with -FI_ETIMEDOUT (0: no limit)",
+    ),
+    (
+        "ordered_signal",
+        "1",
+        "a put with signal whose data fits the transport's inject size goes out injected, its signal right behind it, where the transport orders write data placement (FI_ORDER_WAW, max_order_waw_size) (0: the signal always waits for the data's delivery completion)",
     ),
     (
         "test_delay_ms",
@@ -246,9 +256,15 @@ impl Domain {
             ));
             caps &= !FI_ATOMIC;
         }
+        let ordered_inject = if env("FI_XPU_OFI_ORDERED_SIGNAL").as_deref() == Some("0") {
+            0
+        } else {
+            // SAFETY: info is live.
+            unsafe { ffi::xo_info_ordered_inject(info.0) as u64 }
+        };
         core::info(&format!(
             "transport: libfabric provider {name} ({dname}), {}; {nthreads} progress thread(s){}{}; \
-             signals follow their data {}",
+             signals follow their data {}{}",
             match &prov {
                 Some(p) => format!("named '{p}'"),
                 None => format!("the first of {DEFAULT_FABRICS} that works"),
@@ -267,6 +283,13 @@ impl Domain {
                 "fenced (FI_FENCE)"
             } else {
                 "once the data is delivered"
+            },
+            if ordered_inject > 0 {
+                format!(
+                    ", or at once behind injected data of up to {ordered_inject} bytes (ordered writes)"
+                )
+            } else {
+                String::new()
             },
         ));
         let tuning = Tuning::from_env(env);
@@ -298,6 +321,7 @@ impl Domain {
             offset_keys: mr_mode & (ffi::FI_MR_VIRT_ADDR | ffi::FI_MR_PROV_KEY) == 0,
             dc_atomic_as_fetch,
             fence: caps & ffi::FI_FENCE != 0,
+            ordered_inject,
             mrs: Mutex::new(Vec::new()),
             next_ep: AtomicUsize::new(0),
             next_key: AtomicU64::new(1 << 32),

@@ -184,6 +184,10 @@ pub struct Req {
     /// One of the two parts of a put-with-signal whose signal was posted
     /// fenced behind its data: the put completes when both did.
     joint: bool,
+    /// The data of a put-with-signal, posted with `FI_INJECT` on a
+    /// transport that places it before later writes and atomics: the
+    /// signal follows at once (see `DomInner::ordered_inject`).
+    ordered: bool,
 }
 
 impl Req {
@@ -205,6 +209,7 @@ impl Req {
             timed_out: false,
             signal: None,
             joint: false,
+            ordered: false,
         })
     }
 }
@@ -986,6 +991,7 @@ fn translate_and_post(
             add: w.atomic == ring::SIGNAL_ADD,
         }),
         joint: false,
+        ordered: false,
     });
     let entry = w;
     let w = if w.op == OP_PUT_SIGNAL {
@@ -1042,14 +1048,26 @@ fn translate_and_post(
     }
 }
 
-/// The first libfabric operation of a put-with-signal: its data, as a
-/// write libfabric reports once it is placed at the target (`complete`
-/// then posts the signal), or the signal alone when there is no data.
+/// The first libfabric operation of a put-with-signal: its data, or the
+/// signal alone when there is no data. Data the transport places in order
+/// with a later atomic and takes injected goes with `FI_INJECT`, and the
+/// signal follows at once (`fence_signal`); other data goes as a write
+/// libfabric reports once it is placed at the target (`complete` then
+/// posts the signal).
 fn put_signal_first(ep: &EpInner, req: &mut Req, entry: &Wqe) -> Wqe {
     if entry.len == 0 {
         if let Some(sig) = req.signal.take() {
             return signal_wqe(ep, req, sig, 0);
         }
+    }
+    if entry.len <= ep.dom.ordered_inject {
+        req.ordered = true;
+        return Wqe {
+            op: OP_WRITE,
+            flags: FI_INJECT,
+            data: 0,
+            ..*entry
+        };
     }
     Wqe {
         op: OP_WRITE,
@@ -1114,7 +1132,8 @@ fn release_held(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, tuning: &Tu
 /// target: an 8-byte atomic (`FI_ATOMIC_WRITE` or `FI_SUM`) with delivery
 /// complete, whose completion is the put-with-signal's. The request stays
 /// in flight for its ring position until then.
-/// `extra`: `FI_FENCE` when the data was posted just before it.
+/// `extra`: `FI_FENCE` or `FI_INJECT` when the data was posted just
+/// before it (see `fence_signal`).
 fn post_signal(
     ep: &EpInner,
     b: &Bound,
@@ -1155,25 +1174,31 @@ fn signal_wqe(ep: &EpInner, req: &mut Req, sig: Signal, extra: u64) -> Wqe {
     w
 }
 
-/// On a transport that takes `FI_FENCE`, the signal of a put-with-signal
-/// whose data libfabric just took follows at once, fenced: libfabric
-/// applies it only once the data (posted with delivery complete) is
-/// placed. The put completes when both parts did.
+/// The signal of a put-with-signal whose data libfabric just took follows
+/// at once where the transport keeps them in order: behind injected data
+/// on a transport that places writes in order (`Req::ordered`), or fenced
+/// on one that takes `FI_FENCE` (libfabric applies it only once the data,
+/// posted with delivery complete, is placed). The put completes when both
+/// parts did.
 fn fence_signal(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, raw: *mut Req) {
-    if !ep.dom.fence {
-        return;
-    }
     // SAFETY: a live request of ours that libfabric just took; libfabric
     // uses only its fi_context, and only this thread reads its
     // completions, so nothing else touches these fields now.
     let data = unsafe { &mut *raw };
+    let extra = if data.ordered {
+        FI_INJECT
+    } else if ep.dom.fence {
+        ffi::FI_FENCE
+    } else {
+        return;
+    };
     let Some(sig) = data.signal.take() else {
         return;
     };
     data.joint = true;
     let mut part = Req::part_of(data);
     part.joint = true;
-    post_signal(ep, b, st, g, part, sig, ffi::FI_FENCE);
+    post_signal(ep, b, st, g, part, sig, extra);
 }
 
 /// One part of a put with a fenced signal ended (`err`: how it failed):
@@ -1308,10 +1333,12 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> 
         iov_base: w.buf as *mut c_void,
         iov_len: w.len as usize,
     };
-    // FI_INJECT never reaches libfabric: the proxy staged the bytes itself.
-    // FI_FENCE comes only from the proxy (ring::check refuses it from a
-    // device).
-    let data_flags = w.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE | ffi::FI_FENCE);
+    // A device's FI_INJECT never reaches libfabric: the proxy staged the
+    // bytes itself and dropped the flag (`translate`). FI_INJECT here and
+    // FI_FENCE come only from the proxy (ring::check refuses FI_FENCE from
+    // a device): a put-with-signal's parts (`put_signal_first`).
+    let data_flags =
+        w.flags & (FI_REMOTE_CQ_DATA | FI_DELIVERY_COMPLETE | ffi::FI_FENCE | FI_INJECT);
     let flags = FI_COMPLETION | data_flags | if more { FI_MORE } else { 0 };
     let r = match w.op {
         OP_WRITE | OP_READ => {
@@ -1430,7 +1457,7 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> 
             };
             let mut cdesc = local_desc(ep, 0, w.compare, bytes);
             let fl = if as_fetch {
-                flags & !FI_DELIVERY_COMPLETE
+                flags & !(FI_DELIVERY_COMPLETE | FI_INJECT)
             } else {
                 flags
             };

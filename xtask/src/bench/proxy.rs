@@ -78,7 +78,71 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
             );
         }
     }
+    put_signal(&exe, quick);
     per_entry(lib, dir, quick)
+}
+
+/// Latency of an 8-byte put with signal, post to completion: its data
+/// injected with the signal right behind it where the transport orders
+/// write data (`FI_XPU_OFI_ORDERED_SIGNAL=1`, the default), against the
+/// signal waiting for the data's delivery completion (`=0`), processes
+/// taking turns; an 8-byte write measured in the same processes beside it.
+fn put_signal(exe: &Path, quick: bool) {
+    let (n, rounds) = if quick { ("500", 3) } else { ("2000", 5) };
+    let before = load();
+    let mut rows = Vec::new();
+    for fabric in ["shm", "sockets", "tcp"] {
+        let mut v: BTreeMap<(&'static str, &'static str), Vec<f64>> = BTreeMap::new();
+        for _ in 0..rounds {
+            for ordered in ["1", "0"] {
+                let f = figures(
+                    Command::new(exe)
+                        .args([fabric, "--put-signal", n])
+                        .env("FI_XPU_OFI_ORDERED_SIGNAL", ordered)
+                        .env("FI_SOCKETS_IFACE", "lo")
+                        .env("FI_TCP_IFACE", "lo"),
+                    &format!("ofi_proxy --put-signal on {fabric}"),
+                );
+                for k in ["xpu_put_signal_8B_us", "xpu_write_8B_us"] {
+                    if let Some(&x) = f.get(k) {
+                        v.entry((ordered, k)).or_default().push(x);
+                    }
+                }
+            }
+        }
+        for s in v.values_mut() {
+            s.sort_by(f64::total_cmp);
+        }
+        let median = |k: (&'static str, &'static str)| {
+            v.get(&k).filter(|s| !s.is_empty()).map(|s| s[s.len() / 2])
+        };
+        let row = [
+            median(("1", "xpu_put_signal_8B_us")),
+            median(("0", "xpu_put_signal_8B_us")),
+            median(("1", "xpu_write_8B_us")),
+            median(("0", "xpu_write_8B_us")),
+        ];
+        rows.push((fabric, row));
+    }
+    let after = load();
+    println!(
+        "\n### ofi provider: 8-byte put with signal, injected and ordered against \
+         delivery-complete (`ofi_proxy <fabric> --put-signal {n}`, {rounds} rounds each, \
+         FI_XPU_OFI_ORDERED_SIGNAL=1 and =0 taking turns; medians)\n"
+    );
+    println!("Load: {before} before, {after} after.\n");
+    println!("| libfabric provider | put with signal, ordered (µs) | put with signal, delivery complete (µs) | ratio | 8-byte write in the same runs (µs) |");
+    println!("|---|---|---|---|---|");
+    for (fabric, [o, d, wo, wd]) in rows {
+        println!(
+            "| {fabric} | {} | {} | {} | {} / {} |",
+            cell(o, 2),
+            cell(d, 2),
+            super::ratio(o, d),
+            cell(wo, 2),
+            cell(wd, 2)
+        );
+    }
 }
 
 /// Functions whose inclusive instructions are reported per entry: the
