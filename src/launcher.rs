@@ -6,12 +6,90 @@
 //! the barriers and broadcasts of every scope go through `Team`s shared by
 //! the threads of a launch. A thread outside any launch is a work item of its
 //! own, so work-item scope device code runs from ordinary threads too.
+//!
+//! The GPU-like mode (`FI_XPU_HOST_LAUNCH_GPU`, or `FI_XPU_HOST_GPU` for
+//! every launch) takes away what CPU threads forgive: only some groups are
+//! resident at once (`residency`), the lanes of a subgroup take turns
+//! between subgroup syncs (`lanes`), and subgroups are 64 lanes wide unless
+//! the launch says otherwise, so groups of 32 or of 48 work items end with a
+//! partial one.
 use crate::error::{Error, Result};
-use fi_xpu_abi::errno::{FI_E2BIG, FI_EAGAIN};
+use crate::param;
+use fi_xpu_abi::errno::{FI_E2BIG, FI_EAGAIN, FI_ETIMEDOUT};
 use fi_xpu_abi::*;
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+mod lanes;
+mod residency;
+
+use lanes::Lanes;
+use residency::{Doing, Residency};
+
+/// The GPU-like mode's settings for one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuLike {
+    /// Most groups resident at once.
+    pub resident: u32,
+    /// How long resident groups may make no progress while others wait.
+    pub hang: Duration,
+    /// Seeds the lanes' orders.
+    pub seed: u64,
+}
+
+/// The GPU-like mode's parameters as the environment sets them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuEnv {
+    /// `FI_XPU_HOST_GPU`: the mode for every launch, with that many groups
+    /// resident.
+    pub every_launch: Option<u32>,
+    pub hang_ms: u64,
+    pub seed: u64,
+    pub subgroup: u32,
+}
+
+/// Resident groups of a launch that asks for the mode when
+/// `FI_XPU_HOST_GPU` does not say.
+pub const GPU_DEFAULT_RESIDENT: u32 = 2;
+
+impl Default for GpuEnv {
+    fn default() -> Self {
+        GpuEnv {
+            every_launch: None,
+            hang_ms: 5000,
+            seed: 1,
+            subgroup: 64,
+        }
+    }
+}
+
+impl GpuEnv {
+    /// Reads the parameters; a value that is not a positive number is
+    /// reported and the default used.
+    pub fn read() -> GpuEnv {
+        fn num(var: &str) -> Option<u64> {
+            let v = param::core(var)?;
+            match v.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => {
+                    crate::warn!("{var}={v} is not a positive number: ignored");
+                    None
+                }
+            }
+        }
+        let d = GpuEnv::default();
+        let small = |n: u64| u32::try_from(n).ok();
+        GpuEnv {
+            every_launch: num(param::HOST_GPU).and_then(small),
+            hang_ms: num(param::HOST_GPU_HANG_MS).unwrap_or(d.hang_ms),
+            seed: num(param::HOST_GPU_SEED).unwrap_or(d.seed),
+            subgroup: num(param::HOST_GPU_SUBGROUP)
+                .and_then(small)
+                .unwrap_or(d.subgroup),
+        }
+    }
+}
 
 /// A validated launch shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,14 +97,21 @@ pub struct Shape {
     pub num_groups: u32,
     pub group_size: u32,
     pub subgroup_size: u32,
+    /// The GPU-like mode, when on.
+    pub gpu: Option<GpuLike>,
 }
 
 impl Shape {
     /// Checks an attribute: `-FI_EINVAL` for an empty launch,
     /// `-FI_EBADFLAGS` for unknown flags, `-FI_E2BIG` for more than
-    /// `FI_XPU_HOST_MAX_ITEMS` threads.
+    /// `FI_XPU_HOST_MAX_ITEMS` threads. The GPU-like mode's parameters come
+    /// from the environment.
     pub fn new(attr: &fi_xpu_host_launch_attr) -> Result<Shape> {
-        if attr.flags != 0 {
+        Shape::with_env(attr, &GpuEnv::read())
+    }
+
+    pub fn with_env(attr: &fi_xpu_host_launch_attr, env: &GpuEnv) -> Result<Shape> {
+        if attr.flags & !FI_XPU_HOST_LAUNCH_GPU != 0 {
             return Err(Error::BADFLAGS);
         }
         if attr.num_groups == 0 || attr.group_size == 0 {
@@ -36,14 +121,26 @@ impl Shape {
             Some(n) if n <= FI_XPU_HOST_MAX_ITEMS => {}
             _ => return Err(Error(FI_E2BIG)),
         }
-        let subgroup_size = match attr.subgroup_size {
-            0 => FI_XPU_HOST_DEFAULT_SUBGROUP,
-            s => s,
+        let gpu = match (attr.flags & FI_XPU_HOST_LAUNCH_GPU != 0, env.every_launch) {
+            (_, Some(resident)) => Some(resident),
+            (true, None) => Some(GPU_DEFAULT_RESIDENT),
+            (false, None) => None,
+        }
+        .map(|resident| GpuLike {
+            resident,
+            hang: Duration::from_millis(env.hang_ms),
+            seed: env.seed,
+        });
+        let subgroup_size = match (attr.subgroup_size, gpu) {
+            (0, None) => FI_XPU_HOST_DEFAULT_SUBGROUP,
+            (0, Some(_)) => env.subgroup,
+            (s, _) => s,
         };
         Ok(Shape {
             num_groups: attr.num_groups,
             group_size: attr.group_size,
             subgroup_size,
+            gpu,
         })
     }
 
@@ -171,21 +268,49 @@ struct Launch {
     /// `subgroups[group * per_group + subgroup]`
     subgroups: Vec<Team>,
     per_group: u32,
+    gpu: Option<Gpu>,
+}
+
+/// The GPU-like mode's state of a launch.
+struct Gpu {
+    residency: Residency,
+    /// `lanes[group * per_group + subgroup]`, in place of `subgroups`.
+    lanes: Vec<Lanes>,
 }
 
 impl Launch {
     fn new(shape: &Shape) -> Launch {
         let per_group = shape.subgroups_per_group();
+        // Lanes of every subgroup of the launch, in `subgroups` order.
+        let widths: Vec<u32> = (0..shape.num_groups)
+            .flat_map(|_| (0..per_group).map(|sg| shape.subgroup_items(sg)))
+            .collect();
+        let gpu = shape.gpu.map(|m| Gpu {
+            residency: Residency::new(m.resident, shape.num_groups, shape.group_size, m.hang),
+            lanes: widths
+                .iter()
+                .zip(0u64..)
+                .map(|(&n, i)| Lanes::new(n, m.seed.wrapping_mul(0x0100_0000_01b3) ^ i))
+                .collect(),
+        });
         Launch {
             device: Team::new(shape.items()),
             groups: (0..shape.num_groups)
                 .map(|_| Team::new(shape.group_size))
                 .collect(),
-            subgroups: (0..shape.num_groups)
-                .flat_map(|_| (0..per_group).map(|sg| Team::new(shape.subgroup_items(sg))))
-                .collect(),
+            subgroups: if gpu.is_some() {
+                Vec::new()
+            } else {
+                widths.into_iter().map(Team::new).collect()
+            },
             per_group,
+            gpu,
         }
+    }
+
+    fn lanes(&self, it: &fi_xpu_host_item) -> Option<&Lanes> {
+        let i = (it.group_id * self.per_group + it.subgroup_id) as usize;
+        self.gpu.as_ref().map(|g| &g.lanes[i])
     }
 
     /// The team of `scope` the work item `it` belongs to, and whether it
@@ -254,8 +379,60 @@ fn with_team<T>(scope: i32, alone: T, f: impl FnOnce(&Team, bool) -> T) -> Resul
     })
 }
 
+/// A GPU-like launch's call at `scope` (not work-item scope): `None` when
+/// the caller is in no such launch. The caller's subgroup takes part as
+/// its lanes (their turns); for a wider scope the caller's lane lets the
+/// others of its subgroup run while it waits in `wide`, and waits for its
+/// turn again after.
+fn gpu_scope<T>(
+    scope: i32,
+    sub: impl FnOnce(&Lanes, u32) -> T,
+    wide: impl FnOnce(&Team, bool) -> T,
+    done: impl Fn(&T) -> bool,
+) -> Option<T> {
+    LAUNCH.with(|l| {
+        let l = l.borrow();
+        let launch = l.as_ref()?;
+        let gpu = launch.gpu.as_ref()?;
+        let it = current_item();
+        let lanes = launch.lanes(&it)?;
+        let global = it.group_id * it.group_size + it.local_id;
+        let res = &gpu.residency;
+        res.set(global, Doing::barrier(scope));
+        let out = if scope == FI_XPU_SUBGROUP {
+            sub(lanes, it.lane_id)
+        } else {
+            let (team, leader) = launch.team(&it, scope).ok()??;
+            lanes.park(it.lane_id);
+            let out = wide(team, leader);
+            res.set(global, Doing::Turn);
+            lanes.resume(it.lane_id);
+            out
+        };
+        if done(&out) {
+            res.progressed();
+        }
+        res.set(global, Doing::Running);
+        Some(out)
+    })
+}
+
 /// Waits for every work item of the caller's `scope` instance.
 pub fn barrier(scope: i32) -> Result<()> {
+    check_scope(scope)?;
+    if scope != FI_XPU_WORK_ITEM {
+        // Without a deadline the wait only ends when everyone arrived.
+        if gpu_scope(
+            scope,
+            |lanes, lane| lanes.barrier(lane, None),
+            |team, _| team.wait_for(None),
+            std::result::Result::is_ok,
+        )
+        .is_some()
+        {
+            return Ok(());
+        }
+    }
     with_team(scope, (), |team, _| team.wait())
 }
 
@@ -264,11 +441,34 @@ pub fn barrier(scope: i32) -> Result<()> {
 /// members (the caller included) that had reached the barrier; nobody is
 /// left waiting for the caller then.
 pub fn barrier_for(scope: i32, limit: Duration) -> Result<std::result::Result<(), u32>> {
+    check_scope(scope)?;
+    if scope != FI_XPU_WORK_ITEM {
+        let deadline = Instant::now() + limit;
+        if let Some(r) = gpu_scope(
+            scope,
+            |lanes, lane| lanes.barrier(lane, Some(deadline)),
+            |team, _| team.wait_for(Some(limit)),
+            std::result::Result::is_ok,
+        ) {
+            return Ok(r);
+        }
+    }
     with_team(scope, Ok(()), |team, _| team.wait_for(Some(limit)))
 }
 
 /// The value the leader (rank 0) of the caller's `scope` instance passed.
 pub fn broadcast(scope: i32, value: u64) -> Result<u64> {
+    check_scope(scope)?;
+    if scope != FI_XPU_WORK_ITEM {
+        if let Some(v) = gpu_scope(
+            scope,
+            |lanes, lane| lanes.broadcast(lane, value),
+            |team, leader| team.broadcast(leader, value),
+            |_| true,
+        ) {
+            return Ok(v);
+        }
+    }
     with_team(scope, value, |team, leader| team.broadcast(leader, value))
 }
 
@@ -279,9 +479,31 @@ pub fn clock_ns() -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
-/// Lets other threads run; host work items usually outnumber cores.
+/// Lets other threads run; host work items usually outnumber cores. In a
+/// GPU-like launch the caller's lane also lets the other lanes of its
+/// subgroup run, and counts as spinning for the hang watch.
 pub fn pause() {
-    std::thread::yield_now();
+    let alone = LAUNCH.with(|l| {
+        let l = l.borrow();
+        let Some(launch) = l.as_ref() else {
+            return true;
+        };
+        let (Some(gpu), it) = (launch.gpu.as_ref(), current_item()) else {
+            return true;
+        };
+        let Some(lanes) = launch.lanes(&it) else {
+            return true;
+        };
+        let global = it.group_id * it.group_size + it.local_id;
+        gpu.residency.paused(global);
+        gpu.residency.set(global, Doing::Turn);
+        let alone = lanes.pause(it.lane_id);
+        gpu.residency.set(global, Doing::Running);
+        alone
+    });
+    if alone {
+        std::thread::yield_now();
+    }
 }
 
 /// Held by every thread until all are started: if one cannot be created the
@@ -310,7 +532,9 @@ impl Gate {
 
 /// Runs `kernel` once on each of `shape.items()` new threads and returns
 /// when all have finished. `-FI_EAGAIN` if the threads cannot be created
-/// (then the kernel has run nowhere).
+/// (then the kernel has run nowhere). In the GPU-like mode, `-FI_ETIMEDOUT`
+/// when the kernel waited on groups that could not become resident (it was
+/// reported, and those groups then ran so that the launch could end).
 pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
     let shared = Arc::new(Launch::new(shape));
     let gate = Gate {
@@ -332,9 +556,24 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
                         return;
                     }
                     ITEM.with(|c| c.set(item));
-                    LAUNCH.with(|l| *l.borrow_mut() = Some(shared));
+                    let gpu = shared
+                        .gpu
+                        .as_ref()
+                        .map(|g| (g, shared.lanes(&item).expect("the launch's subgroup")));
+                    let global = item.group_id * item.group_size + item.local_id;
+                    if let Some((g, lanes)) = gpu {
+                        g.residency.enter(item.group_id);
+                        g.residency.set(global, Doing::Turn);
+                        lanes.start(item.lane_id);
+                        g.residency.set(global, Doing::Running);
+                    }
+                    LAUNCH.with(|l| *l.borrow_mut() = Some(Arc::clone(&shared)));
                     kernel();
                     LAUNCH.with(|l| *l.borrow_mut() = None);
+                    if let Some((g, lanes)) = gpu {
+                        lanes.exit(item.lane_id);
+                        g.residency.leave(global);
+                    }
                     ITEM.with(|c| c.set(SINGLE));
                 });
             match spawned {
@@ -347,10 +586,14 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
             }
         }
         gate.open(true);
+        let hung = shared.gpu.as_ref().is_some_and(|g| g.residency.watch());
         for h in handles {
             if let Err(p) = h.join() {
                 std::panic::resume_unwind(p);
             }
+        }
+        if hung {
+            return Err(Error(FI_ETIMEDOUT));
         }
         Ok(())
     })
@@ -380,9 +623,79 @@ mod tests {
             Err(Error(FI_E2BIG))
         );
         let mut a = attr(1, 1, 0);
-        a.flags = 1;
+        a.flags = 2;
         assert_eq!(Shape::new(&a), Err(Error::BADFLAGS));
         assert_eq!(Shape::new(&attr(2, 3, 0)).unwrap().subgroup_size, 32);
+    }
+
+    #[test]
+    fn gpu_like_mode_from_the_flag_or_the_environment() {
+        let env = GpuEnv::default();
+        let plain = Shape::with_env(&attr(2, 32, 0), &env).unwrap();
+        assert_eq!((plain.gpu, plain.subgroup_size), (None, 32));
+        let mut a = attr(2, 32, 0);
+        a.flags = FI_XPU_HOST_LAUNCH_GPU;
+        let s = Shape::with_env(&a, &env).unwrap();
+        let mode = s.gpu.unwrap();
+        assert_eq!((mode.resident, mode.seed, s.subgroup_size), (2, 1, 64));
+        assert_eq!(mode.hang, Duration::from_millis(5000));
+        let every = GpuEnv {
+            every_launch: Some(5),
+            hang_ms: 7,
+            seed: 9,
+            subgroup: 16,
+        };
+        let s = Shape::with_env(&attr(2, 32, 0), &every).unwrap();
+        assert_eq!(
+            s.gpu,
+            Some(GpuLike {
+                resident: 5,
+                hang: Duration::from_millis(7),
+                seed: 9
+            })
+        );
+        assert_eq!(s.subgroup_size, 16);
+        // A width the launch names is kept.
+        assert_eq!(
+            Shape::with_env(&attr(2, 32, 8), &every)
+                .unwrap()
+                .subgroup_size,
+            8
+        );
+        // A group of 32 in 64-lane subgroups: one partial subgroup.
+        let s = Shape::with_env(&a, &env).unwrap();
+        assert_eq!((s.item(5).subgroup_items, s.subgroups_per_group()), (32, 1));
+    }
+
+    /// Two of four groups at once; a group that waits for all the others
+    /// is reported and the launch ends with -FI_ETIMEDOUT.
+    #[test]
+    fn gpu_like_launch_reports_a_wait_on_non_resident_groups() {
+        let env = GpuEnv {
+            every_launch: Some(2),
+            hang_ms: 100,
+            ..GpuEnv::default()
+        };
+        let s = Shape::with_env(&attr(4, 2, 0), &env).unwrap();
+        let running = AtomicU32::new(0);
+        let most = AtomicU32::new(0);
+        launch(&s, || {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(2));
+            running.fetch_sub(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        assert!(most.load(Ordering::SeqCst) <= 4);
+        let arrived = AtomicU32::new(0);
+        let r = launch(&s, || {
+            arrived.fetch_add(1, Ordering::SeqCst);
+            while arrived.load(Ordering::SeqCst) < 8 {
+                pause();
+            }
+        });
+        assert_eq!(r, Err(Error(FI_ETIMEDOUT)));
+        assert_eq!(arrived.load(Ordering::SeqCst), 8);
     }
 
     #[test]

@@ -28,10 +28,14 @@ pub const BOOTSTRAP_SIZE: &str = "FI_XPU_BOOTSTRAP_SIZE";
 pub const BOOTSTRAP_KEY: &str = "FI_XPU_BOOTSTRAP_KEY";
 pub const BOOTSTRAP_TIMEOUT_MS: &str = "FI_XPU_BOOTSTRAP_TIMEOUT_MS";
 pub const WORLD_NODE: &str = "FI_XPU_WORLD_NODE";
+pub const HOST_GPU: &str = "FI_XPU_HOST_GPU";
+pub const HOST_GPU_HANG_MS: &str = "FI_XPU_HOST_GPU_HANG_MS";
+pub const HOST_GPU_SEED: &str = "FI_XPU_HOST_GPU_SEED";
+pub const HOST_GPU_SUBGROUP: &str = "FI_XPU_HOST_GPU_SUBGROUP";
 
 /// The core's parameters: variable, default (as `fi_xpu_info -e` shows it),
 /// description.
-const CORE_PARAMS: [(&str, &str, &str); 12] = [
+const CORE_PARAMS: [(&str, &str, &str); 16] = [
     (
         PROVIDER_PATH,
         "",
@@ -91,6 +95,26 @@ const CORE_PARAMS: [(&str, &str, &str); 12] = [
         WORLD_NODE,
         "",
         "this process's node name in a world (ranks with equal names use shm); empty: boot id, network namespace and host name",
+    ),
+    (
+        HOST_GPU,
+        "",
+        "run every fi_xpu_host_launch in the GPU-like mode with this many groups resident at once (empty: only launches with FI_XPU_HOST_LAUNCH_GPU, with 2)",
+    ),
+    (
+        HOST_GPU_HANG_MS,
+        "5000",
+        "GPU-like launches: how long resident groups may make no progress while others wait to become resident before the launch reports a hang",
+    ),
+    (
+        HOST_GPU_SEED,
+        "1",
+        "GPU-like launches: seed of the order in which the lanes of a subgroup take turns",
+    ),
+    (
+        HOST_GPU_SUBGROUP,
+        "64",
+        "GPU-like launches: subgroup width when the launch gives none",
     ),
 ];
 

@@ -10,6 +10,9 @@
 pub const FI_XPU_HOST_MAX_ITEMS: u32 = 4096;
 /// Subgroup width used when `fi_xpu_host_launch_attr.subgroup_size` is 0.
 pub const FI_XPU_HOST_DEFAULT_SUBGROUP: u32 = 32;
+/// `fi_xpu_host_launch_attr.flags`: run the launch in the GPU-like mode
+/// (fi_xpu_host_launch(3)).
+pub const FI_XPU_HOST_LAUNCH_GPU: u32 = 1 << 0;
 
 /// Shape of a host launch.
 #[repr(C)]
@@ -23,7 +26,7 @@ pub struct fi_xpu_host_launch_attr {
     /// Lanes per subgroup; 0 selects `FI_XPU_HOST_DEFAULT_SUBGROUP`. A group
     /// whose size is not a multiple of it ends with a partial subgroup.
     pub subgroup_size: u32,
-    /// Must be 0.
+    /// 0 or `FI_XPU_HOST_LAUNCH_GPU`.
     pub flags: u32,
 }
 

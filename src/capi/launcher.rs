@@ -11,9 +11,13 @@ use std::time::Duration;
 /// work items, one CPU thread each, and returns when every one has
 /// returned. Inside the kernel the device header's arch layer sees each
 /// thread's ids and its subgroup, work-group and device barriers.
+/// With `FI_XPU_HOST_LAUNCH_GPU` (or `FI_XPU_HOST_GPU` set) it runs in the
+/// GPU-like mode of fi_xpu_host_launch(3).
 /// Returns 0, `-FI_EINVAL` (NULL attr or kernel, zero groups or items),
-/// `-FI_EBADFLAGS`, `-FI_E2BIG` (more than `FI_XPU_HOST_MAX_ITEMS` threads)
-/// or `-FI_EAGAIN` (threads could not be created; the kernel ran nowhere).
+/// `-FI_EBADFLAGS`, `-FI_E2BIG` (more than `FI_XPU_HOST_MAX_ITEMS` threads),
+/// `-FI_EAGAIN` (threads could not be created; the kernel ran nowhere) or,
+/// in the GPU-like mode, `-FI_ETIMEDOUT` (the kernel waited on groups that
+/// could not become resident; reported, and it finished after).
 ///
 /// # Safety
 /// `attr` is NULL or valid; `kernel` may be called concurrently with `arg`.

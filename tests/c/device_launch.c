@@ -105,7 +105,7 @@ int main(void)
 	CHECK(fi_xpu_host_launch(&a, nothing, NULL) == -FI_E2BIG);
 	a.num_groups = 0x10000, a.group_size = 0x10000;
 	CHECK(fi_xpu_host_launch(&a, nothing, NULL) == -FI_E2BIG);
-	a.num_groups = G, a.group_size = N, a.flags = 1;
+	a.num_groups = G, a.group_size = N, a.flags = 2;
 	CHECK(fi_xpu_host_launch(&a, nothing, NULL) == -FI_EBADFLAGS);
 	a.flags = 0;
 

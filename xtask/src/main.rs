@@ -391,9 +391,36 @@ fn demo(args: &[String]) -> Result {
     run(Command::new(&exe).args(extra))
 }
 
+/// The test programs that launch kernels through the host launcher, each
+/// with a name filter (empty: every test): the last step of `xtask test`
+/// runs them again in the launcher's GPU-like mode.
+const LAUNCHING_TESTS: [(&str, &str); 8] = [
+    ("device_host", ""),
+    ("device_signal", ""),
+    ("inflight", ""),
+    ("wr", ""),
+    ("world", ""),
+    ("moe_example", ""),
+    ("ofi_stress", "launcher_scopes"),
+    ("shm_multiproc", "every_operation"),
+];
+
+/// Resident groups of that run: as many as the widest kernel that uses
+/// `FI_XPU_DEVICE` scope (a cooperative launch on a GPU) has.
+const GPU_LIKE_RESIDENT: &str = "4";
+
+fn gpu_like_tests() -> Result {
+    for (test, filter) in LAUNCHING_TESTS {
+        run(cargo()
+            .args(["test", "--test", test, "--", filter])
+            .env("FI_XPU_HOST_GPU", GPU_LIKE_RESIDENT))?;
+    }
+    Ok(())
+}
+
 fn test() -> Result {
     let start = Instant::now();
-    let steps: [(&str, &[&str]); 4] = [
+    let steps: [(&str, &[&str]); 5] = [
         ("fmt", &["fmt", "--all", "--", "--check"]),
         (
             "clippy",
@@ -408,11 +435,14 @@ fn test() -> Result {
         ),
         ("build", &[]),
         ("test", &["test", "--workspace"]),
+        ("gpu-like", &[]),
     ];
     for (i, (name, args)) in steps.iter().enumerate() {
         println!("==> xtask test: step {}/{}: {name}", i + 1, steps.len());
-        let r = if args.is_empty() {
+        let r = if *name == "build" {
             build(false).map(drop)
+        } else if *name == "gpu-like" {
+            gpu_like_tests()
         } else {
             run(cargo().args(*args))
         };
@@ -427,7 +457,7 @@ fn test() -> Result {
         }
     }
     println!(
-        "xtask test: all {} steps passed (fmt, clippy, build, test) in {}s",
+        "xtask test: all {} steps passed (fmt, clippy, build, test, gpu-like) in {}s",
         steps.len(),
         start.elapsed().as_secs()
     );
