@@ -131,6 +131,21 @@ fn silent_connections_and_forged_regions() {
 }
 
 #[test]
+fn peers_map_the_registration_table_read_only() {
+    let p = program("tests/c/shm_readonly.c", "readonly");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_readonly: ok"), "{out}");
+}
+
+#[test]
+fn a_hostile_peer_leaves_the_victim_whole() {
+    let p = program("tests/c/shm_hostile.c", "hostile");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_hostile: ok"), "{out}");
+    eprintln!("{}", out.lines().next().unwrap_or(""));
+}
+
+#[test]
 fn crashed_peers_release_their_memory() {
     let p = program("tests/c/shm_departed.c", "departed");
     let out = run(&p, &[]);

@@ -223,8 +223,18 @@ fn is_dmabuf(fd: BorrowedFd) -> bool {
     unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == DMA_BUF_MAGIC }
 }
 
-/// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0: anywhere).
-fn map(fd: &OwnedFd, at: usize, len: usize, offset: u64) -> Result<usize> {
+/// Whether `fd` is sealed against writing (`F_SEAL_WRITE`, or
+/// `F_SEAL_FUTURE_WRITE` as a process seals memory others may only read):
+/// only a read-only shared mapping of it can be made.
+fn write_sealed(fd: BorrowedFd) -> bool {
+    // SAFETY: F_GET_SEALS only reads the file's seals.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    seals >= 0 && seals & (libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE) != 0
+}
+
+/// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0:
+/// anywhere) with protection `prot`.
+fn map_prot(fd: &OwnedFd, at: usize, len: usize, offset: u64, prot: i32) -> Result<usize> {
     let flags = libc::MAP_SHARED | if at != 0 { libc::MAP_FIXED } else { 0 };
     // SAFETY: mapping a file we hold; with MAP_FIXED, `at` lies inside a
     // reservation this module made and owns.
@@ -232,7 +242,7 @@ fn map(fd: &OwnedFd, at: usize, len: usize, offset: u64) -> Result<usize> {
         libc::mmap(
             at as *mut libc::c_void,
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
+            prot,
             flags,
             fd.as_raw_fd(),
             offset as libc::off_t,
@@ -246,8 +256,13 @@ fn map(fd: &OwnedFd, at: usize, len: usize, offset: u64) -> Result<usize> {
 
 /// Maps `len` bytes of `fd` from `offset` at a multiple of `align`.
 fn map_aligned(fd: &OwnedFd, len: usize, offset: u64, align: u64) -> Result<usize> {
+    map_aligned_prot(fd, len, offset, align, libc::PROT_READ | libc::PROT_WRITE)
+}
+
+/// `map_aligned` with the protection `prot`.
+fn map_aligned_prot(fd: &OwnedFd, len: usize, offset: u64, align: u64, prot: i32) -> Result<usize> {
     if align <= page_size() {
-        return map(fd, 0, len, offset);
+        return map_prot(fd, 0, len, offset, prot);
     }
     // Reserve room to slide to the alignment, map there, give back the rest.
     let total = len + align as usize;
@@ -267,7 +282,7 @@ fn map_aligned(fd: &OwnedFd, len: usize, offset: u64, align: u64) -> Result<usiz
     }
     let r = r as usize;
     let addr = round_up(r as u64, align) as usize;
-    if let Err(e) = map(fd, addr, len, offset) {
+    if let Err(e) = map_prot(fd, addr, len, offset, prot) {
         unmap(r, total);
         return Err(e);
     }
@@ -374,7 +389,15 @@ impl Backend for System {
             && len as u64 >= HUGE_MIN
             && start.is_multiple_of(HUGE_MIN)
             && self.huge_pages() != HugePages::Off;
-        let base = map_aligned(&owned, len, start, if thp { HUGE_MIN } else { page })?;
+        // Memory its owner sealed against writing is imported read-only:
+        // a store into it faults, as the owner meant.
+        let prot = if write_sealed(fd) {
+            libc::PROT_READ
+        } else {
+            libc::PROT_READ | libc::PROT_WRITE
+        };
+        let align = if thp { HUGE_MIN } else { page };
+        let base = map_aligned_prot(&owned, len, start, align, prot)?;
         if thp {
             advise_huge(base, len);
         }
@@ -588,6 +611,31 @@ mod tests {
         assert!(!line.contains("memfd"), "{line}");
         assert_eq!(sys.unimport(d, true), Ok(()), "no longer a mapped import");
         sys.free(a.addr).unwrap();
+    }
+
+    #[test]
+    fn write_sealed_fds_are_imported_read_only() {
+        let sys = System::default();
+        let fd = raw_memfd(libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING, 8192);
+        // SAFETY: sealing our own memfd.
+        assert_eq!(
+            unsafe {
+                libc::fcntl(
+                    fd.as_raw_fd(),
+                    libc::F_ADD_SEALS,
+                    libc::F_SEAL_SHRINK | libc::F_SEAL_FUTURE_WRITE,
+                )
+            },
+            0
+        );
+        let d = import(&sys, &fd, 0, 8192).unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| l.starts_with(&format!("{d:x}-")))
+            .unwrap();
+        assert!(line.contains(" r--s "), "{line}");
+        sys.unimport(d, true).unwrap();
     }
 
     #[test]

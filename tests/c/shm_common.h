@@ -187,7 +187,7 @@ static void open_world(struct world *w, int format)
 	barrier(w);
 }
 
-static void close_world(struct world *w)
+static inline void close_world(struct world *w)
 {
 	barrier(w);
 	EXPECT(fi_xpu_close(&w->mr->fid), 0);
@@ -315,7 +315,7 @@ static inline void run_fresh_role(struct world *w, int argc, char **argv,
 }
 
 /* Children exit with their failure count; the parent collects them all. */
-static int finish(struct world *w, const char *name)
+static inline int finish(struct world *w, const char *name)
 {
 	int i, st, bad = failures;
 	if (w->rank != 0) {

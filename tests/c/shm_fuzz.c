@@ -129,6 +129,10 @@ static struct fi_xpu_shm_heap_hdr *hb;
 static struct fi_xpu_shm_ep_block *blk_a, *blk_b;
 static struct fi_xpu_shm_cq_dev *qb;
 static unsigned char *heap_a, *heap_b, *snap_a, *snap_b;
+/* b's registration table (with its header), through b's own writable
+ * mapping: peers map it read-only, but its owner may still corrupt it. */
+static unsigned char *tab_b, *snap_tab_b;
+static uint64_t size_tab_b;
 /* b's heap as a's context maps it: where a's device code resolves b's offsets. */
 static unsigned char *theap_b;
 static uint64_t size_a, size_b, raw_a, raw_b, slot, mr_off, lanes_end_a;
@@ -171,6 +175,32 @@ static int mapped_rw(const unsigned char *p)
 	}
 	fclose(f);
 	return ok;
+}
+
+/* The writable shared mapping of the file that `ro` maps (read-only),
+ * found by its inode in /proc/self/maps; its size in *len. */
+static unsigned char *owner_mapping(const void *ro, uint64_t *len)
+{
+	char line[512];
+	unsigned long lo, hi, off, ino, want = 0;
+	char perm[8], dev[16];
+	unsigned char *found = NULL;
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perm, &off, dev, &ino) == 6 &&
+		    lo <= (uintptr_t)ro && (uintptr_t)ro < hi)
+			want = ino;
+	rewind(f);
+	while (want && !found && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perm, &off, dev, &ino) == 6 &&
+		    ino == want && perm[1] == 'w' && perm[3] == 's') {
+			found = (unsigned char *)(uintptr_t)lo;
+			*len = hi - lo;
+		}
+	fclose(f);
+	return found;
 }
 
 /* The offset in b's heap that a's device code resolves to `p`. */
@@ -218,6 +248,7 @@ static void restore(void)
 {
 	memcpy(heap_a, snap_a, size_a);
 	memcpy(heap_b, snap_b, size_b);
+	memcpy(tab_b, snap_tab_b, size_tab_b);
 	*ea = snap_ea;
 	*eb = snap_eb;
 	memset(local, 0xc3, 2 * GUARD + (1u << 20));
@@ -286,7 +317,7 @@ static void round_classic(int known)
 	if (round_mode == 0) {
 		/* The target's heap header and registration table. */
 		struct fi_xpu_shm_mr_entry *e =
-			(struct fi_xpu_shm_mr_entry *)(void *)(heap_b + mr_off) + slot;
+			(struct fi_xpu_shm_mr_entry *)(void *)(tab_b + mr_off) + slot;
 		maybe(&hb->mr_off);
 		/* Besides unaligned values from `maybe`: an mr_off that would
 		 * wrap a naive bounds check around to the bytes before the
@@ -546,7 +577,7 @@ static uint64_t *race_word(uint64_t *s)
 	}
 	case 4: {
 		struct fi_xpu_shm_mr_entry *e =
-			(struct fi_xpu_shm_mr_entry *)(void *)(heap_b + mr_off) + slot;
+			(struct fi_xpu_shm_mr_entry *)(void *)(tab_b + mr_off) + slot;
 		return (uint64_t *)(void *)e + rnd_s(s) % 6;
 	}
 	default:
@@ -781,7 +812,7 @@ int main(int argc, char **argv)
 	heap_b = FI_XPU_SHM_P(unsigned char, cb->heap_base);
 	size_a = ((struct fi_xpu_shm_heap_hdr *)(void *)heap_a)->size;
 	size_b = ((struct fi_xpu_shm_heap_hdr *)(void *)heap_b)->size;
-	hb = (struct fi_xpu_shm_heap_hdr *)(void *)heap_b;
+
 	blk_a = FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ea->block);
 	blk_b = FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, eb->block);
 	qb = (struct fi_xpu_shm_cq_dev *)b.cq.fid.prov_ctx;
@@ -794,10 +825,15 @@ int main(int argc, char **argv)
 	pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
 	theap_b = FI_XPU_SHM_P(unsigned char, pm->base[pa->heap_region]);
 	REQUIRE(theap_b != NULL, 1);
+	tab_b = owner_mapping(FI_XPU_SHM_P(void, pm->base[b.cards[0].key >> 48]), &size_tab_b);
+	REQUIRE(tab_b != NULL, 1);
+	hb = (struct fi_xpu_shm_heap_hdr *)(void *)tab_b;
 	below_ok = mapped_rw(theap_b - BELOW);
 	snap_a = malloc(size_a);
 	snap_b = malloc(size_b);
-	REQUIRE(snap_a && snap_b, 1);
+	snap_tab_b = malloc(size_tab_b);
+	REQUIRE(snap_a && snap_b && snap_tab_b, 1);
+	memcpy(snap_tab_b, tab_b, size_tab_b);
 	memcpy(snap_a, heap_a, size_a);
 	memcpy(snap_b, heap_b, size_b);
 	snap_ea = *ea;
@@ -875,6 +911,7 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_free(b.ctx, spare), 0);
 	free(snap_a);
 	free(snap_b);
+	free(snap_tab_b);
 	free(local);
 	free(dst);
 	free(src);

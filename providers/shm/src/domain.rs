@@ -218,6 +218,9 @@ pub struct CtxSt {
     pub heap: usize,
     pub heap_region: u32,
     pub heap_alloc: FreeList,
+    /// Header and registration table, read-only to peers (table.rs).
+    pub table: crate::table::Table,
+    pub table_region: u32,
     pub mr_slots: Slots,
     pub maps: HashMap<u32, usize>,
     /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.

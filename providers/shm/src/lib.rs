@@ -13,6 +13,7 @@ mod fuzz;
 mod layout;
 mod objects;
 mod sealed;
+mod table;
 mod wire;
 
 use domain::{Domain, ADDR_LEN};

@@ -3,6 +3,7 @@
 use crate::core::{self, Ctx};
 use crate::domain::{load, store, Addr, ConnRef, CtxSt, FreeList, Inner, Slots, ADDR_LEN};
 use crate::layout::*;
+use crate::table::Table;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
@@ -66,6 +67,17 @@ pub struct XpuCtx {
 impl XpuCtx {
     pub fn open(dom: &Arc<Inner>, core_ctx: Ctx) -> Result<XpuCtx, i32> {
         let size = heap_size();
+        // The registration table (and its header), which peers only read.
+        let table = Table::new(64 + (MR_SLOTS * size_of::<MrEntry>()) as u64)?;
+        let table_fd = table.fd().try_clone_to_owned().map_err(|_| -FI_EMFILE)?;
+        // SAFETY: the table is a fresh writable mapping of at least 64 bytes.
+        unsafe {
+            let h = table.addr() as *mut HeapHdr;
+            (*h).size = table.len();
+            (*h).mr_off = 64;
+            (*h).mr_slots = MR_SLOTS as u64;
+            (*h).magic = HEAP_MAGIC;
+        }
         let (heap, fd) = core::alloc(core_ctx, size, true)?;
         let fd = fd.ok_or(-FI_EOPNOTSUPP)?;
         // The context's root, then its table of raw peer addresses.
@@ -77,20 +89,28 @@ impl XpuCtx {
                 return Err(e);
             }
         };
-        let mr_off = 64u64;
-        let first = mr_off + (MR_SLOTS * size_of::<MrEntry>()) as u64;
+        // The heap's own header holds no registrations: a key naming the
+        // heap finds no slot.
         // SAFETY: heap is a fresh allocation of `size` >= 1 MiB bytes.
         unsafe {
             let h = heap as *mut HeapHdr;
             (*h).size = size;
-            (*h).mr_off = mr_off;
-            (*h).mr_slots = MR_SLOTS as u64;
             (*h).magic = HEAP_MAGIC;
         }
         let st = dom.lock();
         let region = match dom.share_region(st, fd, 0, size) {
             Ok(r) => r,
             Err(e) => {
+                core::free(core_ctx, dev);
+                core::free(core_ctx, heap);
+                return Err(e);
+            }
+        };
+        let st = dom.lock();
+        let table_region = match dom.share_region(st, table_fd, 0, table.len()) {
+            Ok(r) => r,
+            Err(e) => {
+                dom.unshare_region(&mut dom.lock(), region);
                 core::free(core_ctx, dev);
                 core::free(core_ctx, heap);
                 return Err(e);
@@ -112,7 +132,9 @@ impl XpuCtx {
                 dev,
                 heap,
                 heap_region: region,
-                heap_alloc: FreeList::new(first, size),
+                heap_alloc: FreeList::new(size_of::<HeapHdr>() as u64, size),
+                table,
+                table_region,
                 mr_slots: Slots::new(MR_SLOTS),
                 maps: HashMap::new(),
                 peer_addrs: HashMap::new(),
@@ -134,6 +156,7 @@ impl XpuCtx {
             return -FI_EINVAL;
         };
         self.dom.unshare_region(&mut st, c.heap_region);
+        self.dom.unshare_region(&mut st, c.table_region);
         core::free(c.core(), c.dev);
         core::free(c.core(), c.heap);
         0
@@ -764,8 +787,8 @@ impl Mr {
         let mut st = dom.lock();
         let gen = Inner::next_gen(&mut st);
         let c = st.ctxs.get(&ctx.id).ok_or(-FI_EINVAL)?;
-        let key = ((c.heap_region as u64) << 48) | ((slot as u64) << 32) | gen as u64;
-        let e = c.heap + 64 + slot * size_of::<MrEntry>();
+        let key = ((c.table_region as u64) << 48) | ((slot as u64) << 32) | gen as u64;
+        let e = c.table.addr() + 64 + slot * size_of::<MrEntry>();
         store(e + 8, args.buf as u64);
         store(e + 16, args.len as u64);
         store(e + 24, args.access);
@@ -787,7 +810,7 @@ impl Mr {
     pub fn close(&self) {
         let mut st = self.dom.lock();
         if let Some(c) = st.ctxs.get_mut(&self.ctx_id) {
-            store(c.heap + 64 + self.slot * size_of::<MrEntry>(), 0);
+            store(c.table.addr() + 64 + self.slot * size_of::<MrEntry>(), 0);
             c.mr_slots.give(self.slot);
         }
         self.dom.unshare_region(&mut st, self.region);

@@ -1,0 +1,149 @@
+//! The part of a context's shared memory that peers read but must never
+//! write: its header and registration table. Every remote access is
+//! checked against that table, so a peer able to write it could grant
+//! itself (or point another peer's operations at) memory it was never
+//! given.
+//!
+//! It is a memfd of its own, mapped writable here once and then sealed
+//! with `F_SEAL_FUTURE_WRITE`: from then on no process can map it writable
+//! or make a read-only mapping of it writable, this one's first mapping
+//! excepted. Peers import it read-only (the core maps a descriptor sealed
+//! against writing read-only); a store into it raises SIGSEGV in the peer
+//! instead of changing what other peers' operations are checked against.
+//! The seal is the kernel's, not the peer's good will.
+use fi_xpu_abi::errno::*;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Seals of a table: fixed size (as every shared region), no new writable
+/// mapping, no further seals.
+pub const TABLE_SEALS: i32 =
+    libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
+
+pub struct Table {
+    addr: usize,
+    len: usize,
+    fd: OwnedFd,
+}
+
+impl Table {
+    /// A zeroed table of at least `size` bytes, writable here only.
+    pub fn new(size: u64) -> Result<Table, i32> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        let len = size.div_ceil(page) * page;
+        // SAFETY: a valid name and flags; the descriptor is owned below.
+        let raw = unsafe {
+            libc::memfd_create(
+                c"fi_xpu_shm_table".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        if raw < 0 {
+            return Err(-FI_ENOMEM);
+        }
+        // SAFETY: a new descriptor that we own from here on.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sizing our own memfd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(-FI_ENOMEM);
+        }
+        // SAFETY: a new shared mapping of the whole memfd, anywhere.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(-FI_ENOMEM);
+        }
+        let t = Table {
+            addr: p as usize,
+            len: len as usize,
+            fd,
+        };
+        // SAFETY: sealing our own memfd; the mapping above stays writable.
+        if unsafe { libc::fcntl(t.fd.as_raw_fd(), libc::F_ADD_SEALS, TABLE_SEALS) } != 0 {
+            return Err(-FI_EPERM);
+        }
+        Ok(t)
+    }
+
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writable_here_read_only_everywhere_else() {
+        let t = Table::new(5000).unwrap();
+        assert_eq!(t.len(), 8192);
+        // SAFETY: the table's own mapping, 8 KiB.
+        unsafe { *((t.addr() + 4096) as *mut u64) = 7 };
+        // SAFETY: F_GET_SEALS only reads.
+        assert_eq!(
+            unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_GET_SEALS) },
+            TABLE_SEALS
+        );
+        let map = |prot| {
+            // SAFETY: a new mapping of the table's memfd, unmapped below.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    8192,
+                    prot,
+                    libc::MAP_SHARED,
+                    t.fd().as_raw_fd(),
+                    0,
+                )
+            };
+            (p, std::io::Error::last_os_error().raw_os_error())
+        };
+        let (p, err) = map(libc::PROT_READ | libc::PROT_WRITE);
+        assert_eq!((p, err), (libc::MAP_FAILED, Some(libc::EPERM)));
+        let (p, _) = map(libc::PROT_READ);
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: the read-only mapping just made: read, then try to make
+        // it writable, which the seal forbids.
+        unsafe {
+            assert_eq!(*((p as usize + 4096) as *const u64), 7);
+            assert_eq!(
+                libc::mprotect(p, 8192, libc::PROT_READ | libc::PROT_WRITE),
+                -1
+            );
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EACCES)
+            );
+            libc::munmap(p, 8192);
+        }
+        // SAFETY: adding a seal: refused (F_SEAL_SEAL).
+        assert_eq!(
+            unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) },
+            -1
+        );
+    }
+}

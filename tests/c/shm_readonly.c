@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * A peer maps the registration table of another process read-only, by the
+ * kernel's seal rather than by its own good will. Rank 1 finds rank 0's
+ * table where its device code reads it (the region a key names) and tries
+ * what a hostile peer would: its mapping is read-only, making it writable
+ * is refused (EACCES), and a store granting itself remote write access to
+ * rank 0's read-only registration kills the storing process with SIGSEGV.
+ * A write with that registration's key is still refused (FI_EACCES), and
+ * the writable registration still works.
+ * Prints "shm_readonly: ok".
+ */
+#include "shm_common.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+static struct world W;
+
+/* The permissions of the mapping that holds `p` in /proc/self/maps. */
+static void perms_of(const void *p, char perm[8])
+{
+	char line[512];
+	unsigned long lo, hi;
+	FILE *f = fopen("/proc/self/maps", "r");
+	strcpy(perm, "?");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) == 3 && lo <= (uintptr_t)p &&
+		    (uintptr_t)p < hi)
+			break;
+	fclose(f);
+}
+
+static void peer(void)
+{
+	const struct fi_xpu_shm_peer_addr *pa =
+		FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, W.raw[0]);
+	const struct fi_xpu_shm_peer_map *pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
+	uint64_t key = W.cards[0].ro_key, v = 0x1234, got = 0;
+	unsigned char *tab = FI_XPU_SHM_P(unsigned char, pm->base[key >> 48]);
+	const struct fi_xpu_shm_heap_hdr *h = (const struct fi_xpu_shm_heap_hdr *)(void *)tab;
+	struct fi_xpu_shm_mr_entry *e;
+	struct fi_cq_tagged_entry ce;
+	struct fi_cq_err_entry ee;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	char perm[8];
+	pid_t p;
+	int st;
+
+	REQUIRE(tab != NULL, 1);
+	REQUIRE(h->magic, 0x6669787075686570ULL); /* "fixpuhep" */
+	e = (struct fi_xpu_shm_mr_entry *)(void *)(tab + h->mr_off) + ((key >> 32) & 0xffff);
+	REQUIRE(e->key, key);
+	EXPECT(e->access & FI_REMOTE_WRITE, 0);
+	perms_of(e, perm);
+	EXPECT(strcmp(perm, "r--s"), 0);
+	EXPECT(mprotect((void *)((uintptr_t)e & ~(page - 1)), page, PROT_READ | PROT_WRITE), -1);
+	EXPECT(errno, EACCES);
+	/* Grant ourselves remote write access to the read-only registration:
+	 * in a child, which the store must kill. */
+	fflush(stdout);
+	fflush(stderr);
+	p = fork();
+	if (p == 0) {
+		/* Only a store and _exit after this fork. */
+		__atomic_or_fetch(&e->access, FI_REMOTE_WRITE, __ATOMIC_SEQ_CST);
+		_exit(0);
+	}
+	EXPECT(waitpid(p, &st, 0), p);
+	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
+	EXPECT(e->access & FI_REMOTE_WRITE, 0);
+	EXPECT(fi_xpu_write(&W.ep, &v, 8, NULL, 0, &W.raw[0], W.cards[0].ro_base, key, &got, 0,
+			    FI_XPU_WORK_ITEM), 0);
+	EXPECT(next(&W, &ce, NULL), -FI_EAVAIL);
+	memset(&ee, 0, sizeof(ee));
+	EXPECT(fi_xpu_cq_readerr(&W.cq, &ee, 0, FI_XPU_WORK_ITEM), 1);
+	EXPECT(ee.err, FI_EACCES);
+	EXPECT(ee.op_context == &got, 1);
+	/* What was granted still works. */
+	EXPECT(fi_xpu_write(&W.ep, &v, 8, NULL, 0, &W.raw[0], W.cards[0].base + 64, W.cards[0].key,
+			    &v, 0, FI_XPU_WORK_ITEM), 0);
+	EXPECT(next(&W, &ce, NULL), 1);
+	EXPECT(fi_xpu_read(&W.ep, &got, 8, NULL, &W.raw[0], W.cards[0].base + 64, W.cards[0].key,
+			   &got, 0, FI_XPU_WORK_ITEM), 0);
+	EXPECT(next(&W, &ce, NULL), 1);
+	EXPECT(got, v);
+}
+
+int main(void)
+{
+	spawn(&W, 2);
+	open_world(&W, FI_CQ_FORMAT_TAGGED);
+	if (W.rank == 1)
+		peer();
+	barrier(&W);
+	if (W.rank == 0) {
+		/* Our read-only registration is as it was. */
+		int i, same = 1;
+		for (i = 0; i < 4096; i++)
+			same &= W.ro[i] == 0x5a;
+		EXPECT(same, 1);
+	}
+	close_world(&W);
+	return finish(&W, "shm_readonly");
+}
