@@ -14,6 +14,11 @@
  * peer's heap, taken while it was alive (as device code in the middle of
  * an operation holds one), can still be read and written without a fault,
  * and no longer reaches shared memory.
+ * A peer's memory goes one region after the other (its heap, then its
+ * registration table, or the other way round), and under load the kernel
+ * may take milliseconds over each, so a size read between the two is not
+ * the settled one: each crasher sends the inodes of its memfds, and the
+ * figures are taken once none of them is mapped here any more.
  * Prints the figures, then "shm_departed: ok".
  */
 #include "shm_common.h"
@@ -27,6 +32,8 @@
 /* One map per connection id (providers/shm/src/layout.rs: MAX_CONNS,
  * PeerMap rounded up to pages). */
 #define ID_MAPS_BYTES (64u * 8192u)
+/* Memfds of one crasher that rank 0 waits to see go. */
+#define MAX_INODES 64
 
 static struct world W;
 
@@ -70,6 +77,53 @@ static uint64_t memfd_maps(const uint64_t *skip, int nskip, uint64_t min, uint64
 	}
 	fclose(f);
 	return skip ? 0 : total;
+}
+
+/* Inodes of the memfds mapped in this process: at most `max` into `ino`;
+ * returns how many. */
+static int memfd_inodes(uint64_t *ino, int max)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f) && n < max) {
+		unsigned long long i;
+		if (strstr(line, "/memfd:") &&
+		    sscanf(line, "%*s %*s %*s %*s %llu", &i) == 1)
+			ino[n++] = i;
+	}
+	fclose(f);
+	return n;
+}
+
+/* Drops from the `n` inodes in `ino` those among the `k` in `old`;
+ * returns how many are left. */
+static int only_new(uint64_t *ino, int n, const uint64_t *old, int k)
+{
+	int i, j, left = 0;
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < k && old[j] != ino[i]; j++)
+			;
+		if (j == k)
+			ino[left++] = ino[i];
+	}
+	return left;
+}
+
+/* How many of the `n` inodes in `ino` are still mapped here. */
+static int still_mapped(const uint64_t *ino, int n)
+{
+	static uint64_t now[4096];
+	int k = memfd_inodes(now, 4096), i, j, left = 0;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < k; j++)
+			if (now[j] == ino[i]) {
+				left++;
+				break;
+			}
+	return left;
 }
 
 /* Whether `addr` lies in a memfd mapping. */
@@ -147,6 +201,13 @@ static void crasher(int i, int sock)
 	REQUIRE(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx), 0);
 	REQUIRE(fi_xpu_send(&ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
 	REQUIRE(fi_xpu_cq_sread(&cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	{
+		/* What of this process may be mapped in rank 0. */
+		uint64_t ino[MAX_INODES];
+		int n = memfd_inodes(ino, MAX_INODES);
+		io(sock, &n, sizeof(n), 1);
+		io(sock, ino, sizeof(ino[0]) * (size_t)n, 1);
+	}
 	io(sock, "x", 1, 1);
 	io(sock, &c, 1, 0);
 	kill(getpid(), SIGKILL);
@@ -189,7 +250,8 @@ static uint64_t exchange(uint64_t v)
 
 static void crash_rounds(void)
 {
-	static uint64_t base_starts[4096];
+	static uint64_t base_starts[4096], ino[BATCH * MAX_INODES], mine[4096];
+	int nino, nmine;
 	uint64_t base, peak = 0, after = 0, held = 0, v, settled = 0;
 	double slowest = 0;
 	long shm0 = shmem_kb(), shm_peak = 0;
@@ -204,6 +266,7 @@ static void crash_rounds(void)
 		double t0;
 		char c;
 
+		nmine = memfd_inodes(mine, 4096);
 		for (i = 0; i < BATCH; i++)
 			p[i] = spawn_fresh(&W, "crasher", r * BATCH + i, &sock[i]);
 		for (i = 0; i < BATCH; i++) {
@@ -214,10 +277,19 @@ static void crash_rounds(void)
 			if (x >= (uint64_t)(r * BATCH) && x < (uint64_t)((r + 1) * BATCH))
 				got[x - (uint64_t)(r * BATCH)]++;
 		}
+		/* A crasher's own memfds: what it maps, less what it imported
+		 * from us. */
+		nino = 0;
 		for (i = 0; i < BATCH; i++) {
+			int n;
 			EXPECT(got[i], 1);
+			io(sock[i], &n, sizeof(n), 0);
+			REQUIRE(n >= 0 && n <= MAX_INODES, 1);
+			io(sock[i], ino + nino, sizeof(ino[0]) * (size_t)n, 0);
+			nino += only_new(ino + nino, n, mine, nmine);
 			io(sock[i], &c, 1, 0);
 		}
+		EXPECT(still_mapped(ino, nino) > 0, 1);
 		bytes = memfd_maps(NULL, 0, 0, NULL, NULL);
 		peak = bytes > peak ? bytes : peak;
 		if (shmem_kb() > shm_peak)
@@ -235,10 +307,13 @@ static void crash_rounds(void)
 			close(sock[i]);
 		}
 		t0 = now_ms();
-		while ((bytes = memfd_maps(NULL, 0, 0, NULL, NULL)) >
-			       (settled ? settled : base + ID_MAPS_BYTES) &&
+		while ((still_mapped(ino, nino) ||
+			(bytes = memfd_maps(NULL, 0, 0, NULL, NULL)) >
+				(settled ? settled : base + ID_MAPS_BYTES)) &&
 		       now_ms() - t0 < RELEASE_BOUND_MS)
 			usleep(1000);
+		bytes = memfd_maps(NULL, 0, 0, NULL, NULL);
+		EXPECT(still_mapped(ino, nino), 0);
 		if (now_ms() - t0 > slowest)
 			slowest = now_ms() - t0;
 		after = bytes;
