@@ -18,6 +18,7 @@ pub mod memory;
 pub mod object;
 pub mod param;
 pub mod provider;
+pub mod shell;
 pub mod world;
 
 pub use error::{Error, Result};

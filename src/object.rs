@@ -4,8 +4,9 @@
 //! libfabric `struct fid`) plus a Rust `Object` in the registry, keyed by the
 //! shell's address. Handles are looked up in the registry before anything
 //! else happens, so NULL, unknown, wrong-class and closed handles are refused
-//! without touching memory. Shells are never freed: a closed handle stays an
-//! unknown key, and no new object can take its address.
+//! without touching memory. A closed object's shell is recycled under a new
+//! generation that gives it another address (`crate::shell`), so a stale
+//! handle stays an unknown key even after its slot is reused.
 //!
 //! A lookup returns a `Use`: the object stays open while it is held. Every
 //! host call holds one for its whole duration, so `close` first marks the
@@ -313,7 +314,7 @@ pub fn finish_pending(shell: *mut fid, handle: Result<*mut c_void>) -> Result<()
         }
         Err(e) => {
             registry().remove(&(shell as usize));
-            retire(shell as usize);
+            crate::shell::free(shell);
             let held = std::mem::take(&mut *obj.holds.lock().unwrap());
             release(&held);
             Err(e)
@@ -322,11 +323,11 @@ pub fn finish_pending(shell: *mut fid, handle: Result<*mut c_void>) -> Result<()
 }
 
 fn insert(new: New, pending: bool) -> *mut fid {
-    let shell = Box::into_raw(Box::new(fid {
+    let shell = crate::shell::alloc(fid {
         fclass: new.kind.fclass(),
         context: new.context,
         ops: &crate::capi::FID_OPS as *const fi_ops as *mut fi_ops,
-    }));
+    });
     let obj = Arc::new(Object {
         kind: new.kind,
         prov: new.prov,
@@ -403,20 +404,10 @@ pub fn close(ptr: *const c_void) -> Result<()> {
         mem.release_all();
     }
     registry().remove(&(ptr as usize));
-    retire(ptr as usize);
+    crate::shell::free(ptr as *mut fid);
     let held = std::mem::take(&mut *obj.holds.lock().unwrap());
     release(&held);
     Ok(())
-}
-
-/// Keeps a closed object's shell for the rest of the process (see the module
-/// comment), in a list so that it stays reachable rather than leaked.
-pub(crate) fn retire(shell: usize) {
-    static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    RETIRED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(shell);
 }
 
 /// Number of live objects (for leak checks in tests).

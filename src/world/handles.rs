@@ -1,8 +1,8 @@
 //! The application's handles of worlds and windows: small C-visible shells
 //! (a libfabric `struct fid`, so `fi_close` works on them) looked up in a
 //! registry before anything else happens, as for every other host object.
-//! Shells are never freed (closed ones are retired with the other objects'
-//! shells), so a closed handle stays an unknown key.
+//! Shells come from the same recycled arena as the other objects' shells
+//! (`crate::shell`), so a closed handle stays an unknown key.
 use super::window::Window;
 use super::World;
 use crate::error::{Error, Result};
@@ -31,11 +31,11 @@ fn registry() -> MutexGuard<'static, Registry> {
 }
 
 fn shell(fclass: usize, ops: &'static fi_ops, context: *mut c_void) -> usize {
-    Box::into_raw(Box::new(fid {
+    crate::shell::alloc(fid {
         fclass,
         context,
         ops: ops as *const fi_ops as *mut fi_ops,
-    })) as usize
+    }) as usize
 }
 
 pub fn add_world(w: World, ops: &'static fi_ops, context: *mut c_void) -> *mut fid {
@@ -64,7 +64,7 @@ pub fn remove_world(p: *const c_void) -> Result<Arc<Entry>> {
         return Err(Error::BUSY);
     }
     let _ = e;
-    crate::object::retire(p as usize);
+    crate::shell::free(p as *mut fid);
     Ok(r.worlds.remove(&(p as usize)).unwrap())
 }
 
@@ -87,7 +87,7 @@ pub fn remove_window(p: *const c_void) -> Result<(Arc<Entry>, Window)> {
     let world = *r.windows.get(&(p as usize)).ok_or(Error::INVAL)?;
     let e = r.worlds.get(&world).cloned().ok_or(Error::INVAL)?;
     r.windows.remove(&(p as usize));
-    crate::object::retire(p as usize);
+    crate::shell::free(p as *mut fid);
     let w = e.windows.lock().unwrap().remove(&(p as usize));
     Ok((e, w.ok_or(Error::INVAL)?))
 }
