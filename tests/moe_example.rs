@@ -127,6 +127,11 @@ fn moe_four_ranks_on_ofi_tcp() {
 }
 
 #[test]
+fn moe_eight_ranks_on_ofi_tcp() {
+    moe("8", "tcp", false);
+}
+
+#[test]
 fn moe_two_ranks_on_ofi_shm() {
     moe("2", "libfabric-shm", false);
     moe("2", "libfabric-shm", true);

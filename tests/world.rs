@@ -434,3 +434,15 @@ fn refusals_and_operations_under_asan() {
         );
     }
 }
+
+#[test]
+fn eight_ranks_on_ofi_alone() {
+    if !common::ofi::have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    let t = all_ok("ops", &run_world("ops", 8, only_ofi));
+    let r = routes(&t);
+    assert_eq!(r.len(), 64);
+    assert!(r.values().all(|(a, b)| a == "ofi" && b == "ofi"), "{r:?}");
+}

@@ -3,40 +3,47 @@
 //! pairs across use ofi over libfabric's tcp on a veth pair, and every
 //! atomic goes through ofi. The routes each rank printed are checked pair
 //! by pair, and the link's byte counters must show the cross traffic.
+//! The MoE and allreduce examples (examples/moe) run across the same
+//! set-up, one process per rank started in its namespace.
 //! Needs root and `ip`; skipped with a message otherwise.
 mod common;
 
 use common::netns::Netns;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-#[test]
-fn two_namespaces_two_ranks_each() {
+/// The namespaces, or None (with the reason printed) where they cannot be
+/// made here.
+fn namespaces(tag: &str) -> Option<Netns> {
     if !common::ofi::have_libfabric() {
-        eprintln!("libfabric is not installed: skipping the world netns test");
-        return;
+        eprintln!("libfabric is not installed: skipping the netns test");
+        return None;
     }
     if !common::have("ip") {
-        eprintln!("`ip` (iproute2) is not installed: skipping the world netns test");
-        return;
+        eprintln!("`ip` (iproute2) is not installed: skipping the netns test");
+        return None;
     }
-    let net = match Netns::new("fxw") {
-        Ok(n) => n,
+    match Netns::new(tag) {
+        Ok(n) => Some(n),
         Err(e) => {
-            eprintln!("cannot set up network namespaces ({e}): skipping the world netns test");
-            return;
+            eprintln!("cannot set up network namespaces ({e}): skipping the netns test");
+            None
         }
-    };
-    let exe = common::ofi::program("world", &[]);
-    let before = [net.bytes(0), net.bytes(1)];
-    // Rank 0 listens on side 0's address; ranks 0, 1 on side 0, 2, 3 on side 1.
-    let addr = format!("{}:47701", net.ip(0));
+    }
+}
+
+/// Runs `exe args` as 4 ranks, 0 and 1 in the first namespace, 2 and 3 in
+/// the second, joined by the library's tcp bootstrap at rank 0 (`port`);
+/// shm between ranks of one namespace, ofi over tcp across.
+fn four_ranks(net: &Netns, exe: &Path, args: &[&str], port: u16) -> Vec<Output> {
+    let addr = format!("{}:{port}", net.ip(0));
     let kids: Vec<_> = (0..4)
         .map(|rank| {
             let side = rank / 2;
             Command::new("ip")
                 .args(["netns", "exec", &net.ns[side], "timeout", "120"])
-                .arg(&exe)
-                .arg("ops")
+                .arg(exe)
+                .args(args)
                 .current_dir(exe.parent().unwrap())
                 .env("FI_XPU_PROVIDER", "shm,ofi")
                 .env("FI_XPU_OFI_PROVIDER", "tcp")
@@ -52,10 +59,35 @@ fn two_namespaces_two_ranks_each() {
                 .expect("start a rank")
         })
         .collect();
-    let outs: Vec<Output> = kids
-        .into_iter()
+    kids.into_iter()
         .map(|k| k.wait_with_output().unwrap())
-        .collect();
+        .collect()
+}
+
+/// Asserts that the link carried at least `min` bytes each way since
+/// `before`.
+fn link_moved(net: &Netns, before: [(u64, u64); 2], min: u64) {
+    let after = [net.bytes(0), net.bytes(1)];
+    for i in 0..2 {
+        let rx = after[i].0 - before[i].0;
+        let tx = after[i].1 - before[i].1;
+        assert!(
+            rx >= min && tx >= min,
+            "{} moved only rx {rx} / tx {tx} bytes",
+            net.dev[i]
+        );
+        eprintln!("{}: rx {rx} bytes, tx {tx} bytes", net.dev[i]);
+    }
+}
+
+#[test]
+fn two_namespaces_two_ranks_each() {
+    let Some(net) = namespaces("fxw") else {
+        return;
+    };
+    let exe = common::ofi::program("world", &[]);
+    let before = [net.bytes(0), net.bytes(1)];
+    let outs = four_ranks(&net, &exe, &["ops"], 47701);
     let texts: Vec<String> = outs
         .iter()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -90,15 +122,89 @@ fn two_namespaces_two_ranks_each() {
     assert_eq!(pairs, 16);
     // The cross pairs' writes, reads, atomics and barriers went over the
     // link: many kilobytes each way (ARP alone is under 100 bytes).
-    let after = [net.bytes(0), net.bytes(1)];
-    for i in 0..2 {
-        let rx = after[i].0 - before[i].0;
-        let tx = after[i].1 - before[i].1;
-        assert!(
-            rx >= 4096 && tx >= 4096,
-            "{} moved only rx {rx} / tx {tx} bytes",
-            net.dev[i]
-        );
-        eprintln!("{}: rx {rx} bytes, tx {tx} bytes", net.dev[i]);
+    link_moved(&net, before, 4096);
+}
+
+/// Builds examples/moe/`name`.c once into a scratch directory.
+fn example(name: &str) -> std::path::PathBuf {
+    let exe = common::scratch(&format!("netns-{name}")).join(name);
+    common::cc(
+        &[&common::root().join(format!("examples/moe/{name}.c"))],
+        &exe,
+        &["-O2"],
+    );
+    exe
+}
+
+/// Panics with every rank's output unless each exited 0 and rank 0
+/// printed every one of `wants`.
+fn examples_ok(what: &str, outs: &[Output], wants: &[&str]) {
+    let text0 = String::from_utf8_lossy(&outs[0].stdout);
+    let ok = outs.iter().all(|o| o.status.success()) && wants.iter().all(|w| text0.contains(w));
+    if !ok {
+        let mut msg = String::new();
+        for (r, o) in outs.iter().enumerate() {
+            msg += &format!(
+                "--- rank {r}: {}\n{}{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        panic!("{what} across two namespaces failed\n{msg}");
     }
+}
+
+/// MoE dispatch and combine (BF16 and FP8 tokens of 7168 elements, every
+/// byte checked on every rank) with two ranks on each of two "nodes".
+#[test]
+fn moe_across_two_namespaces() {
+    let Some(net) = namespaces("fxm") else {
+        return;
+    };
+    let exe = example("moe");
+    for (port, fp8) in [(47711, false), (47712, true)] {
+        let before = [net.bytes(0), net.bytes(1)];
+        let mut args = vec![
+            "-p", "shm,ofi", "-f", "tcp", "-n", "4", "-T", "8", "-i", "1",
+        ];
+        if fp8 {
+            args.push("-8");
+        }
+        let outs = four_ranks(&net, &exe, &args, port);
+        let dtype = if fp8 { "fp8" } else { "bf16" };
+        examples_ok(
+            "moe",
+            &outs,
+            &[&format!(
+                "moe n=4 prov=shm,ofi/tcp dtype={dtype} T=8 H=7168 E=4 K=3: ok"
+            )],
+        );
+        // Tokens of 7168 elements cross the link both ways.
+        link_moved(&net, before, 7168);
+    }
+}
+
+/// The ring allreduce: every step's put crosses the link twice per ring.
+#[test]
+fn allreduce_across_two_namespaces() {
+    let Some(net) = namespaces("fxr") else {
+        return;
+    };
+    let exe = example("allreduce");
+    let before = [net.bytes(0), net.bytes(1)];
+    let outs = four_ranks(
+        &net,
+        &exe,
+        &[
+            "-p", "shm,ofi", "-f", "tcp", "-n", "4", "-c", "65537", "-i", "2",
+        ],
+        47721,
+    );
+    examples_ok(
+        "allreduce",
+        &outs,
+        &["allreduce n=4 prov=shm,ofi/tcp floats=65537: ok"],
+    );
+    link_moved(&net, before, 65536);
 }

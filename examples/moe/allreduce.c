@@ -185,6 +185,7 @@ int main(int argc, char **argv)
 	w.prov = prov;
 	w.fabric = fabric;
 	world_spawn(&w, n);
+	n = w.n; /* a launcher's FI_XPU_BOOTSTRAP_SIZE */
 	r.count = count;
 	cl = (count + n - 1) / n;
 	r.vec = WORLD_HDR;

@@ -10,6 +10,10 @@
  *   moe -a     every combination the README lists: 2, 4 and 8 ranks; shm,
  *              ofi over tcp and ofi over libfabric's shm; BF16 and FP8.
  *
+ * Started once per rank by a launcher (on several nodes, say) with
+ * FI_XPU_BOOTSTRAP_RANK, _SIZE and _ADDR set, a process runs its rank
+ * only (see world.h); -p shm,ofi lets ranks on one node use shm.
+ *
  * Every run checks every byte dispatched and combined on every rank and
  * prints one line: "moe n=.. prov=.. ...: ok, <us> us per dispatch+combine".
  */

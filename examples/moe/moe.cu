@@ -73,6 +73,7 @@ int main(int argc, char **argv)
 	w.fabric = fabric;
 	/* CUDA is first touched after fork: a context does not survive it. */
 	world_spawn(&w, n);
+	n = w.n; /* a launcher's FI_XPU_BOOTSTRAP_SIZE */
 	moe_plan(&plan, (uint32_t)n, T, 7168, 4, 3, fp8);
 	world_open(&w, plan.size, &xattr);
 	memcpy(w.sym + WORLD_HDR, &plan, sizeof(plan));

@@ -6,6 +6,11 @@
  * the same size and layout on every rank, reached from kernels by rank
  * through the world's device tables (fi_xpu_world_device(3)).
  *
+ * Started by a launcher instead, one process per rank on any nodes, with
+ * FI_XPU_BOOTSTRAP_RANK, _SIZE and _ADDR set (fi_xpu_world(3)), a process
+ * forks nothing and joins through the library's tcp bootstrap; the
+ * number of ranks is FI_XPU_BOOTSTRAP_SIZE.
+ *
  * The provider is chosen with -p (shm or ofi) and, for ofi, the libfabric
  * provider with -f (tcp, shm, ...). The window is memory of the world's
  * device, so the same code runs on the host XPU (FI_HMEM_SYSTEM) and,
@@ -52,6 +57,7 @@ struct world_dev {
 
 struct world {
 	int rank, n;
+	int launched;          /* one process per rank, started by a launcher */
 	int up;                /* rank > 0: socket to rank 0 */
 	int down[WORLD_MAXP];  /* rank 0: sockets to the others */
 	pid_t pids[WORLD_MAXP];
@@ -83,6 +89,10 @@ static inline void world_io(int fd, void *buf, size_t len, int out)
 static inline void world_allgather(struct world *w, const void *mine, void *all, size_t len)
 {
 	int i;
+	if (w->launched) {
+		WCHECK(fi_xpu_world_allgather(w->world, mine, all, len));
+		return;
+	}
 	if (w->rank == 0) {
 		memcpy(all, mine, len);
 		for (i = 1; i < w->n; i++)
@@ -101,13 +111,27 @@ static inline void world_barrier(struct world *w)
 	world_allgather(w, &m, b, 1);
 }
 
-/* Forks n - 1 ranks; returns in every process with w->rank set. */
+/* Forks n - 1 ranks; returns in every process with w->rank set. Under a
+ * launcher (FI_XPU_BOOTSTRAP_RANK set) forks nothing: the rank and the
+ * number of ranks come from the environment. */
 static inline void world_spawn(struct world *w, int n)
 {
 	int i, sv[2];
+	const char *rank = getenv("FI_XPU_BOOTSTRAP_RANK"), *size = getenv("FI_XPU_BOOTSTRAP_SIZE");
 	w->n = n;
 	w->rank = 0;
 	w->up = -1;
+	if (rank && *rank) {
+		w->launched = 1;
+		w->rank = atoi(rank);
+		w->n = size ? atoi(size) : 0;
+		if (w->n < 2 || w->n > WORLD_MAXP || w->rank < 0 || w->rank >= w->n) {
+			fprintf(stderr, "rank %s of %s: 2 to %d ranks\n", rank, size ? size : "?",
+				WORLD_MAXP);
+			exit(2);
+		}
+		return;
+	}
 	for (i = 1; i < n; i++) {
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
 			exit(1);
@@ -142,7 +166,7 @@ static inline void world_spawn(struct world *w, int n)
 static inline int world_join(struct world *w)
 {
 	int i, st, bad = 0;
-	if (w->rank != 0)
+	if (w->rank != 0 || w->launched)
 		return 0;
 	for (i = 1; i < w->n; i++) {
 		if (waitpid(w->pids[i], &st, 0) != w->pids[i] || !WIFEXITED(st) ||
@@ -191,7 +215,8 @@ static inline void world_open(struct world *w, size_t sym_len, const struct fi_x
 	memset(&attr, 0, sizeof(attr));
 	attr.size = sizeof(attr);
 	attr.rank = -1;
-	attr.bootstrap_ops = &boot;
+	/* Launched: the library's tcp bootstrap, from the environment. */
+	attr.bootstrap_ops = w->launched ? NULL : &boot;
 	attr.xpu = xpu;
 	WCHECK(fi_xpu_world_open(&attr, &w->world, NULL));
 	WCHECK(fi_xpu_world_query(w->world, &info));
