@@ -358,9 +358,16 @@ static inline int count_fds(void)
 }
 
 /*
- * Shared mappings of memfds (the provider's and its peers' regions), less
- * the core's handle shells, which stay mapped for the life of the process.
+ * Whether a line of /proc/self/maps is a shared mapping of a memfd (the
+ * provider's and its peers' regions), less the core's handle shells (one
+ * memfd mapped 64 times), which stay mapped for the life of the process.
  */
+static inline int is_region_map(const char *line)
+{
+	return strstr(line, "/memfd:") != NULL && !strstr(line, "/memfd:fi_xpu-shells");
+}
+
+/* How many region mappings (`is_region_map`) this process has. */
 static inline int count_memfd_maps(void)
 {
 	char line[512];
@@ -369,7 +376,7 @@ static inline int count_memfd_maps(void)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		n += strstr(line, "/memfd:") != NULL && !strstr(line, "/memfd:fi_xpu-shells");
+		n += is_region_map(line);
 	fclose(f);
 	return n;
 }

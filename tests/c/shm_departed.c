@@ -44,7 +44,7 @@ static double now_ms(void)
 	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-/* Bytes of memfd mappings in this process; with `skip` (a sorted list of
+/* Bytes of region mappings (`is_region_map`) in this process; with `skip` (a sorted list of
  * `nskip` start addresses) set, returns the start of the first mapping of
  * at least `min` bytes not in it, instead. */
 static uint64_t memfd_maps(const uint64_t *skip, int nskip, uint64_t min, uint64_t *starts,
@@ -60,7 +60,7 @@ static uint64_t memfd_maps(const uint64_t *skip, int nskip, uint64_t min, uint64
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long long lo, hi;
 		int i, seen = 0;
-		if (!strstr(line, "/memfd:") || sscanf(line, "%llx-%llx", &lo, &hi) != 2)
+		if (!is_region_map(line) || sscanf(line, "%llx-%llx", &lo, &hi) != 2)
 			continue;
 		if (starts && *nstarts < 4096)
 			starts[(*nstarts)++] = lo;
@@ -79,7 +79,7 @@ static uint64_t memfd_maps(const uint64_t *skip, int nskip, uint64_t min, uint64
 	return skip ? 0 : total;
 }
 
-/* Inodes of the memfds mapped in this process: at most `max` into `ino`;
+/* Inodes of the region memfds mapped in this process: at most `max` into `ino`;
  * returns how many. */
 static int memfd_inodes(uint64_t *ino, int max)
 {
@@ -90,8 +90,7 @@ static int memfd_inodes(uint64_t *ino, int max)
 		return 0;
 	while (fgets(line, sizeof(line), f) && n < max) {
 		unsigned long long i;
-		if (strstr(line, "/memfd:") &&
-		    sscanf(line, "%*s %*s %*s %*s %llu", &i) == 1)
+		if (is_region_map(line) && sscanf(line, "%*s %*s %*s %*s %llu", &i) == 1)
 			ino[n++] = i;
 	}
 	fclose(f);
