@@ -108,10 +108,12 @@ fn new_memfd(flags: libc::c_uint) -> Result<OwnedFd> {
 
 /// Gives a new memfd its size for good (`MEMFD_SEALS`).
 fn size_and_seal(fd: &OwnedFd, size: u64) -> Result<()> {
-    // SAFETY: ftruncate and F_ADD_SEALS on our own memfd.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0
-        || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, MEMFD_SEALS) } != 0
-    {
+    // SAFETY: ftruncate on our own memfd.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
+        return Err(Error::last_os());
+    }
+    // SAFETY: F_ADD_SEALS on our own memfd; no pointer is passed.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, MEMFD_SEALS) } != 0 {
         return Err(Error::last_os());
     }
     Ok(())
@@ -618,16 +620,14 @@ mod tests {
         let sys = System::default();
         let fd = raw_memfd(libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING, 8192);
         // SAFETY: sealing our own memfd.
-        assert_eq!(
-            unsafe {
-                libc::fcntl(
-                    fd.as_raw_fd(),
-                    libc::F_ADD_SEALS,
-                    libc::F_SEAL_SHRINK | libc::F_SEAL_FUTURE_WRITE,
-                )
-            },
-            0
-        );
+        let r = unsafe {
+            libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_FUTURE_WRITE,
+            )
+        };
+        assert_eq!(r, 0);
         let d = import(&sys, &fd, 0, 8192).unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let line = maps
@@ -649,20 +649,17 @@ mod tests {
             Error(FI_EPERM)
         );
         // SAFETY: sealing our own memfd.
-        assert_eq!(
-            unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_GROW) },
-            0
-        );
+        let r = unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_GROW) };
+        assert_eq!(r, 0);
         assert_eq!(
             import(&sys, &sealable, 0, 4096).unwrap_err(),
             Error(FI_EPERM),
             "sealed against growing only"
         );
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) },
-            0
-        );
+        let r =
+            unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
+        assert_eq!(r, 0);
         assert_eq!(
             import(&sys, &sealable, 4096, 8192).unwrap_err(),
             Error::INVAL,

@@ -10,6 +10,7 @@ mod install;
 mod man;
 mod stage;
 mod symbols;
+mod unsafe_count;
 
 use std::env;
 use std::ffi::OsStr;
@@ -50,6 +51,7 @@ commands:
                              build the bundle and run its gpu-check.sh here if
                              an NVIDIA GPU is present; otherwise say why not
   ci-deps                    install the system packages CI needs (.ci/run --deps-only)
+  unsafe-count               count unsafe blocks, fns and impls per crate (tracked files)
 ";
 
 fn main() -> ExitCode {
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
                 .arg(root().join(".ci/run"))
                 .arg("--deps-only"))
         }),
+        "unsafe-count" => Opts::parse(rest, &[], &[]).and_then(|_| unsafe_count::run(&root())),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

@@ -23,13 +23,6 @@ use objects::{Av, CntrShared, CqShared, Domain, Ep, Mr, XpuCtx, ADDR_LEN};
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
 
-// The context's one raw pointer is the application's context handle, a
-// token that the thread-safe core services look up, never dereferenced here.
-// SAFETY: see above.
-unsafe impl Send for XpuCtx {}
-// SAFETY: see above.
-unsafe impl Sync for XpuCtx {}
-
 pub struct Ofi;
 
 impl Provider for Ofi {

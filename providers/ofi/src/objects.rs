@@ -390,13 +390,14 @@ impl XpuCtx {
             ));
             return Err(-FI_EOPNOTSUPP);
         }
+        let core_ctx = Ctx::of(a);
         RETIRED
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((a.core_ctx as usize, Vec::new()));
+            .push((core_ctx, Vec::new()));
         Ok(XpuCtx {
             dom: dom.clone(),
-            core_ctx: a.core_ctx,
+            core_ctx,
             iface: a.iface,
         })
     }
@@ -609,11 +610,6 @@ struct Block {
     layout: std::alloc::Layout,
 }
 
-// SAFETY: the block is plain memory owned by this object.
-unsafe impl Send for Block {}
-// SAFETY: shared access goes through atomics and the owner's locks.
-unsafe impl Sync for Block {}
-
 impl Block {
     fn new(ctx: Option<Ctx>, size: usize) -> Result<Block, i32> {
         let layout = std::alloc::Layout::from_size_align(size, 4096).map_err(|_| -FI_EINVAL)?;
@@ -645,13 +641,13 @@ impl Drop for Block {
     }
 }
 
-/// Device memory of closed objects, per context (by core context address):
-/// kept mapped, tombstoned, until the context closes.
-static RETIRED: Mutex<Vec<(usize, Vec<usize>)>> = Mutex::new(Vec::new());
+/// Device memory of closed objects, per context: kept mapped, tombstoned,
+/// until the context closes.
+static RETIRED: Mutex<Vec<(Ctx, Vec<usize>)>> = Mutex::new(Vec::new());
 
 fn retire(ctx: Ctx, addr: usize) {
     let mut r = RETIRED.lock().unwrap_or_else(|p| p.into_inner());
-    match r.iter_mut().find(|(c, _)| *c == ctx as usize) {
+    match r.iter_mut().find(|(c, _)| *c == ctx) {
         Some((_, v)) => v.push(addr),
         None => core::free(ctx, addr),
     }
@@ -660,7 +656,7 @@ fn retire(ctx: Ctx, addr: usize) {
 impl Drop for XpuCtx {
     fn drop(&mut self) {
         let mut r = RETIRED.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = r.iter().position(|(c, _)| *c == self.core_ctx as usize) {
+        if let Some(i) = r.iter().position(|(c, _)| *c == self.core_ctx) {
             for a in r.swap_remove(i).1 {
                 core::free(self.core_ctx, a);
             }
@@ -1023,12 +1019,6 @@ pub struct EpInner {
     pub state: Mutex<proxy::EpState>,
     pub ctx: Ctx,
 }
-
-// SAFETY: the raw context handle is only passed back to the core's memory
-// services, which are thread-safe; everything else is owned or atomic.
-unsafe impl Send for EpInner {}
-// SAFETY: as above.
-unsafe impl Sync for EpInner {}
 
 impl EpInner {
     pub fn dev(&self) -> *mut EpDev {

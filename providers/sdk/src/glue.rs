@@ -797,7 +797,7 @@ mod tests {
         assert_eq!(unsafe { init::<Mock>(core, &mut prov) }, 0);
         assert!(prov.is_null());
         assert_eq!(
-            services::mem_alloc(std::ptr::null_mut(), 64, 64, 0).unwrap_err(),
+            services::mem_alloc(services::CoreCtx::NONE, 64, 64, 0).unwrap_err(),
             -FI_ENOSYS
         );
         // Without the core's registry: nothing defined, nothing read.
@@ -889,17 +889,13 @@ mod tests {
         let mut fa: fi_addr_t = 99;
         let bad = [0u8; 4];
         // SAFETY: live handle; ADDRLEN readable bytes; valid out-pointer.
-        assert_eq!(
-            unsafe { av_insert::<Mock>(av, bad.as_ptr().cast(), &mut fa, 0) },
-            -FI_EINVAL
-        );
+        let r = unsafe { av_insert::<Mock>(av, bad.as_ptr().cast(), &mut fa, 0) };
+        assert_eq!(r, -FI_EINVAL);
         assert_eq!(fa, 99);
         let good = [1u8, 2, 3, 4];
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { av_insert::<Mock>(av, good.as_ptr().cast(), &mut fa, 0) },
-            0
-        );
+        let r = unsafe { av_insert::<Mock>(av, good.as_ptr().cast(), &mut fa, 0) };
+        assert_eq!(r, 0);
         assert_eq!(fa, 7);
         // SAFETY: live handle.
         assert_eq!(unsafe { av_remove::<Mock>(av, 8, 0) }, -FI_EINVAL);
@@ -918,10 +914,8 @@ mod tests {
         assert_eq!(unsafe { cntr_host_read::<Mock>(cntr, &mut v, &mut err) }, 0);
         assert_eq!((v, err), (5, 6));
         // SAFETY: live handle.
-        assert_eq!(
-            unsafe { cntr_host_update::<Mock>(cntr, FI_XPU_CNTR_SET, 1) },
-            -FI_EINVAL
-        );
+        let r = unsafe { cntr_host_update::<Mock>(cntr, FI_XPU_CNTR_SET, 1) };
+        assert_eq!(r, -FI_EINVAL);
     }
 
     #[test]
@@ -950,10 +944,8 @@ mod tests {
         );
         // A failed export leaves the handle as it was.
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { cntr_export::<Mock>(cntr, 0, &mut f) },
-            -FI_EOPNOTSUPP
-        );
+        let r = unsafe { cntr_export::<Mock>(cntr, 0, &mut f) };
+        assert_eq!(r, -FI_EOPNOTSUPP);
         assert_eq!(f.fclass, FI_CLASS_EP as u32);
     }
 
@@ -969,17 +961,13 @@ mod tests {
         };
         let mut out: H = 1 as H;
         // SAFETY: live handles, valid attributes and out-pointer.
-        assert_eq!(
-            unsafe { cq_open::<Mock>(dom, ctx, &attr, &mut out) },
-            -FI_EINVAL
-        );
+        let r = unsafe { cq_open::<Mock>(dom, ctx, &attr, &mut out) };
+        assert_eq!(r, -FI_EINVAL);
         assert_eq!(out, 1 as H);
         attr.size = 8;
         // SAFETY: as above; a NULL context is a host CQ.
-        assert_eq!(
-            unsafe { cq_open::<Mock>(dom, std::ptr::null_mut(), &attr, &mut out) },
-            0
-        );
+        let r = unsafe { cq_open::<Mock>(dom, std::ptr::null_mut(), &attr, &mut out) };
+        assert_eq!(r, 0);
         assert_eq!(calls(ctx), 0);
         // SAFETY: out is the CQ just opened, used by nothing else.
         assert_eq!(unsafe { cq_close::<Mock>(out) }, 0);

@@ -4,10 +4,6 @@
 //! runs; until then logging is silent and memory services answer
 //! `-FI_ENOSYS`. A plugin links its own copy of this crate, so the table and
 //! the provider name are per plugin.
-// The context pointers passed on here are tokens, not references: the core
-// finds them in its registry of live objects before it touches anything,
-// so a safe caller cannot make it follow a bad pointer.
-#![allow(clippy::not_unsafe_ptr_arg_deref)]
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -18,10 +14,29 @@ static CORE: AtomicPtr<fi_xpu_core> = AtomicPtr::new(std::ptr::null_mut());
 static NAME: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The application's handle of an XPU context
-/// (`fi_xpu_prov_ctx_args::core_ctx`). The core looks it up in its registry
-/// on every call, so a stale or foreign value is answered with an error,
-/// never followed.
-pub type CoreCtx = *mut fid_xpu_host_ctx;
+/// (`fi_xpu_prov_ctx_args::core_ctx`), which the memory services take back.
+/// A token, not a reference: the core looks it up in its registry on every
+/// call, so a stale or foreign value is answered with an error, never
+/// followed, and a provider may copy it and hand it between threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoreCtx(*mut fid_xpu_host_ctx);
+
+// SAFETY: the pointer is never dereferenced outside the core, whose
+// services look it up in their registry (under its lock) on every call:
+// moving the token to another thread moves a number.
+unsafe impl Send for CoreCtx {}
+// SAFETY: as above; shared access only copies the token.
+unsafe impl Sync for CoreCtx {}
+
+impl CoreCtx {
+    /// The handle of the context being opened.
+    pub fn of(args: &fi_xpu_prov_ctx_args) -> CoreCtx {
+        CoreCtx(args.core_ctx)
+    }
+
+    /// No context: every service refuses it (for tests without a core).
+    pub const NONE: CoreCtx = CoreCtx(std::ptr::null_mut());
+}
 
 pub(crate) fn set(core: *const fi_xpu_core, name: &'static CStr) {
     NAME.store(name.as_ptr() as *mut c_char, Ordering::Release);
@@ -146,7 +161,17 @@ pub fn mem_alloc(ctx: CoreCtx, size: u64, alignment: u64, flags: u64) -> Result<
     let mut fd: i32 = -1;
     let mut offset = 0u64;
     // SAFETY: out-pointers are live locals; the core validates ctx.
-    let r = unsafe { f(ctx, size, alignment, flags, &mut addr, &mut fd, &mut offset) };
+    let r = unsafe {
+        f(
+            ctx.0,
+            size,
+            alignment,
+            flags,
+            &mut addr,
+            &mut fd,
+            &mut offset,
+        )
+    };
     if r != 0 {
         return Err(r);
     }
@@ -168,7 +193,7 @@ pub fn mem_free(ctx: CoreCtx, addr: usize) {
     if let Some(f) = core().and_then(|c| c.mem_free) {
         // SAFETY: the core validates ctx and looks addr up among the
         // context's allocations.
-        unsafe { f(ctx, addr as *mut c_void) };
+        unsafe { f(ctx.0, addr as *mut c_void) };
     }
 }
 
@@ -187,7 +212,7 @@ pub fn mem_import(
     // SAFETY: dev is a live local; the core validates ctx, flags and fd.
     let r = unsafe {
         f(
-            ctx,
+            ctx.0,
             host_addr as *mut c_void,
             fd,
             offset,
@@ -211,7 +236,7 @@ pub fn import_dmabuf(ctx: CoreCtx, fd: RawFd, offset: u64, size: u64) -> Result<
 pub fn mem_unimport(ctx: CoreCtx, dev: usize) {
     if let Some(f) = core().and_then(|c| c.mem_unimport) {
         // SAFETY: the core validates ctx and looks dev up among its imports.
-        unsafe { f(ctx, dev as *mut c_void) };
+        unsafe { f(ctx.0, dev as *mut c_void) };
     }
 }
 
@@ -221,7 +246,7 @@ pub fn mem_unimport(ctx: CoreCtx, dev: usize) {
 pub fn mem_retire(ctx: CoreCtx, dev: usize) -> Result<(), i32> {
     let f = core().and_then(|c| c.mem_retire).ok_or(-FI_ENOSYS)?;
     // SAFETY: the core validates ctx and looks dev up among its imports.
-    match unsafe { f(ctx, dev as *mut c_void) } {
+    match unsafe { f(ctx.0, dev as *mut c_void) } {
         0 => Ok(()),
         e => Err(e),
     }
@@ -234,7 +259,7 @@ pub fn mem_export(ctx: CoreCtx, addr: usize, size: u64) -> Result<(OwnedFd, u64)
     let mut fd = -1;
     let mut off = 0u64;
     // SAFETY: out-pointers are live locals; the core validates the range.
-    let r = unsafe { f(ctx, addr as *mut c_void, size, &mut fd, &mut off) };
+    let r = unsafe { f(ctx.0, addr as *mut c_void, size, &mut fd, &mut off) };
     if r != 0 {
         return Err(r);
     }
@@ -251,7 +276,7 @@ pub fn mem_known(ctx: CoreCtx, addr: usize, size: u64) -> bool {
     };
     // SAFETY: the core validates ctx and only compares the range with its
     // records; nothing at `addr` is read.
-    unsafe { f(ctx, addr as *const c_void, size) == 0 }
+    unsafe { f(ctx.0, addr as *const c_void, size) == 0 }
 }
 
 /// Address of the context's abort word (`fi_xpu_ctx_abort`), to be stored
@@ -261,5 +286,5 @@ pub fn ctx_abort_word(ctx: CoreCtx) -> u64 {
         return 0;
     };
     // SAFETY: the core looks ctx up in its registry before using it.
-    unsafe { f(ctx) as u64 }
+    unsafe { f(ctx.0) as u64 }
 }

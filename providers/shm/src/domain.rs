@@ -213,7 +213,7 @@ pub struct Region {
 
 /// One XPU context of this domain.
 pub struct CtxSt {
-    pub core: usize,
+    pub core: Ctx,
     pub dev: usize,
     pub heap: usize,
     pub heap_region: u32,
@@ -237,7 +237,7 @@ pub struct CtxSt {
 
 impl CtxSt {
     pub fn core(&self) -> Ctx {
-        self.core as Ctx
+        self.core
     }
 }
 

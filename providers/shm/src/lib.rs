@@ -19,31 +19,11 @@ mod wire;
 use domain::{Domain, ADDR_LEN};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
+use fi_xpu_prov_sdk::services::CoreCtx;
 use fi_xpu_prov_sdk::{lock, ssize, status, Bind, HostCqBuf, Provider};
 use objects::{Av, Counter, Cq, Ep, Mr, XpuCtx};
 use std::ffi::CStr;
-use std::sync::Mutex;
-
-// The objects below hold raw pointers: the application's context handle
-// (an opaque token the thread-safe core services look up) and their
-// context, AV and CQs, which the core keeps open while they are in use.
-// Their shared state is behind the domain's lock or in memory touched only
-// through atomics, so they may move and be shared between threads; the
-// endpoint, whose binds change it, is behind a lock of its own.
-// SAFETY: see above.
-unsafe impl Send for XpuCtx {}
-// SAFETY: see above.
-unsafe impl Sync for XpuCtx {}
-// SAFETY: see above.
-unsafe impl Send for Cq {}
-// SAFETY: see above.
-unsafe impl Sync for Cq {}
-// SAFETY: see above.
-unsafe impl Send for Counter {}
-// SAFETY: see above.
-unsafe impl Sync for Counter {}
-// SAFETY: see above.
-unsafe impl Send for Ep {}
+use std::sync::{Arc, Mutex};
 
 pub struct Shm;
 
@@ -56,10 +36,12 @@ impl Provider for Shm {
     const ADDRLEN: usize = ADDR_LEN;
 
     type Domain = Domain;
-    type Ctx = XpuCtx;
-    type Av = Av;
+    // Objects opened on a context, and an endpoint's bound AV and CQs, hold
+    // them by Arc: the core closes them last, and the Arc keeps them valid.
+    type Ctx = Arc<XpuCtx>;
+    type Av = Arc<Av>;
     type Mr = Mr;
-    type Cq = Cq;
+    type Cq = Arc<Cq>;
     type Cntr = Counter;
     type Ep = Mutex<Ep>;
 
@@ -74,11 +56,11 @@ impl Provider for Shm {
         Domain::open(attr.flags & FI_XPU_DOMAIN_HOST_PROGRESS != 0 || objects::host_progress())
     }
 
-    fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<XpuCtx, i32> {
-        XpuCtx::open(&d.inner, args.core_ctx)
+    fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<Arc<XpuCtx>, i32> {
+        XpuCtx::open(&d.inner, CoreCtx::of(args)).map(Arc::new)
     }
 
-    fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_info, i32> {
+    fn ctx_query(_ctx: &Arc<XpuCtx>) -> Result<fi_xpu_ctx_info, i32> {
         Ok(fi_xpu_ctx_info {
             caps: Self::CAPS,
             av_addr_size: 8,
@@ -89,37 +71,42 @@ impl Provider for Shm {
         })
     }
 
-    fn ctx_close(c: &mut XpuCtx) -> Result<(), i32> {
+    fn ctx_close(c: &mut Arc<XpuCtx>) -> Result<(), i32> {
         status(c.close())
     }
 
-    fn av_open(d: &Domain, _attr: &fi_xpu_av_attr) -> Result<Av, i32> {
-        Ok(Av {
+    fn av_open(d: &Domain, _attr: &fi_xpu_av_attr) -> Result<Arc<Av>, i32> {
+        Ok(Arc::new(Av {
             dom: d.inner.clone(),
             id: d.inner.next_obj(),
             entries: Mutex::new(Vec::new()),
             tables: Mutex::new(Vec::new()),
-        })
+        }))
     }
 
-    fn av_insert(av: &Av, addr: &[u8], _flags: u64) -> Result<fi_addr_t, i32> {
+    fn av_insert(av: &Arc<Av>, addr: &[u8], _flags: u64) -> Result<fi_addr_t, i32> {
         av.insert(addr)
     }
 
-    fn av_remove(av: &Av, fi_addr: fi_addr_t, _flags: u64) -> Result<(), i32> {
+    fn av_remove(av: &Arc<Av>, fi_addr: fi_addr_t, _flags: u64) -> Result<(), i32> {
         status(av.remove(fi_addr))
     }
 
-    fn av_lookup(av: &Av, fi_addr: fi_addr_t, c: &XpuCtx, _f: u64) -> Result<Vec<u8>, i32> {
+    fn av_lookup(
+        av: &Arc<Av>,
+        fi_addr: fi_addr_t,
+        c: &Arc<XpuCtx>,
+        _f: u64,
+    ) -> Result<Vec<u8>, i32> {
         Ok(av.lookup(fi_addr, c)?.to_ne_bytes().to_vec())
     }
 
-    fn av_close(av: &mut Av) -> Result<(), i32> {
+    fn av_close(av: &mut Arc<Av>) -> Result<(), i32> {
         av.close();
         Ok(())
     }
 
-    fn mr_reg(d: &Domain, c: Option<&XpuCtx>, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
+    fn mr_reg(d: &Domain, c: Option<&Arc<XpuCtx>>, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
         let Some(c) = c else {
             core::warn("fi_xpu_mr_reg: shm needs the XPU context the memory was allocated on");
             return Err(-FI_EOPNOTSUPP);
@@ -131,7 +118,7 @@ impl Provider for Shm {
         Ok(mr.key)
     }
 
-    fn mr_desc(mr: &Mr, _ctx: &XpuCtx, _flags: u64) -> Result<Vec<u8>, i32> {
+    fn mr_desc(mr: &Mr, _ctx: &Arc<XpuCtx>, _flags: u64) -> Result<Vec<u8>, i32> {
         Ok(mr.desc().iter().flat_map(|w| w.to_ne_bytes()).collect())
     }
 
@@ -140,29 +127,33 @@ impl Provider for Shm {
         Ok(())
     }
 
-    fn cq_open(_d: &Domain, c: Option<&XpuCtx>, attr: &fi_xpu_cq_attr) -> Result<Cq, i32> {
-        Cq::open(c.map_or(std::ptr::null(), |c| c as *const XpuCtx), attr)
+    fn cq_open(
+        _d: &Domain,
+        c: Option<&Arc<XpuCtx>>,
+        attr: &fi_xpu_cq_attr,
+    ) -> Result<Arc<Cq>, i32> {
+        Cq::open(c, attr).map(Arc::new)
     }
 
-    fn cq_export(cq: &Cq, _flags: u64) -> Result<u64, i32> {
+    fn cq_export(cq: &Arc<Cq>, _flags: u64) -> Result<u64, i32> {
         Ok(cq.dev as u64)
     }
 
-    fn cq_host_read(cq: &Cq, mut out: HostCqBuf<'_>) -> Result<usize, i32> {
+    fn cq_host_read(cq: &Arc<Cq>, mut out: HostCqBuf<'_>) -> Result<usize, i32> {
         let (n, src) = (out.count(), out.src());
         ssize(cq.host_read(out.as_mut_ptr(), n, src))
     }
 
-    fn cq_host_readerr(cq: &Cq, e: &mut fi_cq_err_entry, _flags: u64) -> Result<usize, i32> {
+    fn cq_host_readerr(cq: &Arc<Cq>, e: &mut fi_cq_err_entry, _flags: u64) -> Result<usize, i32> {
         ssize(cq.host_readerr(e))
     }
 
     fn cntr_open(
         _d: &Domain,
-        c: Option<&XpuCtx>,
+        c: Option<&Arc<XpuCtx>>,
         _attr: &fi_xpu_cntr_attr,
     ) -> Result<Counter, i32> {
-        Counter::open(c.map_or(std::ptr::null(), |c| c as *const XpuCtx))
+        Counter::open(c)
     }
 
     fn cntr_export(c: &Counter, _flags: u64) -> Result<u64, i32> {
@@ -177,7 +168,7 @@ impl Provider for Shm {
         status(c.update(how, value))
     }
 
-    fn ep_open(_d: &Domain, c: &XpuCtx, attr: &fi_xpu_ep_attr) -> Result<Mutex<Ep>, i32> {
+    fn ep_open(_d: &Domain, c: &Arc<XpuCtx>, attr: &fi_xpu_ep_attr) -> Result<Mutex<Ep>, i32> {
         Ep::open(c, attr.caps).map(Mutex::new)
     }
 
@@ -196,7 +187,7 @@ impl Provider for Shm {
     fn ep_enable(e: &Mutex<Ep>) -> Result<(), i32> {
         let mut e = lock(e);
         e.enabled = true;
-        if let Some(a) = &objects::ctx_ref(e.ctx).dom.agent {
+        if let Some(a) = &e.ctx.dom.agent {
             a.add(e.dev);
         }
         Ok(())

@@ -128,7 +128,7 @@ impl XpuCtx {
         let id = dom.add_ctx(
             &mut st,
             CtxSt {
-                core: core_ctx as usize,
+                core: core_ctx,
                 dev,
                 heap,
                 heap_region: region,
@@ -222,12 +222,12 @@ impl HostBuf {
 /// Memory a CQ or counter lives in.
 enum Home {
     Heap {
-        ctx: *const XpuCtx,
+        ctx: Arc<XpuCtx>,
         off: u64,
         size: u64,
     },
     /// Device memory private to this process (see `local_alloc`).
-    Local { ctx: *const XpuCtx, addr: usize },
+    Local { ctx: Arc<XpuCtx>, addr: usize },
     /// Owns the memory; only its address is used.
     Host(#[allow(dead_code)] HostBuf),
 }
@@ -243,7 +243,8 @@ pub struct Cq {
     pub ring: usize,
     pub dev: usize,
     pub ctx_id: u64,
-    ctx: *const XpuCtx,
+    /// The context of a device CQ (`None`: a host CQ).
+    ctx: Option<Arc<XpuCtx>>,
     /// The ring peers push remote completions into: (heap offset, bytes).
     remote: Mutex<Option<(u64, u64)>>,
     format: i32,
@@ -253,13 +254,8 @@ pub struct Cq {
     reader: Mutex<()>,
 }
 
-pub fn ctx_ref<'a>(c: *const XpuCtx) -> &'a XpuCtx {
-    // SAFETY: the core keeps a context open while objects opened on it live.
-    unsafe { &*c }
-}
-
 impl Cq {
-    pub fn open(ctx: *const XpuCtx, attr: &fi_xpu_cq_attr) -> Result<Cq, i32> {
+    pub fn open(ctx: Option<&Arc<XpuCtx>>, attr: &fi_xpu_cq_attr) -> Result<Cq, i32> {
         let size = if attr.size == 0 {
             1024
         } else {
@@ -272,13 +268,7 @@ impl Cq {
             attr.format
         };
         let bytes = CQ_RING_HDR + size * size_of::<Cqe>() as u64;
-        let (home, ring, dev_home, dev, ctx_id) = if ctx.is_null() {
-            let h = HostBuf::new(bytes as usize);
-            let d = HostBuf::new(size_of::<CqDev>());
-            let (r, dv) = (h.addr(), d.addr());
-            (Home::Host(h), r, Home::Host(d), dv, 0)
-        } else {
-            let c = ctx_ref(ctx);
+        let (home, ring, dev_home, dev, ctx_id) = if let Some(c) = ctx {
             let r = c.local_alloc(bytes)?;
             let dv = match c.local_alloc(size_of::<CqDev>() as u64) {
                 Ok(x) => x,
@@ -288,12 +278,23 @@ impl Cq {
                 }
             };
             (
-                Home::Local { ctx, addr: r },
+                Home::Local {
+                    ctx: c.clone(),
+                    addr: r,
+                },
                 r,
-                Home::Local { ctx, addr: dv },
+                Home::Local {
+                    ctx: c.clone(),
+                    addr: dv,
+                },
                 dv,
                 c.id,
             )
+        } else {
+            let h = HostBuf::new(bytes as usize);
+            let d = HostBuf::new(size_of::<CqDev>());
+            let (r, dv) = (h.addr(), d.addr());
+            (Home::Host(h), r, Home::Host(d), dv, 0)
         };
         // SAFETY: ring and dev are fresh zeroed allocations of the right size.
         unsafe {
@@ -306,8 +307,8 @@ impl Cq {
             (*d).format = format as u64;
             (*d).timeout_ms = attr.timeout as i64;
             (*d).magic = fi_xpu_handle_word(FI_XPU_HANDLE_CQ, FI_XPU_HANDLE_LIVE);
-            if !ctx.is_null() {
-                (*d).abort = core::ctx_abort_word(ctx_ref(ctx).core);
+            if let Some(c) = ctx {
+                (*d).abort = core::ctx_abort_word(c.core);
             }
         }
         Ok(Cq {
@@ -316,7 +317,7 @@ impl Cq {
             ring,
             dev,
             ctx_id,
-            ctx,
+            ctx: ctx.cloned(),
             remote: Mutex::new(None),
             format,
             size,
@@ -335,11 +336,11 @@ impl Cq {
         if let Some((off, _)) = *g {
             return Ok(off);
         }
-        if self.ctx.is_null() {
+        let Some(c) = &self.ctx else {
             return Err(-FI_EINVAL);
-        }
+        };
         let bytes = CQ_RING_HDR + self.size * size_of::<Cqe>() as u64;
-        let (r, off) = ctx_ref(self.ctx).heap_alloc(bytes)?;
+        let (r, off) = c.heap_alloc(bytes)?;
         // SAFETY: a fresh zeroed heap allocation of a ring of `size` entries.
         unsafe {
             (*(r as *mut CqRing)).size = self.size;
@@ -523,8 +524,8 @@ impl Cq {
 
 fn release(h: &Home) {
     match h {
-        Home::Heap { ctx, off, size } => ctx_ref(*ctx).heap_free(*off, *size),
-        Home::Local { ctx, addr } => ctx_ref(*ctx).local_free(*addr),
+        Home::Heap { ctx, off, size } => ctx.heap_free(*off, *size),
+        Home::Local { ctx, addr } => ctx.local_free(*addr),
         Home::Host(_) => {}
     }
 }
@@ -538,7 +539,7 @@ fn retire(h: &Home, word: usize) {
         Home::Heap { .. } => store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD)),
         Home::Local { ctx, addr } => {
             store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD));
-            ctx_ref(*ctx).retire_local(*addr);
+            ctx.retire_local(*addr);
         }
         Home::Host(_) => {}
     }
@@ -546,8 +547,9 @@ fn retire(h: &Home, word: usize) {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        if let Some((off, size)) = *self.remote.get_mut().unwrap_or_else(|p| p.into_inner()) {
-            ctx_ref(self.ctx).heap_free(off, size);
+        let remote = *self.remote.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let (Some((off, size)), Some(c)) = (remote, &self.ctx) {
+            c.heap_free(off, size);
         }
         release(&self.home);
         retire(&self.dev_home, self.dev + offset_of!(CqDev, magic));
@@ -569,40 +571,49 @@ pub struct Counter {
 }
 
 impl Counter {
-    pub fn open(ctx: *const XpuCtx) -> Result<Counter, i32> {
+    pub fn open(ctx: Option<&Arc<XpuCtx>>) -> Result<Counter, i32> {
         let sz = size_of::<Cntr>() as u64;
         let live = fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE);
-        let k = if ctx.is_null() {
-            let h = HostBuf::new(sz as usize);
-            let d = HostBuf::new(size_of::<CntrDev>());
-            let (a, dv) = (h.addr(), d.addr());
-            Counter {
-                home: Home::Host(h),
-                addr: a,
-                off: 0,
-                dev_home: Home::Host(d),
-                dev: dv,
-            }
-        } else {
-            let c = ctx_ref(ctx);
-            let (a, off) = c.heap_alloc(sz)?;
-            let dv = match c.local_alloc(size_of::<CntrDev>() as u64) {
-                Ok(x) => x,
-                Err(e) => {
-                    c.heap_free(off, sz);
-                    return Err(e);
+        let k = match ctx {
+            None => {
+                let h = HostBuf::new(sz as usize);
+                let d = HostBuf::new(size_of::<CntrDev>());
+                let (a, dv) = (h.addr(), d.addr());
+                Counter {
+                    home: Home::Host(h),
+                    addr: a,
+                    off: 0,
+                    dev_home: Home::Host(d),
+                    dev: dv,
                 }
-            };
-            store(
-                dv + offset_of!(CntrDev, abort),
-                core::ctx_abort_word(c.core),
-            );
-            Counter {
-                home: Home::Heap { ctx, off, size: sz },
-                addr: a,
-                off,
-                dev_home: Home::Local { ctx, addr: dv },
-                dev: dv,
+            }
+            Some(c) => {
+                let (a, off) = c.heap_alloc(sz)?;
+                let dv = match c.local_alloc(size_of::<CntrDev>() as u64) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        c.heap_free(off, sz);
+                        return Err(e);
+                    }
+                };
+                store(
+                    dv + offset_of!(CntrDev, abort),
+                    core::ctx_abort_word(c.core),
+                );
+                Counter {
+                    home: Home::Heap {
+                        ctx: c.clone(),
+                        off,
+                        size: sz,
+                    },
+                    addr: a,
+                    off,
+                    dev_home: Home::Local {
+                        ctx: c.clone(),
+                        addr: dv,
+                    },
+                    dev: dv,
+                }
             }
         };
         store(k.addr + offset_of!(Cntr, magic), live);
@@ -822,21 +833,21 @@ impl Mr {
 }
 
 pub struct Ep {
-    pub ctx: *const XpuCtx,
+    pub ctx: Arc<XpuCtx>,
     pub id: u32,
     pub block: usize,
     pub block_off: u64,
     block_size: u64,
     pub dev: usize,
-    pub av: Option<*const Av>,
+    pub av: Option<Arc<Av>>,
     av_tab: usize,
-    pub cqs: Vec<*const Cq>,
+    pub cqs: Vec<Arc<Cq>>,
     pub enabled: bool,
 }
 
 impl Ep {
-    pub fn open(ctx: *const XpuCtx, caps: u64) -> Result<Ep, i32> {
-        let c = ctx_ref(ctx);
+    pub fn open(ctx: &Arc<XpuCtx>, caps: u64) -> Result<Ep, i32> {
+        let c = ctx;
         // The staging lanes follow the inbox: peers find them at a fixed offset
         // from the block, in the heap they already map.
         let block_size =
@@ -890,7 +901,7 @@ impl Ep {
             store(av_tab + 16 * i + 8, u64::MAX);
         }
         Ok(Ep {
-            ctx,
+            ctx: ctx.clone(),
             id,
             block,
             block_off,
@@ -903,22 +914,20 @@ impl Ep {
         })
     }
 
-    pub fn bind_av(&mut self, av: *const Av) {
-        // SAFETY: the core holds the AV while it is bound.
-        let a = unsafe { &*av };
+    pub fn bind_av(&mut self, av: &Arc<Av>) {
+        let a = av;
         for (i, e) in a.entries.lock().unwrap().iter().enumerate() {
             if let Some(e) = e {
                 write_av_ent(self.av_tab, i, &e.addr);
             }
         }
         a.tables.lock().unwrap().push(self.av_tab);
-        self.av = Some(av);
+        self.av = Some(av.clone());
     }
 
-    pub fn bind_cq(&mut self, cq: *const Cq, flags: u64) -> Result<(), i32> {
-        // SAFETY: the core holds the CQ while it is bound.
-        let q = unsafe { &*cq };
-        if !q.is_host() && q.ctx_id != ctx_ref(self.ctx).id {
+    pub fn bind_cq(&mut self, cq: &Arc<Cq>, flags: u64) -> Result<(), i32> {
+        let q = cq;
+        if !q.is_host() && q.ctx_id != self.ctx.id {
             return Err(-FI_EINVAL);
         }
         // Only a CQ bound for receive takes remote events (remote CQ data).
@@ -936,7 +945,7 @@ impl Ep {
                 store(self.block + 32, remote);
             }
         }
-        self.cqs.push(cq);
+        self.cqs.push(cq.clone());
         Ok(())
     }
 
@@ -968,7 +977,7 @@ impl Ep {
     }
 
     pub fn name(&self) -> [u8; ADDR_LEN] {
-        let c = ctx_ref(self.ctx);
+        let c = &self.ctx;
         let region = c.dom.lock().ctxs.get(&c.id).map_or(0, |x| x.heap_region);
         Addr {
             boot_id: c.dom.boot_id,
@@ -983,20 +992,17 @@ impl Ep {
     }
 
     pub fn close(&mut self) {
-        if let Some(a) = &ctx_ref(self.ctx).dom.agent {
+        if let Some(a) = &self.ctx.dom.agent {
             a.remove(self.dev);
         }
-        for &q in &self.cqs {
-            // SAFETY: bound CQs outlive the endpoint (the core holds them).
-            unsafe { &*q }.remove_progress(self.dev);
+        for q in &self.cqs {
+            q.remove_progress(self.dev);
         }
-        if let Some(av) = self.av {
-            // SAFETY: as above.
-            let a = unsafe { &*av };
+        if let Some(a) = &self.av {
             a.tables.lock().unwrap().retain(|&t| t != self.av_tab);
         }
         store(self.block, 0);
-        let c = ctx_ref(self.ctx);
+        let c = &self.ctx;
         c.heap_free(self.block_off, self.block_size);
         store(
             self.dev + offset_of!(EpDev, magic),
@@ -1053,7 +1059,7 @@ mod tests {
             timeout: 0,
             xpu_ctx: std::ptr::null_mut(),
         };
-        Cq::open(std::ptr::null(), &attr).unwrap()
+        Cq::open(None, &attr).unwrap()
     }
 
     #[test]

@@ -104,10 +104,8 @@ mod tests {
         // SAFETY: the table's own mapping, 8 KiB.
         unsafe { *((t.addr() + 4096) as *mut u64) = 7 };
         // SAFETY: F_GET_SEALS only reads.
-        assert_eq!(
-            unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_GET_SEALS) },
-            TABLE_SEALS
-        );
+        let seals = unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_GET_SEALS) };
+        assert_eq!(seals, TABLE_SEALS);
         let map = |prot| {
             // SAFETY: a new mapping of the table's memfd, unmapped below.
             let p = unsafe {
@@ -141,9 +139,7 @@ mod tests {
             libc::munmap(p, 8192);
         }
         // SAFETY: adding a seal: refused (F_SEAL_SEAL).
-        assert_eq!(
-            unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) },
-            -1
-        );
+        let r = unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) };
+        assert_eq!(r, -1);
     }
 }

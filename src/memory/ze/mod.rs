@@ -165,10 +165,9 @@ impl Ze {
         let mut base: *mut c_void = std::ptr::null_mut();
         // SAFETY: pointers to locals chained as ze_api.h describes; the
         // driver takes its own reference to the DMA-BUF.
-        self.drv
-            .check("zeMemAllocDevice (DMA-BUF import)", unsafe {
-                (self.drv.mem_alloc_device)(self.ctx, &desc, len, 0, self.dev, &mut base)
-            })?;
+        let r =
+            unsafe { (self.drv.mem_alloc_device)(self.ctx, &desc, len, 0, self.dev, &mut base) };
+        self.drv.check("zeMemAllocDevice (DMA-BUF import)", r)?;
         let dev = base as usize + req.offset as usize;
         self.imports
             .lock()
