@@ -1,64 +1,43 @@
-//! A library opened with `dlopen`: provider plugins (by path) and vendor
-//! runtimes (by soname, through the dynamic linker's own search, so that
-//! libfi_xpu.so never links a vendor runtime).
-use std::ffi::{c_void, CStr, CString};
-use std::os::unix::ffi::OsStrExt;
+//! A library opened with `dlopen` (through `libloading`): provider plugins
+//! (by path) and vendor runtimes (by soname, through the dynamic linker's
+//! own search, so that libfi_xpu.so never links a vendor runtime).
+use libloading::os::unix::{Library as Lib, RTLD_LOCAL, RTLD_NOW};
 use std::path::Path;
 
-pub struct Library(*mut c_void);
-
-// SAFETY: a dlopen handle may be used from any thread (dlsym and dlclose
-// are thread-safe).
-unsafe impl Send for Library {}
-// SAFETY: as above.
-unsafe impl Sync for Library {}
+pub struct Library(Lib);
 
 impl Library {
     /// Opens `path`: a path with a `/`, or a soname the dynamic linker
     /// searches for (`LD_LIBRARY_PATH`, the cache, the default directories).
     pub fn open(path: &Path) -> Result<Library, String> {
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| "path has a NUL byte".to_string())?;
-        // SAFETY: dlopen with a valid C string; the library's constructors
-        // run here, which is the trust the caller established (a checked
-        // plugin file, or the system's vendor runtime).
-        let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            return Err(format!("dlopen failed: {}", dlerror()));
-        }
-        Ok(Library(handle))
+        // SAFETY: the library's constructors run here, which is the trust
+        // the caller established (a checked plugin file, or the system's
+        // vendor runtime).
+        let lib = unsafe { Lib::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
+        lib.map(Library).map_err(|e| match e {
+            libloading::Error::DlOpenUnknown => "dlopen failed: unknown error".into(),
+            // dlerror's message
+            e => format!("dlopen failed: {e}"),
+        })
     }
 
-    pub fn symbol(&self, name: &str) -> Option<*mut c_void> {
-        let cname = CString::new(name).ok()?;
-        // SAFETY: self.0 is a live handle from dlopen.
-        let sym = unsafe { libc::dlsym(self.0, cname.as_ptr()) };
-        (!sym.is_null()).then_some(sym)
+    /// The function `name` as the pointer type `F`; `None` when the library
+    /// has no such symbol or its value is NULL.
+    ///
+    /// # Safety
+    /// `F` is an `unsafe extern "C" fn` type matching the symbol's real
+    /// prototype.
+    pub unsafe fn function<F: Copy>(&self, name: &str) -> Option<F> {
+        // SAFETY: `Option<F>` of a function pointer type is one pointer with
+        // NULL as `None` (the caller's contract); libloading checks the size.
+        let sym = unsafe { self.0.get::<Option<F>>(name.as_bytes()) };
+        sym.ok().and_then(|s| *s)
     }
 
     /// Keeps the library mapped for the rest of the process.
     pub fn keep(self) {
         std::mem::forget(self);
     }
-}
-
-impl Drop for Library {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from dlopen and nothing from it is kept.
-        unsafe { libc::dlclose(self.0) };
-    }
-}
-
-fn dlerror() -> String {
-    // SAFETY: dlerror returns NULL or a NUL-terminated message.
-    let msg = unsafe { libc::dlerror() };
-    if msg.is_null() {
-        return "unknown error".into();
-    }
-    // SAFETY: see above.
-    unsafe { CStr::from_ptr(msg) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// Declares a table of a library's entry points that all return `$ret`,
@@ -76,13 +55,13 @@ macro_rules! entry_points {
         impl $name {
             pub fn resolve(lib: &$crate::dl::Library) -> std::result::Result<$name, &'static str> {
                 $(
-                    let p = lib.symbol($sym).ok_or($sym)?;
                     // SAFETY: the symbol has the prototype this table
                     // declares (checked against the vendor's header by a
                     // test).
                     let $field = unsafe {
-                        std::mem::transmute::<*mut std::ffi::c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p)
-                    };
+                        lib.function::<unsafe extern "C" fn($($arg),*) -> $ret>($sym)
+                    }
+                    .ok_or($sym)?;
                 )*
                 Ok($name { $($field,)* })
             }

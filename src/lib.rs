@@ -12,6 +12,7 @@ pub mod bootstrap;
 pub mod capi;
 mod dl;
 pub mod error;
+pub mod flags;
 pub mod launcher;
 pub mod log;
 pub mod memory;

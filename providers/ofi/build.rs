@@ -8,6 +8,10 @@
 // the compiler's include directories and pkg-config's search directories
 // (installing a package changes them); always, the environment variables
 // that steer the compiler and pkg-config.
+//
+// The `cc` crate finds and configures the C compiler (CC, CFLAGS, the
+// target's flags) and archives the shim; the `pkg-config` crate asks
+// pkg-config (PKG_CONFIG, PKG_CONFIG_PATH, ...) about libfabric.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -24,12 +28,9 @@ const PROBE_ENV: &[&str] = &[
     "PKG_CONFIG_SYSROOT_DIR",
 ];
 
-fn compiler() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".into())
-}
-
-fn pkg_config_cmd() -> String {
-    std::env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".into())
+/// The C compiler as `cc` configures it for the target.
+fn compiler() -> Command {
+    cc::Build::new().get_compiler().to_command()
 }
 
 /// Whether libfabric's headers and library work; on success also the
@@ -45,7 +46,7 @@ fn probe(out: &Path) -> Option<Vec<PathBuf>> {
         "#include <rdma/fabric.h>\n#include <rdma/fi_atomic.h>\nint main(void){return (int)fi_version() - 1 < 0;}\n",
     )
     .unwrap();
-    let ok = Command::new(compiler())
+    let ok = compiler()
         .arg(&probe)
         .args(cflags())
         .arg("-MD")
@@ -77,7 +78,7 @@ fn libfabric_headers(deps: &str) -> Vec<PathBuf> {
 
 /// The directories `#include <...>` searches, as the compiler reports them.
 fn include_dirs() -> Vec<PathBuf> {
-    let Ok(o) = Command::new(compiler())
+    let Ok(o) = compiler()
         .args(["-xc", "-E", "-v", "/dev/null"])
         .args(cflags())
         .output()
@@ -103,13 +104,7 @@ fn pkg_config_dirs() -> Vec<PathBuf> {
     match std::env::var_os("PKG_CONFIG_LIBDIR") {
         Some(p) => dirs.extend(std::env::split_paths(&p)),
         None => {
-            let o = Command::new(pkg_config_cmd())
-                .args(["--variable", "pc_path", "pkg-config"])
-                .output()
-                .ok()
-                .filter(|o| o.status.success());
-            if let Some(o) = o {
-                let s = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            if let Ok(s) = pkg_config::get_variable("pkg-config", "pc_path") {
                 dirs.extend(std::env::split_paths(&s));
             }
         }
@@ -117,31 +112,45 @@ fn pkg_config_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn pkg_config(arg: &str) -> Vec<String> {
-    Command::new(pkg_config_cmd())
-        .args([arg, "libfabric"])
-        .output()
+/// libfabric as pkg-config describes it; nothing is printed for cargo
+/// here (the link lines follow the probe's verdict).
+fn libfabric() -> Option<pkg_config::Library> {
+    pkg_config::Config::new()
+        .cargo_metadata(false)
+        .env_metadata(false)
+        .print_system_cflags(true)
+        .print_system_libs(true)
+        .probe("libfabric")
         .ok()
-        .filter(|o| o.status.success())
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split_whitespace()
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn cflags() -> Vec<String> {
-    pkg_config("--cflags")
+    let Some(l) = libfabric() else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = l
+        .include_paths
+        .iter()
+        .map(|p| format!("-I{}", p.display()))
+        .collect();
+    for (k, v) in &l.defines {
+        out.push(match v {
+            Some(v) => format!("-D{k}={v}"),
+            None => format!("-D{k}"),
+        });
+    }
+    out
 }
 
 fn libs() -> Vec<String> {
-    let l = pkg_config("--libs");
-    if l.is_empty() {
-        vec!["-lfabric".into()]
-    } else {
-        l
+    match libfabric() {
+        Some(l) => l
+            .link_paths
+            .iter()
+            .map(|p| format!("-L{}", p.display()))
+            .chain(l.libs.iter().map(|n| format!("-l{n}")))
+            .collect(),
+        None => vec!["-lfabric".into()],
     }
 }
 
@@ -161,8 +170,8 @@ fn watch(found: Option<&[PathBuf]>) {
             for h in headers {
                 rerun_if_changed(h);
             }
-            if let Some(dir) = pkg_config("--variable=pcfiledir").first() {
-                let pc = Path::new(dir).join("libfabric.pc");
+            if let Ok(dir) = pkg_config::get_variable("libfabric", "pcfiledir") {
+                let pc = Path::new(&dir).join("libfabric.pc");
                 if pc.is_file() {
                     rerun_if_changed(&pc);
                 }
@@ -185,33 +194,22 @@ fn main() {
     let headers = probe(&out);
     watch(headers.as_deref());
     let found = headers.is_some();
-    let obj = out.join("shim.o");
-    let mut cc = Command::new(compiler());
-    cc.args([
-        "-c", "-O2", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror",
-    ])
-    .arg("shim/shim.c")
-    .arg("-o")
-    .arg(&obj);
+    let mut shim = cc::Build::new();
+    shim.file("shim/shim.c")
+        .std("c11")
+        .opt_level(2)
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true);
     if found {
-        cc.args(cflags());
+        for f in cflags() {
+            shim.flag(&f);
+        }
     } else {
-        cc.arg("-DXO_NO_LIBFABRIC");
+        shim.define("XO_NO_LIBFABRIC", None);
         println!("cargo:warning=libfabric headers not found: the ofi provider is built without it and will refuse to initialise");
     }
-    let st = cc.status().expect("run the C compiler");
-    assert!(st.success(), "compiling shim/shim.c failed");
-    let lib = out.join("libxo_shim.a");
-    let _ = std::fs::remove_file(&lib);
-    let st = Command::new("ar")
-        .arg("crs")
-        .arg(&lib)
-        .arg(&obj)
-        .status()
-        .expect("run ar");
-    assert!(st.success(), "ar failed");
-    println!("cargo:rustc-link-search=native={}", out.display());
-    println!("cargo:rustc-link-lib=static=xo_shim");
+    shim.compile("xo_shim");
     if found {
         println!("cargo:rustc-cfg=ofi_libfabric");
         for l in libs() {

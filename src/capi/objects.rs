@@ -3,11 +3,13 @@
 use super::info::provider_of;
 use super::{guard, guard_ssize, non_null, put, read_opt};
 use crate::error::{Error, Result};
+use crate::flags::{
+    self, AbortFlags, CntrBind, CqBind, DomainFlags, EpCaps, MrAccess, XpuFormFlags,
+};
 use crate::memory::{Memory, UserOps};
 use crate::object::{self, acquire, lookup, lookup_any, register, release, Kind, New, Object, Use};
 use crate::prov_call;
 use fi_xpu_abi::errno::*;
-use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -74,8 +76,10 @@ pub unsafe extern "C" fn fi_xpu_domain(
             Some(a) if a.size != std::mem::size_of::<fi_xpu_domain_attr>() => {
                 return Err(Error::INVAL)
             }
-            Some(a) if a.flags & !FI_XPU_DOMAIN_HOST_PROGRESS != 0 => return Err(Error::BADFLAGS),
-            Some(a) => a,
+            Some(a) => {
+                flags::accept::<DomainFlags>(a.flags)?;
+                a
+            }
         };
         let mut handle = std::ptr::null_mut();
         Error::check(prov_call!(
@@ -178,9 +182,7 @@ pub unsafe extern "C" fn fi_xpu_ctx_getinfo(
 pub extern "C" fn fi_xpu_ctx_abort(ctx: *mut fid_xpu_host_ctx, flags: u64) -> c_int {
     guard(|| {
         let c = lookup(ctx as *const c_void, Kind::Ctx)?;
-        if flags & !FI_XPU_ABORT_CLEAR != 0 {
-            return Err(Error::BADFLAGS);
-        }
+        flags::accept::<AbortFlags>(flags)?;
         c.memory
             .as_ref()
             .ok_or(Error::INVAL)?
@@ -323,9 +325,7 @@ fn raw_query(
         return Err(Error::INVAL);
     }
     // FI_XPU is what libfabric's callers pass to ask for the XPU form.
-    if flags & !FI_XPU != 0 {
-        return Err(Error::BADFLAGS);
-    }
+    flags::accept::<XpuFormFlags>(flags)?;
     size_query(buf, len)?;
     Ok((o, c))
 }
@@ -353,8 +353,6 @@ pub unsafe extern "C" fn fi_xpu_av_lookup(
     })
 }
 
-const MR_ACCESS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
-
 /// Registers `[buf, buf + len)` for access by peers. `ctx` names the device
 /// the memory belongs to, or is NULL for host memory.
 ///
@@ -381,7 +379,8 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
         if len == 0 || access == 0 {
             return Err(Error::INVAL);
         }
-        if access & !MR_ACCESS != 0 || flags != 0 {
+        flags::accept::<MrAccess>(access)?;
+        if flags != 0 {
             return Err(Error::BADFLAGS);
         }
         if (buf as usize).checked_add(len).is_none() {
@@ -682,8 +681,6 @@ pub extern "C" fn fi_xpu_cntr_host_seterr(cntr: *mut fid_xpu_host_cntr, value: u
     cntr_update(cntr, FI_XPU_CNTR_SET | FI_XPU_CNTR_ERR, value)
 }
 
-const EP_CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
-
 /// Opens an endpoint for the device `attr->xpu_ctx`.
 ///
 /// # Safety
@@ -699,9 +696,10 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
         non_null(ep)?;
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
         let attr = read_opt(attr).ok_or(Error::INVAL)?;
-        if attr.flags != 0 || attr.caps & !EP_CAPS != 0 {
+        if attr.flags != 0 {
             return Err(Error::BADFLAGS);
         }
+        flags::accept::<EpCaps>(attr.caps)?;
         let c = attr_ctx(&dom, attr.xpu_ctx)?.ok_or(Error::INVAL)?;
         let fid = open_in_domain(Kind::Ep, &dom, Some(c), true, None, context, |d, x, h| {
             prov_call!(dom.prov, ep_open(d, x, attr, h))
@@ -710,9 +708,6 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
         Ok(0)
     })
 }
-
-const CQ_BIND: u64 = FI_TRANSMIT | FI_RECV;
-const CNTR_BIND: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 /// Binds an AV, CQ or counter to an endpoint (also reached through
 /// libfabric's `fi_ep_bind`, i.e. the fid's `bind`).
@@ -737,9 +732,13 @@ pub unsafe extern "C" fn fi_xpu_ep_bind(
         match b.kind {
             Kind::Av if flags != 0 => return Err(Error::BADFLAGS),
             Kind::Av if !object::holds(&e, Kind::Av).is_empty() => return Err(Error::INVAL),
-            Kind::Cq if flags & !CQ_BIND != 0 || flags == 0 => return Err(Error::BADFLAGS),
-            Kind::Cntr if flags & !CNTR_BIND != 0 || flags == 0 => return Err(Error::BADFLAGS),
-            Kind::Av | Kind::Cq | Kind::Cntr => {}
+            Kind::Cq => {
+                flags::accept_some::<CqBind>(flags)?;
+            }
+            Kind::Cntr => {
+                flags::accept_some::<CntrBind>(flags)?;
+            }
+            Kind::Av => {}
             _ => return Err(Error::INVAL),
         }
         if let (Some(bc), Some(ec)) = (b.ctx(), e.ctx()) {

@@ -7,11 +7,11 @@
 //! and descriptor calls, into the raw forms device operations take.
 use super::guard;
 use crate::error::{Error, Result};
+use crate::flags::{self, OpFlags};
 use crate::object::{self, lookup, Kind};
 use crate::prov_call;
 use fi_xpu_abi::control::{FI_FLUSH_WORK, FI_PREPARE_WORK, FI_QUEUE_WORK};
 use fi_xpu_abi::errno::*;
-use fi_xpu_abi::flags::*;
 use fi_xpu_abi::op_type::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
@@ -19,15 +19,15 @@ use std::sync::Arc;
 
 /// Flags each operation takes: those of its device call
 /// (`fi_xpu/device_check.h`), `FI_MORE` included.
-fn allowed_flags(op: u32) -> u64 {
-    let base = FI_COMPLETION | FI_MORE;
+fn allowed_flags(op: u32) -> OpFlags {
+    let base = OpFlags::COMPLETION | OpFlags::MORE;
     match op {
         FI_OP_WRITE | FI_OP_SEND | FI_OP_TSEND => {
-            base | FI_INJECT | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA
+            base | OpFlags::INJECT | OpFlags::DELIVERY_COMPLETE | OpFlags::REMOTE_CQ_DATA
         }
-        FI_OP_READ => base | FI_DELIVERY_COMPLETE,
+        FI_OP_READ => base | OpFlags::DELIVERY_COMPLETE,
         FI_OP_RECV | FI_OP_TRECV => base,
-        _ => base | FI_INJECT | FI_DELIVERY_COMPLETE,
+        _ => base | OpFlags::INJECT | OpFlags::DELIVERY_COMPLETE,
     }
 }
 
@@ -240,7 +240,7 @@ fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> R
             if $d.ep != ep {
                 return Err(Error::INVAL);
             }
-            if $d.flags & !allowed_flags(op) != 0 {
+            if !allowed_flags(op).contains(flags::accept::<OpFlags>($d.flags)?) {
                 return Err(Error::BADFLAGS);
             }
             w.flags = $d.flags;

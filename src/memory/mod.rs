@@ -17,6 +17,7 @@ mod user;
 mod ze;
 
 use crate::error::{Error, Result};
+use crate::flags::{self, AllocFlags, ImportFlags};
 use crate::warn;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
@@ -64,9 +65,6 @@ pub trait Backend: Send + Sync {
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)>;
 }
 
-pub const ALLOC_FLAGS: u64 = FI_XPU_ALLOC_DMABUF | FI_XPU_ALLOC_HOST;
-pub const IMPORT_FLAGS: u64 =
-    FI_XPU_IMPORT_IOMEMORY | FI_XPU_IMPORT_DEVICEMAP | FI_XPU_IMPORT_DMABUF;
 /// Largest alignment an allocation may ask for.
 pub const MAX_ALIGNMENT: u64 = 1 << 30;
 
@@ -125,9 +123,7 @@ impl Memory {
     }
 
     pub fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
-        if flags & !ALLOC_FLAGS != 0 {
-            return Err(Error::BADFLAGS);
-        }
+        let want = flags::accept::<AllocFlags>(flags)?;
         if size == 0 {
             return Err(Error::INVAL);
         }
@@ -138,7 +134,7 @@ impl Memory {
             return Err(Error(FI_EOVERFLOW));
         }
         let a = self.backend.alloc(size, alignment, flags)?;
-        if flags & FI_XPU_ALLOC_DMABUF != 0 && a.fd.is_none() {
+        if want.contains(AllocFlags::DMABUF) && a.fd.is_none() {
             let _ = self.backend.free(a.addr);
             warn!("fi_xpu_alloc: the memory backend returned no fd for FI_XPU_ALLOC_DMABUF");
             return Err(Error::OPNOTSUPP);
@@ -170,9 +166,7 @@ impl Memory {
         flags: u64,
         exportable: bool,
     ) -> Result<usize> {
-        if flags & !IMPORT_FLAGS != 0 {
-            return Err(Error::BADFLAGS);
-        }
+        flags::accept::<ImportFlags>(flags)?;
         if size == 0 {
             return Err(Error::INVAL);
         }

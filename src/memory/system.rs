@@ -4,8 +4,11 @@
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use fi_xpu_abi::errno::*;
+use fi_xpu_os::file;
+use fi_xpu_os::rustix::fs::{fstat, ftruncate, FileType, MemfdFlags, SealFlags};
+use fi_xpu_os::Errno;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 
 struct Region {
@@ -62,11 +65,11 @@ fn round_up(v: u64, to: u64) -> u64 {
 /// mapping, which would turn that mapping's accesses into SIGBUS), and no
 /// seal can be added later (a peer adding `F_SEAL_FUTURE_WRITE` would keep
 /// everyone else from mapping it writable).
-pub const MEMFD_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+pub const MEMFD_SEALS: SealFlags = SealFlags::SHRINK
+    .union(SealFlags::GROW)
+    .union(SealFlags::SEAL);
 /// Allocations and imports from this size on are mapped for huge pages.
 const HUGE_MIN: u64 = 2 << 20;
-/// `statfs.f_type` of hugetlbfs, where `MFD_HUGETLB` memfds live.
-const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 
 /// `FI_XPU_HUGE_PAGES`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,37 +93,24 @@ fn huge_pages() -> HugePages {
     }
 }
 
+/// An OS error as a libfabric code.
+fn os(e: Errno) -> Error {
+    Error::from_errno(e.raw_os_error())
+}
+
 /// A new memfd that can be sealed, of size 0.
-fn new_memfd(flags: libc::c_uint) -> Result<OwnedFd> {
-    // SAFETY: the name is a valid C string; the flags are valid.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"fi_xpu".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | flags,
-        )
-    };
-    if fd < 0 {
-        return Err(Error::last_os());
-    }
-    // SAFETY: fd is a new descriptor that we own from here on.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn new_memfd(flags: MemfdFlags) -> Result<OwnedFd> {
+    file::memfd(c"fi_xpu", MemfdFlags::ALLOW_SEALING | flags).map_err(os)
 }
 
 /// Gives a new memfd its size for good (`MEMFD_SEALS`).
 fn size_and_seal(fd: &OwnedFd, size: u64) -> Result<()> {
-    // SAFETY: ftruncate on our own memfd.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
-        return Err(Error::last_os());
-    }
-    // SAFETY: F_ADD_SEALS on our own memfd; no pointer is passed.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, MEMFD_SEALS) } != 0 {
-        return Err(Error::last_os());
-    }
-    Ok(())
+    ftruncate(fd, size).map_err(os)?;
+    file::add_seals(fd, MEMFD_SEALS).map_err(os)
 }
 
 fn memfd(size: u64) -> Result<OwnedFd> {
-    let fd = new_memfd(0)?;
+    let fd = new_memfd(MemfdFlags::empty())?;
     size_and_seal(&fd, size)?;
     Ok(fd)
 }
@@ -128,14 +118,9 @@ fn memfd(size: u64) -> Result<OwnedFd> {
 /// The page size of the file behind `fd`: the huge page size on
 /// hugetlbfs, whose mappings must start and end on it; else the base page.
 fn granule(fd: &OwnedFd) -> Result<u64> {
-    // SAFETY: fstatfs into a zeroed struct on a descriptor we hold.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(Error::last_os());
-    }
-    Ok(if st.f_type as i64 == HUGETLBFS_MAGIC {
-        (st.f_bsize as u64).max(page_size())
+    let (kind, block) = file::fs_type(fd).map_err(os)?;
+    Ok(if kind == file::HUGETLBFS_MAGIC {
+        block.max(page_size())
     } else {
         page_size()
     })
@@ -146,7 +131,7 @@ fn granule(fd: &OwnedFd) -> Result<u64> {
 /// has no such pages to give (no pool, or not enough free: the mapping
 /// reserves them, so a short pool fails here and never faults later).
 fn hugetlb_alloc(size: u64, alignment: u64) -> Option<(OwnedFd, usize, u64)> {
-    let fd = new_memfd(libc::MFD_HUGETLB).ok()?;
+    let fd = new_memfd(MemfdFlags::HUGETLB).ok()?;
     let huge = granule(&fd).ok()?;
     let len = round_up(size, huge);
     size_and_seal(&fd, len).ok()?;
@@ -174,36 +159,27 @@ fn advise_huge(addr: usize, len: usize) {
 /// the same reason. A DMA-BUF is the exception: its exporter fixed its
 /// size, so only the range is checked.
 fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
-    // SAFETY: fstat into a zeroed struct on a descriptor checked open.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(Error::last_os());
-    }
-    if is_dmabuf(fd) {
+    let st = fstat(fd).map_err(os)?;
+    if file::is_dmabuf(fd) {
         // A DMA-BUF's size is fixed by its exporter: nothing to seal.
         return match offset.checked_add(size) {
             Some(end) if end <= st.st_size as u64 => Ok(()),
             _ => Err(Error::INVAL),
         };
     }
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         crate::warn!("import: fd {} is not a regular file", fd.as_raw_fd());
         return Err(Error::INVAL);
     }
-    // SAFETY: F_GET_SEALS only reads the file's seals.
-    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-    if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+    if !file::seals(fd).is_some_and(|s| s.contains(SealFlags::SHRINK)) {
         crate::warn!(
             "import: fd {} is not sealed against shrinking (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS F_SEAL_SHRINK)",
             fd.as_raw_fd()
         );
         return Err(Error(FI_EPERM));
     }
-    // SAFETY: as for the first fstat; the size can only have grown since.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(Error::last_os());
-    }
+    // Read again: the size can only have grown since.
+    let st = fstat(fd).map_err(os)?;
     if offset
         .checked_add(size)
         .is_none_or(|end| end > st.st_size as u64)
@@ -213,25 +189,11 @@ fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
     Ok(())
 }
 
-/// `DMA_BUF_MAGIC` of <linux/magic.h>: the file system of DMA-BUF files.
-const DMA_BUF_MAGIC: i64 = 0x444d_4142;
-
-/// Whether `fd` is a DMA-BUF (a GPU's or NIC's exported memory): such a
-/// file cannot be sealed, and cannot be shrunk either.
-fn is_dmabuf(fd: BorrowedFd) -> bool {
-    // SAFETY: fstatfs into a zeroed struct on a descriptor we hold.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == DMA_BUF_MAGIC }
-}
-
 /// Whether `fd` is sealed against writing (`F_SEAL_WRITE`, or
 /// `F_SEAL_FUTURE_WRITE` as a process seals memory others may only read):
 /// only a read-only shared mapping of it can be made.
 fn write_sealed(fd: BorrowedFd) -> bool {
-    // SAFETY: F_GET_SEALS only reads the file's seals.
-    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-    seals >= 0 && seals & (libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE) != 0
+    file::seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
 }
 
 /// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0:
@@ -521,6 +483,7 @@ impl Drop for System {
 mod tests {
     use super::*;
     use fi_xpu_abi::FI_XPU_ALLOC_DMABUF;
+    use std::os::fd::FromRawFd;
 
     fn import(sys: &System, fd: &OwnedFd, offset: u64, size: u64) -> Result<usize> {
         sys.import(&Import {
@@ -556,7 +519,7 @@ mod tests {
             .alloc(10000, 0, fi_xpu_abi::FI_XPU_ALLOC_DMABUF)
             .unwrap();
         let fd = a.fd.unwrap();
-        assert_eq!(seals(&fd), MEMFD_SEALS);
+        assert_eq!(seals(&fd), MEMFD_SEALS.bits() as i32);
         // SAFETY: resizing attempts on our own memfd; both must fail.
         unsafe {
             assert_eq!(libc::ftruncate(fd.as_raw_fd(), 0), -1);
@@ -571,7 +534,7 @@ mod tests {
             );
         }
         let (efd, _) = sys.export(a.addr, 16).unwrap();
-        assert_eq!(seals(&efd), MEMFD_SEALS);
+        assert_eq!(seals(&efd), MEMFD_SEALS.bits() as i32);
         sys.free(a.addr).unwrap();
     }
 

@@ -241,12 +241,9 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
         )
     })?;
     file.keep_open();
-    let sym = lib
-        .symbol(FI_XPU_PROV_INI_SYMBOL)
-        .ok_or_else(|| format!("missing symbol {FI_XPU_PROV_INI_SYMBOL}"))?;
     // SAFETY: the plugin ABI defines fi_xpu_prov_ini with this signature.
-    let ini: fi_xpu_prov_ini_fn =
-        unsafe { std::mem::transmute::<*mut c_void, fi_xpu_prov_ini_fn>(sym) };
+    let ini = unsafe { lib.function::<fi_xpu_prov_ini_fn>(FI_XPU_PROV_INI_SYMBOL) }
+        .ok_or_else(|| format!("missing symbol {FI_XPU_PROV_INI_SYMBOL}"))?;
     // SAFETY: calling the plugin's entry point, as the ABI requires.
     let desc_ptr = unsafe { ini() };
     if desc_ptr.is_null() {

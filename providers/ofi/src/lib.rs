@@ -10,6 +10,7 @@ mod fence;
 pub mod ffi;
 mod inflight;
 pub mod layout;
+pub mod mr_table;
 mod objects;
 mod proxy;
 pub mod ring;

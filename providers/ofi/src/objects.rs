@@ -44,13 +44,7 @@ const BASE_CAPS: u64 = FI_MSG
     | FI_REMOTE_READ
     | FI_REMOTE_WRITE;
 
-/// One registration, as the proxy checks buffers against it.
-#[derive(Clone, Copy)]
-pub struct MrRec {
-    pub base: u64,
-    pub len: u64,
-    pub desc: usize,
-}
+pub use crate::mr_table::{MrRec, MrTable};
 
 pub struct DomInner {
     // Field order is drop order: the domain closes before its fabric, and
@@ -84,7 +78,7 @@ pub struct DomInner {
     /// data before a later write's or atomic's up to this size, and
     /// takes it injected (0: never).
     pub ordered_inject: u64,
-    pub mrs: Mutex<Vec<Option<MrRec>>>,
+    pub mrs: MrTable,
     next_ep: AtomicUsize,
     next_key: AtomicU64,
     pub workers: Vec<Arc<Worker>>,
@@ -97,11 +91,7 @@ impl DomInner {
 
     /// The registration a raw descriptor id names.
     pub fn mr(&self, id: u64) -> Option<MrRec> {
-        if id >> 32 != MR_MAGIC {
-            return None;
-        }
-        let idx = (id & 0xffff_ffff) as usize;
-        self.mrs.lock().unwrap().get(idx).copied().flatten()
+        self.mrs.get(id)
     }
 }
 
@@ -322,7 +312,7 @@ impl Domain {
             dc_atomic_as_fetch,
             fence: caps & ffi::FI_FENCE != 0,
             ordered_inject,
-            mrs: Mutex::new(Vec::new()),
+            mrs: MrTable::default(),
             next_ep: AtomicUsize::new(0),
             next_key: AtomicU64::new(1 << 32),
             workers: workers.clone(),
@@ -564,18 +554,7 @@ impl Mr {
             len: a.len as u64,
             desc: desc as usize,
         };
-        let mut mrs = dom.mrs.lock().unwrap();
-        let index = match mrs.iter().position(Option::is_none) {
-            Some(i) => {
-                mrs[i] = Some(rec);
-                i
-            }
-            None => {
-                mrs.push(Some(rec));
-                mrs.len() - 1
-            }
-        };
-        drop(mrs);
+        let index = dom.mrs.insert(rec);
         Ok(Mr {
             dom: dom.clone(),
             _fid: Fid(mr),
@@ -598,7 +577,7 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        self.dom.mrs.lock().unwrap()[self.index] = None;
+        self.dom.mrs.remove(self.index);
     }
 }
 
@@ -1041,7 +1020,7 @@ impl EpInner {
     /// context.
     pub fn known(&self, addr: u64, len: u64) -> bool {
         let registered =
-            self.dom.mrs.lock().unwrap().iter().flatten().any(|r| {
+            self.dom.mrs.lock().iter().flatten().any(|r| {
                 addr >= r.base && addr - r.base <= r.len && len <= r.len - (addr - r.base)
             });
         registered || core::mem_known(self.ctx, addr as usize, len)

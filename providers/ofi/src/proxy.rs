@@ -20,10 +20,12 @@ use crate::objects::{Bound, EpInner};
 use crate::ring::{self, Limits, MrRange};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
+use fi_xpu_os::rustix::event::epoll;
+use fi_xpu_os::rustix::io::Errno;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -415,43 +417,29 @@ fn sleeping_word(ep: &EpInner) -> &'static AtomicU32 {
 /// Token of the eventfd in the epoll set; CQ fds carry their fd number.
 const BELL: u64 = u64::MAX;
 
-fn epoll_ctl(poller: &OwnedFd, op: i32, fd: i32, token: u64) -> Result<(), i32> {
-    let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: token,
+/// Adds (`token` is `Some`) or removes `fd` in the epoll set, for input.
+fn epoll_ctl(poller: &OwnedFd, fd: i32, token: Option<u64>) -> Result<(), i32> {
+    // SAFETY: `fd` is our eventfd or a libfabric CQ's fd, open for the
+    // call (a CQ's is removed here before libfabric closes it).
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let r = match token {
+        Some(t) => epoll::add(
+            poller,
+            fd,
+            epoll::EventData::new_u64(t),
+            epoll::EventFlags::IN,
+        ),
+        None => epoll::delete(poller, fd),
     };
-    // SAFETY: live epoll fd; `ev` is a valid event for the call.
-    let r = unsafe { libc::epoll_ctl(poller.as_raw_fd(), op, fd, &mut ev) };
-    if r != 0 {
-        return Err(-std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(FI_EIO));
-    }
-    Ok(())
+    r.map_err(|e| -e.raw_os_error())
 }
 
 impl Worker {
     pub fn new(fabric: *mut c_void, tuning: Tuning) -> Result<Worker, i32> {
-        let os_err = || {
-            -std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(FI_ENOMEM)
-        };
-        // SAFETY: plain system calls; each new fd is owned at once.
-        let bell = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if bell < 0 {
-            return Err(os_err());
-        }
-        // SAFETY: `bell` is a fresh fd nobody else owns.
-        let bell = unsafe { OwnedFd::from_raw_fd(bell) };
-        // SAFETY: as above.
-        let poller = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if poller < 0 {
-            return Err(os_err());
-        }
-        // SAFETY: as above.
-        let poller = unsafe { OwnedFd::from_raw_fd(poller) };
-        epoll_ctl(&poller, libc::EPOLL_CTL_ADD, bell.as_raw_fd(), BELL)?;
+        let os_err = |e: Errno| -e.raw_os_error();
+        let bell = fi_xpu_os::wake::eventfd().map_err(os_err)?;
+        let poller = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(os_err)?;
+        epoll_ctl(&poller, bell.as_raw_fd(), Some(BELL))?;
         Ok(Worker {
             eps: Mutex::new(Vec::new()),
             eps_gen: AtomicU64::new(0),
@@ -471,22 +459,13 @@ impl Worker {
     }
 
     fn kick(&self) {
-        let one = 1u64;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd. A full
-        // counter (EAGAIN) already wakes the thread.
-        unsafe {
-            libc::write(
-                self.bell.as_raw_fd(),
-                &one as *const u64 as *const c_void,
-                8,
-            )
-        };
+        // A full counter (EAGAIN) already wakes the thread.
+        fi_xpu_os::wake::poke(&self.bell);
     }
 
     pub fn add(&self, ep: Arc<EpInner>) {
         if ep.cq_fd >= 0 {
-            if let Err(e) = epoll_ctl(&self.poller, libc::EPOLL_CTL_ADD, ep.cq_fd, ep.cq_fd as u64)
-            {
+            if let Err(e) = epoll_ctl(&self.poller, ep.cq_fd, Some(ep.cq_fd as u64)) {
                 // The thread still polls the CQ, only less promptly.
                 crate::core::warn(&format!(
                     "cannot wait on the libfabric CQ's fd: {}",
@@ -510,7 +489,7 @@ impl Worker {
         self.eps_gen.fetch_add(1, Ordering::AcqRel);
         if ep.cq_fd >= 0 {
             // Before libfabric closes the fd; failure means it was never added.
-            let _ = epoll_ctl(&self.poller, libc::EPOLL_CTL_DEL, ep.cq_fd, 0);
+            let _ = epoll_ctl(&self.poller, ep.cq_fd, None);
         }
         let start = self.epoch.load(Ordering::Acquire);
         let mut watch = Watch::new();
@@ -613,9 +592,7 @@ impl Worker {
         if may_block {
             let limit = if bounded { self.tuning.poll } else { MAX_SLEEP };
             if self.wait(limit) {
-                let mut v = 0u64;
-                // SAFETY: reads the 8-byte counter of our non-blocking eventfd.
-                unsafe { libc::read(self.bell.as_raw_fd(), &mut v as *mut u64 as *mut c_void, 8) };
+                fi_xpu_os::wake::drain(&self.bell);
             }
         }
         for ep in eps {
@@ -1312,7 +1289,7 @@ fn local_desc(ep: &EpInner, id: u64, buf: u64, len: u64) -> *mut c_void {
     if let Some(r) = ep.dom.mr(id) {
         return r.desc as *mut c_void;
     }
-    let mrs = ep.dom.mrs.lock().unwrap();
+    let mrs = ep.dom.mrs.lock();
     mrs.iter()
         .flatten()
         .find(|r| buf >= r.base && buf - r.base <= r.len && len <= r.len - (buf - r.base))

@@ -7,10 +7,20 @@ use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::op::*;
 
-/// Flags a device may set on an entry.
-/// `FI_MORE` only delays the doorbell on the device side.
-pub const WQE_FLAGS: u64 =
-    FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE | FI_INJECT | FI_MORE;
+bitflags::bitflags! {
+    /// Flags a device may set on an entry.
+    /// `FI_MORE` only delays the doorbell on the device side.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct WqeFlags: u64 {
+        const REMOTE_CQ_DATA = FI_REMOTE_CQ_DATA;
+        const COMPLETION = FI_COMPLETION;
+        const DELIVERY_COMPLETE = FI_DELIVERY_COMPLETE;
+        const INJECT = FI_INJECT;
+        const MORE = FI_MORE;
+    }
+}
+/// Every bit of `WqeFlags`.
+pub const WQE_FLAGS: u64 = WqeFlags::all().bits();
 /// Most elements one atomic entry may carry.
 pub const MAX_ATOMIC_COUNT: u64 = 64;
 
@@ -83,7 +93,7 @@ pub fn check(
     if w.op == 0 || w.op > OP_LAST {
         return Err(-FI_EINVAL);
     }
-    if w.flags & !WQE_FLAGS != 0 {
+    if WqeFlags::from_bits(w.flags).is_none() {
         return Err(-FI_EBADFLAGS);
     }
     if w.op == OP_NOP || w.op == OP_FENCE {

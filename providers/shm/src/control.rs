@@ -83,9 +83,7 @@ impl Inner {
                 continue;
             }
             if fds[0].revents != 0 {
-                let mut v = 0u64;
-                // SAFETY: draining our eventfd into a local.
-                unsafe { libc::read(self.wake.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
+                fi_xpu_os::wake::drain(&self.wake);
             }
             // Departures first, so that their ids are free for newcomers.
             for (i, (cid, gen)) in ids.iter().enumerate() {
@@ -117,8 +115,7 @@ impl Inner {
 
     /// Accepts what waits on the listener (a bounded number per round).
     fn accept_new(&self, hs: &mut Vec<Handshake>) {
-        // SAFETY: getuid cannot fail.
-        let me = unsafe { libc::getuid() };
+        let me = fi_xpu_os::rustix::process::getuid().as_raw();
         for _ in 0..ACCEPTS_PER_ROUND {
             let Ok(sock) = wire::accept(&self.listener) else {
                 return;

@@ -7,7 +7,7 @@ use crate::sealed;
 use crate::wire::{self, Msg};
 use fi_xpu_abi::errno::*;
 use std::collections::{BTreeMap, HashMap};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -80,24 +80,14 @@ fn socket_name(pid: u32, nonce: u64) -> String {
 }
 
 pub fn random_bytes(out: &mut [u8]) -> Result<(), i32> {
+    use fi_xpu_os::rustix::{io::Errno, rand};
     let mut got = 0;
     while got < out.len() {
-        // SAFETY: writing into the remaining part of `out`.
-        let n = unsafe {
-            libc::getrandom(
-                out[got..].as_mut_ptr() as *mut libc::c_void,
-                out.len() - got,
-                0,
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(-FI_EIO);
+        match rand::getrandom(&mut out[got..], rand::GetRandomFlags::empty()) {
+            Ok(n) => got += n,
+            Err(Errno::INTR) => {}
+            Err(_) => return Err(-FI_EIO),
         }
-        got += n as usize;
     }
     Ok(())
 }
@@ -323,13 +313,7 @@ impl Domain {
             core::warn(&format!("cannot listen on the control socket: errno {e}"));
             -FI_EADDRINUSE
         })?;
-        // SAFETY: creating an eventfd; checked below.
-        let w = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if w < 0 {
-            return Err(-FI_EMFILE);
-        }
-        // SAFETY: new descriptor we own.
-        let wake = unsafe { OwnedFd::from_raw_fd(w) };
+        let wake = fi_xpu_os::wake::eventfd().map_err(|_| -FI_EMFILE)?;
         let inner = Arc::new(Inner {
             nonce,
             secret,
@@ -380,9 +364,7 @@ impl Inner {
 
     /// Wakes the control thread so it re-reads the set of connections.
     fn poke(&self) {
-        let one = 1u64;
-        // SAFETY: writing 8 bytes to our eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), &one as *const u64 as *const _, 8) };
+        fi_xpu_os::wake::poke(&self.wake);
     }
 
     pub fn next_ep(&self) -> u32 {
@@ -789,8 +771,7 @@ impl Inner {
             -FI_ECONNREFUSED
         })?;
         wire::set_timeout(&sock, 10);
-        // SAFETY: getuid cannot fail.
-        let me = unsafe { libc::getuid() };
+        let me = fi_xpu_os::rustix::process::getuid().as_raw();
         let uid = wire::peer_uid(&sock).map_err(|e| -e)?;
         if uid != me {
             core::warn(&format!(

@@ -2,7 +2,8 @@
 //! SOCK_SEQPACKET socket in the abstract namespace, with at most one file
 //! descriptor attached (SCM_RIGHTS). Never on the data path.
 use fi_xpu_abi::errno::*;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use fi_xpu_os::seqpacket;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 
 pub const HELLO: u32 = 1;
 pub const WELCOME: u32 = 2;
@@ -70,220 +71,73 @@ impl Msg {
     }
 }
 
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(FI_EIO)
+/// The caller's descriptor, for the length of one call.
+fn borrow<'a>(sock: RawFd) -> BorrowedFd<'a> {
+    // SAFETY: every caller holds `sock` open (owned by a connection under
+    // the state lock, or retired but kept until the next round) across the
+    // call this borrow is for.
+    unsafe { BorrowedFd::borrow_raw(sock) }
 }
 
 /// Sends one record, with `fd` attached when given.
 pub fn send(sock: RawFd, m: &Msg, fd: Option<RawFd>) -> Result<(), i32> {
     let bytes = m.encode();
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    // u64 storage keeps the control buffer aligned for cmsghdr.
-    let mut cbuf = [0u64; 8];
-    // SAFETY: zeroed msghdr is a valid "no name, no control" header.
-    let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-    h.msg_iov = &mut iov;
-    h.msg_iovlen = 1;
-    if let Some(fd) = fd {
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-        h.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-        h.msg_controllen = space;
-        // SAFETY: the control buffer is large and aligned enough for one
-        // cmsghdr carrying one int, as CMSG_SPACE computed.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&h);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
-        }
+    match seqpacket::send(borrow(sock), &bytes, fd.map(borrow)) {
+        Ok(n) if n == bytes.len() => Ok(()),
+        Ok(_) => Err(FI_EIO),
+        Err(e) => Err(e.raw_os_error()),
     }
-    // SAFETY: h points to live buffers for the duration of the call.
-    let n = unsafe { libc::sendmsg(sock, &h, libc::MSG_NOSIGNAL) };
-    if n != bytes.len() as isize {
-        return Err(if n < 0 { errno() } else { FI_EIO });
-    }
-    Ok(())
 }
 
 /// Receives one record and the descriptor attached to it, if any.
 /// `Ok(None)`: the peer closed the connection.
 pub fn recv(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
-    recv_flags(sock, 0)
+    recv_flags(sock, false)
 }
 
 /// `recv` that never waits: `Err(EAGAIN)` when no record is there. The
 /// control thread reads only what poll reported, and never blocks on a peer.
 pub fn recv_nowait(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
-    recv_flags(sock, libc::MSG_DONTWAIT)
+    recv_flags(sock, true)
 }
 
-fn recv_flags(sock: RawFd, flags: libc::c_int) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
+fn recv_flags(sock: RawFd, nowait: bool) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
     let mut bytes = [0u8; WIRE_LEN + 8];
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_mut_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    let mut cbuf = [0u64; 8];
-    // SAFETY: zeroed msghdr, then pointed at our buffers.
-    let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-    h.msg_iov = &mut iov;
-    h.msg_iovlen = 1;
-    h.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-    h.msg_controllen = std::mem::size_of_val(&cbuf);
-    // SAFETY: buffers live for the call; MSG_CMSG_CLOEXEC keeps received fds
-    // out of exec'd children.
-    let n = unsafe { libc::recvmsg(sock, &mut h, libc::MSG_CMSG_CLOEXEC | flags) };
-    if n < 0 {
-        return Err(errno());
-    }
-    let mut got: Option<OwnedFd> = None;
-    // SAFETY: walking the control messages the kernel wrote into cbuf.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&h);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c) as *const RawFd;
-                let nfds = ((*c).cmsg_len - libc::CMSG_LEN(0) as usize) / 4;
-                for i in 0..nfds {
-                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
-                    // Keep the first; extra ones are closed when dropped.
-                    if got.is_none() {
-                        got = Some(fd);
-                    }
-                }
-            }
-            c = libc::CMSG_NXTHDR(&h, c);
-        }
-    }
-    if n == 0 {
+    let r = seqpacket::recv(borrow(sock), &mut bytes, nowait).map_err(|e| e.raw_os_error())?;
+    if r.len == 0 {
         return Ok(None);
     }
-    if h.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+    if r.truncated {
         return Err(FI_EIO);
     }
-    match Msg::decode(&bytes[..n as usize]) {
-        Some(m) => Ok(Some((m, got))),
+    match Msg::decode(&bytes[..r.len]) {
+        Some(m) => Ok(Some((m, r.fd))),
         None => Err(FI_EIO),
     }
 }
 
 /// The uid of the process at the other end of `sock`.
 pub fn peer_uid(sock: &OwnedFd) -> Result<u32, i32> {
-    // SAFETY: zeroed ucred is valid; getsockopt writes at most `len` bytes.
-    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: as above.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut cred as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(errno());
-    }
-    Ok(cred.uid)
-}
-
-/// An abstract-namespace address for `name`.
-fn sockaddr(name: &str) -> (libc::sockaddr_un, libc::socklen_t) {
-    // SAFETY: zeroed sockaddr_un is valid.
-    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let b = name.as_bytes();
-    let n = b.len().min(a.sun_path.len() - 1);
-    for (i, &c) in b[..n].iter().enumerate() {
-        a.sun_path[i + 1] = c as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sa_family_t>() + 1 + n;
-    (a, len as libc::socklen_t)
-}
-
-fn socket() -> Result<OwnedFd, i32> {
-    // SAFETY: plain socket creation.
-    let s = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    if s < 0 {
-        return Err(errno());
-    }
-    // SAFETY: a new descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(s) })
+    seqpacket::peer_uid(sock).map_err(|e| e.raw_os_error())
 }
 
 /// A listening socket whose `accept` never waits (`EAGAIN` when nobody is
 /// queued): the control thread accepts what poll reported and moves on.
 pub fn listen(name: &str) -> Result<OwnedFd, i32> {
-    let s = socket()?;
-    // SAFETY: setting a status flag on our own socket.
-    if unsafe { libc::fcntl(s.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
-        return Err(errno());
-    }
-    let (a, len) = sockaddr(name);
-    // SAFETY: a is a valid sockaddr_un of `len` bytes.
-    if unsafe { libc::bind(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, len) } != 0 {
-        return Err(errno());
-    }
-    // SAFETY: listening on our socket.
-    if unsafe { libc::listen(s.as_raw_fd(), 64) } != 0 {
-        return Err(errno());
-    }
-    Ok(s)
+    seqpacket::listen(name).map_err(|e| e.raw_os_error())
 }
 
 pub fn connect(name: &str) -> Result<OwnedFd, i32> {
-    let s = socket()?;
-    let (a, len) = sockaddr(name);
-    // SAFETY: a is a valid sockaddr_un of `len` bytes.
-    if unsafe { libc::connect(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, len) } != 0 {
-        return Err(errno());
-    }
-    Ok(s)
+    seqpacket::connect(name).map_err(|e| e.raw_os_error())
 }
 
 pub fn accept(listener: &OwnedFd) -> Result<OwnedFd, i32> {
-    // SAFETY: accept on our listening socket without a peer address.
-    let s = unsafe {
-        libc::accept4(
-            listener.as_raw_fd(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            libc::SOCK_CLOEXEC,
-        )
-    };
-    if s < 0 {
-        return Err(errno());
-    }
-    // SAFETY: a new descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(s) })
+    seqpacket::accept(listener).map_err(|e| e.raw_os_error())
 }
 
 /// Bounds blocking reads during a handshake, so a silent peer cannot stall us.
 pub fn set_timeout(sock: &OwnedFd, secs: i64) {
-    let tv = libc::timeval {
-        tv_sec: secs,
-        tv_usec: 0,
-    };
-    for opt in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO] {
-        // SAFETY: setting a timeval option on our socket.
-        unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &tv as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-    }
+    seqpacket::set_timeout(sock, secs.max(0) as u64);
 }
 
 #[cfg(test)]

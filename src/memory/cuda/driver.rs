@@ -136,15 +136,12 @@ impl Driver {
                 format!("{LIBRARY} has no {sym} (a driver older than CUDA 12?)"),
             )
         })?;
-        let get_error_name = lib.symbol("cuGetErrorName").map(|p| {
-            // SAFETY: cuGetErrorName has this prototype in cuda.h.
-            unsafe {
-                std::mem::transmute::<
-                    *mut c_void,
-                    unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult,
-                >(p)
-            }
-        });
+        // SAFETY: cuGetErrorName has this prototype in cuda.h.
+        let get_error_name = unsafe {
+            lib.function::<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>(
+                "cuGetErrorName",
+            )
+        };
         Ok(Driver {
             api,
             get_error_name,

@@ -94,19 +94,15 @@ impl Driver {
                     .map_err(|e| (Error(FI_ENODEV), format!("no ROCm runtime: {LIBRARY}: {e}")))?;
                 let api = Api::resolve(&lib)
                     .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
-                let export_dmabuf = lib.symbol("hsa_amd_portable_export_dmabuf").map(|p| {
-                    // SAFETY: the prototype of upstream's hsa_ext_amd.h.
-                    unsafe { std::mem::transmute::<*mut c_void, ExportDmabuf>(p) }
-                });
-                let status_string = lib.symbol("hsa_status_string").map(|p| {
-                    // SAFETY: the prototype of hsa.h.
-                    unsafe {
-                        std::mem::transmute::<
-                            *mut c_void,
-                            unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t,
-                        >(p)
-                    }
-                });
+                // SAFETY: the prototype of upstream's hsa_ext_amd.h.
+                let export_dmabuf =
+                    unsafe { lib.function::<ExportDmabuf>("hsa_amd_portable_export_dmabuf") };
+                // SAFETY: the prototype of hsa.h.
+                let status_string = unsafe {
+                    lib.function::<unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t>(
+                        "hsa_status_string",
+                    )
+                };
                 let d = Driver {
                     api,
                     export_dmabuf,

@@ -1,0 +1,59 @@
+//! File checks: the file system a descriptor lives on (DMA-BUF,
+//! hugetlbfs), its seals, and new sealable memfds.
+use rustix::fs::{MemfdFlags, SealFlags};
+use std::os::fd::{AsFd, OwnedFd};
+
+/// `DMA_BUF_MAGIC` of <linux/magic.h>: the file system of DMA-BUF files.
+pub const DMA_BUF_MAGIC: i64 = 0x444d_4142;
+/// `HUGETLBFS_MAGIC`: where `MFD_HUGETLB` memfds live.
+pub const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+/// The file system of the file behind `fd`: (`f_type`, `f_bsize`).
+pub fn fs_type(fd: impl AsFd) -> Result<(i64, u64), rustix::io::Errno> {
+    let st = rustix::fs::fstatfs(fd)?;
+    #[allow(clippy::unnecessary_cast)]
+    Ok((st.f_type as i64, st.f_bsize as u64))
+}
+
+/// Whether `fd` is a DMA-BUF (a GPU's or NIC's exported memory): it cannot
+/// be sealed, and its exporter fixed its size, so it cannot shrink either.
+pub fn is_dmabuf(fd: impl AsFd) -> bool {
+    fs_type(fd).is_ok_and(|(t, _)| t == DMA_BUF_MAGIC)
+}
+
+/// The seals of `fd`; `None` when it has none to read (not a memfd or
+/// shmem file).
+pub fn seals(fd: impl AsFd) -> Option<SealFlags> {
+    rustix::fs::fcntl_get_seals(fd).ok()
+}
+
+/// Adds `seals` to `fd`.
+pub fn add_seals(fd: impl AsFd, seals: SealFlags) -> Result<(), rustix::io::Errno> {
+    rustix::fs::fcntl_add_seals(fd, seals)
+}
+
+/// A new close-on-exec memfd of size 0, named `name`, with `flags` added
+/// (`ALLOW_SEALING`, `HUGETLB`).
+pub fn memfd(name: &std::ffi::CStr, flags: MemfdFlags) -> Result<OwnedFd, rustix::io::Errno> {
+    rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memfds_are_not_dmabufs_and_take_seals() {
+        let m = memfd(c"t", MemfdFlags::ALLOW_SEALING).unwrap();
+        assert!(!is_dmabuf(&m));
+        assert_ne!(fs_type(&m).unwrap().0, DMA_BUF_MAGIC);
+        assert_eq!(seals(&m), Some(SealFlags::empty()));
+        add_seals(&m, SealFlags::SHRINK).unwrap();
+        assert_eq!(seals(&m), Some(SealFlags::SHRINK));
+        let plain = memfd(c"t", MemfdFlags::empty()).unwrap();
+        assert_eq!(seals(&plain), Some(SealFlags::SEAL));
+        let f = std::fs::File::open("/proc/self/exe").unwrap();
+        assert_eq!(seals(&f), None);
+        assert!(!is_dmabuf(&f));
+    }
+}
