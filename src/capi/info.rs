@@ -56,7 +56,8 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
         if flags != 0 {
             return Err(Error::BADFLAGS);
         }
-        let hints = read_opt(hints);
+        // SAFETY: `hints` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let hints = unsafe { read_opt(hints) };
         let mut head: *mut fi_xpu_info = std::ptr::null_mut();
         let all = providers();
         for i in all.listing_order().into_iter().rev() {
@@ -80,7 +81,8 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
         if head.is_null() {
             return Err(Error::NODATA);
         }
-        put(info, head);
+        // SAFETY: `info` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(info, head) };
         Ok(0)
     })
 }
@@ -110,7 +112,8 @@ pub unsafe extern "C" fn fi_xpu_freeinfo(info: *mut fi_xpu_info) {
 pub(super) fn provider_of(
     info: *const fi_xpu_info,
 ) -> crate::Result<std::sync::Arc<crate::provider::Provider>> {
-    let info = read_opt(info).ok_or(Error::INVAL)?;
+    // SAFETY: `info` is NULL or a valid struct, unchanged during the call (the API's contract).
+    let info = unsafe { read_opt(info) }.ok_or(Error::INVAL)?;
     let idx = (info.handle as usize).checked_sub(1).ok_or(Error::INVAL)?;
     let p = providers().loaded.get(idx).ok_or(Error::INVAL)?;
     if p.desc().prov_id != info.prov_id {

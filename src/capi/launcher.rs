@@ -28,7 +28,8 @@ pub unsafe extern "C" fn fi_xpu_host_launch(
     arg: *mut c_void,
 ) -> c_int {
     guard(|| {
-        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
         let kernel = kernel.ok_or(Error::INVAL)?;
         let shape = launcher::Shape::new(attr)?;
         // Carried as an address so the closure is Sync; the kernel gets it back unchanged.
@@ -74,7 +75,8 @@ pub unsafe extern "C" fn fi_xpu_host_barrier_timeout(
             Ok(()) => Ok(0),
             Err(n) => {
                 if !arrived.is_null() {
-                    put(arrived, n);
+                    // SAFETY: `arrived` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+                    unsafe { put(arrived, n) };
                 }
                 Ok(-FI_ETIMEDOUT)
             }
@@ -94,7 +96,8 @@ pub unsafe extern "C" fn fi_xpu_host_broadcast(scope: c_int, value: *mut u64) ->
         non_null(value)?;
         // SAFETY: checked non-NULL; the caller passes a valid pointer.
         let v = unsafe { value.read() };
-        put(value, launcher::broadcast(scope, v)?);
+        // SAFETY: `value` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(value, launcher::broadcast(scope, v)?) };
         Ok(0)
     })
 }

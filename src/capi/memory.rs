@@ -10,7 +10,12 @@ fn ctx_of(ctx: *mut fid_xpu_host_ctx) -> Result<Use> {
     lookup(ctx as *const c_void, Kind::Ctx)
 }
 
-pub(crate) fn alloc(
+/// `fi_xpu_alloc` on the context `c`.
+///
+/// # Safety
+/// `addr` is NULL or valid for writing; so are `fd` and `offset`
+/// (`fi_xpu_alloc`'s contract).
+pub(crate) unsafe fn alloc(
     c: &Object,
     size: u64,
     alignment: u64,
@@ -25,18 +30,24 @@ pub(crate) fn alloc(
     }
     let mem = c.memory.as_ref().expect("contexts have memory");
     let a = mem.alloc(size, alignment, flags)?;
-    put(addr, a.addr as *mut c_void);
+    // SAFETY: checked non-NULL; valid for writing (function contract).
+    unsafe { put(addr, a.addr as *mut c_void) };
     if !fd.is_null() {
-        put(fd, a.fd.map_or(-1, |f| f.into_raw_fd()));
+        // SAFETY: as above.
+        unsafe { put(fd, a.fd.map_or(-1, |f| f.into_raw_fd())) };
     }
     if !offset.is_null() {
-        put(offset, a.offset);
+        // SAFETY: as above.
+        unsafe { put(offset, a.offset) };
     }
     Ok(0)
 }
 
 /// An application's import: see `memory::Import::exportable`.
-fn import(
+///
+/// # Safety
+/// `dev_addr` is NULL or valid for writing (`fi_xpu_import`'s contract).
+unsafe fn import(
     c: &Object,
     host_addr: *mut c_void,
     fd: c_int,
@@ -48,7 +59,8 @@ fn import(
     non_null(dev_addr)?;
     let mem = c.memory.as_ref().expect("contexts have memory");
     let dev = mem.import(host_addr as usize, fd, offset, size, flags, true)?;
-    put(dev_addr, dev as *mut c_void);
+    // SAFETY: checked non-NULL; valid for writing (function contract).
+    unsafe { put(dev_addr, dev as *mut c_void) };
     Ok(0)
 }
 
@@ -69,7 +81,8 @@ pub unsafe extern "C" fn fi_xpu_alloc(
 ) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        alloc(&c, size, alignment, flags, addr, fd, offset)
+        // SAFETY: the out-pointers are NULL or valid for writing (`fi_xpu_alloc`'s contract).
+        unsafe { alloc(&c, size, alignment, flags, addr, fd, offset) }
     })
 }
 
@@ -89,7 +102,8 @@ pub unsafe extern "C" fn fi_xpu_import(
 ) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        import(&c, host_addr, fd, offset, size, flags, dev_addr)
+        // SAFETY: the out-pointer is NULL or valid for writing (`fi_xpu_import`'s contract).
+        unsafe { import(&c, host_addr, fd, offset, size, flags, dev_addr) }
     })
 }
 

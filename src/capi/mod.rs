@@ -44,10 +44,13 @@ pub fn guard_ssize(f: impl FnOnce() -> Result<isize>) -> isize {
     }
 }
 
-/// Writes `v` through an out-pointer that was checked non-NULL.
-fn put<T>(out: *mut T, v: T) {
-    // SAFETY: callers pass out-pointers from the application that were
-    // checked non-NULL; the API requires them to be valid for writing.
+/// Writes `v` through an out-pointer.
+///
+/// # Safety
+/// `out` is non-NULL, aligned and valid for writing a `T` (an out-parameter
+/// of an exported function, checked non-NULL, which the API requires valid).
+unsafe fn put<T>(out: *mut T, v: T) {
+    // SAFETY: per the function contract.
     unsafe { out.write(v) }
 }
 
@@ -60,9 +63,12 @@ fn non_null<T>(p: *const T) -> Result<()> {
 }
 
 /// Reads an input struct the application passed, if it is not NULL.
-fn read_opt<'a, T>(p: *const T) -> Option<&'a T> {
-    // SAFETY: the API requires non-NULL attribute pointers to point to a
-    // valid struct of that type for the duration of the call.
+///
+/// # Safety
+/// `p` is NULL or points to a valid `T` that nothing changes for `'a` (an
+/// attribute argument of an exported function, for the call).
+unsafe fn read_opt<'a, T>(p: *const T) -> Option<&'a T> {
+    // SAFETY: per the function contract.
     unsafe { p.as_ref() }
 }
 
@@ -76,7 +82,8 @@ unsafe extern "C" fn fid_bind(fid: *mut fid, bfid: *mut fid, flags: u64) -> c_in
 }
 
 unsafe extern "C" fn fid_control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
-    wr::control(fid, command, arg)
+    // SAFETY: TODO
+    unsafe { wr::control(fid, command, arg) }
 }
 
 unsafe extern "C" fn fid_ops_open(

@@ -71,7 +71,8 @@ pub unsafe extern "C" fn fi_xpu_domain(
             reserved: 0,
             flags: 0,
         };
-        let attr = match read_opt(attr) {
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let attr = match unsafe { read_opt(attr) } {
             None => &defaults,
             Some(a) if a.size != std::mem::size_of::<fi_xpu_domain_attr>() => {
                 return Err(Error::INVAL)
@@ -96,7 +97,8 @@ pub unsafe extern "C" fn fi_xpu_domain(
             range: None,
             context,
         });
-        put(domain, fid as *mut fid_xpu_domain);
+        // SAFETY: `domain` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(domain, fid as *mut fid_xpu_domain) };
         Ok(0)
     })
 }
@@ -116,7 +118,8 @@ pub unsafe extern "C" fn fi_xpu_ctx_open(
     guard(|| {
         non_null(ctx)?;
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
         let ops = if attr.ops.is_null() {
             None
         } else {
@@ -151,7 +154,8 @@ pub unsafe extern "C" fn fi_xpu_ctx_open(
         let mut h = std::ptr::null_mut();
         let ret = prov_call!(prov, ctx_open(dom.handle(), &args, &mut h));
         object::finish_pending(shell, Error::check(ret).map(|_| h))?;
-        put(ctx, shell as *mut fid_xpu_host_ctx);
+        // SAFETY: `ctx` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(ctx, shell as *mut fid_xpu_host_ctx) };
         Ok(0)
     })
 }
@@ -170,7 +174,8 @@ pub unsafe extern "C" fn fi_xpu_ctx_getinfo(
         let c = lookup(ctx as *const c_void, Kind::Ctx)?;
         let mut out = fi_xpu_ctx_info::default();
         Error::check(prov_call!(c.prov, ctx_query(c.handle(), &mut out)))?;
-        put(attr, out);
+        // SAFETY: `attr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(attr, out) };
         Ok(0)
     })
 }
@@ -206,14 +211,16 @@ pub unsafe extern "C" fn fi_xpu_av_open(
         non_null(av)?;
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
         let defaults = fi_xpu_av_attr { count: 0, flags: 0 };
-        let attr = read_opt(attr).unwrap_or(&defaults);
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let attr = unsafe { read_opt(attr) }.unwrap_or(&defaults);
         if attr.flags != 0 {
             return Err(Error::BADFLAGS);
         }
         let fid = open_in_domain(Kind::Av, &dom, None, false, None, context, |d, _, h| {
             prov_call!(dom.prov, av_open(d, attr, h))
         })?;
-        put(av, fid as *mut fid_xpu_av);
+        // SAFETY: `av` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(av, fid as *mut fid_xpu_av) };
         Ok(0)
     })
 }
@@ -258,7 +265,9 @@ pub unsafe extern "C" fn fi_xpu_av_insert(
                 }
             }
             if !fi_addr.is_null() {
-                put(fi_addr.wrapping_add(i), out);
+                // SAFETY: `fi_addr` was checked non-NULL and has `count`
+                // slots (the API's contract), `i` < `count`.
+                unsafe { put(fi_addr.wrapping_add(i), out) };
             }
         }
         match (inserted, first_err) {
@@ -298,9 +307,12 @@ pub unsafe extern "C" fn fi_xpu_av_remove(
 }
 
 /// Checks a `(buf, len)` pair for a size query and returns `*len`.
-fn size_query(buf: *mut c_void, len: *mut usize) -> Result<usize> {
+///
+/// # Safety
+/// `len` is NULL or valid for reading (the API's contract).
+unsafe fn size_query(buf: *mut c_void, len: *mut usize) -> Result<usize> {
     non_null(len)?;
-    // SAFETY: checked non-NULL; the API requires it valid.
+    // SAFETY: checked non-NULL; valid per the function contract.
     let n = unsafe { *len };
     if buf.is_null() && n != 0 {
         return Err(Error::INVAL);
@@ -311,7 +323,10 @@ fn size_query(buf: *mut c_void, len: *mut usize) -> Result<usize> {
 /// The checks of a raw-bytes query for a kernel (AV address, MR descriptor):
 /// the object and the context are live and share a domain, no flag but
 /// `FI_XPU`, and a valid `(buf, len)` size query. Returns the object and the context.
-fn raw_query(
+///
+/// # Safety
+/// `len` is NULL or valid for reading (the API's contract).
+unsafe fn raw_query(
     obj: *const c_void,
     kind: Kind,
     ctx: *mut fid_xpu_host_ctx,
@@ -326,7 +341,8 @@ fn raw_query(
     }
     // FI_XPU is what libfabric's callers pass to ask for the XPU form.
     flags::accept::<XpuFormFlags>(flags)?;
-    size_query(buf, len)?;
+    // SAFETY: per the function contract.
+    unsafe { size_query(buf, len) }?;
     Ok((o, c))
 }
 
@@ -344,7 +360,8 @@ pub unsafe extern "C" fn fi_xpu_av_lookup(
     ctx: *mut fid_xpu_host_ctx,
 ) -> c_int {
     guard(|| {
-        let (a, c) = raw_query(av as *const c_void, Kind::Av, ctx, buf, len, flags)?;
+        // SAFETY: `len` is NULL or valid (the API's contract).
+        let (a, c) = unsafe { raw_query(av as *const c_void, Kind::Av, ctx, buf, len, flags) }?;
         Error::check(prov_call!(
             a.prov,
             av_lookup(a.handle(), fi_addr, c.handle(), buf, len, 0)
@@ -414,7 +431,8 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
             context,
             |d, x, h| prov_call!(dom.prov, mr_reg(d, x, &args, h)),
         )?;
-        put(mr, fid as *mut fid_xpu_mr);
+        // SAFETY: `mr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(mr, fid as *mut fid_xpu_mr) };
         Ok(0)
     })
 }
@@ -430,7 +448,8 @@ pub unsafe extern "C" fn fi_xpu_mr_key(mr: *mut fid_xpu_mr, key: *mut u64) -> c_
         let m = lookup(mr as *const c_void, Kind::Mr)?;
         let mut k = 0u64;
         Error::check(prov_call!(m.prov, mr_key(m.handle(), &mut k)))?;
-        put(key, k);
+        // SAFETY: `key` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(key, k) };
         Ok(0)
     })
 }
@@ -448,7 +467,8 @@ pub unsafe extern "C" fn fi_xpu_mr_desc(
     ctx: *mut fid_xpu_host_ctx,
 ) -> c_int {
     guard(|| {
-        let (m, c) = raw_query(mr as *const c_void, Kind::Mr, ctx, buf, len, flags)?;
+        // SAFETY: `len` is NULL or valid (the API's contract).
+        let (m, c) = unsafe { raw_query(mr as *const c_void, Kind::Mr, ctx, buf, len, flags) }?;
         Error::check(prov_call!(
             m.prov,
             mr_desc(m.handle(), c.handle(), buf, len, 0)
@@ -486,7 +506,8 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
     guard(|| {
         non_null(cq)?;
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
         if attr.flags != 0 {
             return Err(Error::BADFLAGS);
         }
@@ -501,7 +522,8 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
         let fid = open_in_domain(Kind::Cq, &dom, c, xpu, None, context, |d, x, h| {
             prov_call!(dom.prov, cq_open(d, x, attr, h))
         })?;
-        put(cq, fid as *mut fid_xpu_host_cq);
+        // SAFETY: `cq` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(cq, fid as *mut fid_xpu_host_cq) };
         Ok(0)
     })
 }
@@ -589,7 +611,8 @@ pub unsafe extern "C" fn fi_xpu_cntr_open(
     guard(|| {
         non_null(cntr)?;
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
         if attr.flags != 0 {
             return Err(Error::BADFLAGS);
         }
@@ -598,7 +621,8 @@ pub unsafe extern "C" fn fi_xpu_cntr_open(
         let fid = open_in_domain(Kind::Cntr, &dom, c, xpu, None, context, |d, x, h| {
             prov_call!(dom.prov, cntr_open(d, x, attr, h))
         })?;
-        put(cntr, fid as *mut fid_xpu_host_cntr);
+        // SAFETY: `cntr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(cntr, fid as *mut fid_xpu_host_cntr) };
         Ok(0)
     })
 }
@@ -611,7 +635,11 @@ fn host_cntr(cntr: *mut fid_xpu_host_cntr) -> Result<Use> {
     Ok(c)
 }
 
-fn cntr_read(cntr: *mut fid_xpu_host_cntr, out: *mut u64, err: bool) -> c_int {
+/// Reads a host counter's value or error count into `*out`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing (the exported readers' contract).
+unsafe fn cntr_read(cntr: *mut fid_xpu_host_cntr, out: *mut u64, err: bool) -> c_int {
     guard(|| {
         non_null(out)?;
         let c = host_cntr(cntr)?;
@@ -620,7 +648,8 @@ fn cntr_read(cntr: *mut fid_xpu_host_cntr, out: *mut u64, err: bool) -> c_int {
             c.prov,
             cntr_host_read(c.handle(), &mut v, &mut e)
         ))?;
-        put(out, if err { e } else { v });
+        // SAFETY: checked non-NULL; valid per the function contract.
+        unsafe { put(out, if err { e } else { v }) };
         Ok(0)
     })
 }
@@ -642,7 +671,8 @@ pub unsafe extern "C" fn fi_xpu_cntr_host_read(
     cntr: *mut fid_xpu_host_cntr,
     value: *mut u64,
 ) -> c_int {
-    cntr_read(cntr, value, false)
+    // SAFETY: `value` is NULL or valid for writing (the API's contract).
+    unsafe { cntr_read(cntr, value, false) }
 }
 
 /// Reads a host counter's error count.
@@ -654,7 +684,8 @@ pub unsafe extern "C" fn fi_xpu_cntr_host_readerr(
     cntr: *mut fid_xpu_host_cntr,
     value: *mut u64,
 ) -> c_int {
-    cntr_read(cntr, value, true)
+    // SAFETY: `value` is NULL or valid for writing (the API's contract).
+    unsafe { cntr_read(cntr, value, true) }
 }
 
 /// Adds to a host counter.
@@ -695,7 +726,8 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
     guard(|| {
         non_null(ep)?;
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        let attr = read_opt(attr).ok_or(Error::INVAL)?;
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
         if attr.flags != 0 {
             return Err(Error::BADFLAGS);
         }
@@ -704,7 +736,8 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
         let fid = open_in_domain(Kind::Ep, &dom, Some(c), true, None, context, |d, x, h| {
             prov_call!(dom.prov, ep_open(d, x, attr, h))
         })?;
-        put(ep, fid as *mut fid_xpu_host_ep);
+        // SAFETY: `ep` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(ep, fid as *mut fid_xpu_host_ep) };
         Ok(0)
     })
 }
@@ -785,7 +818,8 @@ pub unsafe extern "C" fn fi_xpu_getname(
 ) -> c_int {
     guard(|| {
         let e = lookup(ep as *const c_void, Kind::Ep)?;
-        size_query(addr, addrlen)?;
+        // SAFETY: the length pointer is NULL or valid (the API's contract).
+        unsafe { size_query(addr, addrlen) }?;
         Error::check(prov_call!(e.prov, ep_getname(e.handle(), addr, addrlen)))?;
         Ok(0)
     })
@@ -816,7 +850,8 @@ pub unsafe extern "C" fn fi_xpu_export(obj: *mut fid, flags: u64, out: *mut fid_
         if o.kind != Kind::Ep {
             o.flag.store(true, Ordering::Release);
         }
-        put(out, handle);
+        // SAFETY: `out` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(out, handle) };
         Ok(0)
     })
 }

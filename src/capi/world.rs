@@ -40,9 +40,13 @@ static WINDOW_OPS: fi_ops = fi_ops {
 };
 
 /// A string argument, else the core parameter `var`, else `default`.
-fn text(arg: *const c_char, var: &str, default: &str) -> String {
+///
+/// # Safety
+/// `arg` is NULL or a NUL-terminated string (the API's contract for string
+/// arguments).
+unsafe fn text(arg: *const c_char, var: &str, default: &str) -> String {
     if !arg.is_null() {
-        // SAFETY: non-NULL string arguments are NUL-terminated (API contract).
+        // SAFETY: per the function contract.
         return unsafe { CStr::from_ptr(arg) }
             .to_string_lossy()
             .into_owned();
@@ -64,12 +68,18 @@ fn number(set: Option<u64>, var: &str) -> Result<Option<u64>> {
     }
 }
 
-fn bootstrap(a: &fi_xpu_world_attr) -> Result<Box<dyn Bootstrap>> {
+/// The bootstrap `a` names.
+///
+/// # Safety
+/// `a`'s strings are NULL or NUL-terminated, and `bootstrap_ops` NULL or
+/// valid (`fi_xpu_world_open`'s contract).
+unsafe fn bootstrap(a: &fi_xpu_world_attr) -> Result<Box<dyn Bootstrap>> {
     if !a.bootstrap_ops.is_null() {
         // SAFETY: the application's ops (API contract of the field).
         return Ok(Box::new(unsafe { module::Ops::from_raw(a.bootstrap_ops) }?));
     }
-    let kind = text(a.bootstrap, param::BOOTSTRAP, "tcp");
+    // SAFETY: `a.bootstrap` is NULL or NUL-terminated (function contract).
+    let kind = unsafe { text(a.bootstrap, param::BOOTSTRAP, "tcp") };
     let rank = number(
         (a.rank >= 0).then_some(a.rank as u64),
         param::BOOTSTRAP_RANK,
@@ -93,7 +103,8 @@ fn bootstrap(a: &fi_xpu_world_attr) -> Result<Box<dyn Bootstrap>> {
                 warn!("fi_xpu_world_open: rank {rank} of {size} ranks");
                 return Err(Error::INVAL);
             }
-            let addr = text(a.addr, param::BOOTSTRAP_ADDR, "");
+            // SAFETY: `a.addr` is NULL or NUL-terminated (function contract).
+            let addr = unsafe { text(a.addr, param::BOOTSTRAP_ADDR, "") };
             if addr.is_empty() && size > 1 {
                 warn!("fi_xpu_world_open: the tcp bootstrap needs rank 0's address (attr.addr or FI_XPU_BOOTSTRAP_ADDR)");
                 return Err(Error::INVAL);
@@ -106,7 +117,8 @@ fn bootstrap(a: &fi_xpu_world_attr) -> Result<Box<dyn Bootstrap>> {
                 },
                 rank: rank as usize,
                 size: size as usize,
-                key: text(a.key, param::BOOTSTRAP_KEY, ""),
+                // SAFETY: `a.key` is NULL or NUL-terminated (function contract).
+                key: unsafe { text(a.key, param::BOOTSTRAP_KEY, "") },
                 timeout: Duration::from_millis(timeout),
             };
             Ok(Box::new(tcp::Tcp::join(&cfg)?))
@@ -146,7 +158,8 @@ pub unsafe extern "C" fn fi_xpu_world_open(
             xpu: std::ptr::null(),
             flags: 0,
         };
-        let a = read_opt(attr).unwrap_or(&defaults);
+        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let a = unsafe { read_opt(attr) }.unwrap_or(&defaults);
         if a.size != std::mem::size_of::<fi_xpu_world_attr>() {
             return Err(Error::INVAL);
         }
@@ -158,13 +171,15 @@ pub unsafe extern "C" fn fi_xpu_world_open(
             device: 0,
             ops: std::ptr::null_mut(),
         };
-        let xpu = read_opt(a.xpu).unwrap_or(&host);
-        let boot = bootstrap(a)?;
+        // SAFETY: `a.xpu` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let xpu = unsafe { read_opt(a.xpu) }.unwrap_or(&host);
+        // SAFETY: `attr`'s strings and ops are as the API requires.
+        let boot = unsafe { bootstrap(a) }?;
         let w = World::open(boot, xpu)?;
-        put(
-            world,
-            handles::add_world(w, &WORLD_OPS, context) as *mut fid_xpu_world,
-        );
+        let h = handles::add_world(w, &WORLD_OPS, context) as *mut fid_xpu_world;
+        // SAFETY: `world` was checked non-NULL and is valid for writing (the
+        // API's contract for out-parameters).
+        unsafe { put(world, h) };
         Ok(0)
     })
 }
@@ -196,7 +211,8 @@ pub unsafe extern "C" fn fi_xpu_world_query(
                 dev: w.dev as *mut c_void,
             })
         })?;
-        put(info, i);
+        // SAFETY: `info` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(info, i) };
         Ok(0)
     })
 }
@@ -303,9 +319,12 @@ pub unsafe extern "C" fn fi_xpu_world_alloc(
         let w = with_world(world, |w| Window::alloc(w, size))?;
         let (a, d) = (w.addr, w.dev);
         let h = handles::add_window(world as *const c_void, w, &WINDOW_OPS)?;
-        put(addr, a as *mut c_void);
-        put(dev, d as *mut c_void);
-        put(win, h as *mut fid_xpu_window);
+        // SAFETY: `addr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(addr, a as *mut c_void) };
+        // SAFETY: `dev` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(dev, d as *mut c_void) };
+        // SAFETY: `win` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
+        unsafe { put(win, h as *mut fid_xpu_window) };
         Ok(0)
     })
 }

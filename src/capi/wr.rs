@@ -32,22 +32,31 @@ fn allowed_flags(op: u32) -> OpFlags {
 }
 
 /// Reads `n` elements at `p`, which the application passed with a count.
-fn slice<'a, T>(p: *const T, n: usize) -> Result<&'a [T]> {
+///
+/// # Safety
+/// `p` is NULL or points to `n` valid elements that nothing changes for
+/// `'a` (the API's contract for arrays passed with a count).
+unsafe fn slice<'a, T>(p: *const T, n: usize) -> Result<&'a [T]> {
     match (p.is_null(), n) {
         (_, 0) => Ok(&[]),
         (true, _) => Err(Error::INVAL),
-        // SAFETY: the API requires `p` to point to `n` valid elements.
+        // SAFETY: per the function contract.
         (false, n) => Ok(unsafe { std::slice::from_raw_parts(p, n) }),
     }
 }
 
 /// The one local buffer of an operation: (address, length, registration).
-fn one<T: Copy>(items: &[T], desc: *mut *mut c_void) -> Result<Option<(T, *mut c_void)>> {
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
+unsafe fn one<T: Copy>(items: &[T], desc: *mut *mut c_void) -> Result<Option<(T, *mut c_void)>> {
     match items.len() {
         0 => Ok(None),
         // Device operations take one buffer.
         1 => {
-            let d = slice(desc as *const *mut c_void, usize::from(!desc.is_null()))?;
+            // SAFETY: `desc` is NULL or holds the given count of valid elements (function contract).
+            let d = unsafe { slice(desc as *const *mut c_void, usize::from(!desc.is_null())) }?;
             Ok(Some((
                 items[0],
                 d.first().copied().unwrap_or(std::ptr::null_mut()),
@@ -142,29 +151,40 @@ fn zero_wr() -> fi_xpu_wr {
 }
 
 /// Reads the descriptor `op` points to.
-fn op_ref<'a, T>(op: *mut c_void) -> Result<&'a T> {
-    // SAFETY: the API requires `op` to point to the fi_op_* struct that
-    // `op_type` names, valid for the call.
+///
+/// # Safety
+/// `op` is NULL or points to a valid `T` (the fi_op_* struct that the work
+/// request's `op_type` names), unchanged for `'a`.
+unsafe fn op_ref<'a, T>(op: *mut c_void) -> Result<&'a T> {
+    // SAFETY: per the function contract.
     unsafe { (op as *const T).as_ref() }.ok_or(Error::INVAL)
 }
 
 /// The common part of messages and RMA: the local buffer, its
 /// registration, and the peer.
-fn local(
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
+unsafe fn local(
     c: &Conv,
     w: &mut fi_xpu_wr,
     iov: *const iovec,
     count: usize,
     desc: *mut *mut c_void,
 ) -> Result<()> {
-    let iovs = slice(iov, count)?;
-    let one = one(
-        &iovs
-            .iter()
-            .map(|v| (v.iov_base as u64, v.iov_len as u64))
-            .collect::<Vec<_>>(),
-        desc,
-    )?;
+    // SAFETY: `iov` is NULL or holds the given count of valid elements (function contract).
+    let iovs = unsafe { slice(iov, count) }?;
+    // SAFETY: the application's pointers are passed on as this function's contract gives them.
+    let one = unsafe {
+        one(
+            &iovs
+                .iter()
+                .map(|v| (v.iov_base as u64, v.iov_len as u64))
+                .collect::<Vec<_>>(),
+            desc,
+        )
+    }?;
     if let Some(((buf, len), mr)) = one {
         w.buf = buf;
         w.len = len;
@@ -182,15 +202,23 @@ fn set_peer(c: &Conv, w: &mut fi_xpu_wr, addr: fi_addr_t, any: bool) -> Result<(
     Ok(())
 }
 
-fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
-    let iocs = slice(m.msg_iov, m.iov_count)?;
-    let one = one(
-        &iocs
-            .iter()
-            .map(|v| (v.addr as u64, v.count as u64))
-            .collect::<Vec<_>>(),
-        m.desc,
-    )?;
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
+unsafe fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
+    // SAFETY: `m.msg_iov` is NULL or holds the given count of valid elements (function contract).
+    let iocs = unsafe { slice(m.msg_iov, m.iov_count) }?;
+    // SAFETY: the application's pointers are passed on as this function's contract gives them.
+    let one = unsafe {
+        one(
+            &iocs
+                .iter()
+                .map(|v| (v.addr as u64, v.count as u64))
+                .collect::<Vec<_>>(),
+            m.desc,
+        )
+    }?;
     if let Some(((buf, count), mr)) = one {
         w.buf = buf;
         w.len = count;
@@ -198,7 +226,8 @@ fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
             w.present |= FI_XPU_WR_DESC;
         }
     }
-    let r = slice(m.rma_iov, m.rma_iov_count)?;
+    // SAFETY: `m.rma_iov` is NULL or holds the given count of valid elements (function contract).
+    let r = unsafe { slice(m.rma_iov, m.rma_iov_count) }?;
     if r.len() != 1 || (one.is_some() && r[0].count as u64 != w.len) {
         return Err(Error::INVAL);
     }
@@ -216,16 +245,22 @@ fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
 
 /// One extra buffer of a fetching atomic (result or compare): its address,
 /// and its descriptor into `raw` (`bit` set in `present`).
-fn extra(
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
+unsafe fn extra(
     c: &Conv,
     f: &fi_msg_fetch,
     raw: &mut [u8; FI_XPU_WR_RAW_SIZE],
     present: &mut u32,
     bit: u32,
 ) -> Result<u64> {
-    let iocs = slice(f.msg_iov, f.iov_count)?;
+    // SAFETY: `f.msg_iov` is NULL or holds the given count of valid elements (function contract).
+    let iocs = unsafe { slice(f.msg_iov, f.iov_count) }?;
     let addrs: Vec<u64> = iocs.iter().map(|v| v.addr as u64).collect();
-    let (addr, mr) = one(&addrs, f.desc)?.ok_or(Error::INVAL)?;
+    // SAFETY: the application's pointers are passed on as this function's contract gives them.
+    let (addr, mr) = unsafe { one(&addrs, f.desc) }?.ok_or(Error::INVAL)?;
     if c.desc(mr, raw)? {
         *present |= bit;
     }
@@ -233,7 +268,11 @@ fn extra(
 }
 
 /// Converts `attr`'s operation for endpoint `ep` into `w`.
-fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> Result<()> {
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
+unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> Result<()> {
     let op = attr.op_type as u32;
     macro_rules! check_ep {
         ($d:expr) => {
@@ -248,17 +287,21 @@ fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> R
     }
     match op {
         FI_OP_SEND | FI_OP_RECV => {
-            let d: &fi_op_msg = op_ref(attr.op)?;
+            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
+            let d: &fi_op_msg = unsafe { op_ref(attr.op) }?;
             check_ep!(d);
-            local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc)?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            unsafe { local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc) }?;
             w.context = d.msg.context as u64;
             w.data = d.msg.data;
             set_peer(c, w, d.msg.addr, op == FI_OP_RECV)?;
         }
         FI_OP_TSEND | FI_OP_TRECV => {
-            let d: &fi_op_tagged = op_ref(attr.op)?;
+            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
+            let d: &fi_op_tagged = unsafe { op_ref(attr.op) }?;
             check_ep!(d);
-            local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc)?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            unsafe { local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc) }?;
             w.context = d.msg.context as u64;
             w.data = d.msg.data;
             w.tag = d.msg.tag;
@@ -266,10 +309,13 @@ fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> R
             set_peer(c, w, d.msg.addr, op == FI_OP_TRECV)?;
         }
         FI_OP_WRITE | FI_OP_READ => {
-            let d: &fi_op_rma = op_ref(attr.op)?;
+            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
+            let d: &fi_op_rma = unsafe { op_ref(attr.op) }?;
             check_ep!(d);
-            local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc)?;
-            let r = slice(d.msg.rma_iov, d.msg.rma_iov_count)?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            unsafe { local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc) }?;
+            // SAFETY: `d.msg.rma_iov` is NULL or holds the given count of valid elements (function contract).
+            let r = unsafe { slice(d.msg.rma_iov, d.msg.rma_iov_count) }?;
             if r.len() != 1 || r[0].len as u64 != w.len {
                 return Err(Error::INVAL);
             }
@@ -280,40 +326,55 @@ fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> R
             set_peer(c, w, d.msg.addr, false)?;
         }
         FI_OP_ATOMIC => {
-            let d: &fi_op_atomic = op_ref(attr.op)?;
+            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
+            let d: &fi_op_atomic = unsafe { op_ref(attr.op) }?;
             check_ep!(d);
-            atomic(c, w, &d.msg)?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            unsafe { atomic(c, w, &d.msg) }?;
         }
         FI_OP_FETCH_ATOMIC => {
-            let d: &fi_op_fetch_atomic = op_ref(attr.op)?;
+            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
+            let d: &fi_op_fetch_atomic = unsafe { op_ref(attr.op) }?;
             check_ep!(d);
-            atomic(c, w, &d.msg)?;
-            w.result = extra(
-                c,
-                &d.fetch,
-                &mut w.result_desc,
-                &mut w.present,
-                FI_XPU_WR_RESULT_DESC,
-            )?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            unsafe { atomic(c, w, &d.msg) }?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            w.result = unsafe {
+                extra(
+                    c,
+                    &d.fetch,
+                    &mut w.result_desc,
+                    &mut w.present,
+                    FI_XPU_WR_RESULT_DESC,
+                )
+            }?;
         }
         FI_OP_COMPARE_ATOMIC => {
-            let d: &fi_op_compare_atomic = op_ref(attr.op)?;
+            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
+            let d: &fi_op_compare_atomic = unsafe { op_ref(attr.op) }?;
             check_ep!(d);
-            atomic(c, w, &d.msg)?;
-            w.result = extra(
-                c,
-                &d.fetch,
-                &mut w.result_desc,
-                &mut w.present,
-                FI_XPU_WR_RESULT_DESC,
-            )?;
-            w.compare = extra(
-                c,
-                &d.compare,
-                &mut w.compare_desc,
-                &mut w.present,
-                FI_XPU_WR_COMPARE_DESC,
-            )?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            unsafe { atomic(c, w, &d.msg) }?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            w.result = unsafe {
+                extra(
+                    c,
+                    &d.fetch,
+                    &mut w.result_desc,
+                    &mut w.present,
+                    FI_XPU_WR_RESULT_DESC,
+                )
+            }?;
+            // SAFETY: the application's pointers are passed on as this function's contract gives them.
+            w.compare = unsafe {
+                extra(
+                    c,
+                    &d.compare,
+                    &mut w.compare_desc,
+                    &mut w.present,
+                    FI_XPU_WR_COMPARE_DESC,
+                )
+            }?;
         }
         // Counter operations are deferred work, not work requests.
         FI_OP_CNTR_SET | FI_OP_CNTR_ADD => return Err(Error(FI_EOPNOTSUPP)),
@@ -324,13 +385,20 @@ fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> R
 }
 
 /// Sets `work->wr_len`.
-fn set_len(work: *mut fi_wr_attr) {
-    // SAFETY: `work` was checked non-NULL and points to the caller's
-    // fi_wr_attr (the API's contract); no reference to it is live.
+///
+/// # Safety
+/// `work` is non-NULL and valid for writing, and no reference to it is
+/// live (`fi_xpu_prepare_wr`'s contract).
+unsafe fn set_len(work: *mut fi_wr_attr) {
+    // SAFETY: per the function contract.
     unsafe { (*work).wr_len = FI_XPU_WR_SIZE }
 }
 
-fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
+unsafe fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
     let e = lookup(ep, Kind::Ep)?;
     // SAFETY: the API requires `work` to be NULL or point to a valid
     // fi_wr_attr for the call; it is copied, and written only by set_len.
@@ -342,7 +410,8 @@ fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
         return Err(Error(FI_EOPNOTSUPP));
     }
     if attr.wr_len < FI_XPU_WR_SIZE {
-        set_len(work);
+        // SAFETY: `work` was checked non-NULL and no reference to it is live.
+        unsafe { set_len(work) };
         return Err(Error(FI_ETOOSMALL));
     }
     if attr.wr_buf.is_null() {
@@ -354,11 +423,13 @@ fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
     };
     let mut w = zero_wr();
     w.prov_id = e.prov.desc().prov_id;
-    convert(ep, &attr, &conv, &mut w)?;
+    // SAFETY: the application's pointers are passed on as this function's contract gives them.
+    unsafe { convert(ep, &attr, &conv, &mut w) }?;
     // SAFETY: wr_buf holds wr_len >= FI_XPU_WR_SIZE writable bytes (the
     // API's contract); the request is written whole, unaligned allowed.
     unsafe { (attr.wr_buf as *mut fi_xpu_wr).write_unaligned(w) };
-    set_len(work);
+    // SAFETY: `work` was checked non-NULL and no reference to it is live.
+    unsafe { set_len(work) };
     Ok(0)
 }
 
@@ -374,15 +445,21 @@ pub unsafe extern "C" fn fi_xpu_prepare_wr(
     ep: *mut fid_xpu_host_ep,
     work: *mut fi_wr_attr,
 ) -> c_int {
-    guard(|| prepare(ep as *mut c_void, work))
+    // SAFETY: `work` is NULL or valid (the contract of fi_xpu_prepare_wr / FI_PREPARE_WORK).
+    guard(|| unsafe { prepare(ep as *mut c_void, work) })
 }
 
 /// `fi_control` on an object's fid: the work-request commands on an
 /// endpoint (`FI_PREPARE_WORK`; queueing and flushing are device calls,
 /// `-FI_EOPNOTSUPP` here), `-FI_ENOSYS` for every other command.
-pub fn control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_control`'s contract: `arg` is the fi_wr_attr of `FI_PREPARE_WORK`).
+pub unsafe fn control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     match command {
-        FI_PREPARE_WORK => guard(|| prepare(fid as *mut c_void, arg as *mut fi_wr_attr)),
+        // SAFETY: `work` is NULL or valid (the contract of fi_xpu_prepare_wr / FI_PREPARE_WORK).
+        FI_PREPARE_WORK => guard(|| unsafe { prepare(fid as *mut c_void, arg as *mut fi_wr_attr) }),
         FI_QUEUE_WORK | FI_FLUSH_WORK => guard(|| {
             lookup(fid as *const c_void, Kind::Ep)?;
             Err(Error(FI_EOPNOTSUPP))

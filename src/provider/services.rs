@@ -30,7 +30,9 @@ unsafe extern "C" fn mem_alloc(
 ) -> c_int {
     guard(|| {
         let c = memory_of(ctx)?;
-        m::alloc(&c, size, alignment, flags, addr, fd, offset)
+        // SAFETY: the provider's out-pointers are NULL or valid for writing
+        // (the contract of fi_xpu_core.mem_alloc).
+        unsafe { m::alloc(&c, size, alignment, flags, addr, fd, offset) }
     })
 }
 

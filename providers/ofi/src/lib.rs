@@ -126,7 +126,9 @@ impl Provider for Ofi {
 
     fn cq_host_read(cq: &Arc<CqShared>, mut out: HostCqBuf<'_>) -> Result<usize, i32> {
         let (n, src) = (out.count(), out.src());
-        ssize(cq.host_read(out.as_mut_ptr(), n, src))
+        // SAFETY: `out` holds `n` entries in this CQ's format and `src` is
+        // NULL or has `n` slots (HostCqBuf's contract).
+        ssize(unsafe { cq.host_read(out.as_mut_ptr(), n, src) })
     }
 
     fn cq_host_readerr(

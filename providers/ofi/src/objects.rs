@@ -165,11 +165,15 @@ fn env(var: &str) -> Option<String> {
     fi_xpu_prov_sdk::services::param(&name)
 }
 
-fn cstr_or_empty(p: *const std::ffi::c_char) -> String {
+/// The string at `p`, empty for NULL.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string that lives for the call.
+unsafe fn cstr_or_empty(p: *const std::ffi::c_char) -> String {
     if p.is_null() {
         return String::new();
     }
-    // SAFETY: libfabric strings are NUL-terminated.
+    // SAFETY: per the function contract.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
@@ -177,7 +181,7 @@ impl Domain {
     pub fn open(attr: Option<&fi_xpu_domain_attr>) -> Result<Domain, i32> {
         let prov = match attr.filter(|a| !a.fabric_prov.is_null()) {
             // SAFETY: the core passes the caller's NUL-terminated string.
-            Some(a) => Some(cstr_or_empty(a.fabric_prov)),
+            Some(a) => Some(unsafe { cstr_or_empty(a.fabric_prov) }),
             None => env("FI_XPU_OFI_PROVIDER"),
         };
         let nthreads = match attr.map_or(0, |a| a.progress_threads) {
@@ -811,8 +815,13 @@ impl CqShared {
         true
     }
 
-    /// Host read in the CQ's format.
-    pub fn host_read(&self, buf: *mut u8, count: usize, src: *mut fi_addr_t) -> isize {
+    /// Host read of up to `count` entries in the CQ's format into `buf`,
+    /// with their source addresses into `src` unless it is NULL.
+    ///
+    /// # Safety
+    /// `buf` has room for `count` entries of the CQ's format and `src` is
+    /// NULL or has `count` slots (what the SDK's `HostCqBuf` describes).
+    pub unsafe fn host_read(&self, buf: *mut u8, count: usize, src: *mut fi_addr_t) -> isize {
         let d = self.dev_ref();
         let mut n = 0usize;
         while n < count {

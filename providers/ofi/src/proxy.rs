@@ -398,20 +398,29 @@ pub struct Worker {
     gate: Gate,
 }
 
-fn at64(p: *mut u64) -> &'static AtomicU64 {
-    // SAFETY: callers pass aligned words of device blocks that outlive the
-    // use (the endpoint is kept alive by the worker's Arc).
+/// The word at `p` as an atomic.
+///
+/// # Safety
+/// `p` is an aligned word of a device block that stays mapped for `'a`
+/// (the endpoint is kept alive by the worker's Arc) and is only accessed
+/// atomically meanwhile.
+unsafe fn at64<'a>(p: *mut u64) -> &'a AtomicU64 {
+    // SAFETY: per the function contract.
     unsafe { AtomicU64::from_ptr(p) }
 }
 
-fn at32(p: *mut u32) -> &'static AtomicU32 {
-    // SAFETY: as at64.
+/// As `at64`, for a 32-bit word.
+///
+/// # Safety
+/// As `at64`.
+unsafe fn at32<'a>(p: *mut u32) -> &'a AtomicU32 {
+    // SAFETY: per the function contract.
     unsafe { AtomicU32::from_ptr(p) }
 }
 
 fn sleeping_word(ep: &EpInner) -> &'static AtomicU32 {
     // SAFETY: the block is live while `ep` is.
-    at32(unsafe { std::ptr::addr_of_mut!((*ep.dev()).sleeping) })
+    unsafe { at32(std::ptr::addr_of_mut!((*ep.dev()).sleeping)) }
 }
 
 /// Token of the eventfd in the epoll set; CQ fds carry their fd number.
@@ -687,7 +696,7 @@ fn ring_ready(ep: &EpInner) -> (bool, bool) {
     let slot = slot(ep, st.cons);
     // SAFETY: the slot lies in the ring.
     let ready =
-        at64(unsafe { std::ptr::addr_of_mut!((*slot).seq) }).load(Ordering::SeqCst) == st.cons + 1;
+        unsafe { at64(std::ptr::addr_of_mut!((*slot).seq)) }.load(Ordering::SeqCst) == st.cons + 1;
     (
         ready && !st.blocked,
         st.blocked || st.stalled_since.is_some(),
@@ -701,12 +710,12 @@ fn ring_ready(ep: &EpInner) -> (bool, bool) {
 /// good.
 fn stalled(ep: &EpInner, st: &mut EpState, pos: u64, limit: Duration) -> bool {
     // SAFETY: aligned word of the live endpoint block.
-    let prod = at64(unsafe { std::ptr::addr_of_mut!((*ep.dev()).prod) }).load(Ordering::Acquire);
+    let prod = unsafe { at64(std::ptr::addr_of_mut!((*ep.dev()).prod)) }.load(Ordering::Acquire);
     let claimed = prod.wrapping_sub(pos).min(ep.size);
     let overtaken = (1..claimed.min(STALL_SCAN + 1)).any(|k| {
         let s = slot(ep, pos + k);
         // SAFETY: the slot lies in the ring.
-        at64(unsafe { std::ptr::addr_of_mut!((*s).seq) }).load(Ordering::Acquire) == pos + k + 1
+        unsafe { at64(std::ptr::addr_of_mut!((*s).seq)) }.load(Ordering::Acquire) == pos + k + 1
     });
     if !overtaken {
         st.stalled_since = None;
@@ -720,7 +729,7 @@ fn stalled(ep: &EpInner, st: &mut EpState, pos: u64, limit: Duration) -> bool {
 fn published(ep: &EpInner, pos: u64) -> bool {
     let s = slot(ep, pos);
     // SAFETY: the slot lies in the ring.
-    at64(unsafe { std::ptr::addr_of_mut!((*s).seq) }).load(Ordering::Acquire) == pos + 1
+    unsafe { at64(std::ptr::addr_of_mut!((*s).seq)) }.load(Ordering::Acquire) == pos + 1
 }
 
 fn slot(ep: &EpInner, pos: u64) -> *mut Wqe {
@@ -755,7 +764,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
         // SAFETY: the slot is in the ring; `seq` is read atomically before
         // the rest of the entry is copied (acquire pairs with the device's
         // release store).
-        let seq = at64(unsafe { std::ptr::addr_of_mut!((*s).seq) }).load(Ordering::Acquire);
+        let seq = unsafe { at64(std::ptr::addr_of_mut!((*s).seq)) }.load(Ordering::Acquire);
         let skip = seq != pos + 1;
         if skip && !stalled(ep, &mut st, pos, tuning.stall) {
             break;
@@ -805,7 +814,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
         }
         st.cons = pos + 1;
         // SAFETY: aligned word of the live endpoint block.
-        at64(unsafe { std::ptr::addr_of_mut!((*dev).cons) }).store(st.cons, Ordering::Release);
+        unsafe { at64(std::ptr::addr_of_mut!((*dev).cons)) }.store(st.cons, Ordering::Release);
         busy = true;
     }
     busy |= poll_cq(ep, b, &mut st, g);
@@ -814,7 +823,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     busy |= release_held(ep, b, &mut st, g, tuning);
     let flushed = st.inflight.first().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
-    at64(unsafe { std::ptr::addr_of_mut!((*dev).flushed) }).store(flushed, Ordering::Release);
+    unsafe { at64(std::ptr::addr_of_mut!((*dev).flushed)) }.store(flushed, Ordering::Release);
     Pass {
         busy,
         pending: !st.inflight.is_empty(),

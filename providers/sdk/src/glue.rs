@@ -49,9 +49,13 @@ fn guard_count<P: Provider>(f: impl FnOnce() -> Result<usize, i32>) -> isize {
     }
 }
 
-fn open<T>(r: Result<T, i32>, out: *mut H) -> Result<c_int, i32> {
+/// Hands the object of a successful open to the core through `out`.
+///
+/// # Safety
+/// `out` is valid for writing (the core passes a valid out-pointer).
+unsafe fn open<T>(r: Result<T, i32>, out: *mut H) -> Result<c_int, i32> {
     let v = r?;
-    // SAFETY: the core passes a valid out-pointer.
+    // SAFETY: per the function contract.
     unsafe { *out = Box::into_raw(Box::new(v)) as H };
     Ok(0)
 }
@@ -133,7 +137,8 @@ unsafe fn open_in<P: Provider, A, T>(
     guard::<P>(|| {
         // SAFETY: per the function contract.
         let (d, a) = unsafe { (obj::<P::Domain>(dom), &*attr) };
-        open(f(d, a), out)
+        // SAFETY: `out` is the core's valid out-pointer (this entry point's contract).
+        unsafe { open(f(d, a), out) }
     })
 }
 
@@ -156,7 +161,8 @@ unsafe fn open_on<P: Provider, A, T>(
     guard::<P>(|| {
         // SAFETY: per the function contract.
         let (d, c, a) = unsafe { (obj::<P::Domain>(dom), opt_obj::<P::Ctx>(ctx), &*attr) };
-        open(f(d, c, a), out)
+        // SAFETY: `out` is the core's valid out-pointer (this entry point's contract).
+        unsafe { open(f(d, c, a), out) }
     })
 }
 
@@ -209,8 +215,8 @@ pub(crate) unsafe extern "C" fn domain_open<P: Provider>(
     out: *mut H,
 ) -> c_int {
     // SAFETY: the core passes its attributes (its defaults when the
-    // application gave none).
-    guard::<P>(|| open(P::domain_open(unsafe { &*attr }), out))
+    // application gave none) and a valid out-pointer.
+    guard::<P>(|| unsafe { open(P::domain_open(&*attr), out) })
 }
 
 pub(crate) unsafe extern "C" fn domain_close<P: Provider>(h: H) -> c_int {
@@ -455,7 +461,8 @@ pub(crate) unsafe extern "C" fn ep_open<P: Provider>(
         // SAFETY: live domain and context (always set for an EP); attr from
         // the core.
         let (d, c, a) = unsafe { (obj::<P::Domain>(dom), obj::<P::Ctx>(ctx), &*attr) };
-        open(P::ep_open(d, c, a), out)
+        // SAFETY: `out` is the core's valid out-pointer (this entry point's contract).
+        unsafe { open(P::ep_open(d, c, a), out) }
     })
 }
 

@@ -141,7 +141,9 @@ impl Provider for Shm {
 
     fn cq_host_read(cq: &Arc<Cq>, mut out: HostCqBuf<'_>) -> Result<usize, i32> {
         let (n, src) = (out.count(), out.src());
-        ssize(cq.host_read(out.as_mut_ptr(), n, src))
+        // SAFETY: `out` holds `n` entries in this CQ's format and `src` is
+        // NULL or has `n` slots (HostCqBuf's contract).
+        ssize(unsafe { cq.host_read(out.as_mut_ptr(), n, src) })
     }
 
     fn cq_host_readerr(cq: &Arc<Cq>, e: &mut fi_cq_err_entry, _flags: u64) -> Result<usize, i32> {

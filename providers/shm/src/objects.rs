@@ -434,7 +434,13 @@ impl Cq {
         }
     }
 
-    pub fn host_read(&self, buf: *mut u8, count: usize, src: *mut u64) -> isize {
+    /// Host read of up to `count` entries in the CQ's format into `buf`,
+    /// with their source addresses into `src` unless it is NULL.
+    ///
+    /// # Safety
+    /// `buf` has room for `count` entries of the CQ's format and `src` is
+    /// NULL or has `count` slots (what the SDK's `HostCqBuf` describes).
+    pub unsafe fn host_read(&self, buf: *mut u8, count: usize, src: *mut u64) -> isize {
         let esz = match self.format {
             FI_CQ_FORMAT_CONTEXT => 8,
             FI_CQ_FORMAT_MSG => 24,
@@ -1051,6 +1057,14 @@ mod tests {
         store(e as usize, h + 1);
     }
 
+    /// `host_read` into context-format entries (one word each).
+    fn read(q: &Cq, buf: &mut [u64]) -> isize {
+        assert_eq!(q.format, FI_CQ_FORMAT_CONTEXT);
+        // SAFETY: `buf` has room for `buf.len()` one-word entries; no
+        // source addresses are asked for.
+        unsafe { q.host_read(buf.as_mut_ptr() as *mut u8, buf.len(), std::ptr::null_mut()) }
+    }
+
     fn host_cq(size: usize) -> Cq {
         let attr = fi_xpu_cq_attr {
             size,
@@ -1078,11 +1092,7 @@ mod tests {
                             let mut mine = Vec::new();
                             let mut buf = [0u64; 2];
                             loop {
-                                let n = q.host_read(
-                                    buf.as_mut_ptr() as *mut u8,
-                                    2,
-                                    std::ptr::null_mut(),
-                                );
+                                let n = read(&q, &mut buf[..2]);
                                 if n == -FI_EAGAIN as isize {
                                     return mine;
                                 }
@@ -1120,23 +1130,14 @@ mod tests {
         }
         store(e as usize, h + 1);
         let mut buf = [0u64; 4];
-        assert_eq!(
-            q.host_read(buf.as_mut_ptr() as *mut u8, 4, std::ptr::null_mut()),
-            1
-        );
+        assert_eq!(read(&q, &mut buf[..4]), 1);
         assert_eq!(buf[0], 7);
-        assert_eq!(
-            q.host_read(buf.as_mut_ptr() as *mut u8, 4, std::ptr::null_mut()),
-            -FI_EAVAIL as isize
-        );
+        assert_eq!(read(&q, &mut buf[..4]), -FI_EAVAIL as isize);
         // SAFETY: an all-zero fi_cq_err_entry is valid (null pointers).
         let mut ee: fi_cq_err_entry = unsafe { std::mem::zeroed() };
         assert_eq!(q.host_readerr(&mut ee), 1);
         assert_eq!((ee.op_context as u64, ee.err), (9, FI_ECONNRESET));
         assert_eq!(q.host_readerr(&mut ee), -FI_EAGAIN as isize);
-        assert_eq!(
-            q.host_read(buf.as_mut_ptr() as *mut u8, 4, std::ptr::null_mut()),
-            -FI_EAGAIN as isize
-        );
+        assert_eq!(read(&q, &mut buf[..4]), -FI_EAGAIN as isize);
     }
 }
