@@ -217,8 +217,9 @@ fn classify(src: &str) -> Vec<Kind> {
 
 /// The crate (or test area) a tracked file belongs to.
 fn area(path: &str) -> &'static str {
-    const AREAS: [(&str, &str); 8] = [
+    const AREAS: [(&str, &str); 9] = [
         ("abi/", "abi"),
+        ("os/", "os"),
         ("providers/sdk/", "sdk"),
         ("providers/shm/", "shm"),
         ("providers/ofi/", "ofi"),
