@@ -787,9 +787,22 @@ impl CqShared {
         let d = self.dev_ref();
         let tail = at64(&d.tail).load(Ordering::Relaxed);
         let head = at64(&d.head).load(Ordering::Acquire);
-        if tail.wrapping_sub(head) >= self.size {
-            at64(&d.overflow).fetch_add(1, Ordering::Relaxed);
-            core::warn("completion queue overflow: a completion was dropped");
+        // A completion nobody reserved room for (a peer's remote CQ data,
+        // as many as the peer likes) never takes the room promised to the
+        // operations of this process: those would otherwise be dropped.
+        let promised = if reserved {
+            0
+        } else {
+            self.reserved.load(Ordering::Relaxed)
+        };
+        if tail.wrapping_sub(head).saturating_add(promised) >= self.size {
+            let dropped = at64(&d.overflow).fetch_add(1, Ordering::Relaxed) + 1;
+            // One line per power of two: a flood does not flood the log.
+            if dropped.is_power_of_two() {
+                core::warn(&format!(
+                    "completion queue overflow: {dropped} completion(s) dropped so far"
+                ));
+            }
             return false;
         }
         let slot = self.slot(tail);

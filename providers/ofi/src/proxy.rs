@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 const BATCH: usize = 64;
 /// Completions read from libfabric per call.
 const CQ_BATCH: usize = 64;
+/// Most libfabric CQ reads (of up to `CQ_BATCH` entries, or one error) per
+/// endpoint and pass.
+const CQ_READS_PER_PASS: usize = 16;
 /// Idle passes that only spin before the thread starts yielding its core
 /// (within the spin period): a peer on the same core needs it to answer.
 const SPIN_PASSES: u32 = 64;
@@ -864,6 +867,34 @@ fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
     }
 }
 
+/// Publishes the error libfabric reported for a request: as `fail`, with
+/// what libfabric says of the transfer. A truncated receive reports the
+/// bytes placed (`len`) and those that did not fit (`olen`), as libfabric
+/// defines them, and the tag and CQ data of the message that matched.
+fn fail_reported(b: &Bound, req: &Req, e: &fi_cq_err_entry) {
+    let idx = ring::counter_of(req.op).unwrap_or(CNTR_SEND);
+    if let Some(c) = b.cntr[idx].as_deref() {
+        c.add_err(1);
+    }
+    let recv = ring::is_receive(req.op);
+    if let Some(cq) = cq_for(b, req.op) {
+        cq.push_reserved(Cqe {
+            flags: ring::completion_flags(req.op) | (e.flags & FI_REMOTE_CQ_DATA),
+            context: req.context,
+            len: if recv { (e.len as u64).min(req.len) } else { 0 },
+            buf: req.buf,
+            data: if recv { e.data } else { 0 },
+            tag: if recv { e.tag } else { req.tag },
+            olen: e.olen as u64,
+            err: (-e.err.abs()).min(-1) as i64,
+            src: ffi::FI_ADDR_NOTAVAIL,
+            is_err: 1,
+            prov_errno: e.prov_errno as i64,
+            ..Default::default()
+        });
+    }
+}
+
 /// Checks and issues one entry. `Err(-FI_EAGAIN)` leaves it in the ring to
 /// retry; every other outcome consumes it. `more`: the next entry is
 /// published already.
@@ -1588,7 +1619,10 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     // writes the entries it reports. Not every provider writes sources.
     let mut buf = [const { MaybeUninit::<fi_cq_tagged_entry>::uninit() }; CQ_BATCH];
     let mut src = [ffi::FI_ADDR_NOTAVAIL; CQ_BATCH];
-    loop {
+    // Bounded: a CQ that never runs dry (a peer's flood, or a transport
+    // that reports the same error again and again) must not keep the
+    // thread from its other endpoints, its ring and its time limits.
+    for _ in 0..CQ_READS_PER_PASS {
         // SAFETY: live CQ; buffers of CQ_BATCH entries.
         let n = g.call(|| unsafe {
             ffi::xo_cq_readfrom(
@@ -1619,14 +1653,7 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
                     finish_part(b, st, &req, Some((-e.err.abs(), e.prov_errno)));
                     continue;
                 }
-                let w = Wqe {
-                    op: req.op,
-                    context: req.context,
-                    buf: req.buf,
-                    tag: req.tag,
-                    ..Default::default()
-                };
-                fail(b, &w, -e.err.abs(), e.prov_errno);
+                fail_reported(b, &req, &e);
                 st.pool.give(req);
             }
             continue;
