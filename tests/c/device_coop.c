@@ -25,6 +25,7 @@ struct run {
 	unsigned char *dst; /* one REGION per scope instance */
 	int failures;
 	uint64_t expected; /* slots all instances asked for */
+	uint32_t width;    /* the subgroup width the kernel saw */
 };
 
 static const size_t lens[] = {0, 1, 7, 8, 9, 63, 64, 65, 1000, 4096, 4099};
@@ -67,6 +68,8 @@ static void kernel(void *arg)
 	uint32_t inst = instance(scope);
 	unsigned char *region = r->dst + (size_t)inst * REGION;
 
+	/* The width is the launcher's (the hardware's): queried, not assumed. */
+	__atomic_store_n(&r->width, fi_xpu_arch_subgroup_size(), __ATOMIC_RELAXED);
 	for (int it = 0; it < r->iters; it++) {
 		uint64_t n = slots_for(inst, it), base = UINT64_MAX;
 		int ret = fi_xpu_coop_reserve(&r->counter, n, scope, FI_XPU_ARCH_MS_SYSTEM, &base);
@@ -105,11 +108,10 @@ static void kernel(void *arg)
 static int run_one(int scope, uint32_t n, uint32_t sg, int iters)
 {
 	struct fi_xpu_host_launch_attr attr = {GROUPS, n, sg, 0};
-	uint32_t sgw = sg ? sg : 32;
-	uint32_t instances = scope == FI_XPU_WORK_ITEM	  ? GROUPS * n
-			     : scope == FI_XPU_SUBGROUP	  ? GROUPS * ((n + sgw - 1) / sgw)
-			     : scope == FI_XPU_WORK_GROUP ? GROUPS
-							  : 1;
+	/* Room for the most instances any subgroup width gives. */
+	uint32_t instances = scope == FI_XPU_WORK_ITEM || scope == FI_XPU_SUBGROUP ? GROUPS * n
+			     : scope == FI_XPU_WORK_GROUP			      ? GROUPS
+										      : 1;
 	struct run *r = calloc(1, sizeof(*r));
 	int bad;
 
@@ -123,15 +125,17 @@ static int run_one(int scope, uint32_t n, uint32_t sg, int iters)
 	memset(r->dst, 0xee, (size_t)instances * REGION);
 	for (size_t i = 0; i < SRC_LEN; i++)
 		r->src[i] = (unsigned char)(i * 131 + 17);
-	for (uint32_t inst = 0; inst < instances; inst++)
-		for (int it = 0; it < iters; it++)
-			r->expected += slots_for(inst, it);
 
 	int ret = fi_xpu_host_launch(&attr, kernel, r);
 	if (ret) {
 		fprintf(stderr, "launch: %d\n", ret);
 		return 1;
 	}
+	if (scope == FI_XPU_SUBGROUP)
+		instances = GROUPS * ((n + r->width - 1) / r->width);
+	for (uint32_t inst = 0; inst < instances; inst++)
+		for (int it = 0; it < iters; it++)
+			r->expected += slots_for(inst, it);
 	if (r->counter != r->expected) {
 		fprintf(stderr, "scope %d N=%u: counter %llu, expected %llu\n", scope, n,
 			(unsigned long long)r->counter, (unsigned long long)r->expected);

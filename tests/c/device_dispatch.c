@@ -101,7 +101,9 @@ static void group_writes(void *arg)
 static void wait_vs_error(void *arg)
 {
 	int *ret = arg;
-	if (fi_xpu_arch_group_id() == 0) {
+	/* Two work items of one group, which a GPU runs at the same time (two
+	 * groups might not be: the GPU-like launcher may run one at a time). */
+	if (fi_xpu_arch_local_id() == 0) {
 		ret[0] = fi_xpu_cntr_wait_status(&cntr, 1000, 10000, FI_XPU_WORK_ITEM);
 	} else {
 		struct timespec ts = {0, 20 * 1000 * 1000};
@@ -217,7 +219,7 @@ int main(void)
 
 	/* A wait ends with -FI_EAVAIL when the error count moves. */
 	{
-		struct fi_xpu_host_launch_attr a = {2, 1, 0, 0};
+		struct fi_xpu_host_launch_attr a = {1, 2, 0, 0};
 		int ret[2] = {1, 1};
 		CHECK(fi_xpu_host_launch(&a, wait_vs_error, ret) == 0);
 		CHECK(ret[0] == -FI_EAVAIL && ret[1] == 0);
