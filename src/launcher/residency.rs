@@ -205,7 +205,9 @@ impl Residency {
                     Doing::DeviceBarrier => n[0] += 1,
                     Doing::GroupBarrier => n[1] += 1,
                     Doing::SubgroupBarrier => n[2] += 1,
-                    Doing::Running | Doing::Queued if spun => n[3] += 1,
+                    // A spinning lane spends most of its time waiting for
+                    // its turn back.
+                    Doing::Running | Doing::Queued | Doing::Turn if spun => n[3] += 1,
                     Doing::Turn => n[4] += 1,
                     // Running without spinning: it may be getting somewhere.
                     Doing::Running | Doing::Queued => return None,
