@@ -146,6 +146,14 @@ fn a_hostile_peer_leaves_the_victim_whole() {
 }
 
 #[test]
+fn a_peer_cannot_claim_another_peers_source() {
+    let p = program("tests/c/shm_source.c", "source");
+    let out = run(&p, &[]);
+    assert!(out.contains("0 attributed to A"), "{out}");
+    assert!(out.contains("shm_source: ok"), "{out}");
+}
+
+#[test]
 fn crashed_peers_release_their_memory() {
     let p = program("tests/c/shm_departed.c", "departed");
     let out = run(&p, &[]);

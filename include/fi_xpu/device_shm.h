@@ -60,6 +60,9 @@ struct fi_xpu_shm_cqe {
 	uint64_t seq, flags, context, len, buf, data, tag;
 	int64_t err;
 	uint64_t olen, src_nonce, src_ep, is_err;
+	/* Remote-completion rings: the connection the receiver attributes the
+	 * entry to, and the sender's stamp over it (fi_xpu_shm_stamp). */
+	uint64_t src_conn, stamp;
 };
 struct fi_xpu_shm_cntr {
 	uint64_t value, err, magic, pad[5];
@@ -75,9 +78,15 @@ struct fi_xpu_shm_peer_map {
 	uint64_t state, gen;
 	uint64_t base[FI_XPU_SHM_MAX_REGIONS];
 	uint64_t size[FI_XPU_SHM_MAX_REGIONS];
+	/* The peer's domain nonce as this domain attested it (0: not
+	 * attested), and the key it gave the peer for this connection; the
+	 * same of the generation before, whose entries may still wait. */
+	uint64_t nonce, key[2];
+	uint64_t prev_gen, prev_nonce, prev_key[2];
 };
 struct fi_xpu_shm_peer_addr {
 	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
+	uint64_t key[2]; /* the peer's key for our connection: stamps our sends */
 };
 struct fi_xpu_shm_ctx_dev {
 	uint64_t heap_base, heap_region, nonce;
@@ -120,6 +129,8 @@ struct fi_xpu_shm_cq_dev {
 	uint64_t rring, rtail, rseen;
 	uint64_t magic; /* validity word, fi_xpu/device_handle.h */
 	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
+	uint64_t ctx;   /* the context's device root (peer maps); 0: host CQ */
+	uint64_t roff;  /* heap offset of rring, which stamps name */
 };
 /* A counter's device block (local); `cntr` is its {value, errors} block in
  * the shared heap, where peers' remote events land. */
@@ -136,7 +147,9 @@ struct fi_xpu_shm_mr_desc {
 struct fi_xpu_shm_msg {
 	uint64_t seq, state, len, tag, data, flags;
 	uint64_t src_nonce, src_ep, src_conn, src_region, src_off;
-	uint64_t produced, consumed, src_gen, pad[2];
+	uint64_t produced, consumed, src_gen;
+	uint64_t stamp; /* fi_xpu_shm_stamp under the key of src_conn */
+	uint64_t pad;
 };
 
 enum {
@@ -229,10 +242,89 @@ FI_XPU_FUNC void fi_xpu_shm_copy(void *dst, const void *src, size_t len)
 	fi_xpu_shm_copy_part(dst, src, len, 0, 1);
 }
 
+/* ---- stamps ------------------------------------------------------------- */
+/* Every peer can write a receiver's inbox and its remote-completion rings,
+ * so nothing a peer writes there can say who sent an entry. Instead, each
+ * connection has a 128-bit key that the receiver drew and handed to that
+ * peer alone, over the authenticated control socket; the sender stamps
+ * each entry with SipHash-1-3 under it, over the entry's position (never
+ * reused), the ring or endpoint it went to, and what says where its data
+ * is. The receiver recomputes the stamp with the key of the connection
+ * the entry names, from its own private map: an entry passes only if that
+ * connection's peer made it for that very place, and its source is then
+ * the peer that connection attested, whatever the entry says. */
+#define FI_XPU_SHM_ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define FI_XPU_SHM_SIPROUND(v0, v1, v2, v3)                                             \
+	do {                                                                           \
+		v0 += v1; v1 = FI_XPU_SHM_ROTL(v1, 13); v1 ^= v0; v0 = FI_XPU_SHM_ROTL(v0, 32); \
+		v2 += v3; v3 = FI_XPU_SHM_ROTL(v3, 16); v3 ^= v2;                      \
+		v0 += v3; v3 = FI_XPU_SHM_ROTL(v3, 21); v3 ^= v0;                      \
+		v2 += v1; v1 = FI_XPU_SHM_ROTL(v1, 17); v1 ^= v2; v2 = FI_XPU_SHM_ROTL(v2, 32); \
+	} while (0)
+
+/* SipHash-1-3 of the `n` words `w` (as 8n little-endian bytes) under
+ * `key`. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_stamp(const uint64_t *key, const uint64_t *w, int n)
+{
+	uint64_t k0 = key[0], k1 = key[1], b = (uint64_t)(8 * n) << 56;
+	uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+	uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+	int i;
+	for (i = 0; i < n; i++) {
+		v3 ^= w[i];
+		FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+		v0 ^= w[i];
+	}
+	v3 ^= b;
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	v0 ^= b;
+	v2 ^= 0xff;
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* The stamp of an inbox entry at position `pos` of endpoint `ep_id` from
+ * endpoint `src_ep` (both ids below 2^32). An eager message's bytes are
+ * in the slot itself, where any peer may overwrite them; a rendezvous or
+ * streamed one names memory of its sender to read, which the stamp covers
+ * too. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_msg_stamp(const uint64_t *key, uint64_t pos, uint64_t ep_id,
+					  uint64_t src_ep, uint64_t flags, uint64_t len,
+					  uint64_t src_region, uint64_t src_off)
+{
+	uint64_t w[6];
+	w[0] = pos;
+	w[1] = (ep_id & 0xffffffffULL) | (src_ep << 32);
+	w[2] = flags;
+	w[3] = len;
+	w[4] = src_region;
+	w[5] = src_off;
+	return fi_xpu_shm_stamp(key, w, (flags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM)) ? 6 : 3);
+}
+
+/* The stamp of a remote completion at position `pos` of the ring at heap
+ * offset `roff`. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_cqe_stamp(const uint64_t *key, uint64_t pos, uint64_t roff,
+					  uint64_t src_ep, uint64_t len, uint64_t data)
+{
+	uint64_t w[4];
+	w[0] = pos;
+	w[1] = roff;
+	w[2] = src_ep | (len << 32);
+	w[3] = data;
+	return fi_xpu_shm_stamp(key, w, 4);
+}
+
 /* ---- completion queues ------------------------------------------------- */
 struct fi_xpu_shm_cqe_in {
 	uint64_t flags, context, len, buf, data, tag, olen, src_nonce, src_ep;
 	int64_t err;
+	/* Remote completions: stamped under `key` (non-NULL) for the ring at
+	 * heap offset `roff` of the receiver, which knows us as `src_conn`. */
+	const uint64_t *key;
+	uint64_t src_conn, roff;
 };
 
 FI_XPU_FUNC struct fi_xpu_shm_cqe_in fi_xpu_shm_cqe_zero(void)
@@ -241,6 +333,8 @@ FI_XPU_FUNC struct fi_xpu_shm_cqe_in fi_xpu_shm_cqe_zero(void)
 	in.flags = in.context = in.len = in.buf = in.data = in.tag = 0;
 	in.olen = in.src_nonce = in.src_ep = 0;
 	in.err = 0;
+	in.key = (const uint64_t *)0;
+	in.src_conn = in.roff = 0;
 	return in;
 }
 
@@ -276,6 +370,9 @@ FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
 	e->src_nonce = in->src_nonce;
 	e->src_ep = in->src_ep;
 	e->is_err = in->err != 0;
+	e->src_conn = in->src_conn;
+	e->stamp = in->key ? fi_xpu_shm_cqe_stamp(in->key, h, in->roff, in->src_ep, in->len, in->data)
+			   : 0;
 	fi_xpu_shm_st(&e->seq, h + 1);
 	return 0;
 }
@@ -302,11 +399,23 @@ FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_
 		fi_xpu_shm_add(&r->overflow_seen, (uint64_t)0 - (ov - seen));
 }
 
+/* The map (private to this process) of connection `conn` of the context
+ * whose device root is `cx`; 0 when there is none. */
+FI_XPU_FUNC const struct fi_xpu_shm_peer_map *fi_xpu_shm_conn_map(uint64_t cx, uint64_t conn)
+{
+	const struct fi_xpu_shm_ctx_dev *c = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, cx);
+	if (!c || conn >= FI_XPU_SHM_MAX_CONNS)
+		return (const struct fi_xpu_shm_peer_map *)0;
+	return FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, fi_xpu_shm_ld(&c->maps[conn]));
+}
+
 /* Moves the remote completions peers pushed into the CQ's shared ring to
  * its private one. Of each entry only what a remote completion carries
  * (length, CQ data, source) is kept; flags are set here and context and
  * buffer are none, so a peer can never publish a completion of any other
  * kind, and a CQ that takes no remote events has no ring peers can reach.
+ * An entry whose stamp the connection it names did not make is refused;
+ * the source of the others is that connection's attested peer.
  * Overflows of the shared ring carry over as overflows of the private one. */
 FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 {
@@ -320,17 +429,30 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 		struct fi_xpu_shm_cqe *e =
 			(struct fi_xpu_shm_cqe *)((unsigned char *)rr + FI_XPU_SHM_CQ_HDR) + (t & (q->size - 1));
 		struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
+		const struct fi_xpu_shm_peer_map *map;
+		uint64_t conn, stamp;
 		if (fi_xpu_shm_ld(&e->seq) != t + 1)
 			break;
 		in.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
 		in.len = fi_xpu_shm_ldr(&e->len);
 		in.data = fi_xpu_shm_ldr(&e->data);
-		in.src_nonce = fi_xpu_shm_ldr(&e->src_nonce);
 		in.src_ep = fi_xpu_shm_ldr(&e->src_ep);
+		conn = fi_xpu_shm_ldr(&e->src_conn);
+		stamp = fi_xpu_shm_ldr(&e->stamp);
 		/* Claimed by this reader: the copy above is the entry. */
 		if (!fi_xpu_shm_cas(&q->rtail, t, t + 1))
 			continue;
 		fi_xpu_shm_st(&rr->tail, t + 1);
+		map = fi_xpu_shm_conn_map(q->ctx, conn);
+		if (!map || (in.src_ep >> 32) || in.len)
+			continue; /* not made by the peer it names: refused */
+		if (fi_xpu_shm_cqe_stamp(map->key, t, q->roff, in.src_ep, in.len, in.data) == stamp)
+			in.src_nonce = fi_xpu_shm_ld(&map->nonce);
+		else if (fi_xpu_shm_cqe_stamp(map->prev_key, t, q->roff, in.src_ep, in.len, in.data) ==
+			 stamp)
+			in.src_nonce = fi_xpu_shm_ld(&map->prev_nonce); /* a departed peer's */
+		else
+			continue;
 		(void)fi_xpu_shm_ring_push(r, q->size, &in);
 	}
 	ov = fi_xpu_shm_ld(&rr->overflow);
@@ -508,6 +630,7 @@ FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 {
 	uint64_t off = fi_xpu_shm_ldr(&t->ep->rx_cq), size;
 	struct fi_xpu_shm_cq_ring *r;
+	struct fi_xpu_shm_cqe_in s = *in;
 	if (!fi_xpu_shm_theap_ok(t, off, FI_XPU_SHM_CQ_HDR))
 		return -FI_EOPNOTSUPP;
 	r = (struct fi_xpu_shm_cq_ring *)(void *)(t->heap + off);
@@ -515,7 +638,11 @@ FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 	if (size == 0 || (size & (size - 1)) ||
 	    size > (t->heap_size - off - FI_XPU_SHM_CQ_HDR) / sizeof(struct fi_xpu_shm_cqe))
 		return -FI_EIO;
-	return fi_xpu_shm_ring_push(r, size, in);
+	/* Stamped for this ring under the key the target gave us. */
+	s.key = t->pa->key;
+	s.src_conn = t->pa->conn_at_peer;
+	s.roff = off;
+	return fi_xpu_shm_ring_push(r, size, &s);
 }
 
 /* The device blocks behind handles, or NULL unless the block's validity
@@ -933,11 +1060,7 @@ FI_XPU_FUNC void fi_xpu_shm_lane_copy(unsigned char *lane, uint64_t pos, unsigne
 FI_XPU_FUNC const struct fi_xpu_shm_peer_map *fi_xpu_shm_src_map(const struct fi_xpu_shm_ep_dev *ep,
 								 uint64_t conn, uint64_t gen)
 {
-	const struct fi_xpu_shm_ctx_dev *cx = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
-	const struct fi_xpu_shm_peer_map *map;
-	if (conn >= FI_XPU_SHM_MAX_CONNS)
-		return 0;
-	map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, fi_xpu_shm_ld(&cx->maps[conn]));
+	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, conn);
 	if (!map || fi_xpu_shm_ld(&map->gen) != gen)
 		return 0;
 	return map;
@@ -1017,14 +1140,17 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			}
 		}
 		if (rc == 0) {
+			uint64_t mflags = (flags & (FI_TAGGED | FI_REMOTE_CQ_DATA)) |
+					  (kind == FI_XPU_SHM_RDV_REG      ? FI_XPU_SHM_MSG_RDV
+					   : kind == FI_XPU_SHM_RDV_STREAM ? FI_XPU_SHM_MSG_STREAM
+									   : 0);
 			m->state = FI_XPU_SHM_SLOT_NEW;
 			m->len = len;
 			m->tag = tag;
 			m->data = data;
-			m->flags = (flags & (FI_TAGGED | FI_REMOTE_CQ_DATA)) |
-				   (kind == FI_XPU_SHM_RDV_REG      ? FI_XPU_SHM_MSG_RDV
-				    : kind == FI_XPU_SHM_RDV_STREAM ? FI_XPU_SHM_MSG_STREAM
-								    : 0);
+			m->flags = mflags;
+			m->stamp = fi_xpu_shm_msg_stamp(t.pa->key, h, t.pa->ep_id, ep->ep_id, mflags,
+							len, src_region, src_off);
 			m->src_nonce = ep->nonce;
 			m->src_ep = ep->ep_id;
 			m->src_conn = t.pa->conn_at_peer;
@@ -1092,7 +1218,29 @@ FI_XPU_FUNC void fi_xpu_shm_msg_read(const struct fi_xpu_shm_msg *m, struct fi_x
 	h->produced = 0;
 	h->consumed = 0;
 	h->src_gen = fi_xpu_shm_ldr(&m->src_gen);
-	h->pad[0] = h->pad[1] = 0;
+	h->stamp = fi_xpu_shm_ldr(&m->stamp);
+	h->pad = 0;
+}
+
+/* Attributes the arrived message whose header copy is `h`, at inbox
+ * position `pos`: 0 when the connection it names made its stamp, its
+ * source then that connection's attested peer; -1 when it is refused. */
+FI_XPU_FUNC int fi_xpu_shm_msg_source(const struct fi_xpu_shm_ep_dev *ep, uint64_t pos,
+				      struct fi_xpu_shm_msg *h)
+{
+	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, h->src_conn);
+	int prev;
+	if (!map || (h->src_ep >> 32))
+		return -1;
+	/* A departed peer's entry, after its id went to another one, is
+	 * checked with the key that peer had. */
+	prev = h->src_gen != fi_xpu_shm_ld(&map->gen);
+	if ((prev && h->src_gen != fi_xpu_shm_ld(&map->prev_gen)) ||
+	    fi_xpu_shm_msg_stamp(prev ? map->prev_key : map->key, pos, ep->ep_id, h->src_ep,
+				 h->flags, h->len, h->src_region, h->src_off) != h->stamp)
+		return -1;
+	h->src_nonce = fi_xpu_shm_ld(prev ? &map->prev_nonce : &map->nonce);
+	return 0;
 }
 
 FI_XPU_FUNC int fi_xpu_shm_matches(const struct fi_xpu_shm_posted *p, const struct fi_xpu_shm_msg *m)
@@ -1285,6 +1433,15 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 		if (fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_NEW)
 			continue;
 		fi_xpu_shm_msg_read(m, &h);
+		if (fi_xpu_shm_msg_source(ep, pos, &h) != 0) {
+			/* Not sent by the peer it names: never delivered. A
+			 * sender waiting on a pull learns it failed. */
+			fi_xpu_shm_st(&m->state,
+				      (h.flags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM))
+					      ? FI_XPU_SHM_SLOT_RDV_FAILED
+					      : FI_XPU_SHM_SLOT_CONSUMED);
+			continue;
+		}
 		for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
 			struct fi_xpu_shm_posted *p = &ep->posted[i];
 			if (p->state == FI_XPU_SHM_POSTED_READY && fi_xpu_shm_matches(p, &h) &&

@@ -113,6 +113,13 @@ pub fn peer_uid(sock: impl AsFd) -> Result<u32, Errno> {
     Ok(sockopt::socket_peercred(sock)?.uid.as_raw())
 }
 
+/// The uid and pid of the peer of `sock` (`SO_PEERCRED`, as the kernel saw
+/// it connect; the pid as this process's pid namespace names it).
+pub fn peer_cred(sock: impl AsFd) -> Result<(u32, i32), Errno> {
+    let c = sockopt::socket_peercred(sock)?;
+    Ok((c.uid.as_raw(), c.pid.as_raw_nonzero().get()))
+}
+
 /// Bounds blocking sends and receives on `sock` to `secs` seconds.
 pub fn set_timeout(sock: impl AsFd, secs: u64) {
     let t = Some(Duration::from_secs(secs));

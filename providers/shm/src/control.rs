@@ -170,13 +170,16 @@ impl Inner {
                     return None;
                 }
                 let raw = h.raw;
-                let (cid, gen) = {
+                let (cid, gen, key) = {
                     let mut st = self.lock();
                     match Self::new_conn(&mut st, sock, false) {
                         Ok(cid) => {
                             let c = st.conns.get_mut(&cid).unwrap();
                             c.remote_nonce = m.a;
-                            (cid, c.gen)
+                            let r = (cid, c.gen, c.rx_key);
+                            // The nonce it claims stands if we reached it.
+                            Self::attest(&st);
+                            r
                         }
                         Err(e) => {
                             // The socket went with the failed call; the
@@ -186,13 +189,12 @@ impl Inner {
                         }
                     }
                 };
-                if wire::send(
-                    raw,
-                    &Msg::new(wire::WELCOME, cid as u64, self.nonce, gen),
-                    None,
-                )
-                .is_err()
-                {
+                // The key it stamps what it sends us with: for this
+                // connection alone, over this socket alone.
+                let mut welcome = Msg::new(wire::WELCOME, cid as u64, self.nonce, gen);
+                welcome.secret[0..8].copy_from_slice(&key[0].to_le_bytes());
+                welcome.secret[8..16].copy_from_slice(&key[1].to_le_bytes());
+                if wire::send(raw, &welcome, None).is_err() {
                     self.conn_lost(cid, gen);
                     return None;
                 }

@@ -7,6 +7,7 @@ use crate::sealed;
 use crate::wire::{self, Msg};
 use fi_xpu_abi::errno::*;
 use std::collections::{BTreeMap, HashMap};
+use std::mem::offset_of;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -238,6 +239,9 @@ pub struct ConnRef {
     pub gen: u64,
     pub at_peer: u64,
     pub at_peer_gen: u64,
+    /// The key the peer gave this connection, which stamps what is sent
+    /// to it.
+    pub tx_key: [u64; 2],
 }
 
 /// A connection to another domain (either direction).
@@ -254,6 +258,14 @@ pub struct Conn {
     pub at_peer_gen: u64,
     /// The secret this connection was authenticated with (clients only).
     pub secret: [u8; 16],
+    /// The key this domain drew for this connection: what the peer
+    /// stamps its entries with (given to it in WELCOME; never given to
+    /// anyone for a client connection, whose peer sends over its own).
+    pub rx_key: [u64; 2],
+    /// The key the peer gave this connection (clients only).
+    pub tx_key: [u64; 2],
+    /// The peer's pid as the kernel reported it on connecting.
+    pub pid: i32,
     pub regions: HashMap<u32, (OwnedFd, u64, u64)>,
     pub imports: HashMap<(u64, u32), usize>,
     pub pushed: u64,
@@ -305,7 +317,8 @@ impl Domain {
         };
         let mut r = [0u8; 24];
         random_bytes(&mut r)?;
-        let nonce = u64::from_le_bytes(r[0..8].try_into().unwrap());
+        // Never 0, which peer maps use for "no attested source".
+        let nonce = u64::from_le_bytes(r[0..8].try_into().unwrap()).max(1);
         let mut secret = [0u8; 16];
         secret.copy_from_slice(&r[8..24]);
         let pid = std::process::id();
@@ -474,6 +487,15 @@ impl Inner {
         let map = match st.ctxs.get(&ctx_id).and_then(|c| c.maps.get(&cid)) {
             Some(&m) => {
                 store(m, PEER_DEAD);
+                // What the departed peer left behind is still its own.
+                let (k, pk) = (offset_of!(PeerMap, key), offset_of!(PeerMap, prev_key));
+                store(m + pk, load(m + k));
+                store(m + pk + 8, load(m + k + 8));
+                store(
+                    m + offset_of!(PeerMap, prev_nonce),
+                    load(m + offset_of!(PeerMap, nonce)),
+                );
+                store(m + offset_of!(PeerMap, prev_gen), load(m + 8));
                 for rid in 1..MAX_REGIONS as u32 {
                     set_map(m, rid, 0, 0);
                 }
@@ -481,7 +503,11 @@ impl Inner {
             }
             None => core::alloc(core, std::mem::size_of::<PeerMap>() as u64, false)?.0,
         };
+        let nonce = Self::attested_nonce(st, cid);
         let conn = st.conns.get_mut(&cid).ok_or(-FI_EINVAL)?;
+        store(map + offset_of!(PeerMap, key), conn.rx_key[0]);
+        store(map + offset_of!(PeerMap, key) + 8, conn.rx_key[1]);
+        store(map + offset_of!(PeerMap, nonce), nonce);
         store(map + 8, conn.gen);
         store(map, PEER_ALIVE);
         for (&rid, (fd, off, size)) in conn.regions.iter() {
@@ -613,6 +639,43 @@ impl Inner {
         Some(c)
     }
 
+    /// The domain nonce entries arriving through connection `cid` are
+    /// attributed to. A peer names its own nonce when it connects, and
+    /// nothing stops it from naming another's: the claim stands only when
+    /// this domain reached the domain of that nonce itself (a connection
+    /// of ours to the socket its address names, whose server proved the
+    /// nonce) and the kernel reports the same process at both ends. 0 (no
+    /// nonce, no source) otherwise, or for our own client connections.
+    fn attested_nonce(st: &State, cid: u32) -> u64 {
+        let Some(c) = st.conns.get(&cid).filter(|c| !c.client && c.sock.is_some()) else {
+            return 0;
+        };
+        let reached = st.conns.values().any(|o| {
+            o.client && o.sock.is_some() && o.remote_nonce == c.remote_nonce && o.pid == c.pid
+        });
+        if reached {
+            c.remote_nonce
+        } else {
+            0
+        }
+    }
+
+    /// Writes the attested nonce of every connection into the maps of
+    /// every context: after a connection came or went, a claim may now
+    /// stand or fall.
+    pub(crate) fn attest(st: &State) {
+        // A departed peer keeps what it was attested as: its entries
+        // still waiting are its own.
+        for (&cid, _) in st.conns.iter().filter(|(_, c)| c.sock.is_some()) {
+            let nonce = Self::attested_nonce(st, cid);
+            for c in st.ctxs.values() {
+                if let Some(&m) = c.maps.get(&cid) {
+                    store(m + offset_of!(PeerMap, nonce), nonce);
+                }
+            }
+        }
+    }
+
     /// The lowest connection id that is free or held by a departed peer.
     fn free_conn_id(st: &State) -> Option<u32> {
         (0..MAX_CONNS as u32).find(|i| st.conns.get(i).is_none_or(|c| c.sock.is_none()))
@@ -664,6 +727,13 @@ impl Inner {
 
     pub(crate) fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32, i32> {
         Self::reap(st);
+        let pid = wire::peer_cred(&sock).map_err(|e| -e)?.1;
+        let mut k = [0u8; 16];
+        random_bytes(&mut k)?;
+        let rx_key = [
+            u64::from_le_bytes(k[0..8].try_into().unwrap()),
+            u64::from_le_bytes(k[8..16].try_into().unwrap()),
+        ];
         let Some(cid) = Self::free_conn_id(st) else {
             core::warn(&format!(
                 "connection limit ({MAX_CONNS} live connections per domain) reached"
@@ -692,6 +762,9 @@ impl Inner {
                 at_peer: 0,
                 at_peer_gen: 0,
                 secret: [0; 16],
+                rx_key,
+                tx_key: [0; 2],
+                pid,
                 regions: HashMap::new(),
                 imports: HashMap::new(),
                 pushed: 0,
@@ -760,6 +833,7 @@ impl Inner {
                     gen: c.gen,
                     at_peer: c.at_peer,
                     at_peer_gen: c.at_peer_gen,
+                    tx_key: c.tx_key,
                 });
             }
         }
@@ -807,7 +881,13 @@ impl Inner {
             c.at_peer = welcome.a;
             c.at_peer_gen = welcome.c;
             c.secret = addr.secret;
+            c.tx_key = [
+                u64::from_le_bytes(welcome.secret[0..8].try_into().unwrap()),
+                u64::from_le_bytes(welcome.secret[8..16].try_into().unwrap()),
+            ];
             let gen = c.gen;
+            // Claims of the nonce we just reached can now be checked.
+            Self::attest(&st);
             if let Err(e) = Self::send_regions(&st, raw) {
                 Self::mark_lost(&mut st, cid, gen);
                 drop(st);
@@ -833,6 +913,7 @@ impl Inner {
             gen: c.gen,
             at_peer: c.at_peer,
             at_peer_gen: c.at_peer_gen,
+            tx_key: c.tx_key,
         };
         drop(st);
         self.poke();
@@ -869,6 +950,7 @@ impl Inner {
             store(m, PEER_DEAD);
         }
         Self::retire_imports(st, cid);
+        Self::attest(st);
         true
     }
 
@@ -960,6 +1042,44 @@ mod tests {
         f.release(a, 100);
         f.release(b, 100);
         assert_eq!(f.alloc(1024), Some(0));
+    }
+
+    fn conn(client: bool, nonce: u64, pid: i32) -> Conn {
+        let (a, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        Conn {
+            sock: Some(a.into()),
+            ready: true,
+            client,
+            remote_nonce: nonce,
+            gen: 1,
+            at_peer: 0,
+            at_peer_gen: 0,
+            secret: [0; 16],
+            rx_key: [1, 2],
+            tx_key: [0; 2],
+            pid,
+            regions: HashMap::new(),
+            imports: HashMap::new(),
+            pushed: 0,
+            acked: 0,
+        }
+    }
+
+    /// A peer names its own nonce on connecting; the claim stands only
+    /// for the process this domain reached under that nonce itself.
+    #[test]
+    fn a_claimed_nonce_stands_only_for_the_process_we_reached() {
+        let mut st = State::default();
+        st.conns.insert(0, conn(false, 0xa, 100)); // A, as it says
+        assert_eq!(Inner::attested_nonce(&st, 0), 0, "not reached yet");
+        st.conns.insert(1, conn(true, 0xa, 100)); // we reached A: pid 100
+        st.conns.insert(2, conn(false, 0xa, 200)); // another claiming A
+        assert_eq!(Inner::attested_nonce(&st, 0), 0xa);
+        assert_eq!(Inner::attested_nonce(&st, 2), 0, "pid 200 is not A");
+        assert_eq!(Inner::attested_nonce(&st, 1), 0, "our own client side");
+        st.conns.get_mut(&1).unwrap().sock = None; // A's listener side gone
+        assert_eq!(Inner::attested_nonce(&st, 0), 0);
+        assert_eq!(Inner::attested_nonce(&st, 9), 0, "no such connection");
     }
 
     #[test]

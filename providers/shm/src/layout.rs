@@ -90,6 +90,12 @@ pub struct Cqe {
     pub src_ep: u64,
     /// Non-zero for an error entry.
     pub is_err: u64,
+    /// Entries of a ring that takes remote completions: the id the
+    /// receiver gave the sender's connection, and the sender's stamp over
+    /// the entry (see `MsgHdr::stamp`). The receiver takes the source from
+    /// that connection, never from `src_nonce`.
+    pub src_conn: u64,
+    pub stamp: u64,
 }
 
 /// Counter (heap, or host memory for a host counter).
@@ -135,6 +141,19 @@ pub struct PeerMap {
     pub gen: u64,
     pub base: [u64; MAX_REGIONS],
     pub size: [u64; MAX_REGIONS],
+    /// The peer's domain nonce as this domain attested it (0: not
+    /// attested): what entries arriving through this connection are
+    /// attributed to.
+    pub nonce: u64,
+    /// The key this domain gave the peer for this connection alone: it
+    /// stamps every inbox entry and remote completion it sends here.
+    pub key: [u64; 2],
+    /// The same of the generation before `gen`: a departed peer's entries
+    /// still in an inbox or ring are attributed to it after its id was
+    /// given to another.
+    pub prev_gen: u64,
+    pub prev_nonce: u64,
+    pub prev_key: [u64; 2],
 }
 pub const PEER_ALIVE: u64 = 1;
 pub const PEER_DEAD: u64 = 2;
@@ -152,6 +171,9 @@ pub struct PeerAddr {
     pub conn_gen: u64,
     /// Generation of `map` this record is valid for.
     pub map_gen: u64,
+    /// The key the peer gave this domain's connection: stamps what is sent
+    /// to it.
+    pub key: [u64; 2],
 }
 
 /// A context's device-visible root (local).
@@ -257,6 +279,11 @@ pub struct CqDev {
     pub magic: u64,
     /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
     pub abort: u64,
+    /// The context's device root (`CtxDev`), whose peer maps attribute
+    /// remote completions; 0 for a host CQ.
+    pub ctx: u64,
+    /// Heap offset of `rring`, which stamps name.
+    pub roff: u64,
 }
 
 /// Counter device state (local); `fid_xpu.prov_ctx` points here. `cntr`
@@ -309,7 +336,12 @@ pub struct MsgHdr {
     pub produced: u64,
     pub consumed: u64,
     pub src_gen: u64,
-    pub _pad: [u64; 2],
+    /// SipHash-1-3, under the key of the connection `src_conn` names, of
+    /// the inbox position, the receiving endpoint and what says where the
+    /// data is (`fi_xpu_shm_stamp`): only that connection's peer can make
+    /// it, so the receiver attributes the entry to that peer or refuses it.
+    pub stamp: u64,
+    pub _pad: u64,
 }
 #[allow(dead_code)]
 pub const MSG_HDR: u64 = 128;
@@ -335,16 +367,19 @@ mod tests {
             MrEntry = "fi_xpu_shm_mr_entry" { gen, base, len, access, region, key }
             CqRing = "fi_xpu_shm_cq_ring" { head, tail, size, format, overflow, overflow_seen }
             Cqe = "fi_xpu_shm_cqe" {
-                seq, flags, context, len, buf, data, tag, err, olen, src_nonce, src_ep, is_err
+                seq, flags, context, len, buf, data, tag, err, olen, src_nonce, src_ep, is_err,
+                src_conn, stamp
             }
             Cntr = "fi_xpu_shm_cntr" { value, err, magic }
             EpBlock = "fi_xpu_shm_ep_block" {
                 magic, nonce, ep_id, caps, rx_cq, rem_write_cntr, rem_read_cntr, nslots,
                 slot_size, inbox_off, head, tail
             }
-            PeerMap = "fi_xpu_shm_peer_map" { state, gen, base, size }
+            PeerMap = "fi_xpu_shm_peer_map" {
+                state, gen, base, size, nonce, key, prev_gen, prev_nonce, prev_key
+            }
             PeerAddr = "fi_xpu_shm_peer_addr" {
-                map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen
+                map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen, key
             }
             CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps, abort }
             Posted = "fi_xpu_shm_posted" {
@@ -357,14 +392,15 @@ mod tests {
                 post_seq, lanes, magic, test_delay_ns, posted, rdv
             }
             CqDev = "fi_xpu_shm_cq_dev" {
-                ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic, abort
+                ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic, abort,
+                ctx, roff
             }
             CntrDev = "fi_xpu_shm_cntr_dev" { magic, cntr, abort }
             AvEnt = "fi_xpu_shm_av_ent" { nonce, ep_id }
             MrDesc = "fi_xpu_shm_mr_desc" { region, base, len, key }
             MsgHdr = "fi_xpu_shm_msg" {
                 seq, state, len, tag, data, flags, src_nonce, src_ep, src_conn, src_region,
-                src_off, produced, consumed, src_gen
+                src_off, produced, consumed, src_gen, stamp
             }
         };
         fi_xpu_prov_sdk::layout_check::check(
@@ -379,16 +415,16 @@ mod tests {
         assert_eq!(size_of::<HeapHdr>(), 64);
         assert_eq!(size_of::<MrEntry>(), 64);
         assert_eq!(size_of::<CqRing>() as u64, CQ_RING_HDR);
-        assert_eq!(size_of::<Cqe>(), 96);
+        assert_eq!(size_of::<Cqe>(), 112);
         assert_eq!(size_of::<Cntr>(), 64);
         assert_eq!(size_of::<EpBlock>(), 256);
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
-        assert_eq!(size_of::<PeerAddr>(), 64);
+        assert_eq!(size_of::<PeerAddr>(), 80);
         assert_eq!(size_of::<MrDesc>(), 32);
         assert_eq!(size_of::<EpDev>(), 160 + 64 * 128 + 64 * 80);
-        assert_eq!(size_of::<CqDev>(), 144);
+        assert_eq!(size_of::<CqDev>(), 160);
         assert_eq!(size_of::<CntrDev>(), 64);
         assert_eq!(size_of::<CtxDev>(), 40 + 8 * MAX_CONNS);
-        assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS);
+        assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS + 56);
     }
 }

@@ -346,6 +346,10 @@ impl Cq {
             (*(r as *mut CqRing)).size = self.size;
             (*(r as *mut CqRing)).format = self.format as u64;
         }
+        // Whose peer maps attribute its entries, and the offset their
+        // stamps name.
+        store(self.dev + offset_of!(CqDev, ctx), c.dev() as u64);
+        store(self.dev + offset_of!(CqDev, roff), off);
         // Published last: device readers start draining once they see it.
         store(self.dev + offset_of!(CqDev, rring), r as u64);
         *g = Some((off, bytes));
@@ -425,6 +429,8 @@ impl Cq {
                             src_nonce: 0,
                             src_ep: 0,
                             is_err: 1,
+                            src_conn: 0,
+                            stamp: 0,
                         },
                     )
                 };
@@ -743,6 +749,7 @@ impl Av {
             (*r).conn_at_peer = ent.conn.at_peer;
             (*r).conn_gen = ent.conn.at_peer_gen;
             (*r).map_gen = ent.conn.gen;
+            (*r).key = ent.conn.tx_key;
         }
         c.peer_addrs.insert((self.id, fi_addr), p);
         Ok(p as u64)
@@ -1051,6 +1058,8 @@ mod tests {
                     src_nonce: 0,
                     src_ep: 0,
                     is_err: 0,
+                    src_conn: 0,
+                    stamp: 0,
                 },
             )
         };

@@ -121,6 +121,13 @@ pub fn peer_uid(sock: &OwnedFd) -> Result<u32, i32> {
     seqpacket::peer_uid(sock).map_err(|e| e.raw_os_error())
 }
 
+/// The uid and pid of the process at the other end of `sock`, as the
+/// kernel saw it connect (`SO_PEERCRED`; the pid as this process's pid
+/// namespace names it).
+pub fn peer_cred(sock: &OwnedFd) -> Result<(u32, i32), i32> {
+    seqpacket::peer_cred(sock).map_err(|e| e.raw_os_error())
+}
+
 /// A listening socket whose `accept` never waits (`EAGAIN` when nobody is
 /// queued): the control thread accepts what poll reported and moves on.
 pub fn listen(name: &str) -> Result<OwnedFd, i32> {
