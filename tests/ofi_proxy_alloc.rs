@@ -1,13 +1,18 @@
 //! The ofi provider's progress thread allocates nothing per ring entry once
 //! warm: `benches/ofi_proxy.c --post N` (one device thread writing 8-byte
 //! entries through the proxy over libfabric's shm, one at a time) makes as
-//! many heap allocations, counted by valgrind, for 100 entries as for 400.
-//! Before request records were pooled and the thread's lists kept, each
-//! entry cost about five.
+//! many heap allocations, counted by valgrind, for 100 entries as for 400,
+//! give or take a few that do not depend on the entry count (libfabric's
+//! own progress allocates now and then, depending on how the threads were
+//! scheduled). Before request records were pooled and the thread's lists
+//! kept, each entry cost about five: 1500 more for the longer run.
 mod common;
 
 use common::ofi;
 use std::process::Command;
+
+/// Allocations that come and go with thread scheduling, not with entries.
+const SCHEDULING_NOISE: u64 = 16;
 
 /// valgrind's count of heap allocations of one run of `n` entries.
 fn allocations(exe: &std::path::Path, n: u32) -> u64 {
@@ -51,10 +56,11 @@ fn proxy_allocates_nothing_per_entry() {
     );
     let few = allocations(&exe, 100);
     let many = allocations(&exe, 400);
-    assert_eq!(
-        few,
-        many,
-        "300 more entries made {} more heap allocations",
+    // One allocation per entry would add 300; scheduling noise adds or
+    // removes a handful.
+    assert!(
+        many.abs_diff(few) <= SCHEDULING_NOISE,
+        "300 more entries made {} more heap allocations ({few} for 100 entries, {many} for 400)",
         many as i64 - few as i64
     );
 }
