@@ -56,3 +56,37 @@ fn ops_over_tcp() {
 fn ops_over_shm() {
     run_ops("shm");
 }
+
+/// What the host removed before a device posts is refused: a closed
+/// registration's descriptor and an address removed from the AV
+/// (tests/c/ofi_stale.c, one process writing to itself).
+fn stale(fabric: &str) {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping the ofi provider over {fabric}");
+        return;
+    }
+    let dir = common::scratch(&format!("ofi-stale-{fabric}"));
+    let exe = dir.join("ofi_stale");
+    common::cc(&[&common::root().join("tests/c/ofi_stale.c")], &exe, &[]);
+    let out = common::run_ok(
+        Command::new("timeout")
+            .arg("60")
+            .arg(&exe)
+            .current_dir(&dir)
+            .env("FI_XPU_PROVIDER", "ofi")
+            .env("FI_XPU_OFI_PROVIDER", fabric)
+            .env("FI_TCP_IFACE", "lo"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("ofi_stale: ok"), "{stdout}");
+}
+
+#[test]
+fn removed_registrations_and_addresses_are_refused_over_tcp() {
+    stale("tcp");
+}
+
+#[test]
+fn removed_registrations_and_addresses_are_refused_over_shm() {
+    stale("shm");
+}

@@ -28,18 +28,14 @@ impl<T> Pool<T> {
         }
     }
 
-    /// A record holding `v`: a kept one when there is one.
-    pub fn take(&mut self, v: T) -> Box<T> {
-        match self.free.pop() {
-            Some(mut b) => {
-                *b = v;
-                b
-            }
-            None => Box::new(v),
-        }
+    /// A kept record as it was given back, else a new one from `new`: for
+    /// a caller that sets every field it relies on (and may leave large
+    /// ones it overwrites before reading).
+    pub fn reuse(&mut self, new: impl FnOnce() -> T) -> Box<T> {
+        self.free.pop().unwrap_or_else(|| Box::new(new()))
     }
 
-    /// Keeps `b` for a later `take`, or frees it when enough are kept.
+    /// Keeps `b` for a later `reuse`, or frees it when enough are kept.
     pub fn give(&mut self, b: Box<T>) {
         if self.free.len() < self.cap {
             if self.free.capacity() == 0 {
@@ -76,8 +72,13 @@ impl InFlight {
 
     /// One operation of position `pos` is done; false if none was there.
     pub fn done(&mut self, pos: u64) -> bool {
-        let Ok(i) = self.q.binary_search_by_key(&pos, |&(p, _)| p) else {
-            return false;
+        // Mostly the oldest: completions come about in issue order.
+        let i = match self.q.front() {
+            Some(&(p, _)) if p == pos => 0,
+            _ => match self.q.binary_search_by_key(&pos, |&(p, _)| p) {
+                Ok(i) => i,
+                Err(_) => return false,
+            },
         };
         if self.q[i].1 == 0 {
             return false;
@@ -201,11 +202,15 @@ mod tests {
     #[test]
     fn pool_reuses_records() {
         let mut p = Pool::new(2);
-        let a = p.take(1u64);
+        let a = p.reuse(|| 1u64);
         let at = &*a as *const u64;
         p.give(a);
-        let b = p.take(2);
-        assert_eq!((&*b as *const u64, *b), (at, 2));
+        let b = p.reuse(|| 2);
+        assert_eq!(
+            (&*b as *const u64, *b),
+            (at, 1),
+            "the kept record, as given back"
+        );
         p.give(b);
         p.give(Box::new(3));
         p.give(Box::new(4));

@@ -16,6 +16,7 @@ mod proxy;
 pub mod ring;
 #[cfg(test)]
 mod ring_fuzz;
+mod tables;
 
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;

@@ -400,6 +400,9 @@ impl XpuCtx {
 pub struct AvInner {
     pub fid: Fid,
     pub live: Mutex<crate::inflight::FiAddrSet>,
+    /// Moves after every change of `live`, under its lock (see
+    /// `tables::Tables`).
+    pub gen: AtomicU64,
 }
 
 pub struct Av {
@@ -443,6 +446,7 @@ impl Av {
             inner: Arc::new(AvInner {
                 fid: Fid(av),
                 live: Mutex::new(Default::default()),
+                gen: AtomicU64::new(0),
             }),
         })
     }
@@ -464,13 +468,19 @@ impl Av {
             core::warn(&format!("fi_av_insert failed: {}", ffi::strerror(r)));
             return Err(r);
         }
-        self.inner.live.lock().unwrap().insert(out);
+        let mut live = self.inner.live.lock().unwrap();
+        live.insert(out);
+        self.inner.gen.fetch_add(1, Ordering::Release);
         Ok(out)
     }
 
     pub fn remove(&self, fi_addr: u64) -> Result<(), i32> {
-        if !self.inner.live.lock().unwrap().remove(&fi_addr) {
-            return Err(-FI_EINVAL);
+        {
+            let mut live = self.inner.live.lock().unwrap();
+            if !live.remove(&fi_addr) {
+                return Err(-FI_EINVAL);
+            }
+            self.inner.gen.fetch_add(1, Ordering::Release);
         }
         // SAFETY: live AV; the address was inserted.
         check(unsafe { ffi::xo_av_remove(self.inner.fid.ptr(), fi_addr) } as i64)
@@ -1037,15 +1047,10 @@ impl EpInner {
         (self.ring_mem + EP_DEV_SIZE + ring_bytes + slot as usize) as *const u8
     }
 
-    /// Whether `[addr, addr+len)` lies in memory the context knows: a
-    /// registration of the domain, or an allocation or import of the
-    /// context.
-    pub fn known(&self, addr: u64, len: u64) -> bool {
-        let registered =
-            self.dom.mrs.lock().iter().flatten().any(|r| {
-                addr >= r.base && addr - r.base <= r.len && len <= r.len - (addr - r.base)
-            });
-        registered || core::mem_known(self.ctx, addr as usize, len)
+    /// Whether `[addr, addr+len)` lies in an allocation or import of the
+    /// context (registrations: `tables::Tables::covering`).
+    pub fn ctx_known(&self, addr: u64, len: u64) -> bool {
+        core::mem_known(self.ctx, addr as usize, len)
     }
 }
 

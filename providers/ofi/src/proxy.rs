@@ -18,6 +18,7 @@ use crate::inflight::{AddrSet, InFlight, Pool};
 use crate::layout::*;
 use crate::objects::{Bound, EpInner};
 use crate::ring::{self, Limits, MrRange};
+use crate::tables::Tables;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_os::rustix::event::epoll;
@@ -196,6 +197,27 @@ pub struct Req {
 }
 
 impl Req {
+    /// A request for no entry yet.
+    fn blank() -> Req {
+        Req {
+            fi_ctx: [0; 8],
+            pos: 0,
+            op: 0,
+            peer: 0,
+            context: 0,
+            buf: 0,
+            len: 0,
+            tag: 0,
+            inject: [0; STAGE_SLOT as usize],
+            discard: None,
+            issued: Instant::now(),
+            timed_out: false,
+            signal: None,
+            joint: false,
+            ordered: false,
+        }
+    }
+
     /// A second request for the same ring entry (a put-with-signal's
     /// signal).
     fn part_of(r: &Req) -> Box<Req> {
@@ -269,6 +291,8 @@ pub struct EpState {
     /// Puts with a fenced signal, by ring position: parts still to
     /// complete, and the first error.
     joint: HashMap<u64, (u8, Option<(i32, i32)>)>,
+    /// The registrations and AV addresses entries are checked against.
+    tables: Tables,
 }
 
 impl EpState {
@@ -910,7 +934,7 @@ fn issue(
     g: &Gate,
     tuning: &Tuning,
 ) -> Result<(), i32> {
-    if let Err(e) = validate(ep, b, pos, w) {
+    if let Err(e) = validate(ep, b, &mut st.tables, pos, w) {
         fail(b, w, e, 0);
         return Ok(());
     }
@@ -928,24 +952,26 @@ fn issue(
 
 /// The checks of a ring entry before anything of it reaches libfabric: its
 /// fields (`ring::check`), and that every local buffer lies in memory the
-/// context knows.
+/// context knows, against copies of the registrations and AV addresses
+/// (`tables`).
 #[inline(never)]
-fn validate(ep: &EpInner, b: &Bound, pos: u64, w: &Wqe) -> Result<(), i32> {
+fn validate(ep: &EpInner, b: &Bound, t: &mut Tables, pos: u64, w: &Wqe) -> Result<(), i32> {
     let dom = &ep.dom;
+    // After the entry was read: a registration or address removed before
+    // the entry was published is gone from the copies (see `tables`).
+    t.refresh(dom, b.av.as_deref());
+    let t = &*t;
     let lim = Limits {
         max_msg: dom.max_msg,
         has_atomic: dom.has(FI_ATOMIC),
     };
     let mr = |id: u64| {
-        dom.mr(id).map(|r| MrRange {
+        t.mr(id).map(|r| MrRange {
             base: r.base,
             len: r.len,
         })
     };
-    let addr_ok = |a: u64| {
-        b.av.as_ref()
-            .is_some_and(|av| av.live.lock().unwrap().contains(&a))
-    };
+    let addr_ok = |a: u64| b.av.is_some() && t.addr_live(a);
     if let Err(e) = ring::check(w, &lim, &mr, &addr_ok) {
         crate::core::warn(&format!(
             "malformed ring entry at {pos} (op {}): {}",
@@ -960,7 +986,7 @@ fn validate(ep: &EpInner, b: &Bound, pos: u64, w: &Wqe) -> Result<(), i32> {
     if let Some(&(addr, len)) = ring::local_buffers(w)
         .as_slice()
         .iter()
-        .find(|&&(a, l)| !ep.known(a, l))
+        .find(|&&(a, l)| t.covering(a, l).is_none() && !ep.ctx_known(a, l))
     {
         crate::core::warn(&format!(
             "ring entry at {pos} (op {}): local buffer {addr:#x} ({len} bytes) lies in no \
@@ -987,29 +1013,29 @@ fn translate_and_post(
     g: &Gate,
     tuning: &Tuning,
 ) -> Result<(), i32> {
-    let mut req = st.pool.take(Req {
-        fi_ctx: [0; 8],
-        pos,
-        op: w.op,
-        peer: w.addr,
-        context: w.context,
-        buf: w.buf,
-        len: w.len,
-        tag: w.tag,
-        inject: [0; STAGE_SLOT as usize],
-        discard: None,
-        issued: Instant::now(),
-        timed_out: false,
-        signal: (w.op == OP_PUT_SIGNAL).then_some(Signal {
-            addr: w.addr,
-            raddr: w.tag,
-            rkey: w.ignore,
-            value: w.data,
-            add: w.atomic == ring::SIGNAL_ADD,
-        }),
-        joint: false,
-        ordered: false,
+    // Every field but `inject`, which is written before it is read: no
+    // 128 bytes to clear per entry.
+    let mut req = st.pool.reuse(Req::blank);
+    req.fi_ctx = [0; 8];
+    req.pos = pos;
+    req.op = w.op;
+    req.peer = w.addr;
+    req.context = w.context;
+    req.buf = w.buf;
+    req.len = w.len;
+    req.tag = w.tag;
+    req.discard = None;
+    req.issued = Instant::now();
+    req.timed_out = false;
+    req.signal = (w.op == OP_PUT_SIGNAL).then_some(Signal {
+        addr: w.addr,
+        raddr: w.tag,
+        rkey: w.ignore,
+        value: w.data,
+        add: w.atomic == ring::SIGNAL_ADD,
     });
+    req.joint = false;
+    req.ordered = false;
     let entry = w;
     let w = if w.op == OP_PUT_SIGNAL {
         put_signal_first(ep, &mut req, w)
@@ -1036,7 +1062,7 @@ fn translate_and_post(
         }
     }
     let req = Box::into_raw(req);
-    let r = g.call(|| post(ep, &w, req as *mut c_void, more));
+    let r = g.call(|| post(ep, &st.tables, &w, req as *mut c_void, more));
     match r {
         Ok(()) => {
             st.reqs.insert(req as usize);
@@ -1255,7 +1281,7 @@ fn finish_part(b: &Bound, st: &mut EpState, r: &Req, err: Option<(i32, i32)>) {
 fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<Req>, w: Wqe) {
     req.issued = Instant::now();
     let raw = Box::into_raw(req);
-    match g.call(|| post(ep, &w, raw as *mut c_void, false)) {
+    match g.call(|| post(ep, &st.tables, &w, raw as *mut c_void, false)) {
         Ok(()) => {
             st.reqs.insert(raw as usize);
             fence_signal(ep, b, st, g, raw);
@@ -1325,19 +1351,14 @@ fn req_wqe(r: &Req) -> Wqe {
 
 /// The libfabric descriptor of a local buffer: from its raw descriptor id,
 /// else from any registration that covers it.
-fn local_desc(ep: &EpInner, id: u64, buf: u64, len: u64) -> *mut c_void {
-    if let Some(r) = ep.dom.mr(id) {
-        return r.desc as *mut c_void;
-    }
-    let mrs = ep.dom.mrs.lock();
-    mrs.iter()
-        .flatten()
-        .find(|r| buf >= r.base && buf - r.base <= r.len && len <= r.len - (buf - r.base))
+fn local_desc(t: &Tables, id: u64, buf: u64, len: u64) -> *mut c_void {
+    t.mr(id)
+        .or_else(|| t.covering(buf, len))
         .map_or(std::ptr::null_mut(), |r| r.desc as *mut c_void)
 }
 
 #[inline(never)]
-fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> {
+fn post(ep: &EpInner, t: &Tables, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> {
     use ffi::*;
     let raddr = if ep.dom.offset_keys {
         w.raddr.wrapping_sub(w.rkey & crate::objects::KEY_BASE_MASK)
@@ -1345,7 +1366,7 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> 
         w.raddr
     };
     let e = ep.ep.ptr();
-    let mut desc = local_desc(ep, w.desc, w.buf, w.len);
+    let mut desc = local_desc(t, w.desc, w.buf, w.len);
     let iov = iovec {
         iov_base: w.buf as *mut c_void,
         iov_len: w.len as usize,
@@ -1440,7 +1461,7 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> 
             let mut desc = if w.buf == 0 {
                 std::ptr::null_mut()
             } else {
-                local_desc(ep, w.desc, w.buf, bytes)
+                local_desc(t, w.desc, w.buf, bytes)
             };
             let ioc = fi_ioc {
                 addr: w.buf as *mut c_void,
@@ -1467,12 +1488,12 @@ fn post(ep: &EpInner, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> 
                 addr: w.result as *mut c_void,
                 count: w.len as usize,
             };
-            let mut rdesc = local_desc(ep, w.result_desc, w.result, bytes);
+            let mut rdesc = local_desc(t, w.result_desc, w.result, bytes);
             let cmp = fi_ioc {
                 addr: w.compare as *mut c_void,
                 count: w.len as usize,
             };
-            let mut cdesc = local_desc(ep, 0, w.compare, bytes);
+            let mut cdesc = local_desc(t, 0, w.compare, bytes);
             let fl = if as_fetch {
                 flags & !(FI_DELIVERY_COMPLETE | FI_INJECT)
             } else {
