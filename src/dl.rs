@@ -1,7 +1,7 @@
 //! A library opened with `dlopen` (through `libloading`): provider plugins
 //! (by path) and vendor runtimes (by soname, through the dynamic linker's
 //! own search, so that libfi_xpu.so never links a vendor runtime).
-use libloading::os::unix::{Library as Lib, RTLD_LOCAL, RTLD_NOW};
+use libloading::os::unix::{Library as Lib, RTLD_GLOBAL, RTLD_LOCAL, RTLD_NOW};
 use std::path::Path;
 
 pub struct Library(Lib);
@@ -18,6 +18,17 @@ impl Library {
             libloading::Error::DlOpenUnknown => "dlopen failed: unknown error".into(),
             // dlerror's message
             e => format!("dlopen failed: {e}"),
+        })
+    }
+
+    /// `open` with `RTLD_GLOBAL`: the library's symbols resolve the
+    /// libraries loaded after it (an MPI library's plugins).
+    pub fn open_global(path: &Path) -> Result<Library, String> {
+        // SAFETY: as in `open`.
+        let lib = unsafe { Lib::open(Some(path), RTLD_NOW | RTLD_GLOBAL) };
+        lib.map(Library).map_err(|e| match e {
+            libloading::Error::DlOpenUnknown => String::new(),
+            e => e.to_string(),
         })
     }
 

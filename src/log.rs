@@ -38,15 +38,13 @@ fn source_filter() -> Option<&'static Filter> {
 fn host() -> &'static str {
     static HOST: OnceLock<String> = OnceLock::new();
     HOST.get_or_init(|| {
-        let mut buf = [0u8; 256];
-        // SAFETY: `buf` is writable for its whole length; gethostname
-        // writes at most that many bytes.
-        let ret = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        if ret != 0 || end == 0 {
+        // gethostname(2) is uname's nodename on Linux.
+        let name = fi_xpu_os::rustix::system::uname();
+        let name = name.nodename().to_bytes();
+        if name.is_empty() {
             return "?".into();
         }
-        String::from_utf8_lossy(&buf[..end]).into_owned()
+        String::from_utf8_lossy(name).into_owned()
     })
 }
 

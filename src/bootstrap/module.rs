@@ -131,31 +131,14 @@ pub fn mpi() -> Result<Box<dyn Bootstrap>> {
             .map_err(|e| refuse(format!("directory refused: {e}")))?;
     }
     let file = crate::provider::plugin_file::PluginFile::open(&path).map_err(refuse)?;
-    let load = std::ffi::CString::new(file.load_path().as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a checked ELF file opened once, loaded through its descriptor.
-    let h = unsafe { libc::dlopen(load.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-    if h.is_null() {
-        // SAFETY: dlerror returns NULL or a NUL-terminated message.
-        let why = unsafe { libc::dlerror() };
-        let why = if why.is_null() {
-            String::new()
-        } else {
-            // SAFETY: as above.
-            unsafe { std::ffi::CStr::from_ptr(why) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        return Err(refuse(format!("cannot load: {why}")));
-    }
+    let lib = crate::dl::Library::open_global(&file.load_path())
+        .map_err(|why| refuse(format!("cannot load: {why}")))?;
     file.keep_open();
-    // SAFETY: a live handle and a NUL-terminated symbol name.
-    let sym = unsafe { libc::dlsym(h, c"fi_xpu_bootstrap_mpi_init".as_ptr()) };
-    if sym.is_null() {
-        return Err(refuse("no symbol fi_xpu_bootstrap_mpi_init".into()));
-    }
     type Init = unsafe extern "C" fn(*mut fi_xpu_bootstrap_ops) -> std::ffi::c_int;
     // SAFETY: the module's documented entry point has this type.
-    let init: Init = unsafe { std::mem::transmute::<*mut c_void, Init>(sym) };
+    let init = unsafe { lib.function::<Init>("fi_xpu_bootstrap_mpi_init") }
+        .ok_or_else(|| refuse("no symbol fi_xpu_bootstrap_mpi_init".into()))?;
+    lib.keep();
     let mut ops = fi_xpu_bootstrap_ops {
         size: OPS_V1,
         rank: 0,

@@ -21,7 +21,7 @@ use crate::warn;
 use fi_xpu_abi::errno::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 const MAGIC: [u8; 8] = *b"FIXPUBS1";
@@ -102,22 +102,18 @@ fn resolve(addr: &str) -> Result<SocketAddr> {
 }
 
 /// Waits until `fd` is readable or the deadline passes.
-fn wait_readable(fd: i32, deadline: Instant) -> Result<()> {
-    let ms = remaining(deadline)?.as_millis().min(i32::MAX as u128) as i32;
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
+fn wait_readable(fd: impl AsFd, deadline: Instant) -> Result<()> {
+    use fi_xpu_os::rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use fi_xpu_os::Errno;
+    let left = remaining(deadline)?.max(Duration::from_millis(1));
+    let limit = Timespec {
+        tv_sec: left.as_secs().min(i32::MAX as u64) as _,
+        tv_nsec: left.subsec_nanos() as _,
     };
-    // SAFETY: one valid pollfd on the stack.
-    let n = unsafe { libc::poll(&mut p, 1, ms.max(1)) };
-    match n {
-        0 => Err(Error(FI_ETIMEDOUT)),
-        n if n < 0 => match Error::last_os() {
-            Error(FI_EINTR) => Ok(()),
-            e => Err(e),
-        },
-        _ => Ok(()),
+    match poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&limit)) {
+        Ok(0) => Err(Error(FI_ETIMEDOUT)),
+        Ok(_) | Err(Errno::INTR) => Ok(()),
+        Err(e) => Err(Error::from_errno(e.raw_os_error())),
     }
 }
 
@@ -155,7 +151,7 @@ impl Tcp {
         let mut slots: Vec<Option<TcpStream>> = (1..cfg.size).map(|_| None).collect();
         let mut missing = cfg.size - 1;
         while missing > 0 {
-            if let Err(e) = wait_readable(listener.as_raw_fd(), deadline) {
+            if let Err(e) = wait_readable(&listener, deadline) {
                 warn!(
                     "bootstrap: {missing} of {} ranks did not join at {addr} in time",
                     cfg.size - 1

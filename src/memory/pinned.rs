@@ -37,8 +37,7 @@ pub struct Pinned {
 }
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    fi_xpu_os::rustix::param::page_size() as usize
 }
 
 /// The page-aligned range enclosing `[addr, addr + size)`.

@@ -52,8 +52,7 @@ impl System {
 }
 
 fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+    fi_xpu_os::rustix::param::page_size() as u64
 }
 
 fn round_up(v: u64, to: u64) -> u64 {
@@ -483,7 +482,6 @@ impl Drop for System {
 mod tests {
     use super::*;
     use fi_xpu_abi::FI_XPU_ALLOC_DMABUF;
-    use std::os::fd::FromRawFd;
 
     fn import(sys: &System, fd: &OwnedFd, offset: u64, size: u64) -> Result<usize> {
         sys.import(&Import {
@@ -496,20 +494,14 @@ mod tests {
         })
     }
 
-    fn raw_memfd(flags: libc::c_uint, size: i64) -> OwnedFd {
-        // SAFETY: a valid name and flags; the descriptor is owned below.
-        let fd = unsafe { libc::memfd_create(c"test".as_ptr(), flags) };
-        assert!(fd >= 0);
-        // SAFETY: new descriptor.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sizing our own memfd.
-        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), size) }, 0);
+    fn raw_memfd(flags: MemfdFlags, size: u64) -> OwnedFd {
+        let fd = file::memfd(c"test", flags).unwrap();
+        ftruncate(&fd, size).unwrap();
         fd
     }
 
-    fn seals(fd: &OwnedFd) -> i32 {
-        // SAFETY: reads the seals of an open descriptor.
-        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) }
+    fn seals(fd: &OwnedFd) -> SealFlags {
+        file::seals(fd).unwrap()
     }
 
     #[test]
@@ -519,22 +511,13 @@ mod tests {
             .alloc(10000, 0, fi_xpu_abi::FI_XPU_ALLOC_DMABUF)
             .unwrap();
         let fd = a.fd.unwrap();
-        assert_eq!(seals(&fd), MEMFD_SEALS.bits() as i32);
-        // SAFETY: resizing attempts on our own memfd; both must fail.
-        unsafe {
-            assert_eq!(libc::ftruncate(fd.as_raw_fd(), 0), -1);
-            assert_eq!(
-                std::io::Error::last_os_error().raw_os_error(),
-                Some(libc::EPERM)
-            );
-            assert_eq!(libc::ftruncate(fd.as_raw_fd(), 1 << 20), -1);
-            assert_eq!(
-                libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE),
-                -1
-            );
-        }
+        assert_eq!(seals(&fd), MEMFD_SEALS);
+        // Resizing and further seals are refused.
+        assert_eq!(ftruncate(&fd, 0), Err(Errno::PERM));
+        assert!(ftruncate(&fd, 1 << 20).is_err());
+        assert!(file::add_seals(&fd, SealFlags::WRITE).is_err());
         let (efd, _) = sys.export(a.addr, 16).unwrap();
-        assert_eq!(seals(&efd), MEMFD_SEALS.bits() as i32);
+        assert_eq!(seals(&efd), MEMFD_SEALS);
         sys.free(a.addr).unwrap();
     }
 
@@ -581,16 +564,8 @@ mod tests {
     #[test]
     fn write_sealed_fds_are_imported_read_only() {
         let sys = System::default();
-        let fd = raw_memfd(libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING, 8192);
-        // SAFETY: sealing our own memfd.
-        let r = unsafe {
-            libc::fcntl(
-                fd.as_raw_fd(),
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_SHRINK | libc::F_SEAL_FUTURE_WRITE,
-            )
-        };
-        assert_eq!(r, 0);
+        let fd = raw_memfd(MemfdFlags::ALLOW_SEALING, 8192);
+        file::add_seals(&fd, SealFlags::SHRINK | SealFlags::FUTURE_WRITE).unwrap();
         let d = import(&sys, &fd, 0, 8192).unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let line = maps
@@ -604,25 +579,20 @@ mod tests {
     #[test]
     fn imports_refuse_fds_that_can_shrink() {
         let sys = System::default();
-        let plain = raw_memfd(libc::MFD_CLOEXEC, 8192);
+        let plain = raw_memfd(MemfdFlags::empty(), 8192);
         assert_eq!(import(&sys, &plain, 0, 4096).unwrap_err(), Error(FI_EPERM));
-        let sealable = raw_memfd(libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING, 8192);
+        let sealable = raw_memfd(MemfdFlags::ALLOW_SEALING, 8192);
         assert_eq!(
             import(&sys, &sealable, 0, 4096).unwrap_err(),
             Error(FI_EPERM)
         );
-        // SAFETY: sealing our own memfd.
-        let r = unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_GROW) };
-        assert_eq!(r, 0);
+        file::add_seals(&sealable, SealFlags::GROW).unwrap();
         assert_eq!(
             import(&sys, &sealable, 0, 4096).unwrap_err(),
             Error(FI_EPERM),
             "sealed against growing only"
         );
-        // SAFETY: as above.
-        let r =
-            unsafe { libc::fcntl(sealable.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) };
-        assert_eq!(r, 0);
+        file::add_seals(&sealable, SealFlags::SHRINK).unwrap();
         assert_eq!(
             import(&sys, &sealable, 4096, 8192).unwrap_err(),
             Error::INVAL,

@@ -70,8 +70,7 @@ impl PluginFile {
 
 /// Owned by root or the effective user, writable by nobody else.
 fn trusted(meta: &Metadata) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
+    let euid = fi_xpu_os::rustix::process::geteuid().as_raw();
     if meta.uid() != 0 && meta.uid() != euid {
         return Err(format!(
             "owned by uid {}, neither root nor the current user",

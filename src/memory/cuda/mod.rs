@@ -62,8 +62,7 @@ unsafe impl Send for Cuda {}
 unsafe impl Sync for Cuda {}
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    fi_xpu_os::rustix::param::page_size() as usize
 }
 
 fn round_up(v: usize, to: usize) -> usize {

@@ -38,8 +38,7 @@ unsafe impl Send for Ze {}
 unsafe impl Sync for Ze {}
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    fi_xpu_os::rustix::param::page_size() as usize
 }
 
 const EXPORT_DMABUF: ze_external_memory_export_desc_t = ze_external_memory_export_desc_t {
