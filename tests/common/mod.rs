@@ -80,6 +80,7 @@ pub fn build() -> &'static Path {
 #[path = "../../xtask/src/stage.rs"]
 mod stage;
 
+pub mod memcheck;
 pub mod netns;
 pub mod ofi;
 
@@ -132,6 +133,9 @@ pub fn program_cwd() -> &'static Path {
 pub fn run(cmd: &mut Command) -> Output {
     if cmd.get_current_dir().is_none() {
         cmd.current_dir(program_cwd());
+    }
+    if let Some(out) = memcheck::run(cmd) {
+        return out;
     }
     cmd.output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))

@@ -85,14 +85,14 @@ pub fn run(
     limit_s: u32,
     prefix: &str,
 ) -> Output {
-    let out = Command::new("timeout")
-        .current_dir(exe.parent().unwrap())
-        .arg(limit_s.to_string())
-        .arg(exe)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .expect("run the test program");
+    let out = super::run(
+        Command::new("timeout")
+            .current_dir(exe.parent().unwrap())
+            .arg(limit_s.to_string())
+            .arg(exe)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str()))),
+    );
     drop(ShmLeftovers(pids(
         &String::from_utf8_lossy(&out.stdout),
         prefix,

@@ -52,6 +52,8 @@ commands:
                              an NVIDIA GPU is present; otherwise say why not
   ci-deps                    install the system packages CI needs (.ci/run --deps-only)
   unsafe-count               count unsafe blocks, fns and impls per crate (tracked files)
+  valgrind [CARGO TEST ARGS]  the tests with every C test program under valgrind's memcheck
+                             (FI_XPU_TEST_VALGRIND=1; default: cargo test --workspace --tests)
 ";
 
 fn main() -> ExitCode {
@@ -105,6 +107,7 @@ fn main() -> ExitCode {
                 .arg("--deps-only"))
         }),
         "unsafe-count" => Opts::parse(rest, &[], &[]).and_then(|_| unsafe_count::run(&root())),
+        "valgrind" => valgrind(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -419,6 +422,20 @@ fn gpu_like_tests() -> Result {
             .env("FI_XPU_HOST_GPU", GPU_LIKE_RESIDENT))?;
     }
     Ok(())
+}
+
+/// `cargo test` (by default over the workspace's integration tests) with
+/// every C test program the tests run under memcheck (see
+/// tests/common/memcheck.rs).
+fn valgrind(args: &[String]) -> Result {
+    let mut cmd = cargo();
+    cmd.arg("test").env("FI_XPU_TEST_VALGRIND", "1");
+    if args.is_empty() {
+        cmd.args(["--workspace", "--tests"]);
+    } else {
+        cmd.args(args);
+    }
+    run(&mut cmd)
 }
 
 fn test() -> Result {

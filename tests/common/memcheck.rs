@@ -1,0 +1,144 @@
+//! Every C test program under valgrind's memcheck, on request:
+//! `FI_XPU_TEST_VALGRIND=1 cargo test ...` (or `cargo xtask valgrind`).
+//! A program the tests run through `common::run` (and the ofi helpers) that
+//! was compiled into the target's scratch directories, without
+//! AddressSanitizer, runs as `valgrind <program>`, its children traced
+//! (fork and exec), each process logging to its own file; after the run
+//! every log is read and the test fails on any memcheck error, showing the
+//! log. A `timeout N` in front of the program gets N times
+//! `FI_XPU_TEST_VALGRIND_SLOWDOWN` (default 10). Leaks are not errors here
+//! (test programs exit without freeing); the suppressions in
+//! `tests/valgrind.supp` cover libc and libfabric internals only.
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Whether the run asked for memcheck.
+pub fn requested() -> bool {
+    std::env::var_os("FI_XPU_TEST_VALGRIND").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+fn slowdown() -> u64 {
+    std::env::var("FI_XPU_TEST_VALGRIND_SLOWDOWN")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(10)
+}
+
+/// A test program of ours: built into the target's temporary directory,
+/// and not linked with AddressSanitizer (which valgrind cannot run).
+fn is_test_program(p: &Path) -> bool {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if !p.starts_with(tmp) {
+        return false;
+    }
+    match std::fs::read(p) {
+        Ok(bytes) => !bytes.windows(10).any(|w| w == b"libasan.so"),
+        Err(_) => false,
+    }
+}
+
+/// `cmd` rewritten to run its test program under memcheck, and the
+/// directory its logs go to; `None` when memcheck was not asked for or
+/// the command runs no test program.
+fn wrap(cmd: &Command, force: bool) -> Option<(Command, PathBuf)> {
+    if !force && !requested() {
+        return None;
+    }
+    let prog = PathBuf::from(cmd.get_program());
+    let args: Vec<OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
+    // `timeout N program args...`, or `program args...`.
+    let (mut prefix, exe, rest) = if prog.file_name().is_some_and(|n| n == "timeout") {
+        let i = args
+            .iter()
+            .position(|a| a.to_str().is_some_and(|s| s.parse::<u64>().is_ok()))?;
+        let n: u64 = args[i].to_str()?.parse().ok()?;
+        let mut pre = vec![prog.into_os_string()];
+        pre.extend(args[..i].iter().cloned());
+        pre.push((n * slowdown()).to_string().into());
+        (pre, PathBuf::from(args.get(i + 1)?), args[i + 2..].to_vec())
+    } else {
+        (Vec::new(), prog, args)
+    };
+    if !is_test_program(&exe) {
+        return None;
+    }
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    let logs = super::scratch(&format!(
+        "memcheck-{}",
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let supp = super::root().join("tests/valgrind.supp");
+    let vg = [
+        "valgrind".into(),
+        "--tool=memcheck".into(),
+        "--trace-children=yes".into(),
+        // System tools a program starts (sh, ip, timeout) are not ours.
+        "--trace-children-skip=/usr/*,/bin/*,/sbin/*".into(),
+        // close_in_use: the default lock starves a closing thread.
+        "--fair-sched=yes".into(),
+        "--num-callers=30".into(),
+        format!("--suppressions={}", supp.display()).into(),
+        format!("--log-file={}/vg.%p", logs.display()).into(),
+    ];
+    prefix.extend(vg);
+    prefix.push(exe.into_os_string());
+    prefix.extend(rest);
+    let mut out = Command::new(&prefix[0]);
+    out.args(&prefix[1..]);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => out.env(k, v),
+            None => out.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        out.current_dir(d);
+    }
+    Some((out, logs))
+}
+
+/// The memcheck errors in the logs of one run: (log, text) of each process
+/// that reported any.
+fn errors(logs: &Path) -> Vec<(PathBuf, String)> {
+    let mut bad = Vec::new();
+    for e in std::fs::read_dir(logs).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let n = text
+            .lines()
+            .filter_map(|l| l.split("ERROR SUMMARY: ").nth(1))
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        if n > 0 {
+            bad.push((e.path(), text));
+        }
+    }
+    bad
+}
+
+/// Runs `cmd` under memcheck when asked for and it runs a test program;
+/// `None` otherwise. Panics on memcheck errors.
+pub fn run(cmd: &Command) -> Option<Output> {
+    run_with(cmd, false)
+}
+
+/// As `run`, whether asked for or not (the suite's own memcheck tests).
+pub fn run_with(cmd: &Command, force: bool) -> Option<Output> {
+    let (mut vg, logs) = wrap(cmd, force)?;
+    let out = vg
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {vg:?}: {e}"));
+    let bad = errors(&logs);
+    if !bad.is_empty() {
+        let mut msg = format!("memcheck found errors in {vg:?}:\n");
+        for (p, t) in &bad {
+            msg.push_str(&format!("--- {}\n", p.display()));
+            msg.extend(t.lines().take(200).map(|l| format!("{l}\n")));
+        }
+        panic!("{msg}");
+    }
+    Some(out)
+}
