@@ -37,6 +37,17 @@ fn coop_reserve_and_copy_every_scope() {
     assert!(stdout(&exe, &["150"]).contains("coop ok: 150 iterations"));
 }
 
+/// The GPU form of the cooperative copy (16-byte words between a bytewise
+/// head and tail, lanes interleaved) compiled for the host and run lane by
+/// lane: every alignment of source and destination modulo 16, lengths
+/// across the unit boundaries, 1 to 64 lanes; exact bytes, untouched
+/// guards, and every byte written by exactly one lane.
+#[test]
+fn coop_copy_lanes_every_alignment() {
+    let exe = build_c("coop_copy_lanes", "coop_copy_lanes.c", &[]);
+    assert!(stdout(&exe, &[]).contains("copy lanes ok"));
+}
+
 /// Large host copies stream their stores past the cache
 /// (fi_xpu_arch_bulk_copy): with the threshold lowered to one byte, every
 /// cooperative copy of the test above, of every length, alignment and

@@ -11,6 +11,9 @@
 //! - Debian's hipcc (ROCm) for gfx90a and gfx940 (`hipcc`);
 //! - the checking mode (FI_XPU_DEVICE_DEBUG) on GPU targets
 //!   (`checking_mode`);
+//! - the SASS of the device code and the examples' kernels for every nvcc
+//!   architecture: every publish fenced at system scope, 16-byte copies
+//!   (`sass`, cuobjdump from the CUDA wheels);
 //! - device passes include no host header, read from the compilers'
 //!   include trees (`host_headers`).
 //!
@@ -28,6 +31,8 @@ mod host_headers;
 mod nvcc;
 #[path = "device_matrix/nvrtc.rs"]
 mod nvrtc;
+#[path = "device_matrix/sass.rs"]
+mod sass;
 #[path = "device_matrix/vendor.rs"]
 mod vendor;
 

@@ -1,10 +1,10 @@
 //! The GPU check, ready for a short visit to a GPU machine: the CUDA
 //! examples build with nvcc (warnings as errors, down to SASS, linked
-//! against libfi_xpu), `cargo xtask gpu-bundle` packs a self-contained tree
-//! under 64 MiB whose libraries resolve inside it and whose script builds
-//! the examples with nothing but the bundle and nvcc, and `cargo xtask
-//! gpu-check` skips with one line where there is no GPU. Nothing here runs a
-//! kernel: there is no GPU in CI.
+//! against libfi_xpu) and their HIP versions with hipcc; `cargo xtask
+//! gpu-bundle` packs a self-contained tree under 64 MiB whose libraries
+//! resolve inside it and whose script builds the examples with nothing but
+//! the bundle and nvcc; and `cargo xtask gpu-check` skips with one line
+//! where there is no GPU. Nothing here runs a kernel: there is no GPU in CI.
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
@@ -112,6 +112,62 @@ fn cuda_examples_build_with_nvcc() {
     });
 }
 
+/// The HIP versions of the examples (examples/hip: hello, pingpong, world,
+/// MoE, the every-operation kernel; the CUDA sources with the runtime's
+/// names mapped to HIP) build with Debian's hipcc for gfx90a, host and
+/// device, warnings as errors, and link against libfi_xpu and the HIP
+/// runtime.
+#[test]
+fn hip_examples_build_with_hipcc() {
+    if !common::have("hipcc") {
+        eprintln!("gpu_bundle: no hipcc (apt install hipcc libamdhip64-dev rocm-device-libs)");
+        return;
+    }
+    let lib = common::build();
+    let dir = common::scratch("hip-examples");
+    std::thread::scope(|s| {
+        for ex in ["hello", "pingpong", "world", "moe", "device_all_ops"] {
+            let dir = &dir;
+            s.spawn(move || {
+                let obj = dir.join(format!("{ex}.o"));
+                let mut cc = Command::new("hipcc");
+                cc.args(["-std=c++17", "-O2", "--offload-arch=gfx90a", "-c"])
+                    .args(["-Wall", "-Wextra", "-Werror"])
+                    // moe checks every result byte against host
+                    // arithmetic: no fused multiply-adds.
+                    .arg("-ffp-contract=off")
+                    .arg("-I")
+                    .arg(common::root())
+                    .arg("-I")
+                    .arg(common::root().join("include"))
+                    .arg(common::root().join(format!("examples/hip/{ex}.hip")))
+                    .arg("-o")
+                    .arg(&obj);
+                let o = common::run(&mut cc);
+                assert!(o.status.success(), "{cc:?}\n{}", text(&o));
+                assert!(!text(&o).contains("warning"), "{}", text(&o));
+                let bin = std::fs::read(&obj).unwrap();
+                assert!(
+                    bin.windows(b"amdgcn-amd-amdhsa--gfx90a".len())
+                        .any(|w| w == b"amdgcn-amd-amdhsa--gfx90a"),
+                    "{ex}: no gfx90a code object"
+                );
+                if ex == "device_all_ops" {
+                    return; // a kernel, no program
+                }
+                let mut link = Command::new("hipcc");
+                link.arg(&obj)
+                    .arg(format!("-L{}", lib.display()))
+                    .arg("-lfi_xpu")
+                    .arg("-o")
+                    .arg(dir.join(ex));
+                let o = common::run(&mut link);
+                assert!(o.status.success(), "{link:?}\n{}", text(&o));
+            });
+        }
+    });
+}
+
 #[test]
 fn gpu_check_script_is_valid_bash() {
     let script = common::root().join("xtask/src/gpu/gpu-check.sh");
@@ -161,6 +217,9 @@ fn gpu_bundle_is_complete_and_small() {
         "examples/cuda/world.cu",
         "examples/cuda/peer.h",
         "examples/cuda/cuda_mem.h",
+        "examples/moe/moe.cu",
+        "examples/moe/moe.h",
+        "examples/moe/world.h",
         "bin/fi_xpu_info",
     ] {
         assert!(b.join(f).is_file(), "{f} missing from the bundle");
@@ -262,7 +321,12 @@ fn gpu_bundle_is_complete_and_small() {
             .env("GPU_CHECK_ITERS", "10"),
     );
     let t = text(&o);
-    for row in ["build hello.cu", "build pingpong.cu", "build world.cu"] {
+    for row in [
+        "build hello.cu",
+        "build pingpong.cu",
+        "build world.cu",
+        "build moe.cu",
+    ] {
         assert!(
             t.lines()
                 .any(|l| l.starts_with(row) && l.split_whitespace().nth(3) == Some("ok")),
@@ -272,11 +336,12 @@ fn gpu_bundle_is_complete_and_small() {
     // Without a GPU the runs fail, each in its own row (a GPU machine with
     // the stand-in script's PATH would pass them).
     for prov in ["shm", "ofi"] {
-        assert!(
-            t.lines()
-                .any(|l| l.starts_with("hello ") && l.contains(prov)),
-            "no hello row for {prov}:\n{t}"
-        );
+        for ex in ["hello ", "moe "] {
+            assert!(
+                t.lines().any(|l| l.starts_with(ex) && l.contains(prov)),
+                "no {ex}row for {prov}:\n{t}"
+            );
+        }
     }
 }
 

@@ -14,7 +14,12 @@
 
 #include <fi_xpu.h>
 
+#if defined(__HIPCC__) || defined(__HIP__)
+/* The HIP build of the examples (../hip): the same calls under HIP names. */
+#include "../hip/cuda_names.h"
+#else
 #include <cuda_runtime.h>
+#endif
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -62,7 +67,7 @@ static int cuda_mem_register(char *p, size_t len, unsigned extra, int *ours)
 	e = cudaHostGetDevicePointer(&dev, p, 0);
 	if (e != cudaSuccess || dev != (void *)p) {
 		if (*ours)
-			cudaHostUnregister(p);
+			(void)cudaHostUnregister(p);
 		if (e != cudaSuccess)
 			return cuda_mem_err(e, "cudaHostGetDevicePointer");
 		fprintf(stderr, "[%d] GPU cannot use host pointers for registered memory\n",
@@ -108,7 +113,7 @@ static int cuda_mem_take(void *addr, struct cuda_mem_slot *out)
 static void cuda_mem_release(const struct cuda_mem_slot *s)
 {
 	if (s->ours)
-		cudaHostUnregister(s->map);
+		(void)cudaHostUnregister(s->map);
 	if (s->unmap)
 		munmap(s->map, s->len);
 	if (s->fd >= 0)
@@ -188,7 +193,7 @@ static int cuda_mem_import(uint64_t device, void *host_addr, int fd, uint64_t of
 		if (flags & FI_XPU_IMPORT_DMABUF)
 			munmap(map, len);
 		else if (ours)
-			cudaHostUnregister(map);
+			(void)cudaHostUnregister(map);
 		return rc;
 	}
 	*dev_addr = addr;

@@ -186,7 +186,7 @@ static void peer_teardown(struct peer *p)
 	CHECK(fi_xpu_close(&p->av->fid));
 	CHECK(fi_xpu_close(&p->ctx->fid));
 	CHECK(fi_xpu_close(&p->dom->fid));
-	cudaFreeHost(p->h);
+	(void)cudaFreeHost(p->h);
 }
 
 /* Device side: records the first failure for the host to report. */
@@ -217,7 +217,9 @@ __device__ static int64_t dev_wait_one(struct dev_handles *h, struct fi_cq_data_
 	return n;
 }
 
-/* Forks the peer; returns this process's rank (0 parent, 1 child). */
+/* Forks the peer; returns this process's rank (0 parent, 1 child). Rank 0
+ * uses GPU $FI_XPU_CUDA_DEVICE (default 0), rank 1 $FI_XPU_CUDA_PEER_DEVICE
+ * if set, else the same. */
 static int fork_pair(int *sock, pid_t *child)
 {
 	int sv[2];
@@ -233,6 +235,9 @@ static int fork_pair(int *sock, pid_t *child)
 	}
 	close(sv[*child == 0 ? 0 : 1]);
 	*sock = sv[*child == 0 ? 1 : 0];
+	/* Rank 1 on another GPU when FI_XPU_CUDA_PEER_DEVICE names one. */
+	if (*child == 0 && getenv("FI_XPU_CUDA_PEER_DEVICE"))
+		setenv("FI_XPU_CUDA_DEVICE", getenv("FI_XPU_CUDA_PEER_DEVICE"), 1);
 	return *child == 0;
 }
 

@@ -124,7 +124,7 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 	}
-	cudaFreeHost(c);
+	(void)cudaFreeHost(c);
 	peer_teardown(&p);
 	if (rank == 1)
 		return failed;

@@ -187,7 +187,7 @@ static int run(int rank)
 					break;
 				}
 	}
-	cudaFreeHost(err);
+	(void)cudaFreeHost(err);
 	CHECK(fi_xpu_world_free(win));
 	CHECK(fi_xpu_world_close(world));
 	if (rank == 0 && ok) {

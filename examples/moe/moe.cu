@@ -8,6 +8,10 @@
  *
  *   moe_cuda [-n ranks] [-p shm|ofi] [-f tcp|shm] [-T tokens] [-8] [-i iters]
  *
+ * Rank 0 ends with the line
+ *   RESULT moe-n<ranks> <provider> ok <microseconds per dispatch+combine> -
+ * (FAIL instead of ok when any rank found a wrong byte or failed).
+ *
  * Build with -fmad=false: the host checks every result byte with the same
  * arithmetic, which a fused multiply-add would round differently.
  */
@@ -104,5 +108,8 @@ int main(int argc, char **argv)
 	if (w.rank != 0)
 		return bad != 0;
 	rc = world_join(&w);
+	/* The line gpu-check.sh reads: operation, provider, result, latency. */
+	printf("RESULT moe-n%d %s %s %.1f -\n", n, prov, rc || bad ? "FAIL" : "ok",
+	       sum / iters * 1e6);
 	return rc || bad != 0;
 }

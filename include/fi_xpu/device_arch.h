@@ -187,6 +187,39 @@
 #define FI_XPU_ARCH_MEMCPY(dst, src, n) __builtin_memcpy(dst, src, n)
 #endif
 
+/*
+ * Publishes: every store or atomic by which device code hands data to
+ * another agent (the host proxy, a peer process, the host reading a CQ or
+ * counter) is written as FI_XPU_I_PUBLISH(kind, statement), the statement
+ * including the release order or fence that makes the data visible first.
+ * Normally the statement alone. With FI_XPU_I_SASS_MARKERS defined on
+ * NVIDIA (tests/device_matrix/sass.rs only), the statement is bracketed by
+ * performance monitor triggers (`pmevent.mask`, PMTRIG in SASS: 0x4000 |
+ * kind before, 0x8000 | kind after), so the SASS check can find each
+ * publish after inlining and check that a system-scope fence precedes its
+ * store.
+ */
+#define FI_XPU_I_PUB_RING 1     /* a work request in the ofi proxy ring */
+#define FI_XPU_I_PUB_CQ 2       /* a CQ entry, or a CQ slot handed back */
+#define FI_XPU_I_PUB_CNTR 3     /* a counter */
+#define FI_XPU_I_PUB_MSG 4      /* shm message slots, flow words, receives */
+#define FI_XPU_I_PUB_SIGNAL 5   /* a signal word (fi_xpu_put_signal) */
+#define FI_XPU_I_PUB_DOORBELL 6 /* the ofi proxy's doorbell (host only) */
+#define FI_XPU_I_PUB_LOCK 7     /* the release of an endpoint lock */
+#if defined(__CUDA_ARCH__) && defined(FI_XPU_I_SASS_MARKERS)
+#define FI_XPU_I_PUBLISH(kind, ...)                                                    \
+	do {                                                                          \
+		asm volatile("pmevent.mask %0;" ::"n"(0x4000 | (kind)) : "memory");   \
+		__VA_ARGS__;                                                          \
+		asm volatile("pmevent.mask %0;" ::"n"(0x8000 | (kind)) : "memory");   \
+	} while (0)
+#else
+#define FI_XPU_I_PUBLISH(kind, ...)                                                    \
+	do {                                                                          \
+		__VA_ARGS__;                                                          \
+	} while (0)
+#endif
+
 /* Orders and scopes are almost always constants at the call site, so the
  * switches below fold away once inlined; each primitive gets its order and
  * scope as a constant, which some builtins require. */

@@ -22,8 +22,9 @@
  *
  *   int fi_xpu_coop_copy(void *dst, const void *src, size_t len, int scope,
  *                        int mscope)
- *       Each work item copies its share of the buffer (interleaved words, so
- *       GPU lanes coalesce), then orders its writes at mscope (a release
+ *       Each work item copies its share of the buffer (on GPUs interleaved
+ *       16-byte words where source and destination allow, so lanes
+ *       coalesce; contiguous chunks on CPU threads), then orders its writes at mscope (a release
  *       fence) and meets the others at a scope barrier: on return the whole
  *       copy is done, and a release store by any work item of the scope
  *       publishes it to observers at mscope.
@@ -96,6 +97,65 @@ FI_XPU_FUNC int fi_xpu_coop_reserve_below(uint64_t *counter, uint64_t n, uint64_
 	return 0;
 }
 
+/* 16 bytes, 16-byte aligned: one vector load and store on GPUs
+ * (LDG.E.128/STG.E.128 on NVIDIA, global_load_dwordx4 on AMD). */
+struct fi_xpu_i_coop_v16 {
+	uint64_t w[2];
+} __attribute__((aligned(16)));
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_assume_aligned)
+#define FI_XPU_I_COOP_ALIGNED16(p) __builtin_assume_aligned(p, 16)
+#endif
+#endif
+#if !defined(FI_XPU_I_COOP_ALIGNED16) && (defined(__GNUC__) || defined(__CUDACC__))
+#define FI_XPU_I_COOP_ALIGNED16(p) __builtin_assume_aligned(p, 16)
+#endif
+#ifndef FI_XPU_I_COOP_ALIGNED16
+#define FI_XPU_I_COOP_ALIGNED16(p) ((void *)(p))
+#endif
+
+/*
+ * Lane `rank` of `size`'s share of an interleaved copy, the GPU form of a
+ * cooperative copy: lanes take consecutive units in turn, so a subgroup's
+ * accesses coalesce. The unit is the widest both sides allow: when source
+ * and destination are equally aligned modulo 16 (modulo 8), the bytes up
+ * to the destination's first 16-byte (8-byte) boundary are shared out
+ * bytewise, then 16-byte (8-byte) words, then the tail bytewise; otherwise
+ * bytes throughout. Compiled for every target, so the host tests run it
+ * lane by lane for every alignment and length (tests/coop_copy.rs).
+ */
+FI_XPU_FUNC void fi_xpu_i_coop_copy_lanes(unsigned char *d, const unsigned char *s, size_t len,
+					  size_t rank, size_t size)
+{
+	uintptr_t skew = (uintptr_t)d ^ (uintptr_t)s;
+	size_t unit = (skew & 15u) == 0 ? 16 : (skew & 7u) == 0 ? 8 : 1;
+	size_t head = (size_t)(-(uintptr_t)d & (uintptr_t)(unit - 1)), words, i;
+
+	if (head > len)
+		head = len;
+	/* Bytes alone (unit 1) are all tail. */
+	words = unit > 1 ? (len - head) / unit : 0;
+	for (i = rank; i < head; i += size)
+		d[i] = s[i];
+	d += head;
+	s += head;
+	if (unit == 16) {
+		for (i = rank; i < words; i += size) {
+			struct fi_xpu_i_coop_v16 v;
+			FI_XPU_ARCH_MEMCPY(&v, FI_XPU_I_COOP_ALIGNED16(s + i * 16), 16);
+			FI_XPU_ARCH_MEMCPY(FI_XPU_I_COOP_ALIGNED16(d + i * 16), &v, 16);
+		}
+	} else if (unit == 8) {
+		for (i = rank; i < words; i += size) {
+			uint64_t w;
+			FI_XPU_ARCH_MEMCPY(&w, s + i * 8, 8);
+			FI_XPU_ARCH_MEMCPY(d + i * 8, &w, 8);
+		}
+	}
+	for (i = words * unit + rank; i < len - head; i += size)
+		d[i] = s[i];
+}
+
 FI_XPU_FUNC void fi_xpu_i_coop_copy_share(unsigned char *d, const unsigned char *s, size_t len,
 					 size_t rank, size_t size)
 {
@@ -111,19 +171,7 @@ FI_XPU_FUNC void fi_xpu_i_coop_copy_share(unsigned char *d, const unsigned char 
 		fi_xpu_arch_bulk_copy(d + start, s + start, len - start < chunk ? len - start : chunk,
 				      len);
 #else
-	size_t i = rank;
-
-	if ((((uintptr_t)d | (uintptr_t)s) & 7u) == 0) {
-		size_t words = len / 8;
-		for (; i < words; i += size) {
-			uint64_t w;
-			FI_XPU_ARCH_MEMCPY(&w, s + i * 8, 8);
-			FI_XPU_ARCH_MEMCPY(d + i * 8, &w, 8);
-		}
-		i = words * 8 + rank;
-	}
-	for (; i < len; i += size)
-		d[i] = s[i];
+	fi_xpu_i_coop_copy_lanes(d, s, len, rank, size);
 #endif
 }
 
@@ -182,9 +230,12 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, int err, int set, uint64_t 
 	if (!c)
 		return -FI_EINVAL;
 	if (set)
-		fi_xpu_arch_store_u64(c + (err ? 1 : 0), v, FI_XPU_ARCH_RELEASE, mscope);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_arch_store_u64(c + (err ? 1 : 0), v,
+									  FI_XPU_ARCH_RELEASE, mscope));
 	else
-		(void)fi_xpu_arch_fetch_add_u64(c + (err ? 1 : 0), v, FI_XPU_ARCH_ACQ_REL, mscope);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR,
+				 (void)fi_xpu_arch_fetch_add_u64(c + (err ? 1 : 0), v,
+								 FI_XPU_ARCH_ACQ_REL, mscope));
 	return fi_xpu_group_leave(&g, 0);
 }
 

@@ -330,7 +330,7 @@ FI_XPU_FUNC void fi_xpu_ofi_fill(struct fi_xpu_ofi_ep_dev *ep, uint64_t pos,
 		if (w->op == FI_XPU_OFI_OP_COMPARE_ATOMIC)
 			e->compare = (uint64_t)(uintptr_t)(stage + ep->inject_size);
 	}
-	fi_xpu_ofi_st(&e->seq, pos + 1);
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_RING, fi_xpu_ofi_st(&e->seq, pos + 1));
 }
 
 /* The doorbell: wakes the proxy if it announced it sleeps, after entries
@@ -347,7 +347,10 @@ FI_XPU_FUNC void fi_xpu_ofi_ring(struct fi_xpu_ofi_ep_dev *ep)
 	if (fi_xpu_arch_load_u32(&ep->sleeping, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS) &&
 	    fi_xpu_arch_exchange_u32(&ep->sleeping, 0, FI_XPU_ARCH_SEQ_CST, FI_XPU_OFI_SYS)) {
 		uint64_t one = 1;
-		fi_xpu_arch_fetch_add_u32(&ep->doorbell, 1, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);
+		/* Ordered after the entries by the exchange above. */
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_DOORBELL,
+				 fi_xpu_arch_fetch_add_u32(&ep->doorbell, 1, FI_XPU_ARCH_RELAXED,
+							   FI_XPU_OFI_SYS));
 		if (ep->wake_fd >= 0)
 			(void)syscall(SYS_write, ep->wake_fd, &one, sizeof one);
 	}
@@ -738,7 +741,7 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *
 	{
 		esz = fi_xpu_ofi_entry_size(q->format);
 		while (n < count) {
-			uint64_t h = fi_xpu_ofi_ld(&q->head);
+			uint64_t h = fi_xpu_ofi_ld(&q->head), seen;
 			struct fi_xpu_ofi_cqe *e = fi_xpu_ofi_cqe_at(q, h);
 			struct fi_cq_tagged_entry out;
 			uint64_t src;
@@ -756,8 +759,11 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *
 			out.data = e->data;
 			out.tag = e->tag;
 			src = e->src;
-			if (fi_xpu_arch_cas_u64(&q->head, h, h + 1, FI_XPU_ARCH_ACQ_REL,
-						FI_XPU_OFI_SYS) != h)
+			/* Hands the slot back to the proxy. */
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ,
+					 seen = fi_xpu_arch_cas_u64(&q->head, h, h + 1,
+								    FI_XPU_ARCH_ACQ_REL, FI_XPU_OFI_SYS));
+			if (seen != h)
 				continue;
 			fi_xpu_ofi_copy_bytes((unsigned char *)buf + n * esz, &out, esz);
 			if (src_addr)
@@ -781,7 +787,7 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 	rc = -FI_EAGAIN;
 	{
 		for (;;) {
-			uint64_t h = fi_xpu_ofi_ld(&q->head);
+			uint64_t h = fi_xpu_ofi_ld(&q->head), seen;
 			struct fi_xpu_ofi_cqe *e = fi_xpu_ofi_cqe_at(q, h);
 			struct fi_cq_err_entry o;
 			if (fi_xpu_ofi_ld(&e->seq) != h + 1 || !e->is_err)
@@ -798,8 +804,11 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 			o.prov_errno = e->prov_errno ? (int)e->prov_errno : (int)e->err;
 			o.err_data = (void *)0;
 			o.err_data_size = 0;
-			if (fi_xpu_arch_cas_u64(&q->head, h, h + 1, FI_XPU_ARCH_ACQ_REL,
-						FI_XPU_OFI_SYS) != h)
+			/* Hands the slot back to the proxy. */
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ,
+					 seen = fi_xpu_arch_cas_u64(&q->head, h, h + 1,
+								    FI_XPU_ARCH_ACQ_REL, FI_XPU_OFI_SYS));
+			if (seen != h)
 				continue;
 			*out = o;
 			rc = 1;

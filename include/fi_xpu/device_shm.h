@@ -352,7 +352,7 @@ FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
 			/* Nobody waits for room: the loss is counted, and the
 			 * reader reports it as an FI_EOVERRUN entry. */
 			if (count_overflow)
-				fi_xpu_shm_add(&r->overflow, 1);
+				FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_add(&r->overflow, 1));
 			return -FI_EAGAIN;
 		}
 		if (fi_xpu_shm_cas(&r->head, h, h + 1))
@@ -373,7 +373,7 @@ FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
 	e->src_conn = in->src_conn;
 	e->stamp = in->key ? fi_xpu_shm_cqe_stamp(in->key, h, in->roff, in->src_ep, in->len, in->data)
 			   : 0;
-	fi_xpu_shm_st(&e->seq, h + 1);
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_st(&e->seq, h + 1));
 	return 0;
 }
 
@@ -396,7 +396,7 @@ FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_
 	in.err = -FI_EOVERRUN;
 	in.olen = ov - seen;
 	if (fi_xpu_shm_ring_put(r, size, &in, 0) != 0)
-		fi_xpu_shm_add(&r->overflow_seen, (uint64_t)0 - (ov - seen));
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_add(&r->overflow_seen, (uint64_t)0 - (ov - seen)));
 }
 
 /* The map (private to this process) of connection `conn` of the context
@@ -442,7 +442,7 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 		/* Claimed by this reader: the copy above is the entry. */
 		if (!fi_xpu_shm_cas(&q->rtail, t, t + 1))
 			continue;
-		fi_xpu_shm_st(&rr->tail, t + 1);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_st(&rr->tail, t + 1));
 		map = fi_xpu_shm_conn_map(q->ctx, conn);
 		if (!map || (in.src_ep >> 32) || in.len)
 			continue; /* not made by the peer it names: refused */
@@ -460,7 +460,7 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 	/* A rewound or absurd count is a peer's scribble: resynchronised,
 	 * never reported. */
 	if (ov != seen && fi_xpu_shm_cas(&q->rseen, seen, ov) && ov - seen < (1ULL << 32))
-		fi_xpu_shm_add(&r->overflow, ov - seen);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_add(&r->overflow, ov - seen));
 }
 
 FI_XPU_FUNC int fi_xpu_shm_cq_push(uint64_t cq_dev, const struct fi_xpu_shm_cqe_in *in)
@@ -484,7 +484,7 @@ FI_XPU_FUNC void fi_xpu_shm_complete(struct fi_xpu_shm_ep_dev *ep, int cntr, uin
 	in.err = err;
 	/* The counter first: whoever reads the completion also sees it counted. */
 	if (c)
-		fi_xpu_shm_add(err ? c + 1 : c, 1);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(err ? c + 1 : c, 1));
 	(void)fi_xpu_shm_cq_push(ep->tx_cq, &in);
 }
 
@@ -749,9 +749,9 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			in.src_ep = ep->ep_id;
 			(void)fi_xpu_shm_tcq_push(&t, &in);
 		}
-		fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? &t.ep->rem_write_cntr
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? &t.ep->rem_write_cntr
 							   : &t.ep->rem_read_cntr),
-			       1);
+			       1));
 		fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
 				    cflags, context, len, 0);
 	}
@@ -986,9 +986,9 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 					fi_xpu_shm_put((unsigned char *)result + i * sz, sz, old);
 				old1 = old;
 			}
-			fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? &t.ep->rem_read_cntr
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? &t.ep->rem_read_cntr
 										  : &t.ep->rem_write_cntr),
-				       1);
+				       1));
 			fi_xpu_shm_complete(ep, result ? FI_XPU_SHM_CNTR_READ : FI_XPU_SHM_CNTR_WRITE,
 					    cflags, context, count * (size_t)sz, 0);
 		}
@@ -1026,7 +1026,7 @@ FI_XPU_FUNC int fi_xpu_shm_lock(struct fi_xpu_shm_ep_dev *ep, int wait)
 
 FI_XPU_FUNC void fi_xpu_shm_unlock(struct fi_xpu_shm_ep_dev *ep)
 {
-	fi_xpu_shm_st(&ep->lock, 0);
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_LOCK, fi_xpu_shm_st(&ep->lock, 0));
 }
 
 FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep);
@@ -1175,8 +1175,8 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			q->gen = t.pa->map_gen;
 			if (kind == FI_XPU_SHM_RDV_STREAM)
 				ep->lanes |= 1ULL << lane;
-			fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m);
-			fi_xpu_shm_st(&m->seq, h + 1);
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m));
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->seq, h + 1));
 		}
 		if (locked)
 			fi_xpu_shm_unlock(ep);
@@ -1192,7 +1192,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 		fi_xpu_coop_copy((unsigned char *)m + FI_XPU_SHM_MSG_HDR, buf, len, scope,
 				 FI_XPU_SHM_SYS);
 		if (rank == 0) {
-			fi_xpu_shm_st(&m->seq, h + 1);
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->seq, h + 1));
 			fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, cflags, context, len, 0);
 		}
 	}
@@ -1277,9 +1277,9 @@ FI_XPU_FUNC void fi_xpu_shm_rx_complete(struct fi_xpu_shm_ep_dev *ep, struct fi_
 	in.src_ep = p->src_ep;
 	fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
 	if (c)
-		fi_xpu_shm_add(err ? c + 1 : c, 1);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(err ? c + 1 : c, 1));
 	(void)fi_xpu_shm_cq_push(ep->rx_cq, &in);
-	fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_FREE);
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_FREE));
 }
 
 /* Takes what the sender has staged for the streamed message of receive
@@ -1298,7 +1298,7 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 	}
 	produced = fi_xpu_shm_ld(&m->produced);
 	if (produced > p->mlen || produced < done || produced - done > FI_XPU_SHM_STAGE_LANE_SIZE) {
-		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED));
 		fi_xpu_shm_rx_complete(ep, p, 0, -FI_EIO);
 		return;
 	}
@@ -1310,14 +1310,14 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 			fi_xpu_shm_lane_copy(FI_XPU_SHM_P(unsigned char, p->stage), lo,
 					     FI_XPU_SHM_P(unsigned char, p->buf) + lo, hi - lo, 0);
 		p->done = produced;
-		fi_xpu_shm_st(&m->consumed, produced);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->consumed, produced));
 	}
 	if (p->done == p->mlen) {
-		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_DONE);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_DONE));
 		fi_xpu_shm_rx_complete(ep, p, p->mlen < p->len ? p->mlen : p->len, 0);
 	} else if (!fi_xpu_shm_peer_alive(map) || fi_xpu_shm_ld(&map->gen) != p->seq) {
 		/* Nobody will finish or retire the slot: the sender is gone. */
-		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED));
 		fi_xpu_shm_rx_complete(ep, p, 0, -FI_ECONNRESET);
 	}
 }
@@ -1354,8 +1354,8 @@ FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_
 			p->seq = gen; /* posting order matters no more */
 			p->stage = base + off;
 			p->done = 0;
-			fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_STREAMING);
-			fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_ACTIVE);
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_STREAMING));
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_ACTIVE));
 			fi_xpu_shm_stream_rx(ep, p);
 			return;
 		} else {
@@ -1370,7 +1370,7 @@ FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_
 				n);
 	}
 	fi_xpu_shm_rx_complete(ep, p, n, err);
-	fi_xpu_shm_st(&m->state, state);
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, state));
 }
 
 /* Feeds streamed send `q` (lock held): stages as much as the lane has
@@ -1387,7 +1387,7 @@ FI_XPU_FUNC void fi_xpu_shm_stream_tx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, q->flags,
 				    FI_XPU_SHM_P(void, q->context), q->len, -FI_EIO);
 		q->kind = FI_XPU_SHM_RDV_STAGED;
-		fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED));
 		return;
 	}
 	room = FI_XPU_SHM_STAGE_LANE_SIZE - (q->sent - consumed);
@@ -1398,7 +1398,7 @@ FI_XPU_FUNC void fi_xpu_shm_stream_tx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 				     q->sent, FI_XPU_SHM_P(unsigned char, q->buf) + q->sent, n, 1);
 		fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
 		q->sent += n;
-		fi_xpu_shm_st(&m->produced, q->sent);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->produced, q->sent));
 	}
 	if (q->sent == q->len) {
 		/* The buffer is no longer needed: the send is complete. */
@@ -1436,10 +1436,12 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 		if (fi_xpu_shm_msg_source(ep, pos, &h) != 0) {
 			/* Not sent by the peer it names: never delivered. A
 			 * sender waiting on a pull learns it failed. */
-			fi_xpu_shm_st(&m->state,
-				      (h.flags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM))
-					      ? FI_XPU_SHM_SLOT_RDV_FAILED
-					      : FI_XPU_SHM_SLOT_CONSUMED);
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG,
+					 fi_xpu_shm_st(&m->state,
+						       (h.flags & (FI_XPU_SHM_MSG_RDV |
+								   FI_XPU_SHM_MSG_STREAM))
+							       ? FI_XPU_SHM_SLOT_RDV_FAILED
+							       : FI_XPU_SHM_SLOT_CONSUMED));
 			continue;
 		}
 		for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
@@ -1461,7 +1463,7 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 		    fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_CONSUMED)
 			break;
 		tail++;
-		fi_xpu_shm_st(&b->tail, tail);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&b->tail, tail));
 	}
 	for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
 		struct fi_xpu_shm_rdv *r = &ep->rdv[i];
@@ -1481,7 +1483,7 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 						    -FI_ECONNRESET);
 			if (r->kind != FI_XPU_SHM_RDV_REG)
 				ep->lanes &= ~(1ULL << r->lane);
-			fi_xpu_shm_st(&r->slot, 0);
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&r->slot, 0));
 			continue;
 		}
 		st = fi_xpu_shm_ld(&m->state);
@@ -1495,8 +1497,8 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 							    : -FI_EIO);
 			if (r->kind != FI_XPU_SHM_RDV_REG)
 				ep->lanes &= ~(1ULL << r->lane);
-			fi_xpu_shm_st(&r->slot, 0);
-			fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED);
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&r->slot, 0));
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED));
 		} else if (r->kind == FI_XPU_SHM_RDV_STREAM) {
 			fi_xpu_shm_stream_tx(ep, r, m);
 		}
@@ -1539,7 +1541,7 @@ FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, siz
 			p->src_nonce = src ? src->nonce : 0;
 			p->src_ep = src ? src->ep_id : 0;
 			p->seq = ++ep->post_seq;
-			fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_READY);
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_READY));
 		}
 		fi_xpu_shm_unlock(ep);
 		if (rc == 0)
@@ -1591,6 +1593,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
 				(t & (q->size - 1));
 			struct fi_cq_tagged_entry out;
+			int claimed;
 			if (fi_xpu_shm_ld(&e->seq) != t + 1)
 				break;
 			if (e->is_err) {
@@ -1606,7 +1609,8 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 			out.tag = e->tag;
 			if (src_addr)
 				src_addr[n] = fi_xpu_shm_src(q, e->src_nonce, e->src_ep);
-			if (!fi_xpu_shm_cas(&r->tail, t, t + 1))
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, claimed = fi_xpu_shm_cas(&r->tail, t, t + 1));
+			if (!claimed)
 				continue;
 			fi_xpu_shm_copy((unsigned char *)buf + n * esz, &out, esz);
 			n++;
@@ -1638,6 +1642,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
 				(t & (q->size - 1));
 			struct fi_cq_err_entry out;
+			int claimed;
 			if (fi_xpu_shm_ld(&e->seq) != t + 1 || !e->is_err)
 				break;
 			out.op_context = FI_XPU_SHM_P(void, e->context);
@@ -1652,7 +1657,8 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 			out.prov_errno = (int)e->err;
 			out.err_data = (void *)0;
 			out.err_data_size = 0;
-			if (!fi_xpu_shm_cas(&r->tail, t, t + 1))
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, claimed = fi_xpu_shm_cas(&r->tail, t, t + 1));
+			if (!claimed)
 				continue;
 			*buf = out;
 			rc = 1;
@@ -1715,12 +1721,14 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 	fi_xpu_shm_place(mem, (const unsigned char *)buf, len, ep->test_delay_ns);
 	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
 	if (sig_op == FI_XPU_SIGNAL_SET)
-		fi_xpu_arch_store_u64((uint64_t *)(void *)sig, signal, FI_XPU_ARCH_RELEASE,
-				      FI_XPU_SHM_SYS);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_SIGNAL,
+				 fi_xpu_arch_store_u64((uint64_t *)(void *)sig, signal,
+						       FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS));
 	else
-		(void)fi_xpu_arch_fetch_add_u64((uint64_t *)(void *)sig, signal, FI_XPU_ARCH_ACQ_REL,
-						FI_XPU_SHM_SYS);
-	fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, &t.ep->rem_write_cntr), 1);
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_SIGNAL,
+				 (void)fi_xpu_arch_fetch_add_u64((uint64_t *)(void *)sig, signal,
+								 FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS));
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, &t.ep->rem_write_cntr), 1));
 	fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, 0);
 	return 0;
 }

@@ -11,11 +11,22 @@ use std::process::Command;
 
 pub const ARCHS: &[&str] = &["sm_75", "sm_80", "sm_90", "sm_100"];
 
+/// nvcc's flags throughout the matrix: CUDA C++17, warnings as errors in
+/// nvcc and the host compiler.
+pub const NVCC_FLAGS: &[&str] = &[
+    "-x",
+    "cu",
+    "-std=c++17",
+    "-O2",
+    "-Werror",
+    "all-warnings",
+    "-Xcompiler",
+    "-Wall,-Wextra,-Werror",
+];
+
 fn nvcc(cuda: &Path) -> Command {
     let mut cmd = Command::new(cuda.join("bin/nvcc"));
-    cmd.args(["-x", "cu", "-std=c++17", "-O2", "-Werror", "all-warnings"])
-        .args(["-Xcompiler", "-Wall,-Wextra,-Werror"])
-        .args(include_flags());
+    cmd.args(NVCC_FLAGS).args(include_flags());
     cmd
 }
 

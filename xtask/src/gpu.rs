@@ -6,7 +6,7 @@
 //!   lib/libfi_xpu.so*, lib/fi_xpu/libfi_xpu-*.so   installed and stripped
 //!   lib/libfabric.so.1 and the libraries it needs beyond glibc's
 //!   include/                                       the public headers
-//!   examples/*.c, examples/cuda/*                  example sources
+//!   examples/*.c, examples/cuda/*, examples/moe/*  example sources
 //!   bin/fi_xpu_info, gpu-check.sh                  the check (gpu/gpu-check.sh)
 use super::{install, install_file, mkdir, root, run, target_dir, write_file, Opts, Result};
 use std::collections::BTreeMap;
@@ -134,6 +134,11 @@ pub fn bundle(o: &Opts) -> Result<PathBuf> {
         + copy_dir(
             &root().join("examples/cuda"),
             &dir.join("examples/cuda"),
+            &["cu", "h"],
+        )?
+        + copy_dir(
+            &root().join("examples/moe"),
+            &dir.join("examples/moe"),
             &["cu", "h"],
         )?;
     write_file(&dir.join("gpu-check.sh"), SCRIPT.as_bytes(), 0o755)?;

@@ -6,10 +6,12 @@
 #  1. capabilities: nvidia-smi (GPU, driver, P2P), then a small CUDA program
 #     (compute capability, unified addressing, host memory registered with
 #     cudaHostRegister and written by a kernel, peer access between GPUs);
-#  2. builds examples/cuda/{hello,pingpong,world}.cu with this machine's nvcc
-#     (13 or newer; $NVCC, else nvcc on PATH, $CUDA_HOME, /usr/local/cuda);
-#  3. runs hello and pingpong as two processes, world as four ranks, on one
-#     GPU over the shm and ofi providers (ofi over libfabric's
+#  2. builds examples/cuda/{hello,pingpong,world}.cu and examples/moe/moe.cu
+#     with this machine's nvcc (13 or newer; $NVCC, else nvcc on PATH,
+#     $CUDA_HOME, /usr/local/cuda);
+#  3. runs hello and pingpong as two processes, world as four ranks, the MoE
+#     dispatch/combine as two ranks, on one GPU over the shm and ofi providers,
+#     then pingpong between two GPUs when the machine has two (ofi over libfabric's
 #     ${GPU_CHECK_OFI_PROVIDER:-tcp}); the examples verify every byte they
 #     receive;
 #  4. prints one table: operation, provider, result, latency, bandwidth.
@@ -143,9 +145,12 @@ fi
 # --- 2. build the examples ---------------------------------------------------
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export FI_XPU_PROVIDER_PATH="$here/lib/fi_xpu"
-for ex in hello pingpong world; do
-    if timeout "$(budget 180)" "$nvcc" "${nvcc_flags[@]}" -I "$here/examples/cuda" \
-            "$here/examples/cuda/$ex.cu" -L "$here/lib" -lfi_xpu -Xlinker "-rpath=$here/lib" \
+for ex in hello pingpong world moe; do
+    src="$here/examples/cuda/$ex.cu" extra=()
+    # moe checks every byte against host arithmetic: no fused multiply-adds.
+    [ "$ex" = moe ] && src="$here/examples/moe/moe.cu" extra=(-fmad=false)
+    if timeout "$(budget 180)" "$nvcc" "${nvcc_flags[@]}" "${extra[@]}" -I "$here/examples/cuda" \
+            "$src" -L "$here/lib" -lfi_xpu -Xlinker "-rpath=$here/lib" \
             -o "$work/${ex}_cuda" >"$work/$ex.build.log" 2>&1; then
         row "build $ex.cu" nvcc ok - -
     else
@@ -173,31 +178,48 @@ if [ "${GPU_CHECK_MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/nul
     fi
 fi
 [ "$mps_started" = 1 ] || say "no MPS: two processes on one GPU are time-sliced (latency includes it)"
+# The second process's GPU (pingpong across two GPUs) and the prefix of its rows.
+peer_device=$device
+label=
 run_example() { # name provider args...
-    local ex=$1 prov=$2 log="$work/$1.$2.log" rc
+    local ex=$1 prov=$2 log="$work/$1.$2.$peer_device.log" rc
     shift 2
-    [ -x "$work/${ex}_cuda" ] || { row "$ex" "$prov" "not-built" - -; return; }
-    if [ $((end - SECONDS)) -lt 5 ]; then row "$ex" "$prov" "no-time" - -; return; fi
+    [ -x "$work/${ex}_cuda" ] || { row "$label$ex" "$prov" "not-built" - -; return; }
+    if [ $((end - SECONDS)) -lt 5 ]; then row "$label$ex" "$prov" "no-time" - -; return; fi
     FI_XPU_PROVIDER=$prov FI_XPU_OFI_PROVIDER=$ofi_fabric FI_XPU_CUDA_DEVICE=$device \
+        FI_XPU_CUDA_PEER_DEVICE=$peer_device \
         timeout -k 5 "$(budget 120)" "$work/${ex}_cuda" "$@" >"$log" 2>&1
     rc=$?
     local op p res lat bw seen=0
     while read -r tag op p res lat bw; do
         [ "$tag" = RESULT ] || continue
-        row "$op" "$p" "$res" "$lat" "$bw"
+        row "$label$op" "$p" "$res" "$lat" "$bw"
         seen=1
     done <"$log"
     if [ "$rc" -ne 0 ]; then
         say "$ex over $prov failed (exit $rc$([ "$rc" -eq 124 ] && echo ", timed out")); its output:"
         tail -n 30 "$log"
-        row "$ex" "$prov" "FAIL($rc)" - -
+        row "$label$ex" "$prov" "FAIL($rc)" - -
     elif [ "$seen" -eq 0 ]; then
-        row "$ex" "$prov" "no-result" - -
+        row "$label$ex" "$prov" "no-result" - -
     fi
 }
 for prov in shm ofi; do
     run_example hello "$prov"
     run_example pingpong "$prov" -n "${GPU_CHECK_ITERS:-1000}"
     run_example world "$prov"
+    # MoE dispatch and combine, two ranks on the GPU, every byte verified.
+    run_example moe "$prov" -n 2 -p "$prov" -f "$ofi_fabric" -T "${GPU_CHECK_MOE_TOKENS:-32}" -i 3
 done
+# Across two GPUs when there are two: pingpong with its peer on the next one.
+ngpus=$(timeout "$(budget 20)" nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+if [ "${ngpus:-0}" -ge 2 ]; then
+    peer_device=$(( (device + 1) % ngpus )) label="2gpu:"
+    say "two GPUs: pingpong between GPU $device and GPU $peer_device"
+    for prov in shm ofi; do
+        run_example pingpong "$prov" -n "${GPU_CHECK_ITERS:-1000}"
+    done
+else
+    say "one GPU: no run across two GPUs"
+fi
 finish

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The CUDA runtime names the GPU examples use, as HIP names: with it the
+ * examples under ../cuda and ../moe are HIP sources too, compiled by hipcc
+ * for AMD GPUs (the *.hip files here). The device code is fi_xpu's own
+ * either way; fi_xpu/device_arch.h picks the AMD forms under hipcc.
+ */
+#ifndef FI_XPU_EXAMPLE_CUDA_NAMES_H
+#define FI_XPU_EXAMPLE_CUDA_NAMES_H
+
+#include <hip/hip_runtime.h>
+
+#define cudaError_t hipError_t
+#define cudaSuccess hipSuccess
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
+#define cudaErrorHostMemoryAlreadyRegistered hipErrorHostMemoryAlreadyRegistered
+#define cudaGetErrorString hipGetErrorString
+#define cudaGetLastError hipGetLastError
+#define cudaSetDevice hipSetDevice
+#define cudaDeviceSynchronize hipDeviceSynchronize
+#define cudaHostAlloc hipHostMalloc
+#define cudaHostAllocMapped hipHostMallocMapped
+#define cudaFreeHost hipHostFree
+#define cudaHostRegister hipHostRegister
+#define cudaHostRegisterMapped hipHostRegisterMapped
+#define cudaHostRegisterPortable hipHostRegisterPortable
+#define cudaHostRegisterIoMemory hipHostRegisterIoMemory
+#define cudaHostUnregister hipHostUnregister
+#define cudaHostGetDevicePointer hipHostGetDevicePointer
+/* A wavefront runs its lanes together; the barrier keeps the compiler from
+ * moving memory operations across. */
+#define __syncwarp() __builtin_amdgcn_wave_barrier()
+
+#endif /* FI_XPU_EXAMPLE_CUDA_NAMES_H */

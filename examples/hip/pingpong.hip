@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * ../cuda/pingpong.cu for AMD GPUs: the same source, built by hipcc (the CUDA
+ * runtime calls become HIP's through cuda_names.h, which ../cuda/cuda_mem.h
+ * includes under hipcc).
+ *
+ *   hipcc -std=c++17 --offload-arch=gfx90a -I . -I include examples/hip/pingpong.hip \
+ *         -L target/release -lfi_xpu -o pingpong_hip && FI_XPU_PROVIDER=shm ./pingpong_hip
+ */
+#include "../cuda/pingpong.cu"
