@@ -99,9 +99,9 @@ FI_XPU_FUNC int fi_xpu_coop_reserve_below(uint64_t *counter, uint64_t n, uint64_
 
 /* 16 bytes, 16-byte aligned: one vector load and store on GPUs
  * (LDG.E.128/STG.E.128 on NVIDIA, global_load_dwordx4 on AMD). */
-struct fi_xpu_i_coop_v16 {
+struct __attribute__((aligned(16))) fi_xpu_i_coop_v16 {
 	uint64_t w[2];
-} __attribute__((aligned(16)));
+};
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_assume_aligned)
 #define FI_XPU_I_COOP_ALIGNED16(p) __builtin_assume_aligned(p, 16)
