@@ -129,12 +129,23 @@ fn granule(fd: &OwnedFd) -> Result<u64> {
 /// multiple of `alignment`: (fd, address, length). None when the kernel
 /// has no such pages to give (no pool, or not enough free: the mapping
 /// reserves them, so a short pool fails here and never faults later).
+///
+/// The file is mapped where the kernel chooses, which for hugetlb is a
+/// multiple of the huge page size, never into a reservation of ours: a
+/// hugetlb `mmap` fails when the pool is short, and a failed `MAP_FIXED`
+/// mapping leaves its range unmapped, free for another thread's next
+/// mapping (see `map_aligned_prot`). An alignment above the huge page size
+/// that the kernel's choice misses falls back to ordinary pages.
 fn hugetlb_alloc(size: u64, alignment: u64) -> Option<(OwnedFd, usize, u64)> {
     let fd = new_memfd(MemfdFlags::HUGETLB).ok()?;
     let huge = granule(&fd).ok()?;
     let len = round_up(size, huge);
     size_and_seal(&fd, len).ok()?;
-    let addr = map_aligned(&fd, len as usize, 0, alignment.max(huge)).ok()?;
+    let addr = map_prot(&fd, 0, len as usize, 0, libc::PROT_READ | libc::PROT_WRITE).ok()?;
+    if !(addr as u64).is_multiple_of(alignment.max(1)) {
+        unmap(addr, len as usize);
+        return None;
+    }
     Some((fd, addr, len))
 }
 
@@ -245,10 +256,20 @@ fn map_aligned_prot(fd: &OwnedFd, len: usize, offset: u64, align: u64, prot: i32
     }
     let r = r as usize;
     let addr = round_up(r as u64, align) as usize;
-    if let Err(e) = map_prot(fd, addr, len, offset, prot) {
-        unmap(r, total);
-        return Err(e);
-    }
+    let mapped = map_prot(fd, addr, len, offset, prot);
+    trim_reservation(r, total, addr, len, mapped.is_ok());
+    mapped
+}
+
+/// Gives back what a reservation `[r, r + total)` holds around the
+/// `len` bytes at `addr` that were mapped over it with `MAP_FIXED`. When
+/// that mapping failed, `[addr, addr + len)` is left alone: the kernel
+/// may have unmapped the reservation there before failing (a hugetlb file
+/// whose pool is short does), and another thread may have mapped memory
+/// there since, which an unmap of ours would take away from it. That
+/// range then stays reserved or is someone else's: address space only,
+/// on a path that should not happen.
+fn trim_reservation(r: usize, total: usize, addr: usize, len: usize, mapped: bool) {
     if addr > r {
         unmap(r, addr - r);
     }
@@ -256,7 +277,9 @@ fn map_aligned_prot(fd: &OwnedFd, len: usize, offset: u64, align: u64, prot: i32
     if r + total > end {
         unmap(end, r + total - end);
     }
-    Ok(addr)
+    if !mapped {
+        crate::warn!("mapping {len:#x} bytes into a reservation failed; its range stays reserved");
+    }
 }
 
 fn unmap(base: usize, len: usize) {
@@ -418,7 +441,12 @@ impl Backend for System {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(Error::last_os());
+            let e = Error::last_os();
+            // The failed mapping may have unmapped the range already, and
+            // another thread may map there next: forget it rather than
+            // unmap it later (see `trim_reservation`).
+            mapped.remove(&dev_addr);
+            return Err(e);
         }
         mapped.remove(&dev_addr);
         self.placeholders.lock().unwrap().push((base, len));
@@ -518,6 +546,92 @@ mod tests {
         assert!(file::add_seals(&fd, SealFlags::WRITE).is_err());
         let (efd, _) = sys.export(a.addr, 16).unwrap();
         assert_eq!(seals(&efd), MEMFD_SEALS);
+        sys.free(a.addr).unwrap();
+    }
+
+    /// Whether `[addr, addr + len)` has no mapping: a mapping that must
+    /// not replace anything can be made there.
+    fn unmapped(addr: usize, len: usize) -> bool {
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces a mapping; a probe
+        // that succeeds is unmapped again at once.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p as usize == addr {
+            unmap(addr, len);
+            return true;
+        }
+        false
+    }
+
+    /// A mapping into a reservation that fails may leave its range
+    /// unmapped (a hugetlb file with an empty pool does), and another
+    /// thread may map memory there before the failure is seen. Cleaning
+    /// up the reservation must leave that memory alone: here, another
+    /// process's window that a peer import had just placed there.
+    #[test]
+    fn a_failed_map_into_a_reservation_leaves_others_memory_alone() {
+        let (len, align) = (0x40d000usize, HUGE_MIN as usize);
+        let total = len + align;
+        let fd = memfd(len as u64).unwrap();
+        // SAFETY: a fresh reservation of our own.
+        let r = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        } as usize;
+        assert_ne!(r, libc::MAP_FAILED as usize);
+        let addr = round_up(r as u64, align as u64) as usize;
+        // What the failed MAP_FIXED and the other thread did meanwhile.
+        unmap(addr, len);
+        let other = map_prot(&fd, addr, len, 0, libc::PROT_READ | libc::PROT_WRITE).unwrap();
+        assert_eq!(other, addr);
+        // SAFETY: the other thread's mapping, just made, len bytes.
+        unsafe { ((other + len - 8) as *mut u64).write_volatile(0x5eed) };
+
+        trim_reservation(r, total, addr, len, false);
+
+        // SAFETY: still mapped, or this test dies here as the library's
+        // users did.
+        assert_eq!(
+            unsafe { ((other + len - 8) as *const u64).read_volatile() },
+            0x5eed
+        );
+        assert!(
+            !unmapped(addr, 4096),
+            "the other thread's memory was unmapped"
+        );
+        if addr > r {
+            assert!(unmapped(r, addr - r), "the head of the reservation is kept");
+        }
+        assert!(
+            unmapped(addr + len, r + total - addr - len),
+            "the tail is kept"
+        );
+        unmap(other, len);
+    }
+
+    /// Without huge pages in the pool (the usual case) a large allocation
+    /// falls back to ordinary pages and still works.
+    #[test]
+    fn large_allocations_work_whatever_the_huge_page_pool_holds() {
+        let sys = System::default();
+        let a = sys.alloc(0x40d000, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        assert!((a.addr as u64).is_multiple_of(page_size()));
+        // SAFETY: the allocation's last word.
+        unsafe { ((a.addr + 0x40d000 - 8) as *mut u64).write_volatile(1) };
         sys.free(a.addr).unwrap();
     }
 
