@@ -489,15 +489,25 @@ FI_XPU_FUNC void fi_xpu_shm_complete(struct fi_xpu_shm_ep_dev *ep, int cntr, uin
 }
 
 /* ---- peers and protection --------------------------------------------- */
-/* Base and size of region `rid` of a peer; 0 when unmapped. */
+/* Base and size of region `rid` of a peer; 0 when unmapped. The host
+ * withdraws a region by clearing its base, then its size, and maps one by
+ * setting the size, then the base; a base that reads the same on both
+ * sides of the size is the one that size belongs to (a withdrawn range
+ * stays reserved until the context closes, so its address never comes
+ * back for another region). */
 FI_XPU_FUNC uint64_t fi_xpu_shm_region(const struct fi_xpu_shm_peer_map *m, uint64_t rid,
 				       uint64_t *size)
 {
 	uint64_t b;
+	*size = 0;
 	if (!m || rid == 0 || rid >= FI_XPU_SHM_MAX_REGIONS)
 		return 0;
 	b = fi_xpu_shm_ld(&m->base[rid]);
 	*size = fi_xpu_shm_ld(&m->size[rid]);
+	if (fi_xpu_shm_ld(&m->base[rid]) != b) {
+		*size = 0;
+		return 0;
+	}
 	return b;
 }
 

@@ -7,7 +7,7 @@ use fi_xpu_abi::errno::*;
 use fi_xpu_os::file;
 use fi_xpu_os::rustix::fs::{fstat, ftruncate, FileType, MemfdFlags, SealFlags};
 use fi_xpu_os::Errno;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 
@@ -42,7 +42,7 @@ pub struct System {
     huge: Option<HugePages>,
     /// Address ranges of retired imports, mapped to private zero pages
     /// until the context closes.
-    placeholders: Mutex<Vec<(usize, usize)>>,
+    placeholders: Mutex<VecDeque<(usize, usize)>>,
 }
 
 impl System {
@@ -67,6 +67,8 @@ fn round_up(v: u64, to: u64) -> u64 {
 pub const MEMFD_SEALS: SealFlags = SealFlags::SHRINK
     .union(SealFlags::GROW)
     .union(SealFlags::SEAL);
+/// Retired imports whose address range stays reserved (`System::retire`).
+const RETIRED_KEPT: usize = 1024;
 /// Allocations and imports from this size on are mapped for huge pages.
 const HUGE_MIN: u64 = 2 << 20;
 
@@ -419,9 +421,12 @@ impl Backend for System {
     /// or writes into a page nobody reads, and never faults or lands in
     /// memory mapped there later. The shared pages go at once;
     /// `MAP_NORESERVE` zero pages cost no memory until touched. Only the
-    /// address range stays reserved, until the context closes: nothing
-    /// bounds how long a device operation may hold an address (a preempted
-    /// kernel), so it is never handed back while the context lives.
+    /// address range stays reserved: nothing bounds how long a device
+    /// operation may hold an address (a preempted kernel), so it is handed
+    /// back only after `RETIRED_KEPT` later retirements (each range is a
+    /// mapping of its own, and a process has some 65,000: a peer that
+    /// registers and deregisters memory forever must not use them up), or
+    /// when the context closes.
     fn retire(&self, dev_addr: usize) -> Result<()> {
         let mut mapped = self.mapped.lock().unwrap();
         let Some((base, len)) = mapped.get(&dev_addr).map(|m| (m.base, m.len)) else {
@@ -449,7 +454,12 @@ impl Backend for System {
             return Err(e);
         }
         mapped.remove(&dev_addr);
-        self.placeholders.lock().unwrap().push((base, len));
+        let mut kept = self.placeholders.lock().unwrap();
+        kept.push_back((base, len));
+        if kept.len() > RETIRED_KEPT {
+            let (b, l) = kept.pop_front().expect("over the bound");
+            unmap(b, l);
+        }
         Ok(())
     }
 
@@ -605,10 +615,8 @@ mod tests {
 
         // SAFETY: still mapped, or this test dies here as the library's
         // users did.
-        assert_eq!(
-            unsafe { ((other + len - 8) as *const u64).read_volatile() },
-            0x5eed
-        );
+        let word = unsafe { ((other + len - 8) as *const u64).read_volatile() };
+        assert_eq!(word, 0x5eed);
         assert!(
             !unmapped(addr, 4096),
             "the other thread's memory was unmapped"
@@ -621,6 +629,33 @@ mod tests {
             "the tail is kept"
         );
         unmap(other, len);
+    }
+
+    /// Retired ranges stay reserved for the next `RETIRED_KEPT`
+    /// retirements, then go: a peer that registers and deregisters memory
+    /// forever does not use up the process's mappings.
+    #[test]
+    fn retired_ranges_are_kept_for_a_bounded_number_of_retirements() {
+        let sys = System::default();
+        let a = sys.alloc(4096, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        let fd = a.fd.unwrap();
+        let first = import(&sys, &fd, 0, 4096).unwrap();
+        sys.retire(first).unwrap();
+        for _ in 0..RETIRED_KEPT - 1 {
+            let d = import(&sys, &fd, 0, 4096).unwrap();
+            sys.retire(d).unwrap();
+        }
+        let kept = |b: usize| sys.placeholders.lock().unwrap().iter().any(|p| p.0 == b);
+        assert!(
+            kept(first) && !unmapped(first, 4096),
+            "kept within the bound"
+        );
+        let d = import(&sys, &fd, 0, 4096).unwrap();
+        sys.retire(d).unwrap();
+        // (Not probed: another test's thread may map there at once.)
+        assert!(!kept(first), "the oldest goes past the bound");
+        assert_eq!(sys.placeholders.lock().unwrap().len(), RETIRED_KEPT);
+        sys.free(a.addr).unwrap();
     }
 
     /// Without huge pages in the pool (the usual case) a large allocation

@@ -225,6 +225,7 @@ impl Inner {
                         }
                         if let Some(c) = Self::live_conn(&mut st, cid, gen) {
                             c.ready = true;
+                            c.announced = true;
                         }
                         None
                     }

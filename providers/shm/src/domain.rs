@@ -247,7 +247,12 @@ pub struct ConnRef {
 /// A connection to another domain (either direction).
 pub struct Conn {
     pub sock: Option<OwnedFd>,
+    /// The handshake is over: the control thread serves the socket.
     pub ready: bool,
+    /// This domain's regions went to the peer (the handshake's snapshot,
+    /// sent under the state lock): every region shared or withdrawn since
+    /// must be told to it, even before the handshake is over.
+    pub announced: bool,
     pub client: bool,
     pub remote_nonce: u64,
     /// This id's generation: ids of departed peers are reused, and the
@@ -422,7 +427,7 @@ impl Inner {
         st.regions.insert(id, Region { fd, offset, size });
         let mut waits = Vec::new();
         for (cid, c) in st.conns.iter_mut() {
-            if !c.ready {
+            if !c.announced {
                 continue;
             }
             if let Some(s) = &c.sock {
@@ -465,7 +470,7 @@ impl Inner {
             return;
         }
         for c in st.conns.values() {
-            if let (true, Some(s)) = (c.ready, &c.sock) {
+            if let (true, Some(s)) = (c.announced, &c.sock) {
                 let _ = wire::send(
                     s.as_raw_fd(),
                     &Msg::new(wire::REMOVE, id as u64, 0, 0),
@@ -577,24 +582,25 @@ impl Inner {
         conn.regions.insert(rid, (fd, off, size));
     }
 
+    /// The peer withdrew region `rid`: it leaves every map, and each
+    /// import is retired rather than unmapped, since device code may still
+    /// hold an address inside it (see `retire_import`).
     pub(crate) fn peer_remove(st: &mut State, cid: u32, gen: u64, rid: u32) {
-        if Self::live_conn(st, cid, gen).is_none() {
-            return;
-        }
-        let maps: Vec<(u64, Ctx, usize)> = st
-            .ctxs
-            .iter()
-            .filter_map(|(id, c)| c.maps.get(&cid).map(|m| (*id, c.core(), *m)))
-            .collect();
-        let Some(conn) = st.conns.get_mut(&cid) else {
+        let Some(conn) = Self::live_conn(st, cid, gen) else {
             return;
         };
         conn.regions.remove(&rid);
-        for (ctx_id, core, map) in maps {
-            if let Some(d) = conn.imports.remove(&(ctx_id, rid)) {
-                set_map(map, rid, 0, 0);
-                core::unimport(core, d);
-            }
+        let gone: Vec<(u64, usize)> = conn
+            .imports
+            .iter()
+            .filter(|((_, r), _)| *r == rid)
+            .map(|((ctx_id, _), d)| (*ctx_id, *d))
+            .collect();
+        for &(ctx_id, _) in &gone {
+            conn.imports.remove(&(ctx_id, rid));
+        }
+        for (ctx_id, d) in gone {
+            Self::retire_import(st, ctx_id, cid, rid, d);
         }
     }
 
@@ -756,6 +762,7 @@ impl Inner {
             Conn {
                 sock: Some(sock),
                 ready: false,
+                announced: false,
                 client,
                 remote_nonce: 0,
                 gen,
@@ -894,6 +901,9 @@ impl Inner {
                 self.poke();
                 return Err(-e);
             }
+            // From here on what this domain shares goes to the peer too:
+            // it follows the snapshot on the socket.
+            st.conns.get_mut(&cid).unwrap().announced = true;
             (cid, gen)
         };
         // Sockets of peers that new_conn found gone wait for the control
@@ -967,18 +977,28 @@ impl Inner {
         };
         let imports: Vec<((u64, u32), usize)> = conn.imports.drain().collect();
         for ((ctx_id, rid), d) in imports {
-            let Some(c) = st.ctxs.get_mut(&ctx_id) else {
-                continue;
-            };
-            if let Some(&m) = c.maps.get(&cid) {
-                set_map(m, rid, 0, 0);
-            }
-            if let Err(e) = core::retire(c.core(), d) {
-                core::debug(&format!(
-                    "departed peer's region {rid} stays mapped until its context closes ({e})"
-                ));
-                c.retired_imports.push(d);
-            }
+            Self::retire_import(st, ctx_id, cid, rid, d);
+        }
+    }
+
+    /// Takes import `d` of region `rid` of connection `cid` out of the map
+    /// of context `ctx_id` and retires it: the shared pages go, the address
+    /// range stays reserved (zero pages) until the context closes, so that
+    /// an address device code read before the map changed never reaches
+    /// memory mapped there later. A backend that cannot retire keeps the
+    /// import until the context closes.
+    fn retire_import(st: &mut State, ctx_id: u64, cid: u32, rid: u32, d: usize) {
+        let Some(c) = st.ctxs.get_mut(&ctx_id) else {
+            return;
+        };
+        if let Some(&m) = c.maps.get(&cid) {
+            set_map(m, rid, 0, 0);
+        }
+        if let Err(e) = core::retire(c.core(), d) {
+            core::debug(&format!(
+                "peer region {rid} stays mapped until its context closes ({e})"
+            ));
+            c.retired_imports.push(d);
         }
     }
 }
@@ -1049,6 +1069,7 @@ mod tests {
         Conn {
             sock: Some(a.into()),
             ready: true,
+            announced: true,
             client,
             remote_nonce: nonce,
             gen: 1,
