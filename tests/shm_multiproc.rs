@@ -153,6 +153,15 @@ fn a_peer_cannot_claim_another_peers_source() {
     assert!(out.contains("shm_source: ok"), "{out}");
 }
 
+/// A peer alters another's messages in the victim's inbox: tag, bytes,
+/// length. None is received as the honest peer's message.
+#[test]
+fn a_peer_cannot_alter_messages_in_flight() {
+    let p = program("tests/c/shm_source.c", "source");
+    let out = run(&p, &["tamper"]);
+    assert!(out.contains("shm_source: ok"), "{out}");
+}
+
 #[test]
 fn crashed_peers_release_their_memory() {
     let p = program("tests/c/shm_departed.c", "departed");

@@ -148,8 +148,8 @@ struct fi_xpu_shm_msg {
 	uint64_t seq, state, len, tag, data, flags;
 	uint64_t src_nonce, src_ep, src_conn, src_region, src_off;
 	uint64_t produced, consumed, src_gen;
-	uint64_t stamp; /* fi_xpu_shm_stamp under the key of src_conn */
-	uint64_t pad;
+	uint64_t stamp;  /* fi_xpu_shm_msg_stamp under the key of src_conn */
+	uint64_t pstamp; /* eager: fi_xpu_shm_bytes_stamp of the bytes */
 };
 
 enum {
@@ -285,23 +285,80 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_stamp(const uint64_t *key, const uint64_t *w, in
 	return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* What a message stamp covers, besides the key: where the entry is and
+ * everything its receiver acts on. */
+struct fi_xpu_shm_msg_id {
+	uint64_t pos, ep_id, src_ep, flags, len, tag, data, src_region, src_off;
+};
+
 /* The stamp of an inbox entry at position `pos` of endpoint `ep_id` from
- * endpoint `src_ep` (both ids below 2^32). An eager message's bytes are
- * in the slot itself, where any peer may overwrite them; a rendezvous or
- * streamed one names memory of its sender to read, which the stamp covers
- * too. */
-FI_XPU_FUNC uint64_t fi_xpu_shm_msg_stamp(const uint64_t *key, uint64_t pos, uint64_t ep_id,
-					  uint64_t src_ep, uint64_t flags, uint64_t len,
-					  uint64_t src_region, uint64_t src_off)
+ * endpoint `src_ep` (both ids below 2^32), over its flags, length, tag
+ * and CQ data. A rendezvous or streamed message names memory of its
+ * sender to read, which the stamp covers too; an eager message's bytes
+ * have a stamp of their own (fi_xpu_shm_bytes_stamp). */
+FI_XPU_FUNC uint64_t fi_xpu_shm_msg_stamp(const uint64_t *key, const struct fi_xpu_shm_msg_id *id)
 {
-	uint64_t w[6];
-	w[0] = pos;
-	w[1] = (ep_id & 0xffffffffULL) | (src_ep << 32);
-	w[2] = flags;
-	w[3] = len;
-	w[4] = src_region;
-	w[5] = src_off;
-	return fi_xpu_shm_stamp(key, w, (flags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM)) ? 6 : 3);
+	uint64_t w[8];
+	w[0] = id->pos;
+	w[1] = (id->ep_id & 0xffffffffULL) | (id->src_ep << 32);
+	w[2] = id->flags;
+	w[3] = id->len;
+	w[4] = id->tag;
+	w[5] = id->data;
+	w[6] = id->src_region;
+	w[7] = id->src_off;
+	return fi_xpu_shm_stamp(key, w,
+				(id->flags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM)) ? 8 : 6);
+}
+
+/* The stamp of the `len` bytes of an eager message at inbox position
+ * `pos`: SipHash-1-3 of the position, then the bytes (the last word
+ * zero-padded), under the connection's key. Byte i is read from `a` below
+ * `na`, from `b` above. The bytes sit in the slot, where any peer may
+ * overwrite them: the receiver stamps again what it copied out (`a`, the
+ * slot `b` for the truncated rest), so a change between the sender and
+ * that copy is seen. */
+/* The little-endian word of the 8 bytes at `p`, at any alignment (one
+ * load where the target has unaligned loads). */
+FI_XPU_FUNC uint64_t fi_xpu_shm_le64(const unsigned char *p)
+{
+	return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 |
+	       (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
+	       (uint64_t)p[7] << 56;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_shm_bytes_stamp(const uint64_t *key, uint64_t pos, const void *a,
+					    uint64_t na, const void *b, uint64_t len)
+{
+	const unsigned char *pa = (const unsigned char *)a, *pb = (const unsigned char *)b;
+	uint64_t k0 = key[0], k1 = key[1], fin = len << 56;
+	uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+	uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+	uint64_t i, j, w = pos;
+	for (i = 0;; i += 8) {
+		v3 ^= w;
+		FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+		v0 ^= w;
+		if (i >= len)
+			break;
+		if (i + 8 <= len && i + 8 <= na) {
+			w = fi_xpu_shm_le64(pa + i);
+		} else if (i + 8 <= len && i >= na) {
+			w = fi_xpu_shm_le64(pb + i);
+		} else {
+			w = 0;
+			for (j = 0; j < 8 && i + j < len; j++)
+				w |= (uint64_t)(i + j < na ? pa[i + j] : pb[i + j]) << (8 * j);
+		}
+	}
+	v3 ^= fin;
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	v0 ^= fin;
+	v2 ^= 0xff;
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	FI_XPU_SHM_SIPROUND(v0, v1, v2, v3);
+	return v0 ^ v1 ^ v2 ^ v3;
 }
 
 /* The stamp of a remote completion at position `pos` of the ring at heap
@@ -1154,13 +1211,23 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 					  (kind == FI_XPU_SHM_RDV_REG      ? FI_XPU_SHM_MSG_RDV
 					   : kind == FI_XPU_SHM_RDV_STREAM ? FI_XPU_SHM_MSG_STREAM
 									   : 0);
+			struct fi_xpu_shm_msg_id id;
 			m->state = FI_XPU_SHM_SLOT_NEW;
 			m->len = len;
 			m->tag = tag;
 			m->data = data;
 			m->flags = mflags;
-			m->stamp = fi_xpu_shm_msg_stamp(t.pa->key, h, t.pa->ep_id, ep->ep_id, mflags,
-							len, src_region, src_off);
+			id.pos = h;
+			id.ep_id = t.pa->ep_id;
+			id.src_ep = ep->ep_id;
+			id.flags = mflags;
+			id.len = len;
+			id.tag = tag;
+			id.data = data;
+			id.src_region = src_region;
+			id.src_off = src_off;
+			m->stamp = fi_xpu_shm_msg_stamp(t.pa->key, &id);
+			m->pstamp = large ? 0 : fi_xpu_shm_bytes_stamp(t.pa->key, h, buf, len, buf, len);
 			m->src_nonce = ep->nonce;
 			m->src_ep = ep->ep_id;
 			m->src_conn = t.pa->conn_at_peer;
@@ -1229,26 +1296,51 @@ FI_XPU_FUNC void fi_xpu_shm_msg_read(const struct fi_xpu_shm_msg *m, struct fi_x
 	h->consumed = 0;
 	h->src_gen = fi_xpu_shm_ldr(&m->src_gen);
 	h->stamp = fi_xpu_shm_ldr(&m->stamp);
-	h->pad = 0;
+	h->pstamp = fi_xpu_shm_ldr(&m->pstamp);
+}
+
+/* The key the message whose header copy is `h` was stamped under: that
+ * of the connection it names, or, for a departed peer's entry after its
+ * id went to another one, the key that peer had. NULL when there is none.
+ * `*prev` says which. */
+FI_XPU_FUNC const uint64_t *fi_xpu_shm_msg_key(const struct fi_xpu_shm_ep_dev *ep,
+					       const struct fi_xpu_shm_msg *h, int *prev)
+{
+	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, h->src_conn);
+	if (!map || (h->src_ep >> 32))
+		return (const uint64_t *)0;
+	*prev = h->src_gen != fi_xpu_shm_ld(&map->gen);
+	if (*prev && h->src_gen != fi_xpu_shm_ld(&map->prev_gen))
+		return (const uint64_t *)0;
+	return *prev ? map->prev_key : map->key;
 }
 
 /* Attributes the arrived message whose header copy is `h`, at inbox
  * position `pos`: 0 when the connection it names made its stamp, its
- * source then that connection's attested peer; -1 when it is refused. */
+ * source then that connection's attested peer (and h->seq the position's
+ * own, pos + 1); -1 when it is refused. */
 FI_XPU_FUNC int fi_xpu_shm_msg_source(const struct fi_xpu_shm_ep_dev *ep, uint64_t pos,
 				      struct fi_xpu_shm_msg *h)
 {
 	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, h->src_conn);
-	int prev;
-	if (!map || (h->src_ep >> 32))
+	const uint64_t *key;
+	struct fi_xpu_shm_msg_id id;
+	int prev = 0;
+	key = fi_xpu_shm_msg_key(ep, h, &prev);
+	if (!key)
 		return -1;
-	/* A departed peer's entry, after its id went to another one, is
-	 * checked with the key that peer had. */
-	prev = h->src_gen != fi_xpu_shm_ld(&map->gen);
-	if ((prev && h->src_gen != fi_xpu_shm_ld(&map->prev_gen)) ||
-	    fi_xpu_shm_msg_stamp(prev ? map->prev_key : map->key, pos, ep->ep_id, h->src_ep,
-				 h->flags, h->len, h->src_region, h->src_off) != h->stamp)
+	id.pos = pos;
+	id.ep_id = ep->ep_id;
+	id.src_ep = h->src_ep;
+	id.flags = h->flags;
+	id.len = h->len;
+	id.tag = h->tag;
+	id.data = h->data;
+	id.src_region = h->src_region;
+	id.src_off = h->src_off;
+	if (fi_xpu_shm_msg_stamp(key, &id) != h->stamp)
 		return -1;
+	h->seq = pos + 1;
 	h->src_nonce = fi_xpu_shm_ld(prev ? &map->prev_nonce : &map->nonce);
 	return 0;
 }
@@ -1376,8 +1468,16 @@ FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_
 	} else if (p->mlen > FI_XPU_SHM_EAGER_MAX) {
 		err = -FI_EIO; /* a slot cannot hold that much: corrupt header */
 	} else {
-		fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), (const unsigned char *)m + FI_XPU_SHM_MSG_HDR,
-				n);
+		const unsigned char *bytes = (const unsigned char *)m + FI_XPU_SHM_MSG_HDR;
+		const uint64_t *key;
+		int prev = 0;
+		fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), bytes, n);
+		/* Stamped again over what was copied: bytes a peer changed in
+		 * the slot are an error, never a message. */
+		key = fi_xpu_shm_msg_key(ep, h, &prev);
+		if (!key || fi_xpu_shm_bytes_stamp(key, h->seq - 1, FI_XPU_SHM_P(const void, p->buf),
+						   n, bytes, p->mlen) != h->pstamp)
+			err = -FI_EIO;
 	}
 	fi_xpu_shm_rx_complete(ep, p, n, err);
 	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, state));

@@ -14,6 +14,15 @@
  * (fi_xpu_cq_readfrom), never to A. Then A's genuine message and remote
  * completion still arrive, attributed to A.
  * Prints "shm_source: ok".
+ *
+ * With the argument "tamper", C alters A's messages in flight instead:
+ * the tag of one, a byte of another's data, the length of a third; a
+ * fourth is left alone. The victim must receive none of the altered ones
+ * as if A had sent it: the relabelled and resized ones are refused, the
+ * one with changed bytes fails with FI_EIO, and the untouched one
+ * arrives intact (truncated by a short buffer, FI_ETRUNC, which checks
+ * the stamp over the copy and the rest left in the slot).
+ * Prints "shm_source: ok".
  */
 #include "shm_common.h"
 
@@ -275,10 +284,129 @@ static void honest(uint64_t round)
 	REQUIRE(next(&W, &e, NULL), 1);
 }
 
-int main(void)
+/* ---- altering messages in flight ----------------------------------------- */
+#define TAG_T(k) (0x7a00 + (k))
+#define TAMPERED 3
+
+static const unsigned char tamper_bytes[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+
+static struct fi_xpu_shm_msg *find_sent(const struct view *v, uint64_t tag)
+{
+	uint64_t i;
+	for (i = 0; i < FI_XPU_SHM_INBOX_SLOTS; i++) {
+		struct fi_xpu_shm_msg *m = slot(v, i);
+		if (m->tag == tag && m->src_ep == v->a->ep_id && m->state == FI_XPU_SHM_SLOT_NEW)
+			return m;
+	}
+	return NULL;
+}
+
+static void tamper(void)
+{
+	struct view v = view_of_victim();
+	struct fi_xpu_shm_msg *m;
+	m = find_sent(&v, TAG_T(0));
+	REQUIRE(m != NULL, 1);
+	m->tag = TAG_C; /* now it would match the victim's receive for C */
+	m = find_sent(&v, TAG_T(1));
+	REQUIRE(m != NULL, 1);
+	((unsigned char *)m + FI_XPU_SHM_MSG_HDR)[3] ^= 0xff;
+	m = find_sent(&v, TAG_T(2));
+	REQUIRE(m != NULL, 1);
+	m->len = 8;
+}
+
+static void send_for_tamper(void)
+{
+	static unsigned char buf[4][16];
+	struct fi_cq_tagged_entry e;
+	int k;
+	for (k = 0; k < 4; k++) {
+		memcpy(buf[k], tamper_bytes, sizeof(buf[k]));
+		REQUIRE(fi_xpu_tsend(&W.ep, buf[k], 16, NULL, 0, &W.raw[0], TAG_T(k), buf[k], 0,
+				     FI_XPU_WORK_ITEM), 0);
+		REQUIRE(next(&W, &e, NULL), 1);
+	}
+}
+
+static void victim_of_tamper(void)
+{
+	static unsigned char rx[5][16];
+	static const uint64_t tags[5] = { TAG_C, TAG_T(0), TAG_T(1), TAG_T(2), TAG_T(3) };
+	int done[5] = { 0 }, errs[5] = { 0 }, k, ms;
+	for (k = 0; k < 5; k++)
+		EXPECT(fi_xpu_trecv(&W.ep, rx[k], k == 4 ? 8 : 16, NULL, NULL, tags[k], 0, rx[k], 0,
+				    FI_XPU_WORK_ITEM), 0);
+	for (ms = 0; ms < 300; ms++) {
+		struct fi_cq_tagged_entry e;
+		struct fi_cq_err_entry ee;
+		int64_t n = fi_xpu_cq_read(&W.cq, &e, 1, FI_XPU_WORK_ITEM);
+		void *ctx = NULL;
+		int err = 0;
+		if (n == -FI_EAGAIN) {
+			pause_ms(1);
+			continue;
+		}
+		if (n == -FI_EAVAIL) {
+			memset(&ee, 0, sizeof(ee));
+			EXPECT(fi_xpu_cq_readerr(&W.cq, &ee, 0, FI_XPU_WORK_ITEM), 1);
+			ctx = ee.op_context;
+			err = ee.err;
+			if (err == FI_ETRUNC)
+				EXPECT(ee.olen, 8);
+		} else {
+			EXPECT(n, 1);
+			ctx = e.op_context;
+		}
+		for (k = 0; k < 5; k++)
+			if (ctx == rx[k]) {
+				done[k]++;
+				errs[k] = err;
+			}
+	}
+	for (k = 0; k < 5; k++)
+		printf("shm_source: receive for tag %#llx: %d completion(s), error %d\n",
+		       (unsigned long long)tags[k], done[k], errs[k]);
+	/* Relabelled and resized: refused, so their receives never complete. */
+	EXPECT(done[0], 0);
+	EXPECT(done[1], 0);
+	EXPECT(done[3], 0);
+	/* Changed bytes: the receive fails. */
+	EXPECT(done[2], 1);
+	EXPECT(errs[2], FI_EIO);
+	/* Untouched: intact, truncated to the 8-byte buffer. */
+	EXPECT(done[4], 1);
+	EXPECT(errs[4], FI_ETRUNC);
+	EXPECT(memcmp(rx[4], tamper_bytes, 8), 0);
+	/* What is left is cancelled at close. */
+}
+
+static int tamper_main(void)
+{
+	if (W.rank == 0) {
+		barrier(&W); /* A sent */
+		barrier(&W); /* C altered */
+		victim_of_tamper();
+	} else if (W.rank == 1) {
+		send_for_tamper();
+		barrier(&W);
+		barrier(&W);
+	} else {
+		barrier(&W);
+		tamper();
+		barrier(&W);
+	}
+	barrier(&W);
+	close_world(&W);
+	return finish(&W, "shm_source");
+}
+
+int main(int argc, char **argv)
 {
 	spawn(&W, 3);
 	open_world(&W, FI_CQ_FORMAT_TAGGED);
+	if (argc > 1 && strcmp(argv[1], "tamper") == 0)
+		return tamper_main();
 	if (W.rank == 0) {
 		victim();
 	} else if (W.rank == 1) {

@@ -341,7 +341,9 @@ pub struct MsgHdr {
     /// data is (`fi_xpu_shm_stamp`): only that connection's peer can make
     /// it, so the receiver attributes the entry to that peer or refuses it.
     pub stamp: u64,
-    pub _pad: u64,
+    /// Eager messages: SipHash-1-3 of the inbox position and the bytes
+    /// (`fi_xpu_shm_bytes_stamp`), checked by the receiver over its copy.
+    pub pstamp: u64,
 }
 #[allow(dead_code)]
 pub const MSG_HDR: u64 = 128;
@@ -400,7 +402,7 @@ mod tests {
             MrDesc = "fi_xpu_shm_mr_desc" { region, base, len, key }
             MsgHdr = "fi_xpu_shm_msg" {
                 seq, state, len, tag, data, flags, src_nonce, src_ep, src_conn, src_region,
-                src_off, produced, consumed, src_gen, stamp
+                src_off, produced, consumed, src_gen, stamp, pstamp
             }
         };
         fi_xpu_prov_sdk::layout_check::check(
