@@ -171,6 +171,13 @@
 #else
 #define FI_XPU_FORCE_INLINE FI_XPU_FUNC
 #endif
+/* A function kept out of line: loops whose registers would otherwise add
+ * to those of every kernel that inlines them (and lower its occupancy). */
+#if defined(__GNUC__) || defined(__clang__) || defined(__CUDACC__)
+#define FI_XPU_NOINLINE_FUNC static __attribute__((noinline, unused)) FI_XPU_ARCH_QUALIFIER
+#else
+#define FI_XPU_NOINLINE_FUNC FI_XPU_FUNC
+#endif
 
 #define FI_XPU_ARCH_RELAXED 0
 #define FI_XPU_ARCH_ACQUIRE 2

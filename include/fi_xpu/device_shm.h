@@ -1426,7 +1426,7 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 
 /* Delivers message `m` into posted receive `p`: at once for eager and
  * rendezvous messages, by `fi_xpu_shm_stream_rx` for streamed ones. */
-FI_XPU_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
+FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
 				    struct fi_xpu_shm_msg *m, const struct fi_xpu_shm_msg *h)
 {
 	uint64_t mflags = h->flags, n, state = FI_XPU_SHM_SLOT_CONSUMED;

@@ -405,6 +405,12 @@ int main(int argc, char **argv)
 {
 	spawn(&W, 3);
 	open_world(&W, FI_CQ_FORMAT_TAGGED);
+	/* Every rank registered the same way in the same order: the keys
+	 * still differ, so an access sent to the wrong peer is refused
+	 * there instead of landing. */
+	EXPECT(W.cards[0].key != W.cards[1].key && W.cards[1].key != W.cards[2].key &&
+		       W.cards[0].key != W.cards[2].key,
+	       1);
 	if (argc > 1 && strcmp(argv[1], "tamper") == 0)
 		return tamper_main();
 	if (W.rank == 0) {

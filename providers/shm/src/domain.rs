@@ -320,7 +320,7 @@ impl Domain {
         } else {
             None
         };
-        let mut r = [0u8; 24];
+        let mut r = [0u8; 28];
         random_bytes(&mut r)?;
         // Never 0, which peer maps use for "no attested source".
         let nonce = u64::from_le_bytes(r[0..8].try_into().unwrap()).max(1);
@@ -343,7 +343,11 @@ impl Domain {
                 next_conn_gen: 1,
                 next_ctx: 1,
                 next_ep: 1,
-                next_gen: 1,
+                // Registration keys carry the generation: from a random
+                // start, two domains that register in the same order
+                // still hand out different keys, so an access sent to
+                // the wrong peer is refused instead of landing.
+                next_gen: u32::from_le_bytes(r[24..28].try_into().unwrap()).max(1),
                 next_obj: 1,
                 ..Default::default()
             }),
