@@ -987,10 +987,10 @@ impl Inner {
 
     /// Takes import `d` of region `rid` of connection `cid` out of the map
     /// of context `ctx_id` and retires it: the shared pages go, the address
-    /// range stays reserved (zero pages) until the context closes, so that
-    /// an address device code read before the map changed never reaches
-    /// memory mapped there later. A backend that cannot retire keeps the
-    /// import until the context closes.
+    /// range stays reserved (zero pages) for the next 1024 retirements or
+    /// until the context closes, so that an address device code read before
+    /// the map changed does not reach memory mapped there later. A backend
+    /// that cannot retire keeps the import until the context closes.
     fn retire_import(st: &mut State, ctx_id: u64, cid: u32, rid: u32, d: usize) {
         let Some(c) = st.ctxs.get_mut(&ctx_id) else {
             return;
