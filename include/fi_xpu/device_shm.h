@@ -311,13 +311,6 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_msg_stamp(const uint64_t *key, const struct fi_x
 				(id->flags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM)) ? 8 : 6);
 }
 
-/* The stamp of the `len` bytes of an eager message at inbox position
- * `pos`: SipHash-1-3 of the position, then the bytes (the last word
- * zero-padded), under the connection's key. Byte i is read from `a` below
- * `na`, from `b` above. The bytes sit in the slot, where any peer may
- * overwrite them: the receiver stamps again what it copied out (`a`, the
- * slot `b` for the truncated rest), so a change between the sender and
- * that copy is seen. */
 /* The little-endian word of the 8 bytes at `p`, at any alignment (one
  * load where the target has unaligned loads). */
 FI_XPU_FUNC uint64_t fi_xpu_shm_le64(const unsigned char *p)
@@ -327,6 +320,13 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_le64(const unsigned char *p)
 	       (uint64_t)p[7] << 56;
 }
 
+/* The stamp of the `len` bytes of an eager message at inbox position
+ * `pos`: SipHash-1-3 of the position, then the bytes (the last word
+ * zero-padded), under the connection's key. Byte i is read from `a` below
+ * `na`, from `b` above. The bytes sit in the slot, where any peer may
+ * overwrite them: the receiver stamps again what it copied out (`a`, the
+ * slot `b` for the truncated rest), so a change between the sender and
+ * that copy is seen. */
 FI_XPU_FUNC uint64_t fi_xpu_shm_bytes_stamp(const uint64_t *key, uint64_t pos, const void *a,
 					    uint64_t na, const void *b, uint64_t len)
 {
@@ -550,8 +550,8 @@ FI_XPU_FUNC void fi_xpu_shm_complete(struct fi_xpu_shm_ep_dev *ep, int cntr, uin
  * withdraws a region by clearing its base, then its size, and maps one by
  * setting the size, then the base; a base that reads the same on both
  * sides of the size is the one that size belongs to (a withdrawn range
- * stays reserved until the context closes, so its address never comes
- * back for another region). */
+ * stays reserved for the next 1024 withdrawals, so its address does not
+ * come back at once for another region). */
 FI_XPU_FUNC uint64_t fi_xpu_shm_region(const struct fi_xpu_shm_peer_map *m, uint64_t rid,
 				       uint64_t *size)
 {
