@@ -142,7 +142,7 @@ static void open_ctx(struct fi_xpu_info *info, struct fi_xpu_mem_ops *ops,
 
 static void send_fd(int sock, int fd, uint64_t offset)
 {
-	char ctrl[CMSG_SPACE(sizeof(int))];
+	char ctrl[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { .iov_base = &offset, .iov_len = sizeof(offset) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 			      .msg_control = ctrl, .msg_controllen = sizeof(ctrl) };
@@ -156,7 +156,7 @@ static void send_fd(int sock, int fd, uint64_t offset)
 
 static int recv_fd(int sock, uint64_t *offset)
 {
-	char ctrl[CMSG_SPACE(sizeof(int))];
+	char ctrl[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { .iov_base = offset, .iov_len = sizeof(*offset) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 			      .msg_control = ctrl, .msg_controllen = sizeof(ctrl) };

@@ -70,7 +70,7 @@ static void wire_send(int s, uint32_t kind, uint64_t a, uint64_t b, uint64_t c,
 		      const uint8_t *secret, int fd)
 {
 	unsigned char rec[48];
-	char ctrl[CMSG_SPACE(sizeof(int))];
+	char ctrl[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { .iov_base = rec, .iov_len = sizeof(rec) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	uint32_t magic = WIRE_MAGIC;
@@ -101,7 +101,7 @@ static void wire_send(int s, uint32_t kind, uint64_t a, uint64_t b, uint64_t c,
 static uint32_t wire_recv(int s)
 {
 	unsigned char rec[64];
-	char ctrl[CMSG_SPACE(sizeof(int) * 4)];
+	char ctrl[CMSG_SPACE(sizeof(int) * 4)] = { 0 };
 	struct iovec iov = { .iov_base = rec, .iov_len = sizeof(rec) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
 			    .msg_controllen = sizeof(ctrl) };

@@ -168,7 +168,7 @@ static int ops(uint64_t device)
 
 static void send_fd(int sock, int fd, uint64_t off)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { .iov_base = &off, .iov_len = sizeof(off) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf) };
@@ -182,7 +182,7 @@ static void send_fd(int sock, int fd, uint64_t off)
 
 static int recv_fd(int sock, uint64_t *off)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { .iov_base = off, .iov_len = sizeof(*off) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf) };
