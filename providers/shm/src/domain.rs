@@ -111,13 +111,22 @@ pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Writes a u64 that device code (ours or a peer's) reads concurrently.
-pub fn store(addr: usize, v: u64) {
-    // SAFETY: callers pass 8-byte aligned addresses inside live allocations.
+///
+/// # Safety
+/// `addr` is 8-byte aligned and lies inside memory this domain allocated or
+/// mapped (a context's device blocks, peer maps, heap or table), live for
+/// the call; every other access to that word is atomic.
+pub unsafe fn store(addr: usize, v: u64) {
+    // SAFETY: the caller's promise.
     unsafe { AtomicU64::from_ptr(addr as *mut u64) }.store(v, Ordering::Release);
 }
 
-pub fn load(addr: usize) -> u64 {
-    // SAFETY: as in `store`.
+/// Reads a u64 that device code writes concurrently.
+///
+/// # Safety
+/// As for `store`.
+pub unsafe fn load(addr: usize) -> u64 {
+    // SAFETY: the caller's promise.
     unsafe { AtomicU64::from_ptr(addr as *mut u64) }.load(Ordering::Acquire)
 }
 
@@ -495,16 +504,18 @@ impl Inner {
         // still point here and now fail the generation check.
         let map = match st.ctxs.get(&ctx_id).and_then(|c| c.maps.get(&cid)) {
             Some(&m) => {
-                store(m, PEER_DEAD);
-                // What the departed peer left behind is still its own.
                 let (k, pk) = (offset_of!(PeerMap, key), offset_of!(PeerMap, prev_key));
-                store(m + pk, load(m + k));
-                store(m + pk + 8, load(m + k + 8));
-                store(
-                    m + offset_of!(PeerMap, prev_nonce),
-                    load(m + offset_of!(PeerMap, nonce)),
-                );
-                store(m + offset_of!(PeerMap, prev_gen), load(m + 8));
+                let (n, pn) = (offset_of!(PeerMap, nonce), offset_of!(PeerMap, prev_nonce));
+                // SAFETY: `m` is this context's live PeerMap (a core
+                // allocation of its size); the offsets are its fields.
+                unsafe {
+                    store(m, PEER_DEAD);
+                    // What the departed peer left behind is still its own.
+                    store(m + pk, load(m + k));
+                    store(m + pk + 8, load(m + k + 8));
+                    store(m + pn, load(m + n));
+                    store(m + offset_of!(PeerMap, prev_gen), load(m + 8));
+                }
                 for rid in 1..MAX_REGIONS as u32 {
                     set_map(m, rid, 0, 0);
                 }
@@ -514,11 +525,15 @@ impl Inner {
         };
         let nonce = Self::attested_nonce(st, cid);
         let conn = st.conns.get_mut(&cid).ok_or(-FI_EINVAL)?;
-        store(map + offset_of!(PeerMap, key), conn.rx_key[0]);
-        store(map + offset_of!(PeerMap, key) + 8, conn.rx_key[1]);
-        store(map + offset_of!(PeerMap, nonce), nonce);
-        store(map + 8, conn.gen);
-        store(map, PEER_ALIVE);
+        // SAFETY: `map` is a live PeerMap of this context (kept, or just
+        // allocated at its size); the offsets are its fields.
+        unsafe {
+            store(map + offset_of!(PeerMap, key), conn.rx_key[0]);
+            store(map + offset_of!(PeerMap, key) + 8, conn.rx_key[1]);
+            store(map + offset_of!(PeerMap, nonce), nonce);
+            store(map + 8, conn.gen);
+            store(map, PEER_ALIVE);
+        }
         for (&rid, (fd, off, size)) in conn.regions.iter() {
             match core::import(core, fd.as_raw_fd(), *off, *size) {
                 Ok(d) => {
@@ -529,10 +544,13 @@ impl Inner {
             }
         }
         if conn.sock.is_none() {
-            store(map, PEER_DEAD);
+            // SAFETY: as above.
+            unsafe { store(map, PEER_DEAD) };
         }
         st.ctxs.get_mut(&ctx_id).unwrap().maps.insert(cid, map);
-        store(dev + 32 + 8 * cid as usize, map as u64);
+        // SAFETY: `dev` is the context's live CtxDev, whose table of maps
+        // has a word for every connection id (cid < MAX_CONNS).
+        unsafe { store(dev + 32 + 8 * cid as usize, map as u64) };
         Ok(())
     }
 
@@ -680,7 +698,8 @@ impl Inner {
             let nonce = Self::attested_nonce(st, cid);
             for c in st.ctxs.values() {
                 if let Some(&m) = c.maps.get(&cid) {
-                    store(m + offset_of!(PeerMap, nonce), nonce);
+                    // SAFETY: a live PeerMap of the context; its field.
+                    unsafe { store(m + offset_of!(PeerMap, nonce), nonce) };
                 }
             }
         }
@@ -961,7 +980,8 @@ impl Inner {
             .filter_map(|c| c.maps.get(&cid).copied())
             .collect();
         for m in maps {
-            store(m, PEER_DEAD);
+            // SAFETY: a live PeerMap of a context; its state word.
+            unsafe { store(m, PEER_DEAD) };
         }
         Self::retire_imports(st, cid);
         Self::attest(st);
@@ -1007,15 +1027,21 @@ impl Inner {
     }
 }
 
+/// Sets region `rid` of the live PeerMap at `map` (0: withdrawn).
 fn set_map(map: usize, rid: u32, base: usize, size: u64) {
-    let off_base = 16 + 8 * rid as usize;
-    let off_size = 16 + 8 * MAX_REGIONS + 8 * rid as usize;
-    if base == 0 {
-        store(map + off_base, 0);
-        store(map + off_size, 0);
-    } else {
-        store(map + off_size, size);
-        store(map + off_base, base as u64);
+    assert!(rid > 0 && (rid as usize) < MAX_REGIONS, "region id {rid}");
+    let off_base = offset_of!(PeerMap, base) + 8 * rid as usize;
+    let off_size = offset_of!(PeerMap, size) + 8 * rid as usize;
+    // SAFETY: every caller passes a live PeerMap of a context; rid is
+    // checked against its arrays above.
+    unsafe {
+        if base == 0 {
+            store(map + off_base, 0);
+            store(map + off_size, 0);
+        } else {
+            store(map + off_size, size);
+            store(map + off_base, base as u64);
+        }
     }
 }
 

@@ -116,14 +116,18 @@ impl XpuCtx {
                 return Err(e);
             }
         };
-        store(dev, heap as u64);
-        store(dev + 8, region as u64);
-        store(dev + 16, dom.nonce);
-        store(dev + 24, (dev + size_of::<CtxDev>()) as u64);
-        store(
-            dev + std::mem::offset_of!(CtxDev, abort),
-            core::ctx_abort_word(core_ctx),
-        );
+        // SAFETY: `dev` is the context's CtxDev, allocated above at its
+        // size (with the table of peer addresses behind it); its fields.
+        unsafe {
+            store(dev, heap as u64);
+            store(dev + 8, region as u64);
+            store(dev + 16, dom.nonce);
+            store(dev + 24, (dev + size_of::<CtxDev>()) as u64);
+            store(
+                dev + std::mem::offset_of!(CtxDev, abort),
+                core::ctx_abort_word(core_ctx),
+            );
+        }
         let mut st = dom.lock();
         let id = dom.add_ctx(
             &mut st,
@@ -348,10 +352,13 @@ impl Cq {
         }
         // Whose peer maps attribute its entries, and the offset their
         // stamps name.
-        store(self.dev + offset_of!(CqDev, ctx), c.dev() as u64);
-        store(self.dev + offset_of!(CqDev, roff), off);
-        // Published last: device readers start draining once they see it.
-        store(self.dev + offset_of!(CqDev, rring), r as u64);
+        // SAFETY: `self.dev` is this CQ's live CqDev; its fields.
+        unsafe {
+            store(self.dev + offset_of!(CqDev, ctx), c.dev() as u64);
+            store(self.dev + offset_of!(CqDev, roff), off);
+            // Published last: device readers start draining once they see it.
+            store(self.dev + offset_of!(CqDev, rring), r as u64);
+        }
         *g = Some((off, bytes));
         Ok(off)
     }
@@ -368,9 +375,10 @@ impl Cq {
     /// Next published entry, if any (host CQs only; callers hold
     /// `read_guard` until they consume it).
     fn peek(&self) -> Option<(u64, Cqe)> {
-        let tail = load(self.ring + 64);
+        let tail = self.word(64).load(Ordering::Acquire);
         let e = self.entry(tail);
-        if load(e as usize) != tail + 1 {
+        // SAFETY: an entry of the live ring; its seq word.
+        if unsafe { load(e as usize) } != tail + 1 {
             return None;
         }
         // SAFETY: the producer published this entry (seq written last,
@@ -379,7 +387,7 @@ impl Cq {
     }
 
     fn consume(&self, tail: u64) {
-        store(self.ring + 64, tail + 1);
+        self.word(64).store(tail + 1, Ordering::Release);
     }
 
     fn word(&self, off: usize) -> &AtomicU64 {
@@ -403,7 +411,7 @@ impl Cq {
         let head = self.word(0);
         loop {
             let h = head.load(Ordering::Acquire);
-            if h.wrapping_sub(load(self.ring + 64)) >= self.size {
+            if h.wrapping_sub(self.word(64).load(Ordering::Acquire)) >= self.size {
                 seen.fetch_sub(o - s, Ordering::AcqRel);
                 return;
             }
@@ -434,7 +442,8 @@ impl Cq {
                         },
                     )
                 };
-                store(e as usize, h + 1);
+                // SAFETY: the claimed entry, live; its seq word.
+                unsafe { store(e as usize, h + 1) };
                 return;
             }
         }
@@ -509,28 +518,46 @@ impl Cq {
 
     /// Adds an endpoint whose progress runs when this CQ is read.
     pub fn add_progress(&self, ep_dev: usize) -> Result<(), i32> {
-        let n = load(self.dev + 32) as usize;
-        if (0..n).any(|i| load(self.dev + 40 + 8 * i) == ep_dev as u64) {
+        let list = self.progress_list();
+        if list.contains(&(ep_dev as u64)) {
             return Ok(());
         }
-        if n >= MAX_PROGRESS {
+        if list.len() >= MAX_PROGRESS {
             return Err(-FI_ENOSPC);
         }
-        store(self.dev + 40 + 8 * n, ep_dev as u64);
-        store(self.dev + 32, n as u64 + 1);
+        let n = list.len();
+        // SAFETY: the CqDev's count and its list of MAX_PROGRESS words
+        // (n is below that).
+        unsafe {
+            store(self.dev + 40 + 8 * n, ep_dev as u64);
+            store(self.dev + 32, n as u64 + 1);
+        }
         Ok(())
     }
 
     pub fn remove_progress(&self, ep_dev: usize) {
-        let n = load(self.dev + 32) as usize;
-        let list: Vec<u64> = (0..n)
-            .map(|i| load(self.dev + 40 + 8 * i))
+        let list: Vec<u64> = self
+            .progress_list()
+            .into_iter()
             .filter(|&e| e != ep_dev as u64)
             .collect();
-        for (i, e) in list.iter().enumerate() {
-            store(self.dev + 40 + 8 * i, *e);
+        // SAFETY: as in `add_progress`; the list only shrinks.
+        unsafe {
+            for (i, e) in list.iter().enumerate() {
+                store(self.dev + 40 + 8 * i, *e);
+            }
+            store(self.dev + 32, list.len() as u64);
         }
-        store(self.dev + 32, list.len() as u64);
+    }
+
+    /// The endpoints whose progress runs when this CQ is read (the host
+    /// writes the list; its count is never above MAX_PROGRESS).
+    fn progress_list(&self) -> Vec<u64> {
+        // SAFETY: the live CqDev's count and list words.
+        unsafe {
+            let n = (load(self.dev + 32) as usize).min(MAX_PROGRESS);
+            (0..n).map(|i| load(self.dev + 40 + 8 * i)).collect()
+        }
     }
 }
 
@@ -548,9 +575,13 @@ fn release(h: &Home) {
 /// freed or reused memory.
 fn retire(h: &Home, word: usize) {
     match h {
-        Home::Heap { .. } => store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD)),
+        // SAFETY: `word` is the validity word of the block, still mapped
+        // (a heap block until the context closes, a local one retired, not
+        // freed, just below).
+        Home::Heap { .. } => unsafe { store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD)) },
         Home::Local { ctx, addr } => {
-            store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD));
+            // SAFETY: as above.
+            unsafe { store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD)) };
             ctx.retire_local(*addr);
         }
         Home::Host(_) => {}
@@ -608,10 +639,13 @@ impl Counter {
                         return Err(e);
                     }
                 };
-                store(
-                    dv + offset_of!(CntrDev, abort),
-                    core::ctx_abort_word(c.core),
-                );
+                // SAFETY: `dv` was just allocated at a CntrDev's size.
+                unsafe {
+                    store(
+                        dv + offset_of!(CntrDev, abort),
+                        core::ctx_abort_word(c.core),
+                    )
+                };
                 Counter {
                     home: Home::Heap {
                         ctx: c.clone(),
@@ -628,9 +662,13 @@ impl Counter {
                 }
             }
         };
-        store(k.addr + offset_of!(Cntr, magic), live);
-        store(k.dev + offset_of!(CntrDev, cntr), k.addr as u64);
-        store(k.dev + offset_of!(CntrDev, magic), live);
+        // SAFETY: the counter and its device block, both just allocated at
+        // their sizes; their fields.
+        unsafe {
+            store(k.addr + offset_of!(Cntr, magic), live);
+            store(k.dev + offset_of!(CntrDev, cntr), k.addr as u64);
+            store(k.dev + offset_of!(CntrDev, magic), live);
+        }
         Ok(k)
     }
 
@@ -695,7 +733,7 @@ impl Av {
         }
         e.push(Some(AvEntry { addr, conn }));
         for &t in self.tables.lock().unwrap().iter() {
-            write_av_ent(t, idx, &addr);
+            write_av_ent(t, idx, addr.nonce, addr.ep_id as u64);
         }
         Ok(idx as u64)
     }
@@ -706,8 +744,7 @@ impl Av {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 for &t in self.tables.lock().unwrap().iter() {
-                    store(t + 16 * fi_addr as usize, 0);
-                    store(t + 16 * fi_addr as usize + 8, u64::MAX);
+                    write_av_ent(t, fi_addr as usize, 0, u64::MAX);
                 }
                 0
             }
@@ -773,9 +810,16 @@ impl Av {
     }
 }
 
-fn write_av_ent(tab: usize, idx: usize, a: &Addr) {
-    store(tab + 16 * idx, a.nonce);
-    store(tab + 16 * idx + 8, a.ep_id as u64);
+/// Writes entry `idx` of the device AV table at `tab` (a bound
+/// endpoint's, AV_TAB_CAP entries of two words).
+fn write_av_ent(tab: usize, idx: usize, nonce: u64, ep_id: u64) {
+    assert!(idx < AV_TAB_CAP, "AV index {idx}");
+    // SAFETY: `tab` is a live table of AV_TAB_CAP entries (endpoints
+    // unregister theirs under the same lock before freeing it).
+    unsafe {
+        store(tab + 16 * idx, nonce);
+        store(tab + 16 * idx + 8, ep_id);
+    }
 }
 
 pub struct Mr {
@@ -813,13 +857,17 @@ impl Mr {
         let c = st.ctxs.get(&ctx.id).ok_or(-FI_EINVAL)?;
         let key = ((c.table_region as u64) << 48) | ((slot as u64) << 32) | gen as u64;
         let e = c.table.addr() + 64 + slot * size_of::<MrEntry>();
-        store(e + 8, args.buf as u64);
-        store(e + 16, args.len as u64);
-        store(e + 24, args.access);
-        store(e + 32, region as u64);
-        store(e + 40, key);
-        // The generation is published last: a peer that sees it sees the rest.
-        store(e, gen as u64);
+        // SAFETY: slot `slot` of the context's live registration table
+        // (its header, then MR_SLOTS entries); the entry's fields.
+        unsafe {
+            store(e + 8, args.buf as u64);
+            store(e + 16, args.len as u64);
+            store(e + 24, args.access);
+            store(e + 32, region as u64);
+            store(e + 40, key);
+            // The generation is published last: a peer that sees it sees the rest.
+            store(e, gen as u64);
+        }
         Ok(Mr {
             dom: dom.clone(),
             ctx_id: ctx.id,
@@ -834,7 +882,8 @@ impl Mr {
     pub fn close(&self) {
         let mut st = self.dom.lock();
         if let Some(c) = st.ctxs.get_mut(&self.ctx_id) {
-            store(c.table.addr() + 64 + self.slot * size_of::<MrEntry>(), 0);
+            // SAFETY: this registration's entry of the live table.
+            unsafe { store(c.table.addr() + 64 + self.slot * size_of::<MrEntry>(), 0) };
             c.mr_slots.give(self.slot);
         }
         self.dom.unshare_region(&mut st, self.region);
@@ -911,7 +960,7 @@ impl Ep {
             (*d).test_delay_ns = test_delay_ns();
         }
         for i in 0..AV_TAB_CAP {
-            store(av_tab + 16 * i + 8, u64::MAX);
+            write_av_ent(av_tab, i, 0, u64::MAX);
         }
         Ok(Ep {
             ctx: ctx.clone(),
@@ -931,7 +980,7 @@ impl Ep {
         let a = av;
         for (i, e) in a.entries.lock().unwrap().iter().enumerate() {
             if let Some(e) = e {
-                write_av_ent(self.av_tab, i, &e.addr);
+                write_av_ent(self.av_tab, i, e.addr.nonce, e.addr.ep_id as u64);
             }
         }
         a.tables.lock().unwrap().push(self.av_tab);
@@ -949,13 +998,17 @@ impl Ep {
             false => 0,
         };
         q.add_progress(self.dev)?;
-        if flags & FI_TRANSMIT != 0 {
-            store(self.dev + 40, q.dev as u64);
-        }
-        if flags & FI_RECV != 0 {
-            store(self.dev + 48, q.dev as u64);
-            if remote != 0 {
-                store(self.block + 32, remote);
+        // SAFETY: this endpoint's live EpDev and endpoint block; their
+        // CQ words.
+        unsafe {
+            if flags & FI_TRANSMIT != 0 {
+                store(self.dev + 40, q.dev as u64);
+            }
+            if flags & FI_RECV != 0 {
+                store(self.dev + 48, q.dev as u64);
+                if remote != 0 {
+                    store(self.block + 32, remote);
+                }
             }
         }
         self.cqs.push(cq.clone());
@@ -975,16 +1028,20 @@ impl Ep {
             core::warn("a host counter cannot count remote accesses: peers cannot reach it");
             return Err(-FI_EOPNOTSUPP);
         }
-        for (f, i) in pairs {
-            if flags & f != 0 {
-                store(self.dev + 56 + 8 * i, c.addr as u64);
+        // SAFETY: this endpoint's live EpDev (its six counter words) and
+        // endpoint block (its remote counter offsets).
+        unsafe {
+            for (f, i) in pairs {
+                if flags & f != 0 {
+                    store(self.dev + 56 + 8 * i, c.addr as u64);
+                }
             }
-        }
-        if flags & FI_REMOTE_WRITE != 0 {
-            store(self.block + 40, c.off);
-        }
-        if flags & FI_REMOTE_READ != 0 {
-            store(self.block + 48, c.off);
+            if flags & FI_REMOTE_WRITE != 0 {
+                store(self.block + 40, c.off);
+            }
+            if flags & FI_REMOTE_READ != 0 {
+                store(self.block + 48, c.off);
+            }
         }
         Ok(())
     }
@@ -1014,13 +1071,18 @@ impl Ep {
         if let Some(a) = &self.av {
             a.tables.lock().unwrap().retain(|&t| t != self.av_tab);
         }
-        store(self.block, 0);
         let c = &self.ctx;
+        // SAFETY: the endpoint block, live until freed just below; the
+        // EpDev, retired (kept mapped) below, not freed.
+        unsafe { store(self.block, 0) };
         c.heap_free(self.block_off, self.block_size);
-        store(
-            self.dev + offset_of!(EpDev, magic),
-            fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD),
-        );
+        // SAFETY: as above.
+        unsafe {
+            store(
+                self.dev + offset_of!(EpDev, magic),
+                fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD),
+            )
+        };
         c.retire_local(self.dev);
         c.local_free(self.av_tab);
     }
@@ -1063,7 +1125,8 @@ mod tests {
                 },
             )
         };
-        store(e as usize, h + 1);
+        // SAFETY: as above: the claimed entry's seq word.
+        unsafe { store(e as usize, h + 1) };
     }
 
     /// `host_read` into context-format entries (one word each).
@@ -1137,7 +1200,8 @@ mod tests {
             (*e).err = -(FI_ECONNRESET as i64);
             (*e).is_err = 1;
         }
-        store(e as usize, h + 1);
+        // SAFETY: as above.
+        unsafe { store(e as usize, h + 1) };
         let mut buf = [0u64; 4];
         assert_eq!(read(&q, &mut buf[..4]), 1);
         assert_eq!(buf[0], 7);
