@@ -15,7 +15,6 @@
 //! partial one.
 use crate::error::{Error, Result};
 use crate::param;
-use fi_xpu_abi::errno::{FI_E2BIG, FI_EAGAIN, FI_ETIMEDOUT};
 use fi_xpu_abi::*;
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -119,7 +118,7 @@ impl Shape {
         }
         match attr.num_groups.checked_mul(attr.group_size) {
             Some(n) if n <= FI_XPU_HOST_MAX_ITEMS => {}
-            _ => return Err(Error(FI_E2BIG)),
+            _ => return Err(Error::E2BIG),
         }
         let gpu = match (attr.flags & FI_XPU_HOST_LAUNCH_GPU != 0, env.every_launch) {
             (_, Some(resident)) => Some(resident),
@@ -581,7 +580,7 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
                 Err(e) => {
                     crate::warn!("host launch: cannot start thread {global}: {e}");
                     gate.open(false);
-                    return Err(Error(FI_EAGAIN));
+                    return Err(Error::AGAIN);
                 }
             }
         }
@@ -593,7 +592,7 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
             }
         }
         if hung {
-            return Err(Error(FI_ETIMEDOUT));
+            return Err(Error::TIMEDOUT);
         }
         Ok(())
     })
@@ -617,11 +616,8 @@ mod tests {
     fn shape_errors() {
         assert_eq!(Shape::new(&attr(0, 4, 0)), Err(Error::INVAL));
         assert_eq!(Shape::new(&attr(4, 0, 0)), Err(Error::INVAL));
-        assert_eq!(Shape::new(&attr(65, 64, 0)), Err(Error(FI_E2BIG)));
-        assert_eq!(
-            Shape::new(&attr(u32::MAX, u32::MAX, 0)),
-            Err(Error(FI_E2BIG))
-        );
+        assert_eq!(Shape::new(&attr(65, 64, 0)), Err(Error::E2BIG));
+        assert_eq!(Shape::new(&attr(u32::MAX, u32::MAX, 0)), Err(Error::E2BIG));
         let mut a = attr(1, 1, 0);
         a.flags = 2;
         assert_eq!(Shape::new(&a), Err(Error::BADFLAGS));
@@ -694,7 +690,7 @@ mod tests {
                 pause();
             }
         });
-        assert_eq!(r, Err(Error(FI_ETIMEDOUT)));
+        assert_eq!(r, Err(Error::TIMEDOUT));
         assert_eq!(arrived.load(Ordering::SeqCst), 8);
     }
 

@@ -10,7 +10,6 @@
 //! cannot read or shadow each other's variables, nor the core's.
 use crate::error::Error;
 use crate::provider::env;
-use fi_xpu_abi::errno;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Owner of the core's own parameters.
@@ -188,7 +187,7 @@ pub fn define(owner: &str, name: &str, default: &str, help: &str) -> Result<Stri
         return if p.owner == owner && p.name == name && p.default == default {
             Ok(var)
         } else {
-            Err(Error(errno::FI_EALREADY))
+            Err(Error::ALREADY)
         };
     }
     reg.push(Param {
@@ -208,7 +207,7 @@ pub fn get(owner: &str, name: &str) -> Result<Option<String>, Error> {
     let p = reg
         .iter()
         .find(|p| p.owner == owner && p.name == name)
-        .ok_or(Error(errno::FI_ENOENT))?;
+        .ok_or(Error::NOENT)?;
     Ok(p.value())
 }
 
@@ -250,16 +249,13 @@ mod tests {
         assert!(define("ptest", "depth", "4", "queue depth").is_ok());
         assert_eq!(
             define("ptest", "depth", "5", "queue depth"),
-            Err(Error(errno::FI_EALREADY))
+            Err(Error::ALREADY)
         );
         assert_eq!(define("ptest", "x", "1", "two\nlines"), Err(Error::INVAL));
         // Provider `log`, parameter `level`, would be the core's variable.
-        assert_eq!(
-            define("log", "level", "x", "shadow"),
-            Err(Error(errno::FI_EALREADY))
-        );
-        assert_eq!(get("ptest", "undefined"), Err(Error(errno::FI_ENOENT)));
-        assert_eq!(get("other", "depth"), Err(Error(errno::FI_ENOENT)));
+        assert_eq!(define("log", "level", "x", "shadow"), Err(Error::ALREADY));
+        assert_eq!(get("ptest", "undefined"), Err(Error::NOENT));
+        assert_eq!(get("other", "depth"), Err(Error::NOENT));
         let all = all();
         assert_eq!(all[0].var, PROVIDER_PATH);
         let p = all.iter().find(|p| p.var == "FI_XPU_PTEST_DEPTH").unwrap();

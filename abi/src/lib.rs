@@ -1,7 +1,8 @@
 //! C ABI types of fi_xpu, shared by the core library, its provider plugins and
 //! the generated public headers.
 //!
-//! Nothing here has behaviour: these are `#[repr(C)]` layouts and constants.
+//! Nothing here has behaviour but [`error`]: `#[repr(C)]` layouts and
+//! constants, and the one error type every crate returns (`Error`).
 //! `libfabric` mirrors the few libfabric types the headers take from
 //! `<rdma/fabric.h>` (they are never emitted by cbindgen), `public` is what
 //! `fi_xpu.h` declares, and `provider` is the plugin ABI of
@@ -9,6 +10,7 @@
 //! (`fi_xpu/version.h`), `wr` the prepared work request (`fi_xpu/wr.h`).
 #![allow(non_camel_case_types)]
 
+pub mod error;
 pub mod launcher;
 pub mod libfabric;
 pub mod provider;
@@ -17,6 +19,7 @@ pub mod version;
 pub mod world;
 pub mod wr;
 
+pub use error::Error;
 pub use launcher::*;
 pub use libfabric::*;
 pub use provider::*;

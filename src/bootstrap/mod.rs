@@ -47,7 +47,7 @@ impl<B: Bootstrap + ?Sized> Collectives for B {
             .collect();
         let max = lens.iter().copied().max().unwrap_or(0);
         if max > MAX_BLOCK {
-            return Err(Error(fi_xpu_abi::errno::FI_EMSGSIZE));
+            return Err(Error::MSGSIZE);
         }
         let mut padded = mine.to_vec();
         padded.resize(max, 0);

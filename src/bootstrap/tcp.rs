@@ -57,11 +57,11 @@ fn key_hash(key: &str) -> u64 {
 
 fn io_error(e: std::io::Error) -> Error {
     match e.kind() {
-        ErrorKind::WouldBlock | ErrorKind::TimedOut => Error(FI_ETIMEDOUT),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => Error::TIMEDOUT,
         ErrorKind::UnexpectedEof
         | ErrorKind::ConnectionReset
         | ErrorKind::ConnectionAborted
-        | ErrorKind::BrokenPipe => Error(FI_ECONNRESET),
+        | ErrorKind::BrokenPipe => Error::CONNRESET,
         _ => Error::from(e),
     }
 }
@@ -69,7 +69,7 @@ fn io_error(e: std::io::Error) -> Error {
 fn remaining(deadline: Instant) -> Result<Duration> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        Err(Error(FI_ETIMEDOUT))
+        Err(Error::TIMEDOUT)
     } else {
         Ok(left)
     }
@@ -111,7 +111,7 @@ fn wait_readable(fd: impl AsFd, deadline: Instant) -> Result<()> {
         tv_nsec: left.subsec_nanos() as _,
     };
     match poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&limit)) {
-        Ok(0) => Err(Error(FI_ETIMEDOUT)),
+        Ok(0) => Err(Error::TIMEDOUT),
         Ok(_) | Err(Errno::INTR) => Ok(()),
         Err(e) => Err(Error::from_errno(e.raw_os_error())),
     }
@@ -206,7 +206,7 @@ impl Tcp {
                 }
                 Err(e) => {
                     let err = io_error(e);
-                    if err != Error(FI_ETIMEDOUT) {
+                    if err != Error::TIMEDOUT {
                         std::thread::sleep(Duration::from_millis(20));
                         continue;
                     }
@@ -225,7 +225,7 @@ impl Tcp {
         read_exact(&mut s, &mut reply, deadline)?;
         if reply[..8] != MAGIC {
             warn!("bootstrap: {addr} does not speak the fi_xpu bootstrap protocol");
-            return Err(Error(FI_ENOMSG));
+            return Err(Error::NOMSG);
         }
         let status = i32::from_le_bytes(reply[8..12].try_into().unwrap());
         if status != 0 {
@@ -234,7 +234,7 @@ impl Tcp {
                 cfg.rank,
                 crate::error::strerror(status)
             );
-            return Err(Error(status.saturating_neg().max(1)));
+            return Err(Error::from_code(status));
         }
         Ok(s)
     }
@@ -298,7 +298,7 @@ impl Tcp {
         read_exact(s, &mut ans, deadline)?;
         let (seq, code, len) = (u64_at(&ans, 0), u64_at(&ans, 8) as i64, u64_at(&ans, 16));
         if code < 0 {
-            return Err(Error((-code).min(i32::MAX as i64) as i32));
+            return Err(Error::from_code(code.max(-(i32::MAX as i64)) as i32));
         }
         if seq != self.seq || len != (mine.len() * self.size) as u64 {
             warn!(
@@ -306,7 +306,7 @@ impl Tcp {
                 self.seq,
                 mine.len() * self.size
             );
-            return Err(Error(FI_ENOMSG));
+            return Err(Error::NOMSG);
         }
         let mut all = vec![0u8; len as usize];
         read_exact(s, &mut all, deadline)?;
@@ -328,7 +328,7 @@ impl Bootstrap for Tcp {
             return Err(e);
         }
         if mine.len() > MAX_BLOCK {
-            return Err(Error(FI_EMSGSIZE));
+            return Err(Error::MSGSIZE);
         }
         let deadline = Instant::now() + self.timeout;
         let r = match (self.size, self.rank) {
@@ -399,13 +399,13 @@ mod tests {
         // which then times out waiting for the real rank 1.
         assert_eq!(
             Tcp::join(&cfg(&addr, 1, 3, "job", 3_000)).err(),
-            Some(Error(FI_EINVAL))
+            Some(Error::INVAL)
         );
         assert_eq!(
             Tcp::join(&cfg(&addr, 1, 2, "other", 3_000)).err(),
-            Some(Error(FI_EKEYREJECTED))
+            Some(Error::KEYREJECTED)
         );
-        assert_eq!(root.join().unwrap(), Err(Error(FI_ETIMEDOUT)));
+        assert_eq!(root.join().unwrap(), Err(Error::TIMEDOUT));
         assert_eq!(
             Tcp::join(&cfg(&addr, 2, 2, "job", 100)).err(),
             Some(Error::INVAL)
@@ -417,7 +417,7 @@ mod tests {
         let addr = free_addr();
         assert_eq!(
             Tcp::join(&cfg(&addr, 1, 2, "", 300)).err(),
-            Some(Error(FI_ETIMEDOUT))
+            Some(Error::TIMEDOUT)
         );
     }
 
@@ -440,10 +440,7 @@ mod tests {
             })
             .collect();
         let got: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-        assert_eq!(
-            got,
-            [Some(Error(FI_ECONNRESET)), Some(Error(FI_ECONNRESET)), None]
-        );
+        assert_eq!(got, [Some(Error::CONNRESET), Some(Error::CONNRESET), None]);
     }
 
     #[test]
@@ -473,7 +470,7 @@ mod tests {
             drop(b);
         });
         let mut b = Tcp::join(&cfg(&addr, 0, 2, "", 500)).unwrap();
-        assert_eq!(b.barrier().err(), Some(Error(FI_ETIMEDOUT)));
+        assert_eq!(b.barrier().err(), Some(Error::TIMEDOUT));
         quiet.join().unwrap();
     }
 }

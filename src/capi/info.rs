@@ -51,7 +51,7 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
                 version >> 16,
                 version & 0xffff
             );
-            return Err(Error(errno::FI_ENOSYS));
+            return Err(Error::NOSYS);
         }
         if flags != 0 {
             return Err(Error::BADFLAGS);

@@ -9,7 +9,6 @@ use crate::flags::{
 use crate::memory::{Memory, UserOps};
 use crate::object::{self, acquire, lookup, lookup_any, register, release, Kind, New, Object, Use};
 use crate::prov_call;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -250,7 +249,7 @@ pub unsafe extern "C" fn fi_xpu_av_insert(
         non_null(addr)?;
         let addrlen = a.prov.desc().addrlen;
         if count > c_int::MAX as usize || count.checked_mul(addrlen).is_none() {
-            return Err(Error(FI_EOVERFLOW));
+            return Err(Error::OVERFLOW);
         }
         let mut inserted = 0;
         let mut first_err = None;
@@ -401,7 +400,7 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
             return Err(Error::BADFLAGS);
         }
         if (buf as usize).checked_add(len).is_none() {
-            return Err(Error(FI_EOVERFLOW));
+            return Err(Error::OVERFLOW);
         }
         let (iface, device, core_ctx) = match &c {
             Some(c) => (
@@ -515,7 +514,7 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
             return Err(Error::INVAL);
         }
         if attr.size > u32::MAX as usize {
-            return Err(Error(FI_EOVERFLOW));
+            return Err(Error::OVERFLOW);
         }
         let c = attr_ctx(&dom, attr.xpu_ctx)?;
         let xpu = c.is_some();
@@ -760,7 +759,7 @@ pub unsafe extern "C" fn fi_xpu_ep_bind(
             return Err(Error::INVAL);
         }
         if e.flag.load(Ordering::Acquire) {
-            return Err(Error(FI_EOPBADSTATE));
+            return Err(Error::OPBADSTATE);
         }
         match b.kind {
             Kind::Av if flags != 0 => return Err(Error::BADFLAGS),
@@ -798,7 +797,7 @@ pub extern "C" fn fi_xpu_enable(ep: *mut fid_xpu_host_ep) -> c_int {
     guard(|| {
         let e = lookup(ep as *const c_void, Kind::Ep)?;
         if e.flag.load(Ordering::Acquire) {
-            return Err(Error(FI_EOPBADSTATE));
+            return Err(Error::OPBADSTATE);
         }
         Error::check(prov_call!(e.prov, ep_enable(e.handle())))?;
         e.flag.store(true, Ordering::Release);
@@ -839,7 +838,7 @@ pub unsafe extern "C" fn fi_xpu_export(obj: *mut fid, flags: u64, out: *mut fid_
         }
         let mut handle = fid_xpu::default();
         let ret = match o.kind {
-            Kind::Ep if !o.flag.load(Ordering::Acquire) => return Err(Error(FI_EOPBADSTATE)),
+            Kind::Ep if !o.flag.load(Ordering::Acquire) => return Err(Error::OPBADSTATE),
             Kind::Ep => prov_call!(o.prov, ep_export(o.handle(), 0, &mut handle)),
             Kind::Cq | Kind::Cntr if !o.xpu => return Err(Error::OPNOTSUPP),
             Kind::Cq => prov_call!(o.prov, cq_export(o.handle(), 0, &mut handle)),

@@ -102,7 +102,7 @@ impl Conv {
         if any && addr == FI_ADDR_UNSPEC {
             return Ok(false);
         }
-        let av = self.av.as_ref().ok_or(Error(FI_ENOAV))?;
+        let av = self.av.as_ref().ok_or(Error::NOAV)?;
         let mut len = out.len();
         // An address not in the AV is invalid input on every provider
         // (their lookups say -FI_ENOENT or -FI_EINVAL).
@@ -377,7 +377,7 @@ unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_w
             }?;
         }
         // Counter operations are deferred work, not work requests.
-        FI_OP_CNTR_SET | FI_OP_CNTR_ADD => return Err(Error(FI_EOPNOTSUPP)),
+        FI_OP_CNTR_SET | FI_OP_CNTR_ADD => return Err(Error::OPNOTSUPP),
         _ => return Err(Error::INVAL),
     }
     w.op_type = op;
@@ -407,12 +407,12 @@ unsafe fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
     let mut info = fi_xpu_ctx_info::default();
     Error::check(prov_call!(ctx.prov, ctx_query(ctx.handle(), &mut info)))?;
     if info.caps & FI_XPU_CAP_WR == 0 {
-        return Err(Error(FI_EOPNOTSUPP));
+        return Err(Error::OPNOTSUPP);
     }
     if attr.wr_len < FI_XPU_WR_SIZE {
         // SAFETY: `work` was checked non-NULL and no reference to it is live.
         unsafe { set_len(work) };
-        return Err(Error(FI_ETOOSMALL));
+        return Err(Error::TOOSMALL);
     }
     if attr.wr_buf.is_null() {
         return Err(Error::INVAL);
@@ -462,7 +462,7 @@ pub unsafe fn control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int 
         FI_PREPARE_WORK => guard(|| unsafe { prepare(fid as *mut c_void, arg as *mut fi_wr_attr) }),
         FI_QUEUE_WORK | FI_FLUSH_WORK => guard(|| {
             lookup(fid as *const c_void, Kind::Ep)?;
-            Err(Error(FI_EOPNOTSUPP))
+            Err(Error::OPNOTSUPP)
         }),
         _ => -FI_ENOSYS,
     }

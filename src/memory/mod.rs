@@ -19,7 +19,6 @@ mod ze;
 use crate::error::{Error, Result};
 use crate::flags::{self, AllocFlags, ImportFlags};
 use crate::warn;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
@@ -131,7 +130,7 @@ impl Memory {
             return Err(Error::INVAL);
         }
         if size > isize::MAX as u64 / 2 {
-            return Err(Error(FI_EOVERFLOW));
+            return Err(Error::OVERFLOW);
         }
         let a = self.backend.alloc(size, alignment, flags)?;
         if want.contains(AllocFlags::DMABUF) && a.fd.is_none() {
@@ -142,7 +141,7 @@ impl Memory {
         if alignment != 0 && !(a.addr as u64).is_multiple_of(alignment) {
             let _ = self.backend.free(a.addr);
             warn!("fi_xpu_alloc: the memory backend ignored the requested alignment {alignment}");
-            return Err(Error(FI_EFAULT));
+            return Err(Error::FAULT);
         }
         self.allocs.lock().unwrap().insert(a.addr, size);
         Ok(a)
@@ -175,11 +174,11 @@ impl Memory {
             .is_none_or(|end| end > isize::MAX as u64)
             || (host_addr as u64).checked_add(size).is_none()
         {
-            return Err(Error(FI_EOVERFLOW));
+            return Err(Error::OVERFLOW);
         }
         let fd = if flags & FI_XPU_IMPORT_DMABUF != 0 {
             if fd < 0 || !fd_is_open(fd) {
-                return Err(Error(FI_EBADF));
+                return Err(Error::BADF);
             }
             // SAFETY: fd was checked to be open; the borrow ends with this call.
             Some(unsafe { BorrowedFd::borrow_raw(fd) })
@@ -420,7 +419,7 @@ mod tests {
         assert_eq!(m.alloc(0, 0, 0).unwrap_err(), Error::INVAL);
         assert_eq!(m.alloc(64, 3, 0).unwrap_err(), Error::INVAL);
         assert_eq!(m.alloc(64, 0, 1 << 40).unwrap_err(), Error::BADFLAGS);
-        assert_eq!(m.alloc(u64::MAX, 0, 0).unwrap_err(), Error(FI_EOVERFLOW));
+        assert_eq!(m.alloc(u64::MAX, 0, 0).unwrap_err(), Error::OVERFLOW);
         let a = m.alloc(100, 1 << 16, FI_XPU_ALLOC_DMABUF).unwrap();
         assert_eq!(a.addr % (1 << 16), 0);
         assert!(a.fd.is_some());
@@ -442,12 +441,12 @@ mod tests {
         assert_eq!(
             m.import(0, -1, 0, 64, FI_XPU_IMPORT_DMABUF, true)
                 .unwrap_err(),
-            Error(FI_EBADF)
+            Error::BADF
         );
         assert_eq!(
             m.import(0, 1000, 0, 64, FI_XPU_IMPORT_DMABUF, true)
                 .unwrap_err(),
-            Error(FI_EBADF)
+            Error::BADF
         );
         assert_eq!(m.import(h, -1, 0, 0, 0, true).unwrap_err(), Error::INVAL);
         assert_eq!(

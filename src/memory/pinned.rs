@@ -7,7 +7,6 @@
 use super::system::System;
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::FI_XPU_IMPORT_IOMEMORY;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -105,7 +104,7 @@ impl Pinned {
                         regs.insert(base, 1);
                         Some(base)
                     }
-                    Err(e) if e == Error(FI_EBUSY) => None,
+                    Err(e) if e == Error::BUSY => None,
                     Err(e) => return Err(e),
                 }
             }

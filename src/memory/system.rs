@@ -3,7 +3,6 @@
 //! that fd, and an import of a host address is the address itself.
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
-use fi_xpu_abi::errno::*;
 use fi_xpu_os::file;
 use fi_xpu_os::rustix::fs::{fstat, ftruncate, FileType, MemfdFlags, SealFlags};
 use fi_xpu_os::Errno;
@@ -188,7 +187,7 @@ fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
             "import: fd {} is not sealed against shrinking (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS F_SEAL_SHRINK)",
             fd.as_raw_fd()
         );
-        return Err(Error(FI_EPERM));
+        return Err(Error::PERM);
     }
     // Read again: the size can only have grown since.
     let st = fstat(fd).map_err(os)?;
@@ -729,16 +728,13 @@ mod tests {
     fn imports_refuse_fds_that_can_shrink() {
         let sys = System::default();
         let plain = raw_memfd(MemfdFlags::empty(), 8192);
-        assert_eq!(import(&sys, &plain, 0, 4096).unwrap_err(), Error(FI_EPERM));
+        assert_eq!(import(&sys, &plain, 0, 4096).unwrap_err(), Error::PERM);
         let sealable = raw_memfd(MemfdFlags::ALLOW_SEALING, 8192);
-        assert_eq!(
-            import(&sys, &sealable, 0, 4096).unwrap_err(),
-            Error(FI_EPERM)
-        );
+        assert_eq!(import(&sys, &sealable, 0, 4096).unwrap_err(), Error::PERM);
         file::add_seals(&sealable, SealFlags::GROW).unwrap();
         assert_eq!(
             import(&sys, &sealable, 0, 4096).unwrap_err(),
-            Error(FI_EPERM),
+            Error::PERM,
             "sealed against growing only"
         );
         file::add_seals(&sealable, SealFlags::SHRINK).unwrap();
@@ -757,7 +753,7 @@ mod tests {
         // A regular file on disk cannot be sealed: refused the same way.
         let f = std::fs::File::open("/proc/self/exe").unwrap();
         let f: OwnedFd = f.into();
-        assert_eq!(import(&sys, &f, 0, 64).unwrap_err(), Error(FI_EPERM));
+        assert_eq!(import(&sys, &f, 0, 64).unwrap_err(), Error::PERM);
     }
 
     fn with(huge: HugePages) -> System {

@@ -171,14 +171,14 @@ unsafe extern "C" fn param_get(
         }
         // SAFETY: providers pass NUL-terminated strings or NULL (plugin ABI).
         let (prov, name) = unsafe { (text_arg(prov)?, text_arg(name)?) };
-        let value = crate::param::get(prov, name)?.ok_or(Error(errno::FI_ENODATA))?;
+        let value = crate::param::get(prov, name)?.ok_or(Error::NODATA)?;
         let need = value.len() + 1;
         // SAFETY: `len` was checked non-NULL; the provider owns it.
         let have = unsafe { len.read() };
         // SAFETY: as above.
         unsafe { len.write(need) };
         if buf.is_null() || have < need {
-            return Err(Error(errno::FI_ETOOSMALL));
+            return Err(Error::TOOSMALL);
         }
         // SAFETY: `buf` holds `have >= need` bytes (plugin ABI); the value
         // has no NUL inside (it came from the environment).
@@ -204,7 +204,7 @@ unsafe extern "C" fn mem_known(
         if known {
             Ok(0)
         } else {
-            Err(Error(fi_xpu_abi::errno::FI_ENOENT))
+            Err(Error::NOENT)
         }
     })
 }

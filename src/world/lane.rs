@@ -236,11 +236,11 @@ impl Lane {
             )
         };
         if n != 1 {
-            return Err(Error(if n < 0 {
-                -n
+            return Err(if n < 0 {
+                Error::from_code(n as i32)
             } else {
-                fi_xpu_abi::errno::FI_EINVAL
-            }));
+                Error::INVAL
+            });
         }
         let mut raw = 0u64;
         let mut len = std::mem::size_of::<u64>();

@@ -15,7 +15,6 @@ pub mod window;
 use crate::bootstrap::{Bootstrap, Collectives};
 use crate::error::{Error, Result};
 use crate::warn;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use lane::{Available, Lane};
 use layout::*;
@@ -59,7 +58,7 @@ pub fn agree<T>(boot: &mut dyn Bootstrap, mine: Result<T>) -> Result<T> {
                 crate::error::strerror(c),
                 boot.rank()
             );
-            return Err(Error(-c));
+            return Err(Error::from_code(c));
         }
     }
     mine
@@ -247,13 +246,13 @@ fn parse_card(c: &[u8]) -> Result<Vec<(u32, Vec<u8>)>> {
     let mut at = 0;
     while at < c.len() {
         if c.len() - at < 8 {
-            return Err(Error(FI_EINVAL));
+            return Err(Error::INVAL);
         }
         let id = u32::from_le_bytes(c[at..at + 4].try_into().unwrap());
         let len = u32::from_le_bytes(c[at + 4..at + 8].try_into().unwrap()) as usize;
         at += 8;
         if c.len() - at < len {
-            return Err(Error(FI_EINVAL));
+            return Err(Error::INVAL);
         }
         out.push((id, c[at..at + len].to_vec()));
         at += len;

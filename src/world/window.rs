@@ -8,7 +8,6 @@ use super::layout::*;
 use super::{agree, World};
 use crate::error::{Error, Result};
 use crate::warn;
-use fi_xpu_abi::errno::*;
 
 pub struct Window {
     pub size: u64,
@@ -43,7 +42,7 @@ impl Window {
             return Err(Error::INVAL);
         }
         let Some(mapped) = page_round(size).filter(|m| *m <= isize::MAX as u64 / 2) else {
-            return Err(Error(FI_EOVERFLOW));
+            return Err(Error::OVERFLOW);
         };
         let mine = Self::local_part(w, mapped);
         let ok = mine.as_ref().map(|_| ()).map_err(|e| *e);

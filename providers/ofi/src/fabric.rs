@@ -1,5 +1,6 @@
 //! Owned libfabric handles.
 use crate::ffi;
+use fi_xpu_prov_sdk::{Error, Result};
 use std::ffi::c_void;
 
 /// A libfabric object (`struct fid *`), closed on drop.
@@ -45,9 +46,9 @@ impl Drop for Info {
 }
 
 /// Converts a libfabric return value (negative errno, long) to ours.
-pub fn check(r: i64) -> Result<(), i32> {
+pub fn check(r: i64) -> Result<()> {
     if r < 0 {
-        Err(r as i32)
+        Err(Error::from_code(r.max(i32::MIN as i64) as i32))
     } else {
         Ok(())
     }

@@ -4,6 +4,7 @@
 //!
 //! This file maps the plugin ABI, through the provider SDK, onto the safe
 //! code in the other modules.
+use fi_xpu_prov_sdk::{Error, Result};
 mod core;
 mod fabric;
 mod fence;
@@ -18,9 +19,8 @@ pub mod ring;
 mod ring_fuzz;
 mod tables;
 
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
-use fi_xpu_prov_sdk::{lock, ssize, status, Bind, HostCqBuf, Provider};
+use fi_xpu_prov_sdk::{lock, Bind, HostCqBuf, Provider};
 use objects::{Av, CntrShared, CqShared, Domain, Ep, Mr, XpuCtx, ADDR_LEN};
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
@@ -44,26 +44,26 @@ impl Provider for Ofi {
     type Cntr = Arc<CntrShared>;
     type Ep = Mutex<Ep>;
 
-    fn init() -> Result<(), i32> {
+    fn init() -> Result<()> {
         for (name, default, help) in objects::PARAMS {
             fi_xpu_prov_sdk::services::param_define(name, default, help)?;
         }
         if !ffi::available() {
             core::warn("built without libfabric (its headers were not found at build time)");
-            return Err(-FI_ENODEV);
+            return Err(Error::NODEV);
         }
         Ok(())
     }
 
-    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Domain, i32> {
+    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Domain> {
         Domain::open(Some(attr))
     }
 
-    fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<XpuCtx, i32> {
+    fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<XpuCtx> {
         XpuCtx::open(&d.inner, args)
     }
 
-    fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_info, i32> {
+    fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_info> {
         Ok(fi_xpu_ctx_info {
             caps: Self::CAPS,
             av_addr_size: 8,
@@ -74,31 +74,31 @@ impl Provider for Ofi {
         })
     }
 
-    fn av_open(d: &Domain, attr: &fi_xpu_av_attr) -> Result<Av, i32> {
+    fn av_open(d: &Domain, attr: &fi_xpu_av_attr) -> Result<Av> {
         Av::open(&d.inner, attr.count)
     }
 
-    fn av_insert(av: &Av, addr: &[u8], _flags: u64) -> Result<fi_addr_t, i32> {
+    fn av_insert(av: &Av, addr: &[u8], _flags: u64) -> Result<fi_addr_t> {
         av.insert(addr)
     }
 
-    fn av_remove(av: &Av, fi_addr: fi_addr_t, _flags: u64) -> Result<(), i32> {
+    fn av_remove(av: &Av, fi_addr: fi_addr_t, _flags: u64) -> Result<()> {
         av.remove(fi_addr)
     }
 
-    fn av_lookup(av: &Av, fi_addr: fi_addr_t, _c: &XpuCtx, _f: u64) -> Result<Vec<u8>, i32> {
+    fn av_lookup(av: &Av, fi_addr: fi_addr_t, _c: &XpuCtx, _f: u64) -> Result<Vec<u8>> {
         Ok(av.lookup(fi_addr)?.to_ne_bytes().to_vec())
     }
 
-    fn mr_reg(d: &Domain, _c: Option<&XpuCtx>, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
+    fn mr_reg(d: &Domain, _c: Option<&XpuCtx>, args: &fi_xpu_prov_mr_args) -> Result<Mr> {
         Mr::reg(&d.inner, args)
     }
 
-    fn mr_key(mr: &Mr) -> Result<u64, i32> {
+    fn mr_key(mr: &Mr) -> Result<u64> {
         Ok(mr.key)
     }
 
-    fn mr_desc(mr: &Mr, _ctx: &XpuCtx, _flags: u64) -> Result<Vec<u8>, i32> {
+    fn mr_desc(mr: &Mr, _ctx: &XpuCtx, _flags: u64) -> Result<Vec<u8>> {
         let d = mr.desc();
         Ok([d.id, d.key, d.base, d.len]
             .iter()
@@ -106,70 +106,62 @@ impl Provider for Ofi {
             .collect())
     }
 
-    fn cq_open(
-        _d: &Domain,
-        c: Option<&XpuCtx>,
-        attr: &fi_xpu_cq_attr,
-    ) -> Result<Arc<CqShared>, i32> {
+    fn cq_open(_d: &Domain, c: Option<&XpuCtx>, attr: &fi_xpu_cq_attr) -> Result<Arc<CqShared>> {
         CqShared::open(c.map(|c| c.core_ctx), attr)
     }
 
-    fn cq_close(cq: &mut Arc<CqShared>) -> Result<(), i32> {
+    fn cq_close(cq: &mut Arc<CqShared>) -> Result<()> {
         // The endpoint's proxy may hold the block a little longer; the
         // handle is refused from the close on.
         cq.tombstone();
         Ok(())
     }
 
-    fn cq_export(cq: &Arc<CqShared>, _flags: u64) -> Result<u64, i32> {
+    fn cq_export(cq: &Arc<CqShared>, _flags: u64) -> Result<u64> {
         Ok(cq.dev() as u64)
     }
 
-    fn cq_host_read(cq: &Arc<CqShared>, mut out: HostCqBuf<'_>) -> Result<usize, i32> {
+    fn cq_host_read(cq: &Arc<CqShared>, mut out: HostCqBuf<'_>) -> Result<usize> {
         let (n, src) = (out.count(), out.src());
         // SAFETY: `out` holds `n` entries in this CQ's format and `src` is
         // NULL or has `n` slots (HostCqBuf's contract).
-        ssize(unsafe { cq.host_read(out.as_mut_ptr(), n, src) })
+        unsafe { cq.host_read(out.as_mut_ptr(), n, src) }
     }
 
-    fn cq_host_readerr(
-        cq: &Arc<CqShared>,
-        e: &mut fi_cq_err_entry,
-        _flags: u64,
-    ) -> Result<usize, i32> {
-        ssize(cq.host_readerr(e))
+    fn cq_host_readerr(cq: &Arc<CqShared>, e: &mut fi_cq_err_entry, _flags: u64) -> Result<usize> {
+        cq.host_readerr(e)
     }
 
     fn cntr_open(
         _d: &Domain,
         c: Option<&XpuCtx>,
         _attr: &fi_xpu_cntr_attr,
-    ) -> Result<Arc<CntrShared>, i32> {
+    ) -> Result<Arc<CntrShared>> {
         CntrShared::open(c.map(|c| c.core_ctx))
     }
 
-    fn cntr_close(c: &mut Arc<CntrShared>) -> Result<(), i32> {
+    fn cntr_close(c: &mut Arc<CntrShared>) -> Result<()> {
         c.tombstone();
         Ok(())
     }
 
-    fn cntr_export(c: &Arc<CntrShared>, _flags: u64) -> Result<u64, i32> {
+    fn cntr_export(c: &Arc<CntrShared>, _flags: u64) -> Result<u64> {
         Ok(c.dev() as u64)
     }
 
-    fn cntr_host_read(c: &Arc<CntrShared>) -> Result<(u64, u64), i32> {
+    fn cntr_host_read(c: &Arc<CntrShared>) -> Result<(u64, u64)> {
         Ok(c.read())
     }
 
-    fn cntr_host_update(c: &Arc<CntrShared>, how: u32, value: u64) -> Result<(), i32> {
-        status(c.update(how, value))
+    fn cntr_host_update(c: &Arc<CntrShared>, how: u32, value: u64) -> Result<()> {
+        c.update(how, value)
     }
 
-    fn ep_open(_d: &Domain, c: &XpuCtx, attr: &fi_xpu_ep_attr) -> Result<Mutex<Ep>, i32> {
+    fn ep_open(_d: &Domain, c: &XpuCtx, attr: &fi_xpu_ep_attr) -> Result<Mutex<Ep>> {
         Ep::open(c, attr).map(Mutex::new)
     }
 
-    fn ep_bind(e: &Mutex<Ep>, obj: Bind<'_, Self>, flags: u64) -> Result<(), i32> {
+    fn ep_bind(e: &Mutex<Ep>, obj: Bind<'_, Self>, flags: u64) -> Result<()> {
         let mut e = lock(e);
         match obj {
             Bind::Av(av) => e.bind_av(av),
@@ -178,20 +170,20 @@ impl Provider for Ofi {
         }
     }
 
-    fn ep_enable(e: &Mutex<Ep>) -> Result<(), i32> {
+    fn ep_enable(e: &Mutex<Ep>) -> Result<()> {
         lock(e).enable()
     }
 
-    fn ep_getname(e: &Mutex<Ep>) -> Result<Vec<u8>, i32> {
+    fn ep_getname(e: &Mutex<Ep>) -> Result<Vec<u8>> {
         Ok(lock(e).name()?.to_vec())
     }
 
-    fn ep_close(e: &mut Mutex<Ep>) -> Result<(), i32> {
+    fn ep_close(e: &mut Mutex<Ep>) -> Result<()> {
         lock(e).inner.tombstone();
         Ok(())
     }
 
-    fn ep_export(e: &Mutex<Ep>, _flags: u64) -> Result<u64, i32> {
+    fn ep_export(e: &Mutex<Ep>, _flags: u64) -> Result<u64> {
         Ok(lock(e).inner.dev() as u64)
     }
 }

@@ -10,6 +10,7 @@ use crate::proxy::{self, Tuning, Watch, Worker};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
+use fi_xpu_prov_sdk::{Error, Result};
 use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -100,9 +101,6 @@ pub struct Domain {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// libfabric's "no address vector bound" (not in every fi_errno.h we mirror).
-const FI_ENOAV: i32 = 267;
-
 /// The parameters ofi defines (name, default, description); `init`
 /// registers them with the core. Each is `FI_XPU_OFI_<NAME>`.
 pub const PARAMS: [(&str, &str, &str); 10] = [
@@ -178,7 +176,7 @@ unsafe fn cstr_or_empty(p: *const std::ffi::c_char) -> String {
 }
 
 impl Domain {
-    pub fn open(attr: Option<&fi_xpu_domain_attr>) -> Result<Domain, i32> {
+    pub fn open(attr: Option<&fi_xpu_domain_attr>) -> Result<Domain> {
         let prov = match attr.filter(|a| !a.fabric_prov.is_null()) {
             // SAFETY: the core passes the caller's NUL-terminated string.
             Some(a) => Some(unsafe { cstr_or_empty(a.fabric_prov) }),
@@ -194,11 +192,11 @@ impl Domain {
             core::warn(&format!(
                 "progress_threads {nthreads} out of range 1..={MAX_THREADS}"
             ));
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         }
-        let cprov = CString::new(prov.clone().unwrap_or_default()).map_err(|_| -FI_EINVAL)?;
+        let cprov = CString::new(prov.clone().unwrap_or_default()).map_err(|_| Error::INVAL)?;
         let cdom =
-            CString::new(env("FI_XPU_OFI_DOMAIN").unwrap_or_default()).map_err(|_| -FI_EINVAL)?;
+            CString::new(env("FI_XPU_OFI_DOMAIN").unwrap_or_default()).map_err(|_| Error::INVAL)?;
         // FI_FENCE sits below the others but FI_ATOMIC: a transport never
         // loses one of them to it (the subsets keep the higher bits longest).
         let optional = FI_ATOMIC | ffi::FI_FENCE | FI_HMEM | ffi::FI_RMA_EVENT | ffi::FI_SOURCE;
@@ -230,7 +228,11 @@ impl Domain {
                 ),
                 ffi::strerror(r)
             ));
-            return Err(if r == -FI_ENODATA { -FI_ENODEV } else { r });
+            return Err(if r == -FI_ENODATA {
+                Error::NODEV
+            } else {
+                Error::from_code(r)
+            });
         }
         let info = Info(info);
         // SAFETY: info is live for these reads.
@@ -326,7 +328,7 @@ impl Domain {
             let t = std::thread::Builder::new()
                 .name(thread_name(i))
                 .spawn(move || proxy::run(w))
-                .map_err(|_| -FI_ENOMEM);
+                .map_err(|_| Error::NOMEM);
             match t {
                 Ok(t) => threads.push(t),
                 Err(e) => {
@@ -376,13 +378,13 @@ pub struct XpuCtx {
 }
 
 impl XpuCtx {
-    pub fn open(dom: &Arc<DomInner>, a: &fi_xpu_prov_ctx_args) -> Result<XpuCtx, i32> {
+    pub fn open(dom: &Arc<DomInner>, a: &fi_xpu_prov_ctx_args) -> Result<XpuCtx> {
         if a.iface != FI_HMEM_SYSTEM && !dom.has(FI_HMEM) {
             core::warn(&format!(
                 "libfabric provider {} does not offer FI_HMEM: cannot serve iface {}",
                 dom.prov, a.iface
             ));
-            return Err(-FI_EOPNOTSUPP);
+            return Err(Error::OPNOTSUPP);
         }
         let core_ctx = Ctx::of(a);
         RETIRED
@@ -410,9 +412,9 @@ pub struct Av {
 }
 
 /// An endpoint name: magic, length of the libfabric name, then the name.
-pub fn encode_name(raw: &[u8]) -> Result<[u8; ADDR_LEN], i32> {
+pub fn encode_name(raw: &[u8]) -> Result<[u8; ADDR_LEN]> {
     if raw.len() > ADDR_LEN - ADDR_HDR {
-        return Err(-FI_EOVERFLOW);
+        return Err(Error::OVERFLOW);
     }
     let mut o = [0u8; ADDR_LEN];
     o[0..4].copy_from_slice(&ADDR_MAGIC.to_le_bytes());
@@ -423,22 +425,22 @@ pub fn encode_name(raw: &[u8]) -> Result<[u8; ADDR_LEN], i32> {
 }
 
 /// The libfabric name inside an endpoint name.
-pub fn decode_name(b: &[u8]) -> Result<&[u8], i32> {
+pub fn decode_name(b: &[u8]) -> Result<&[u8]> {
     if b.len() < ADDR_LEN || u32::from_le_bytes(b[0..4].try_into().unwrap()) != ADDR_MAGIC {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     if u16::from_le_bytes(b[4..6].try_into().unwrap()) != 1 {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     let n = u16::from_le_bytes(b[6..8].try_into().unwrap()) as usize;
     if n == 0 || n > ADDR_LEN - ADDR_HDR {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     Ok(&b[ADDR_HDR..ADDR_HDR + n])
 }
 
 impl Av {
-    pub fn open(dom: &Arc<DomInner>, count: usize) -> Result<Av, i32> {
+    pub fn open(dom: &Arc<DomInner>, count: usize) -> Result<Av> {
         let mut av = std::ptr::null_mut();
         // SAFETY: live domain; valid out-pointer.
         check(unsafe { ffi::xo_av_open(dom.domain.ptr(), count, &mut av) } as i64)?;
@@ -451,7 +453,7 @@ impl Av {
         })
     }
 
-    pub fn insert(&self, name: &[u8]) -> Result<u64, i32> {
+    pub fn insert(&self, name: &[u8]) -> Result<u64> {
         let raw = decode_name(name)?;
         let mut out = 0u64;
         // SAFETY: `raw` is a libfabric name of this provider's format, as
@@ -466,7 +468,7 @@ impl Av {
         };
         if r != 0 {
             core::warn(&format!("fi_av_insert failed: {}", ffi::strerror(r)));
-            return Err(r);
+            return Err(Error::from_code(r));
         }
         let mut live = self.inner.live.lock().unwrap();
         live.insert(out);
@@ -474,11 +476,11 @@ impl Av {
         Ok(out)
     }
 
-    pub fn remove(&self, fi_addr: u64) -> Result<(), i32> {
+    pub fn remove(&self, fi_addr: u64) -> Result<()> {
         {
             let mut live = self.inner.live.lock().unwrap();
             if !live.remove(&fi_addr) {
-                return Err(-FI_EINVAL);
+                return Err(Error::INVAL);
             }
             self.inner.gen.fetch_add(1, Ordering::Release);
         }
@@ -486,11 +488,11 @@ impl Av {
         check(unsafe { ffi::xo_av_remove(self.inner.fid.ptr(), fi_addr) } as i64)
     }
 
-    pub fn lookup(&self, fi_addr: u64) -> Result<u64, i32> {
+    pub fn lookup(&self, fi_addr: u64) -> Result<u64> {
         if self.inner.live.lock().unwrap().contains(&fi_addr) {
             Ok(fi_addr)
         } else {
-            Err(-FI_ENOENT)
+            Err(Error::NOENT)
         }
     }
 }
@@ -512,7 +514,7 @@ pub const KEY_BASE_MASK: u64 = (1 << KEY_GENERATION_SHIFT) - 1;
 const MAX_KEY_GENERATION: u64 = 0xff;
 
 impl Mr {
-    pub fn reg(dom: &Arc<DomInner>, a: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
+    pub fn reg(dom: &Arc<DomInner>, a: &fi_xpu_prov_mr_args) -> Result<Mr> {
         let (mut mr, mut key, mut desc) = (std::ptr::null_mut(), 0u64, std::ptr::null_mut());
         let mut access = a.access;
         // Local access rights libfabric wants for the buffer to be a source
@@ -561,7 +563,7 @@ impl Mr {
         };
         if r != 0 {
             core::warn(&format!("fi_mr_regattr failed: {}", ffi::strerror(r)));
-            return Err(r);
+            return Err(Error::from_code(r));
         }
         let rec = MrRec {
             base: a.buf as u64,
@@ -604,15 +606,15 @@ struct Block {
 }
 
 impl Block {
-    fn new(ctx: Option<Ctx>, size: usize) -> Result<Block, i32> {
-        let layout = std::alloc::Layout::from_size_align(size, 4096).map_err(|_| -FI_EINVAL)?;
+    fn new(ctx: Option<Ctx>, size: usize) -> Result<Block> {
+        let layout = std::alloc::Layout::from_size_align(size, 4096).map_err(|_| Error::INVAL)?;
         let addr = match ctx {
             Some(c) => core::alloc_host(c, size as u64)?,
             None => {
                 // SAFETY: non-zero size.
                 let p = unsafe { std::alloc::alloc_zeroed(layout) };
                 if p.is_null() {
-                    return Err(-FI_ENOMEM);
+                    return Err(Error::NOMEM);
                 }
                 p as usize
             }
@@ -708,13 +710,13 @@ fn at64(p: &u64) -> &AtomicU64 {
 }
 
 impl CqShared {
-    pub fn open(ctx: Option<Ctx>, attr: &fi_xpu_cq_attr) -> Result<Arc<CqShared>, i32> {
+    pub fn open(ctx: Option<Ctx>, attr: &fi_xpu_cq_attr) -> Result<Arc<CqShared>> {
         let size = match attr.size {
             0 => CQ_ENTRIES,
             n => (n as u64).next_power_of_two(),
         };
         if size > 1 << 20 {
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         }
         let format = match attr.format {
             FI_CQ_FORMAT_UNSPEC => FI_CQ_FORMAT_CONTEXT,
@@ -844,7 +846,12 @@ impl CqShared {
     /// # Safety
     /// `buf` has room for `count` entries of the CQ's format and `src` is
     /// NULL or has `count` slots (what the SDK's `HostCqBuf` describes).
-    pub unsafe fn host_read(&self, buf: *mut u8, count: usize, src: *mut fi_addr_t) -> isize {
+    pub unsafe fn host_read(
+        &self,
+        buf: *mut u8,
+        count: usize,
+        src: *mut fi_addr_t,
+    ) -> Result<usize> {
         let d = self.dev_ref();
         let mut n = 0usize;
         while n < count {
@@ -856,7 +863,7 @@ impl CqShared {
             }
             if s.is_err != 0 {
                 if n == 0 {
-                    return -FI_EAVAIL as isize;
+                    return Err(Error::AVAIL);
                 }
                 break;
             }
@@ -871,19 +878,19 @@ impl CqShared {
             n += 1;
         }
         if n == 0 {
-            -FI_EAGAIN as isize
+            Err(Error::AGAIN)
         } else {
-            n as isize
+            Ok(n)
         }
     }
 
-    pub fn host_readerr(&self, out: &mut fi_cq_err_entry) -> isize {
+    pub fn host_readerr(&self, out: &mut fi_cq_err_entry) -> Result<usize> {
         let d = self.dev_ref();
         let head = at64(&d.head).load(Ordering::Relaxed);
         // SAFETY: the slot is inside the ring.
         let s = unsafe { &*self.slot(head) };
         if at64(&s.seq).load(Ordering::Acquire) != head + 1 || s.is_err == 0 {
-            return -FI_EAGAIN as isize;
+            return Err(Error::AGAIN);
         }
         out.op_context = s.context as *mut c_void;
         out.flags = s.flags;
@@ -896,7 +903,7 @@ impl CqShared {
         out.prov_errno = s.prov_errno as i32;
         out.err_data_size = 0;
         at64(&d.head).store(head + 1, Ordering::Release);
-        1
+        Ok(1)
     }
 }
 
@@ -952,7 +959,7 @@ pub struct CntrShared {
 }
 
 impl CntrShared {
-    pub fn open(ctx: Option<Ctx>) -> Result<Arc<CntrShared>, i32> {
+    pub fn open(ctx: Option<Ctx>) -> Result<Arc<CntrShared>> {
         let mem = Block::new(ctx, std::mem::size_of::<Cntr>())?;
         // SAFETY: fresh zeroed block of a Cntr, not shared yet.
         unsafe {
@@ -987,7 +994,7 @@ impl CntrShared {
         )
     }
 
-    pub fn update(&self, how: u32, v: u64) -> i32 {
+    pub fn update(&self, how: u32, v: u64) -> Result<()> {
         let target = if how & FI_XPU_CNTR_ERR != 0 {
             &self.c().err
         } else {
@@ -998,9 +1005,9 @@ impl CntrShared {
                 at64(target).fetch_add(v, Ordering::AcqRel);
             }
             FI_XPU_CNTR_SET => at64(target).store(v, Ordering::Release),
-            _ => return -FI_EINVAL,
+            _ => return Err(Error::INVAL),
         }
-        0
+        Ok(())
     }
 }
 
@@ -1058,7 +1065,7 @@ impl EpInner {
     /// The libfabric endpoint and its CQ. Kept apart from `Ep::open`: an
     /// endpoint that is never enabled never reaches libfabric (closing one
     /// that was never enabled crashes `tcp;ofi_rxm` in libfabric 1.17).
-    fn open_fabric_ep(&mut self) -> Result<(), i32> {
+    fn open_fabric_ep(&mut self) -> Result<()> {
         if !self.ep.ptr().is_null() {
             return Ok(());
         }
@@ -1115,14 +1122,14 @@ pub struct Ep {
 }
 
 impl Ep {
-    pub fn open(c: &XpuCtx, attr: &fi_xpu_ep_attr) -> Result<Ep, i32> {
+    pub fn open(c: &XpuCtx, attr: &fi_xpu_ep_attr) -> Result<Ep> {
         let dom = &c.dom;
         let size = match attr.tx_size.max(attr.rx_size) {
             0 => RING_ENTRIES,
             n => (n as u64).next_power_of_two().max(2),
         };
         if size > 1 << 16 {
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         }
         let ring_bytes = size * std::mem::size_of::<Wqe>() as u64;
         let bytes = EP_DEV_SIZE as u64 + ring_bytes + size * STAGE_SLOT;
@@ -1167,12 +1174,12 @@ impl Ep {
         })
     }
 
-    pub fn bind_av(&mut self, av: &Av) -> Result<(), i32> {
+    pub fn bind_av(&mut self, av: &Av) -> Result<()> {
         self.pending.av = Some(av.inner.clone());
         Ok(())
     }
 
-    pub fn bind_cq(&mut self, cq: &Arc<CqShared>, flags: u64) -> Result<(), i32> {
+    pub fn bind_cq(&mut self, cq: &Arc<CqShared>, flags: u64) -> Result<()> {
         if flags & FI_TRANSMIT != 0 {
             self.pending.tx_cq = Some(cq.clone());
         }
@@ -1182,14 +1189,14 @@ impl Ep {
         Ok(())
     }
 
-    pub fn bind_cntr(&mut self, c: &Arc<CntrShared>, flags: u64) -> Result<(), i32> {
+    pub fn bind_cntr(&mut self, c: &Arc<CntrShared>, flags: u64) -> Result<()> {
         if flags & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 && !self.inner.dom.has(ffi::FI_RMA_EVENT)
         {
             core::warn(&format!(
                 "remote counters need FI_RMA_EVENT, which libfabric provider {} lacks",
                 self.inner.dom.prov
             ));
-            return Err(-FI_EOPNOTSUPP);
+            return Err(Error::OPNOTSUPP);
         }
         let slots = [
             (FI_SEND, CNTR_SEND),
@@ -1207,12 +1214,12 @@ impl Ep {
         Ok(())
     }
 
-    pub fn enable(&mut self) -> Result<(), i32> {
+    pub fn enable(&mut self) -> Result<()> {
         let av = self.pending.av.clone().ok_or_else(|| {
             core::warn("fi_xpu_enable: bind an AV first");
-            -FI_ENOAV
+            Error::NOAV
         })?;
-        let inner = Arc::get_mut(&mut self.inner).ok_or(-FI_EBUSY)?;
+        let inner = Arc::get_mut(&mut self.inner).ok_or(Error::BUSY)?;
         let dom = inner.dom.clone();
         inner.open_fabric_ep()?;
         if let Err(e) = Self::enable_fabric(inner, &av, &self.pending) {
@@ -1252,7 +1259,7 @@ impl Ep {
             .find(|&w| !dom.workers[w].lost())
         else {
             core::warn("fi_xpu_enable: every progress thread of the domain is stuck in libfabric");
-            return Err(-FI_EIO);
+            return Err(Error::IO);
         };
         // SAFETY: as above, not shared yet.
         unsafe { (*dev).wake_fd = dom.workers[w].bell_fd() };
@@ -1263,7 +1270,7 @@ impl Ep {
 
     /// Binds AV, CQ and remote counters to the libfabric endpoint and
     /// enables it.
-    fn enable_fabric(inner: &mut EpInner, av: &AvInner, pending: &Bound) -> Result<(), i32> {
+    fn enable_fabric(inner: &mut EpInner, av: &AvInner, pending: &Bound) -> Result<()> {
         let (ep, dom) = (inner.ep.ptr(), inner.dom.clone());
         // SAFETY: live libfabric objects of the same domain.
         check(unsafe { ffi::xo_ep_bind(ep, av.fid.ptr(), 0) } as i64)?;
@@ -1296,14 +1303,14 @@ impl Ep {
         let r = unsafe { ffi::xo_ep_enable(ep) };
         if r != 0 {
             core::warn(&format!("fi_enable failed: {}", ffi::strerror(r)));
-            return Err(r);
+            return Err(Error::from_code(r));
         }
         Ok(())
     }
 
-    pub fn name(&self) -> Result<[u8; ADDR_LEN], i32> {
+    pub fn name(&self) -> Result<[u8; ADDR_LEN]> {
         if self.worker.is_none() {
-            return Err(-FI_EOPBADSTATE);
+            return Err(Error::OPBADSTATE);
         }
         let mut raw = [0u8; ADDR_LEN - ADDR_HDR];
         let mut len = raw.len();
@@ -1316,7 +1323,11 @@ impl Ep {
             )
         };
         if r != 0 {
-            return Err(if r == -FI_ETOOSMALL { -FI_EOVERFLOW } else { r });
+            return Err(if r == -FI_ETOOSMALL {
+                Error::OVERFLOW
+            } else {
+                Error::from_code(r)
+            });
         }
         encode_name(&raw[..len])
     }
@@ -1341,12 +1352,12 @@ mod tests {
         assert_eq!(decode_name(&n).unwrap(), &raw);
         let mut bad = n;
         bad[0] ^= 1;
-        assert_eq!(decode_name(&bad), Err(-FI_EINVAL));
+        assert_eq!(decode_name(&bad), Err(Error::INVAL));
         let mut long = n;
         long[6..8].copy_from_slice(&200u16.to_le_bytes());
-        assert_eq!(decode_name(&long), Err(-FI_EINVAL));
-        assert_eq!(decode_name(&n[..20]), Err(-FI_EINVAL));
+        assert_eq!(decode_name(&long), Err(Error::INVAL));
+        assert_eq!(decode_name(&n[..20]), Err(Error::INVAL));
         assert_eq!(encode_name(&[7u8; 56]).map(|n| n[63]), Ok(7));
-        assert_eq!(encode_name(&[0u8; 200]), Err(-FI_EOVERFLOW));
+        assert_eq!(encode_name(&[0u8; 200]), Err(Error::OVERFLOW));
     }
 }

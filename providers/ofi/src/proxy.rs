@@ -23,6 +23,7 @@ use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_os::rustix::event::epoll;
 use fi_xpu_os::rustix::io::Errno;
+use fi_xpu_prov_sdk::{Error, Result};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
@@ -290,7 +291,7 @@ pub struct EpState {
     waiting: VecDeque<Waiting>,
     /// Puts with a fenced signal, by ring position: parts still to
     /// complete, and the first error.
-    joint: HashMap<u64, (u8, Option<(i32, i32)>)>,
+    joint: HashMap<u64, (u8, Option<(Error, i32)>)>,
     /// The registrations and AV addresses entries are checked against.
     tables: Tables,
 }
@@ -454,7 +455,7 @@ fn sleeping_word(ep: &EpInner) -> &'static AtomicU32 {
 const BELL: u64 = u64::MAX;
 
 /// Adds (`token` is `Some`) or removes `fd` in the epoll set, for input.
-fn epoll_ctl(poller: &OwnedFd, fd: i32, token: Option<u64>) -> Result<(), i32> {
+fn epoll_ctl(poller: &OwnedFd, fd: i32, token: Option<u64>) -> Result<()> {
     // SAFETY: `fd` is our eventfd or a libfabric CQ's fd, open for the
     // call (a CQ's is removed here before libfabric closes it).
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
@@ -467,12 +468,12 @@ fn epoll_ctl(poller: &OwnedFd, fd: i32, token: Option<u64>) -> Result<(), i32> {
         ),
         None => epoll::delete(poller, fd),
     };
-    r.map_err(|e| -e.raw_os_error())
+    r.map_err(|e| Error::from_errno(e.raw_os_error()))
 }
 
 impl Worker {
-    pub fn new(fabric: *mut c_void, tuning: Tuning) -> Result<Worker, i32> {
-        let os_err = |e: Errno| -e.raw_os_error();
+    pub fn new(fabric: *mut c_void, tuning: Tuning) -> Result<Worker> {
+        let os_err = |e: Errno| Error::from_errno(e.raw_os_error());
         let bell = fi_xpu_os::wake::eventfd().map_err(os_err)?;
         let poller = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(os_err)?;
         epoll_ctl(&poller, bell.as_raw_fd(), Some(BELL))?;
@@ -503,10 +504,7 @@ impl Worker {
         if ep.cq_fd >= 0 {
             if let Err(e) = epoll_ctl(&self.poller, ep.cq_fd, Some(ep.cq_fd as u64)) {
                 // The thread still polls the CQ, only less promptly.
-                crate::core::warn(&format!(
-                    "cannot wait on the libfabric CQ's fd: {}",
-                    std::io::Error::from_raw_os_error(-e)
-                ));
+                crate::core::warn(&format!("cannot wait on the libfabric CQ's fd: {e}"));
             }
         }
         self.eps.lock().unwrap().push(ep);
@@ -811,7 +809,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
                 "ring entry at {pos} never published (seq {seq}) while later ones were, for {} ms: failed and skipped",
                 tuning.stall.as_millis()
             ));
-            fail(b, &w, -FI_EINVAL, 0);
+            fail(b, &w, Error::INVAL, 0);
             Ok(())
         } else {
             // More entries are already published: libfabric may hold this
@@ -820,22 +818,22 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
             issue(ep, b, &mut st, pos, &w, more, g, tuning)
         };
         match r {
-            Err(e) if e == -FI_EAGAIN && !refused_too_long(&mut st, pos, &w, tuning) => {
+            Err(e) if e == Error::AGAIN && !refused_too_long(&mut st, pos, &w, tuning) => {
                 if let Some(cq) = cq {
                     cq.unreserve();
                 }
                 break;
             }
-            Err(e) if e == -FI_EAGAIN => {
+            Err(e) if e == Error::AGAIN => {
                 crate::core::warn(&format!(
                     "op {} at ring position {pos}: libfabric refused it with {} for {} ms: \
                      failed with {}",
                     w.op,
-                    ffi::strerror(e),
+                    e,
                     tuning.op_timeout.map_or(0, |t| t.as_millis()),
-                    ffi::strerror(-FI_ETIMEDOUT)
+                    Error::TIMEDOUT
                 ));
-                fail(b, &w, -FI_ETIMEDOUT, 0);
+                fail(b, &w, Error::TIMEDOUT, 0);
             }
             _ => st.refused_since = None,
         }
@@ -868,7 +866,7 @@ fn cq_for(b: &Bound, op: u32) -> Option<&crate::objects::CqShared> {
 /// Publishes a failed entry (whose completion was reserved): an error
 /// completion and the error count. An entry whose opcode is unknown counts
 /// on the send counter, the one every transmit request can reach.
-fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
+fn fail(b: &Bound, w: &Wqe, err: Error, prov_errno: i32) {
     // The counter moves before the completion is published, so a device
     // that has read the error entry also sees the error count.
     let idx = ring::counter_of(w.op).unwrap_or(CNTR_SEND);
@@ -882,7 +880,7 @@ fn fail(b: &Bound, w: &Wqe, err: i32, prov_errno: i32) {
             buf: w.buf,
             tag: w.tag,
             olen: w.len,
-            err: err.min(-1) as i64,
+            err: err.code() as i64,
             src: ffi::FI_ADDR_NOTAVAIL,
             is_err: 1,
             prov_errno: prov_errno as i64,
@@ -919,7 +917,7 @@ fn fail_reported(b: &Bound, req: &Req, e: &fi_cq_err_entry) {
     }
 }
 
-/// Checks and issues one entry. `Err(-FI_EAGAIN)` leaves it in the ring to
+/// Checks and issues one entry. `Err(Error::AGAIN)` leaves it in the ring to
 /// retry; every other outcome consumes it. `more`: the next entry is
 /// published already.
 #[inline(never)]
@@ -933,7 +931,7 @@ fn issue(
     more: bool,
     g: &Gate,
     tuning: &Tuning,
-) -> Result<(), i32> {
+) -> Result<()> {
     if let Err(e) = validate(ep, b, &mut st.tables, pos, w) {
         fail(b, w, e, 0);
         return Ok(());
@@ -955,7 +953,7 @@ fn issue(
 /// context knows, against copies of the registrations and AV addresses
 /// (`tables`).
 #[inline(never)]
-fn validate(ep: &EpInner, b: &Bound, t: &mut Tables, pos: u64, w: &Wqe) -> Result<(), i32> {
+fn validate(ep: &EpInner, b: &Bound, t: &mut Tables, pos: u64, w: &Wqe) -> Result<()> {
     let dom = &ep.dom;
     // After the entry was read: a registration or address removed before
     // the entry was published is gone from the copies (see `tables`).
@@ -975,8 +973,7 @@ fn validate(ep: &EpInner, b: &Bound, t: &mut Tables, pos: u64, w: &Wqe) -> Resul
     if let Err(e) = ring::check(w, &lim, &mr, &addr_ok) {
         crate::core::warn(&format!(
             "malformed ring entry at {pos} (op {}): {}",
-            w.op,
-            ffi::strerror(e)
+            w.op, e
         ));
         return Err(e);
     }
@@ -992,9 +989,9 @@ fn validate(ep: &EpInner, b: &Bound, t: &mut Tables, pos: u64, w: &Wqe) -> Resul
             "ring entry at {pos} (op {}): local buffer {addr:#x} ({len} bytes) lies in no \
              allocation, import or registration of the context: {}",
             w.op,
-            ffi::strerror(-FI_EACCES)
+            Error::ACCES
         ));
-        return Err(-FI_EACCES);
+        return Err(Error::ACCES);
     }
     Ok(())
 }
@@ -1012,7 +1009,7 @@ fn translate_and_post(
     more: bool,
     g: &Gate,
     tuning: &Tuning,
-) -> Result<(), i32> {
+) -> Result<()> {
     // Every field but `inject`, which is written before it is read: no
     // 128 bytes to clear per entry.
     let mut req = st.pool.reuse(Req::blank);
@@ -1077,14 +1074,10 @@ fn translate_and_post(
             // SAFETY: libfabric refused the operation, so the request was
             // never handed out.
             st.pool.give(unsafe { Box::from_raw(req) });
-            if e == -FI_EAGAIN {
+            if e == Error::AGAIN {
                 return Err(e);
             }
-            crate::core::warn(&format!(
-                "libfabric refused op {} at {pos}: {}",
-                w.op,
-                ffi::strerror(e)
-            ));
+            crate::core::warn(&format!("libfabric refused op {} at {pos}: {}", w.op, e));
             fail(b, entry, e, 0);
             Ok(())
         }
@@ -1246,7 +1239,7 @@ fn fence_signal(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, raw: *mut R
 
 /// One part of a put with a fenced signal ended (`err`: how it failed):
 /// the put's completion, or its first error, once both ended.
-fn finish_part(b: &Bound, st: &mut EpState, r: &Req, err: Option<(i32, i32)>) {
+fn finish_part(b: &Bound, st: &mut EpState, r: &Req, err: Option<(Error, i32)>) {
     let e = st.joint.entry(r.pos).or_insert((2, None));
     e.0 = e.0.saturating_sub(1);
     if e.1.is_none() {
@@ -1290,7 +1283,7 @@ fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<R
             // SAFETY: libfabric refused it, so the request was never handed
             // out and is ours again.
             let req = unsafe { Box::from_raw(raw) };
-            if e == -FI_EAGAIN {
+            if e == Error::AGAIN {
                 st.waiting.push_back(Waiting {
                     due: Instant::now(),
                     req,
@@ -1300,9 +1293,7 @@ fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<R
             }
             crate::core::warn(&format!(
                 "libfabric refused op {} at {}: {}",
-                req.op,
-                req.pos,
-                ffi::strerror(e)
+                req.op, req.pos, e
             ));
             st.land(&req);
             if req.joint {
@@ -1358,7 +1349,7 @@ fn local_desc(t: &Tables, id: u64, buf: u64, len: u64) -> *mut c_void {
 }
 
 #[inline(never)]
-fn post(ep: &EpInner, t: &Tables, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<(), i32> {
+fn post(ep: &EpInner, t: &Tables, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<()> {
     use ffi::*;
     let raddr = if ep.dom.offset_keys {
         w.raddr.wrapping_sub(w.rkey & crate::objects::KEY_BASE_MASK)
@@ -1456,7 +1447,11 @@ fn post(ep: &EpInner, t: &Tables, w: &Wqe, ctx: *mut c_void, more: bool) -> Resu
             // SAFETY: live endpoint; plain query.
             let v = unsafe { xo_atomic_valid(e, kind, dt, op) };
             if v != 0 {
-                return Err(if v < 0 { v } else { -FI_EOPNOTSUPP });
+                return Err(if v < 0 {
+                    Error::from_code(v)
+                } else {
+                    Error::OPNOTSUPP
+                });
             }
             let mut desc = if w.buf == 0 {
                 std::ptr::null_mut()
@@ -1509,7 +1504,7 @@ fn post(ep: &EpInner, t: &Tables, w: &Wqe, ctx: *mut c_void, more: bool) -> Resu
                 }
             }
         }
-        _ => return Err(-FI_EINVAL),
+        _ => return Err(Error::INVAL),
     };
     crate::fabric::check(r)
 }
@@ -1579,14 +1574,14 @@ fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning) -> bool {
              wrong key or outside the registration)",
             w.op,
             limit.as_millis(),
-            ffi::strerror(-FI_ETIMEDOUT)
+            Error::TIMEDOUT
         ));
         // SAFETY: as above.
         let r = unsafe { &**p };
         if r.joint {
-            finish_part(b, st, r, Some((-FI_ETIMEDOUT, 0)));
+            finish_part(b, st, r, Some((Error::TIMEDOUT, 0)));
         } else {
-            fail(b, &w, -FI_ETIMEDOUT, 0);
+            fail(b, &w, Error::TIMEDOUT, 0);
         }
     }
     !expired.is_empty()
@@ -1671,7 +1666,7 @@ fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
             }
             if let Some(req) = take_req(st, e.op_context) {
                 if req.joint {
-                    finish_part(b, st, &req, Some((-e.err.abs(), e.prov_errno)));
+                    finish_part(b, st, &req, Some((Error::from_code(e.err), e.prov_errno)));
                     continue;
                 }
                 fail_reported(b, &req, &e);

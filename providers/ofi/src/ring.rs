@@ -3,9 +3,9 @@
 //! a libfabric call with bad arguments.
 use crate::layout::*;
 use fi_xpu_abi::datatype::*;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::op::*;
+use fi_xpu_prov_sdk::{Error, Result};
 
 bitflags::bitflags! {
     /// Flags a device may set on an entry.
@@ -52,12 +52,12 @@ fn is_float(dt: i32) -> bool {
 }
 
 /// Checks the atomic fields; returns (datatype, op, bytes).
-pub fn check_atomic(w: &Wqe) -> Result<(i32, i32, u64), i32> {
+pub fn check_atomic(w: &Wqe) -> Result<(i32, i32, u64)> {
     let dt = (w.atomic & 0xffff) as i32;
     let op = (w.atomic >> 16) as i32;
-    let size = datatype_size(dt).ok_or(-FI_EINVAL)?;
+    let size = datatype_size(dt).ok_or(Error::INVAL)?;
     if w.len == 0 || w.len > MAX_ATOMIC_COUNT {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     let ok = match w.op {
         OP_ATOMIC => (FI_MIN..=FI_ATOMIC_WRITE).contains(&op) && op != FI_ATOMIC_READ,
@@ -66,7 +66,7 @@ pub fn check_atomic(w: &Wqe) -> Result<(i32, i32, u64), i32> {
         _ => false,
     };
     if !ok {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     // Bitwise and logical operations have no meaning on floats.
     let bitwise = matches!(
@@ -74,7 +74,7 @@ pub fn check_atomic(w: &Wqe) -> Result<(i32, i32, u64), i32> {
         FI_LOR | FI_LAND | FI_BOR | FI_BAND | FI_LXOR | FI_BXOR | FI_MSWAP
     );
     if bitwise && is_float(dt) {
-        return Err(-FI_EOPNOTSUPP);
+        return Err(Error::OPNOTSUPP);
     }
     Ok((dt, op, size * w.len))
 }
@@ -89,12 +89,12 @@ pub fn check(
     lim: &Limits,
     mr: &dyn Fn(u64) -> Option<MrRange>,
     addr_ok: &dyn Fn(u64) -> bool,
-) -> Result<(), i32> {
+) -> Result<()> {
     if w.op == 0 || w.op > OP_LAST {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     if WqeFlags::from_bits(w.flags).is_none() {
-        return Err(-FI_EBADFLAGS);
+        return Err(Error::BADFLAGS);
     }
     if w.op == OP_NOP || w.op == OP_FENCE {
         return Ok(());
@@ -104,37 +104,37 @@ pub fn check(
     }
     let inject = w.flags & FI_INJECT != 0;
     if inject && !has_source(w.op) {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     let bytes = match w.op {
         OP_ATOMIC | OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => {
             if !lim.has_atomic {
-                return Err(-FI_EOPNOTSUPP);
+                return Err(Error::OPNOTSUPP);
             }
             check_atomic(w)?.2
         }
         _ => w.len,
     };
     if bytes > lim.max_msg {
-        return Err(-FI_EMSGSIZE);
+        return Err(Error::MSGSIZE);
     }
     let read_only_fetch = w.op == OP_FETCH_ATOMIC && (w.atomic >> 16) as i32 == FI_ATOMIC_READ;
     if inject && !read_only_fetch && bytes > INJECT_SIZE {
-        return Err(-FI_EMSGSIZE);
+        return Err(Error::MSGSIZE);
     }
     // An injected source lies in the entry's staging slot, whatever `buf`
     // and `compare` say.
     let source_in_buf = !read_only_fetch && !inject;
     if source_in_buf && !range_ok(w.buf, bytes) {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
-    let covered = |id: u64, buf: u64, len: u64| -> Result<(), i32> {
+    let covered = |id: u64, buf: u64, len: u64| -> Result<()> {
         if id == 0 {
             return Ok(());
         }
-        let r = mr(id).ok_or(-FI_EINVAL)?;
+        let r = mr(id).ok_or(Error::INVAL)?;
         if buf < r.base || buf - r.base > r.len || len > r.len - (buf - r.base) {
-            return Err(-FI_EACCES);
+            return Err(Error::ACCES);
         }
         Ok(())
     };
@@ -144,21 +144,21 @@ pub fn check(
     match w.op {
         OP_FETCH_ATOMIC | OP_COMPARE_ATOMIC => {
             if !range_ok(w.result, bytes) || w.result == 0 {
-                return Err(-FI_EINVAL);
+                return Err(Error::INVAL);
             }
             covered(w.result_desc, w.result, bytes)?;
             if w.op == OP_COMPARE_ATOMIC
                 && !inject
                 && (w.compare == 0 || !range_ok(w.compare, bytes))
             {
-                return Err(-FI_EINVAL);
+                return Err(Error::INVAL);
             }
         }
         _ => {}
     }
     let directed = !matches!(w.op, OP_RECV | OP_TRECV) || w.addr != u64::MAX;
     if directed && !addr_ok(w.addr) {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     Ok(())
 }
@@ -166,15 +166,15 @@ pub fn check(
 /// The signal part of a put-with-signal: atomics on the transport, no
 /// remote CQ data (`data` carries the signal value), an 8-byte aligned
 /// signal word, a known signal operation (0 set, 1 add).
-fn check_signal(w: &Wqe, lim: &Limits) -> Result<(), i32> {
+fn check_signal(w: &Wqe, lim: &Limits) -> Result<()> {
     if w.flags & FI_REMOTE_CQ_DATA != 0 {
-        return Err(-FI_EBADFLAGS);
+        return Err(Error::BADFLAGS);
     }
     if !lim.has_atomic {
-        return Err(-FI_EOPNOTSUPP);
+        return Err(Error::OPNOTSUPP);
     }
     if !w.tag.is_multiple_of(8) || w.atomic > SIGNAL_ADD {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     Ok(())
 }
@@ -338,21 +338,21 @@ mod tests {
             flags: FI_REMOTE_CQ_DATA,
             ..put
         };
-        assert_eq!(check(&cq_data, &l, &mr, &any), Err(-FI_EBADFLAGS));
+        assert_eq!(check(&cq_data, &l, &mr, &any), Err(Error::BADFLAGS));
         let inject = Wqe {
             flags: FI_INJECT,
             ..put
         };
-        assert_eq!(check(&inject, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&inject, &l, &mr, &any), Err(Error::INVAL));
         let misaligned = Wqe { tag: 0x2004, ..put };
-        assert_eq!(check(&misaligned, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&misaligned, &l, &mr, &any), Err(Error::INVAL));
         let unknown = Wqe { atomic: 2, ..put };
-        assert_eq!(check(&unknown, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&unknown, &l, &mr, &any), Err(Error::INVAL));
         let no_atomics = Limits {
             has_atomic: false,
             ..l
         };
-        assert_eq!(check(&put, &no_atomics, &mr, &any), Err(-FI_EOPNOTSUPP));
+        assert_eq!(check(&put, &no_atomics, &mr, &any), Err(Error::OPNOTSUPP));
         let fence = Wqe {
             op: OP_FENCE,
             ..write()
@@ -365,41 +365,41 @@ mod tests {
     fn rejects_malformed_entries() {
         let l = lim();
         let bad_op = Wqe { op: 99, ..write() };
-        assert_eq!(check(&bad_op, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&bad_op, &l, &mr, &any), Err(Error::INVAL));
         let zero_op = Wqe { op: 0, ..write() };
-        assert_eq!(check(&zero_op, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&zero_op, &l, &mr, &any), Err(Error::INVAL));
         let big = Wqe {
             len: 2 << 20,
             desc: 0,
             ..write()
         };
-        assert_eq!(check(&big, &l, &mr, &any), Err(-FI_EMSGSIZE));
+        assert_eq!(check(&big, &l, &mr, &any), Err(Error::MSGSIZE));
         let bad_desc = Wqe { desc: 8, ..write() };
-        assert_eq!(check(&bad_desc, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&bad_desc, &l, &mr, &any), Err(Error::INVAL));
         let outside = Wqe {
             buf: 0x1080,
             ..write()
         };
-        assert_eq!(check(&outside, &l, &mr, &any), Err(-FI_EACCES));
+        assert_eq!(check(&outside, &l, &mr, &any), Err(Error::ACCES));
         let wrap = Wqe {
             buf: u64::MAX - 4,
             len: 16,
             desc: 0,
             ..write()
         };
-        assert_eq!(check(&wrap, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&wrap, &l, &mr, &any), Err(Error::INVAL));
         let null = Wqe {
             buf: 0,
             desc: 0,
             ..write()
         };
-        assert_eq!(check(&null, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&null, &l, &mr, &any), Err(Error::INVAL));
         let flags = Wqe {
             flags: 1 << 62,
             ..write()
         };
-        assert_eq!(check(&flags, &l, &mr, &any), Err(-FI_EBADFLAGS));
-        assert_eq!(check(&write(), &l, &mr, &|_| false), Err(-FI_EINVAL));
+        assert_eq!(check(&flags, &l, &mr, &any), Err(Error::BADFLAGS));
+        assert_eq!(check(&write(), &l, &mr, &|_| false), Err(Error::INVAL));
     }
 
     #[test]
@@ -419,11 +419,11 @@ mod tests {
             len: INJECT_SIZE + 1,
             ..w
         };
-        assert_eq!(check(&big, &l, &mr, &any), Err(-FI_EMSGSIZE));
+        assert_eq!(check(&big, &l, &mr, &any), Err(Error::MSGSIZE));
         let read = Wqe { op: OP_READ, ..w };
-        assert_eq!(check(&read, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&read, &l, &mr, &any), Err(Error::INVAL));
         let recv = Wqe { op: OP_RECV, ..w };
-        assert_eq!(check(&recv, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&recv, &l, &mr, &any), Err(Error::INVAL));
         // Compare atomics: operand and compare injected, result not.
         let cas = Wqe {
             op: OP_COMPARE_ATOMIC,
@@ -438,7 +438,7 @@ mod tests {
         assert_eq!(check(&cas, &l, &mr, &any), Ok(()));
         assert_eq!(local_buffers(&cas).as_slice(), [(0x2000, 64)]);
         let cas9 = Wqe { len: 9, ..cas };
-        assert_eq!(check(&cas9, &l, &mr, &any), Err(-FI_EMSGSIZE));
+        assert_eq!(check(&cas9, &l, &mr, &any), Err(Error::MSGSIZE));
     }
 
     #[test]
@@ -480,19 +480,19 @@ mod tests {
         );
         assert_eq!(
             check(&a(OP_ATOMIC, FI_UINT64, FI_CSWAP, 1), &l, &mr, &any),
-            Err(-FI_EINVAL)
+            Err(Error::INVAL)
         );
         assert_eq!(
             check(&a(OP_ATOMIC, 42, FI_SUM, 1), &l, &mr, &any),
-            Err(-FI_EINVAL)
+            Err(Error::INVAL)
         );
         assert_eq!(
             check(&a(OP_ATOMIC, FI_DOUBLE, FI_BOR, 1), &l, &mr, &any),
-            Err(-FI_EOPNOTSUPP)
+            Err(Error::OPNOTSUPP)
         );
         assert_eq!(
             check(&a(OP_ATOMIC, FI_UINT64, FI_SUM, 0), &l, &mr, &any),
-            Err(-FI_EINVAL)
+            Err(Error::INVAL)
         );
         assert_eq!(
             check(&a(OP_COMPARE_ATOMIC, FI_INT32, FI_CSWAP, 1), &l, &mr, &any),
@@ -507,6 +507,6 @@ mod tests {
             result: 0,
             ..a(OP_FETCH_ATOMIC, FI_UINT32, FI_SUM, 1)
         };
-        assert_eq!(check(&no_result, &l, &mr, &any), Err(-FI_EINVAL));
+        assert_eq!(check(&no_result, &l, &mr, &any), Err(Error::INVAL));
     }
 }

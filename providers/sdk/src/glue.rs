@@ -10,9 +10,8 @@
 //! Every function here is only for the core to call, through the
 //! descriptor, with arguments that follow the plugin ABI.
 use crate::services;
-use crate::{Bind, HostCqBuf, Provider};
+use crate::{Bind, Error, HostCqBuf, Provider, Result};
 use fi_xpu_abi::class::*;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
@@ -27,24 +26,24 @@ fn internal_error<P: Provider>() {
     ));
 }
 
-fn guard<P: Provider>(f: impl FnOnce() -> Result<c_int, i32>) -> c_int {
+fn guard<P: Provider>(f: impl FnOnce() -> Result<c_int>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
-        Ok(Err(e)) => e,
+        Ok(Err(e)) => e.code(),
         Err(_) => {
             internal_error::<P>();
-            -FI_EOTHER
+            Error::OTHER.code()
         }
     }
 }
 
-fn guard_count<P: Provider>(f: impl FnOnce() -> Result<usize, i32>) -> isize {
+fn guard_count<P: Provider>(f: impl FnOnce() -> Result<usize>) -> isize {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(n)) => n as isize,
-        Ok(Err(e)) => e as isize,
+        Ok(Err(e)) => e.code() as isize,
         Err(_) => {
             internal_error::<P>();
-            -FI_EOTHER as isize
+            Error::OTHER.code() as isize
         }
     }
 }
@@ -53,7 +52,7 @@ fn guard_count<P: Provider>(f: impl FnOnce() -> Result<usize, i32>) -> isize {
 ///
 /// # Safety
 /// `out` is valid for writing (the core passes a valid out-pointer).
-unsafe fn open<T>(r: Result<T, i32>, out: *mut H) -> Result<c_int, i32> {
+unsafe fn open<T>(r: Result<T>, out: *mut H) -> Result<c_int> {
     let v = r?;
     // SAFETY: per the function contract.
     unsafe { *out = Box::into_raw(Box::new(v)) as H };
@@ -80,7 +79,7 @@ unsafe fn opt_obj<'a, T>(h: H) -> Option<&'a T> {
 /// # Safety
 /// As `obj`, and nothing else uses the object (the core closes once,
 /// after every object that holds this one).
-unsafe fn close<T>(h: H, f: impl FnOnce(&mut T) -> Result<(), i32>) -> Result<c_int, i32> {
+unsafe fn close<T>(h: H, f: impl FnOnce(&mut T) -> Result<()>) -> Result<c_int> {
     // SAFETY: per the function contract, this is the only reference.
     f(unsafe { &mut *(h as *mut T) })?;
     // SAFETY: the Box leaked by `open`; the core never uses `h` again.
@@ -93,13 +92,13 @@ unsafe fn close<T>(h: H, f: impl FnOnce(&mut T) -> Result<(), i32>) -> Result<c_
 /// # Safety
 /// `len` is valid and `buf` is valid for `*len` bytes (the core checked
 /// `buf` non-NULL whenever `*len` is non-zero).
-unsafe fn put_sized(buf: *mut c_void, len: *mut usize, bytes: &[u8]) -> Result<c_int, i32> {
+unsafe fn put_sized(buf: *mut c_void, len: *mut usize, bytes: &[u8]) -> Result<c_int> {
     // SAFETY: per the function contract.
     unsafe {
         let room = *len;
         *len = bytes.len();
         if room < bytes.len() {
-            return Err(-FI_ETOOSMALL);
+            return Err(Error::TOOSMALL);
         }
         if !bytes.is_empty() {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf as *mut u8, bytes.len());
@@ -113,12 +112,12 @@ unsafe fn put_sized(buf: *mut c_void, len: *mut usize, bytes: &[u8]) -> Result<c
 ///
 /// # Safety
 /// `len` is valid.
-unsafe fn need(len: *mut usize, need: usize) -> Result<(), i32> {
+unsafe fn need(len: *mut usize, need: usize) -> Result<()> {
     // SAFETY: per the function contract.
     unsafe {
         if *len < need {
             *len = need;
-            return Err(-FI_ETOOSMALL);
+            return Err(Error::TOOSMALL);
         }
     }
     Ok(())
@@ -132,7 +131,7 @@ unsafe fn open_in<P: Provider, A, T>(
     dom: H,
     attr: *const A,
     out: *mut H,
-    f: fn(&P::Domain, &A) -> Result<T, i32>,
+    f: fn(&P::Domain, &A) -> Result<T>,
 ) -> c_int {
     guard::<P>(|| {
         // SAFETY: per the function contract.
@@ -142,8 +141,7 @@ unsafe fn open_in<P: Provider, A, T>(
     })
 }
 
-type OpenOn<P, A, T> =
-    fn(&<P as Provider>::Domain, Option<&<P as Provider>::Ctx>, &A) -> Result<T, i32>;
+type OpenOn<P, A, T> = fn(&<P as Provider>::Domain, Option<&<P as Provider>::Ctx>, &A) -> Result<T>;
 
 /// The body of `cq_open`, `cntr_open` and `mr_reg`: an object on a domain
 /// and, unless `ctx` is NULL, on an XPU context.
@@ -176,7 +174,7 @@ unsafe fn export<P: Provider, T>(
     flags: u64,
     out: *mut fid_xpu,
     fclass: usize,
-    f: fn(&T, u64) -> Result<u64, i32>,
+    f: fn(&T, u64) -> Result<u64>,
 ) -> c_int {
     guard::<P>(|| {
         // SAFETY: per the function contract.
@@ -197,7 +195,7 @@ pub(crate) unsafe extern "C" fn init<P: Provider>(core: *const fi_xpu_core, prov
     guard::<P>(|| {
         // SAFETY: the core passes its static table; size is read first.
         if unsafe { (*core).size } < std::mem::size_of::<fi_xpu_core>() {
-            return Err(-FI_ENOSYS);
+            return Err(Error::NOSYS);
         }
         services::set(core, P::NAME);
         P::init()?;
@@ -479,7 +477,7 @@ pub(crate) unsafe extern "C" fn ep_bind<P: Provider>(
                 FI_CLASS_AV => Bind::Av(obj::<P::Av>(o)),
                 FI_CLASS_CQ => Bind::Cq(obj::<P::Cq>(o)),
                 FI_CLASS_CNTR => Bind::Cntr(obj::<P::Cntr>(o)),
-                _ => return Err(-FI_EINVAL),
+                _ => return Err(Error::INVAL),
             };
             (obj::<P::Ep>(ep), b)
         };
@@ -569,6 +567,7 @@ pub(crate) const fn descriptor<P: Provider>() -> fi_xpu_prov_desc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fi_xpu_abi::errno::*;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
 
@@ -598,10 +597,10 @@ mod tests {
                 panic!("provider bug");
             }
         }
-        fn close(&mut self) -> Result<(), i32> {
+        fn close(&mut self) -> Result<()> {
             match self.refuse.load(Ordering::Acquire) {
                 0 => Ok(()),
-                e => Err(e),
+                e => Err(Error::from_code(e)),
             }
         }
     }
@@ -621,17 +620,17 @@ mod tests {
         type Cntr = Obj;
         type Ep = Obj;
 
-        fn domain_open(_: &fi_xpu_domain_attr) -> Result<Obj, i32> {
+        fn domain_open(_: &fi_xpu_domain_attr) -> Result<Obj> {
             Ok(Obj::default())
         }
-        fn domain_close(d: &mut Obj) -> Result<(), i32> {
+        fn domain_close(d: &mut Obj) -> Result<()> {
             d.close()
         }
-        fn ctx_open(d: &Obj, _: &fi_xpu_prov_ctx_args) -> Result<Obj, i32> {
+        fn ctx_open(d: &Obj, _: &fi_xpu_prov_ctx_args) -> Result<Obj> {
             d.call();
             Ok(Obj::default())
         }
-        fn ctx_query(c: &Obj) -> Result<fi_xpu_ctx_info, i32> {
+        fn ctx_query(c: &Obj) -> Result<fi_xpu_ctx_info> {
             c.call();
             Ok(fi_xpu_ctx_info {
                 caps: Self::CAPS,
@@ -641,44 +640,44 @@ mod tests {
                 max_rx_wr_desc_size: 0,
             })
         }
-        fn ctx_close(c: &mut Obj) -> Result<(), i32> {
+        fn ctx_close(c: &mut Obj) -> Result<()> {
             c.close()
         }
-        fn av_open(_: &Obj, _: &fi_xpu_av_attr) -> Result<Obj, i32> {
+        fn av_open(_: &Obj, _: &fi_xpu_av_attr) -> Result<Obj> {
             Ok(Obj::default())
         }
-        fn av_insert(av: &Obj, addr: &[u8], _: u64) -> Result<fi_addr_t, i32> {
+        fn av_insert(av: &Obj, addr: &[u8], _: u64) -> Result<fi_addr_t> {
             av.call();
             match addr {
                 [1, 2, 3, 4] => Ok(7),
-                _ => Err(-FI_EINVAL),
+                _ => Err(Error::INVAL),
             }
         }
-        fn av_remove(av: &Obj, a: fi_addr_t, _: u64) -> Result<(), i32> {
+        fn av_remove(av: &Obj, a: fi_addr_t, _: u64) -> Result<()> {
             av.call();
             if a == 7 {
                 Ok(())
             } else {
-                Err(-FI_EINVAL)
+                Err(Error::INVAL)
             }
         }
-        fn av_lookup(av: &Obj, a: fi_addr_t, _: &Obj, _: u64) -> Result<Vec<u8>, i32> {
+        fn av_lookup(av: &Obj, a: fi_addr_t, _: &Obj, _: u64) -> Result<Vec<u8>> {
             av.call();
             Ok(a.to_ne_bytes().to_vec())
         }
-        fn mr_reg(_: &Obj, _: Option<&Obj>, _: &fi_xpu_prov_mr_args) -> Result<Obj, i32> {
+        fn mr_reg(_: &Obj, _: Option<&Obj>, _: &fi_xpu_prov_mr_args) -> Result<Obj> {
             Ok(Obj::default())
         }
-        fn mr_key(_: &Obj) -> Result<u64, i32> {
+        fn mr_key(_: &Obj) -> Result<u64> {
             Ok(42)
         }
-        fn mr_desc(mr: &Obj, _: &Obj, _: u64) -> Result<Vec<u8>, i32> {
+        fn mr_desc(mr: &Obj, _: &Obj, _: u64) -> Result<Vec<u8>> {
             mr.call();
             Ok(vec![9; 16])
         }
-        fn cq_open(_: &Obj, ctx: Option<&Obj>, a: &fi_xpu_cq_attr) -> Result<Obj, i32> {
+        fn cq_open(_: &Obj, ctx: Option<&Obj>, a: &fi_xpu_cq_attr) -> Result<Obj> {
             match (ctx, a.size) {
-                (_, 7) => Err(-FI_EINVAL),
+                (_, 7) => Err(Error::INVAL),
                 (Some(c), _) => {
                     c.call();
                     Ok(Obj::default())
@@ -686,46 +685,46 @@ mod tests {
                 (None, _) => Ok(Obj::default()),
             }
         }
-        fn cq_export(_: &Obj, _: u64) -> Result<u64, i32> {
+        fn cq_export(_: &Obj, _: u64) -> Result<u64> {
             Ok(0x1000)
         }
-        fn cq_host_read(cq: &Obj, mut out: HostCqBuf<'_>) -> Result<usize, i32> {
+        fn cq_host_read(cq: &Obj, mut out: HostCqBuf<'_>) -> Result<usize> {
             cq.call();
             let n = out.count().min(2);
             // SAFETY: the test passes room for `count` u64 entries.
             unsafe { std::ptr::write_bytes(out.as_mut_ptr(), 0xab, n * 8) };
             if n == 0 {
-                Err(-FI_EAGAIN)
+                Err(Error::AGAIN)
             } else {
                 Ok(n)
             }
         }
-        fn cq_host_readerr(cq: &Obj, e: &mut fi_cq_err_entry, _: u64) -> Result<usize, i32> {
+        fn cq_host_readerr(cq: &Obj, e: &mut fi_cq_err_entry, _: u64) -> Result<usize> {
             cq.call();
             e.err = FI_EIO;
             Ok(1)
         }
-        fn cntr_open(_: &Obj, _: Option<&Obj>, _: &fi_xpu_cntr_attr) -> Result<Obj, i32> {
+        fn cntr_open(_: &Obj, _: Option<&Obj>, _: &fi_xpu_cntr_attr) -> Result<Obj> {
             Ok(Obj::default())
         }
-        fn cntr_export(_: &Obj, _: u64) -> Result<u64, i32> {
-            Err(-FI_EOPNOTSUPP)
+        fn cntr_export(_: &Obj, _: u64) -> Result<u64> {
+            Err(Error::OPNOTSUPP)
         }
-        fn cntr_host_read(c: &Obj) -> Result<(u64, u64), i32> {
+        fn cntr_host_read(c: &Obj) -> Result<(u64, u64)> {
             c.call();
             Ok((5, 6))
         }
-        fn cntr_host_update(_: &Obj, how: u32, _: u64) -> Result<(), i32> {
+        fn cntr_host_update(_: &Obj, how: u32, _: u64) -> Result<()> {
             if how == FI_XPU_CNTR_ADD {
                 Ok(())
             } else {
-                Err(-FI_EINVAL)
+                Err(Error::INVAL)
             }
         }
-        fn ep_open(_: &Obj, _: &Obj, _: &fi_xpu_ep_attr) -> Result<Obj, i32> {
+        fn ep_open(_: &Obj, _: &Obj, _: &fi_xpu_ep_attr) -> Result<Obj> {
             Ok(Obj::default())
         }
-        fn ep_bind(ep: &Obj, obj: Bind<'_, Self>, _: u64) -> Result<(), i32> {
+        fn ep_bind(ep: &Obj, obj: Bind<'_, Self>, _: u64) -> Result<()> {
             let what = match obj {
                 Bind::Av(_) => "av",
                 Bind::Cq(_) => "cq",
@@ -734,18 +733,18 @@ mod tests {
             ep.bound.lock().unwrap().push(what);
             Ok(())
         }
-        fn ep_enable(ep: &Obj) -> Result<(), i32> {
+        fn ep_enable(ep: &Obj) -> Result<()> {
             ep.call();
             Ok(())
         }
-        fn ep_getname(ep: &Obj) -> Result<Vec<u8>, i32> {
+        fn ep_getname(ep: &Obj) -> Result<Vec<u8>> {
             ep.call();
             Ok(vec![1, 2, 3, 4])
         }
-        fn ep_export(_: &Obj, _: u64) -> Result<u64, i32> {
+        fn ep_export(_: &Obj, _: u64) -> Result<u64> {
             Ok(0x2000)
         }
-        fn ep_close(ep: &mut Obj) -> Result<(), i32> {
+        fn ep_close(ep: &mut Obj) -> Result<()> {
             ep.close()
         }
     }
@@ -805,10 +804,10 @@ mod tests {
         assert!(prov.is_null());
         assert_eq!(
             services::mem_alloc(services::CoreCtx::NONE, 64, 64, 0).unwrap_err(),
-            -FI_ENOSYS
+            Error::NOSYS
         );
         // Without the core's registry: nothing defined, nothing read.
-        assert_eq!(services::param_define("x", "1", "x"), Err(-FI_ENOSYS));
+        assert_eq!(services::param_define("x", "1", "x"), Err(Error::NOSYS));
         assert_eq!(services::param("x"), None);
     }
 

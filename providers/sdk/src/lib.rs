@@ -26,6 +26,7 @@ pub mod layout_check;
 pub mod services;
 
 pub use fi_xpu_abi as abi;
+pub use fi_xpu_abi::error::{Error, Result};
 
 use fi_xpu_abi::*;
 use std::ffi::CStr;
@@ -67,8 +68,8 @@ impl HostCqBuf<'_> {
 }
 
 /// A provider: its identity, its object types and the safe operations on
-/// them. Errors are negative libfabric codes (`-FI_EINVAL`...), returned to
-/// the application unchanged.
+/// them. Errors are [`Error`]s (`Error::INVAL`...), which the SDK returns
+/// to the application as negative codes (`-FI_EINVAL`), unchanged.
 ///
 /// Entry points may run on any thread and concurrently, also on one object
 /// (fi_xpu_prov_desc(7), THREADING), hence `&` references and `Send + Sync`
@@ -100,35 +101,31 @@ pub trait Provider: 'static {
 
     /// Runs once after the core's services are in place; an error skips the
     /// provider (log why first).
-    fn init() -> Result<(), i32> {
+    fn init() -> Result<()> {
         Ok(())
     }
 
-    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Self::Domain, i32>;
-    fn domain_close(_domain: &mut Self::Domain) -> Result<(), i32> {
+    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Self::Domain>;
+    fn domain_close(_domain: &mut Self::Domain) -> Result<()> {
         Ok(())
     }
 
-    fn ctx_open(domain: &Self::Domain, args: &fi_xpu_prov_ctx_args) -> Result<Self::Ctx, i32>;
+    fn ctx_open(domain: &Self::Domain, args: &fi_xpu_prov_ctx_args) -> Result<Self::Ctx>;
     /// Also sizes the buffers of `av_lookup` and `mr_desc`: smaller ones are
     /// answered with `-FI_ETOOSMALL` before the provider is asked.
-    fn ctx_query(ctx: &Self::Ctx) -> Result<fi_xpu_ctx_info, i32>;
-    fn ctx_close(_ctx: &mut Self::Ctx) -> Result<(), i32> {
+    fn ctx_query(ctx: &Self::Ctx) -> Result<fi_xpu_ctx_info>;
+    fn ctx_close(_ctx: &mut Self::Ctx) -> Result<()> {
         Ok(())
     }
 
-    fn av_open(domain: &Self::Domain, attr: &fi_xpu_av_attr) -> Result<Self::Av, i32>;
+    fn av_open(domain: &Self::Domain, attr: &fi_xpu_av_attr) -> Result<Self::Av>;
     /// `addr` is `ADDRLEN` bytes; returns the new `fi_addr`.
-    fn av_insert(av: &Self::Av, addr: &[u8], flags: u64) -> Result<fi_addr_t, i32>;
-    fn av_remove(av: &Self::Av, fi_addr: fi_addr_t, flags: u64) -> Result<(), i32>;
+    fn av_insert(av: &Self::Av, addr: &[u8], flags: u64) -> Result<fi_addr_t>;
+    fn av_remove(av: &Self::Av, fi_addr: fi_addr_t, flags: u64) -> Result<()>;
     /// The raw address a kernel on `ctx` uses for `fi_addr`.
-    fn av_lookup(
-        av: &Self::Av,
-        fi_addr: fi_addr_t,
-        ctx: &Self::Ctx,
-        flags: u64,
-    ) -> Result<Vec<u8>, i32>;
-    fn av_close(_av: &mut Self::Av) -> Result<(), i32> {
+    fn av_lookup(av: &Self::Av, fi_addr: fi_addr_t, ctx: &Self::Ctx, flags: u64)
+        -> Result<Vec<u8>>;
+    fn av_close(_av: &mut Self::Av) -> Result<()> {
         Ok(())
     }
 
@@ -137,11 +134,11 @@ pub trait Provider: 'static {
         domain: &Self::Domain,
         ctx: Option<&Self::Ctx>,
         args: &fi_xpu_prov_mr_args,
-    ) -> Result<Self::Mr, i32>;
-    fn mr_key(mr: &Self::Mr) -> Result<u64, i32>;
+    ) -> Result<Self::Mr>;
+    fn mr_key(mr: &Self::Mr) -> Result<u64>;
     /// The raw descriptor a kernel on `ctx` passes as `desc`.
-    fn mr_desc(mr: &Self::Mr, ctx: &Self::Ctx, flags: u64) -> Result<Vec<u8>, i32>;
-    fn mr_close(_mr: &mut Self::Mr) -> Result<(), i32> {
+    fn mr_desc(mr: &Self::Mr, ctx: &Self::Ctx, flags: u64) -> Result<Vec<u8>>;
+    fn mr_close(_mr: &mut Self::Mr) -> Result<()> {
         Ok(())
     }
 
@@ -150,13 +147,13 @@ pub trait Provider: 'static {
         domain: &Self::Domain,
         ctx: Option<&Self::Ctx>,
         attr: &fi_xpu_cq_attr,
-    ) -> Result<Self::Cq, i32>;
+    ) -> Result<Self::Cq>;
     /// The device-visible address of the CQ's state (`fid_xpu.prov_ctx`).
-    fn cq_export(cq: &Self::Cq, flags: u64) -> Result<u64, i32>;
+    fn cq_export(cq: &Self::Cq, flags: u64) -> Result<u64>;
     /// Host CQs only: the number of entries read, `-FI_EAGAIN` when empty.
-    fn cq_host_read(cq: &Self::Cq, out: HostCqBuf<'_>) -> Result<usize, i32>;
-    fn cq_host_readerr(cq: &Self::Cq, out: &mut fi_cq_err_entry, flags: u64) -> Result<usize, i32>;
-    fn cq_close(_cq: &mut Self::Cq) -> Result<(), i32> {
+    fn cq_host_read(cq: &Self::Cq, out: HostCqBuf<'_>) -> Result<usize>;
+    fn cq_host_readerr(cq: &Self::Cq, out: &mut fi_cq_err_entry, flags: u64) -> Result<usize>;
+    fn cq_close(_cq: &mut Self::Cq) -> Result<()> {
         Ok(())
     }
 
@@ -165,48 +162,40 @@ pub trait Provider: 'static {
         domain: &Self::Domain,
         ctx: Option<&Self::Ctx>,
         attr: &fi_xpu_cntr_attr,
-    ) -> Result<Self::Cntr, i32>;
-    fn cntr_export(cntr: &Self::Cntr, flags: u64) -> Result<u64, i32>;
+    ) -> Result<Self::Cntr>;
+    fn cntr_export(cntr: &Self::Cntr, flags: u64) -> Result<u64>;
     /// Host counters only: (value, error count).
-    fn cntr_host_read(cntr: &Self::Cntr) -> Result<(u64, u64), i32>;
+    fn cntr_host_read(cntr: &Self::Cntr) -> Result<(u64, u64)>;
     /// `FI_XPU_CNTR_ADD` / `FI_XPU_CNTR_SET`, or-ed with `FI_XPU_CNTR_ERR`.
-    fn cntr_host_update(cntr: &Self::Cntr, how: u32, value: u64) -> Result<(), i32>;
-    fn cntr_close(_cntr: &mut Self::Cntr) -> Result<(), i32> {
+    fn cntr_host_update(cntr: &Self::Cntr, how: u32, value: u64) -> Result<()>;
+    fn cntr_close(_cntr: &mut Self::Cntr) -> Result<()> {
         Ok(())
     }
 
-    fn ep_open(
-        domain: &Self::Domain,
-        ctx: &Self::Ctx,
-        attr: &fi_xpu_ep_attr,
-    ) -> Result<Self::Ep, i32>;
+    fn ep_open(domain: &Self::Domain, ctx: &Self::Ctx, attr: &fi_xpu_ep_attr) -> Result<Self::Ep>;
     /// The core checked domain and context; the object stays open while bound.
-    fn ep_bind(ep: &Self::Ep, obj: Bind<'_, Self>, flags: u64) -> Result<(), i32>;
-    fn ep_enable(ep: &Self::Ep) -> Result<(), i32>;
+    fn ep_bind(ep: &Self::Ep, obj: Bind<'_, Self>, flags: u64) -> Result<()>;
+    fn ep_enable(ep: &Self::Ep) -> Result<()>;
     /// The endpoint's name, `ADDRLEN` bytes.
-    fn ep_getname(ep: &Self::Ep) -> Result<Vec<u8>, i32>;
-    fn ep_export(ep: &Self::Ep, flags: u64) -> Result<u64, i32>;
-    fn ep_close(_ep: &mut Self::Ep) -> Result<(), i32> {
+    fn ep_getname(ep: &Self::Ep) -> Result<Vec<u8>>;
+    fn ep_export(ep: &Self::Ep, flags: u64) -> Result<u64>;
+    fn ep_close(_ep: &mut Self::Ep) -> Result<()> {
         Ok(())
     }
 }
 
 /// A count-or-error from code that speaks the C convention.
-pub fn ssize(r: isize) -> Result<usize, i32> {
+pub fn ssize(r: isize) -> Result<usize> {
     if r < 0 {
-        Err(r as i32)
+        Err(Error::from_code(r.max(i32::MIN as isize) as i32))
     } else {
         Ok(r as usize)
     }
 }
 
 /// A status in the C convention (0 or a negative code) as a `Result`.
-pub fn status(r: i32) -> Result<(), i32> {
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(r)
-    }
+pub fn status(r: i32) -> Result<()> {
+    Error::check(r)
 }
 
 /// Locks `m` even if a panic poisoned it: the SDK turns a panic into

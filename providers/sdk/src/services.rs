@@ -4,6 +4,7 @@
 //! runs; until then logging is silent and memory services answer
 //! `-FI_ENOSYS`. A plugin links its own copy of this crate, so the table and
 //! the provider name are per plugin.
+use crate::{Error, Result};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -86,9 +87,9 @@ pub fn debug(msg: &str) {
 /// `FI_XPU_<PROVIDER>_<NAME>`, with its default (as text) and a one-line
 /// description, which `fi_xpu_info -e` lists. Define every parameter in
 /// `Provider::init`, before reading it with `param`.
-pub fn param_define(name: &str, default: &str, help: &str) -> Result<(), i32> {
-    let f = core().and_then(|c| c.param_define).ok_or(-FI_ENOSYS)?;
-    let text = |s: &str| CString::new(s).map_err(|_| -FI_EINVAL);
+pub fn param_define(name: &str, default: &str, help: &str) -> Result<()> {
+    let f = core().and_then(|c| c.param_define).ok_or(Error::NOSYS)?;
+    let text = |s: &str| CString::new(s).map_err(|_| Error::INVAL);
     let (name, default, help) = (text(name)?, text(default)?, text(help)?);
     // SAFETY: NAME is the provider's static name (stored with CORE); the
     // other strings are NUL-terminated locals that live for the call.
@@ -100,10 +101,7 @@ pub fn param_define(name: &str, default: &str, help: &str) -> Result<(), i32> {
             help.as_ptr(),
         )
     };
-    if r != 0 {
-        return Err(r);
-    }
-    Ok(())
+    Error::check(r)
 }
 
 /// The value of this provider's parameter `name` (defined with
@@ -155,8 +153,8 @@ pub struct Allocation {
 
 /// `fi_xpu_alloc` on the context `ctx`. The memory is not cleared: only
 /// the provider knows whether the host may write it.
-pub fn mem_alloc(ctx: CoreCtx, size: u64, alignment: u64, flags: u64) -> Result<Allocation, i32> {
-    let f = core().and_then(|c| c.mem_alloc).ok_or(-FI_ENOSYS)?;
+pub fn mem_alloc(ctx: CoreCtx, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
+    let f = core().and_then(|c| c.mem_alloc).ok_or(Error::NOSYS)?;
     let mut addr: *mut c_void = std::ptr::null_mut();
     let mut fd: i32 = -1;
     let mut offset = 0u64;
@@ -173,7 +171,7 @@ pub fn mem_alloc(ctx: CoreCtx, size: u64, alignment: u64, flags: u64) -> Result<
         )
     };
     if r != 0 {
-        return Err(r);
+        return Err(Error::from_code(r));
     }
     let fd = (flags & FI_XPU_ALLOC_DMABUF != 0 && fd >= 0).then(|| {
         // SAFETY: the core hands over ownership of the exported fd.
@@ -206,8 +204,8 @@ pub fn mem_import(
     offset: u64,
     size: u64,
     flags: u64,
-) -> Result<usize, i32> {
-    let f = core().and_then(|c| c.mem_import).ok_or(-FI_ENOSYS)?;
+) -> Result<usize> {
+    let f = core().and_then(|c| c.mem_import).ok_or(Error::NOSYS)?;
     let mut dev: *mut c_void = std::ptr::null_mut();
     // SAFETY: dev is a live local; the core validates ctx, flags and fd.
     let r = unsafe {
@@ -222,13 +220,13 @@ pub fn mem_import(
         )
     };
     if r != 0 {
-        return Err(r);
+        return Err(Error::from_code(r));
     }
     Ok(dev as usize)
 }
 
 /// Maps a DMA-BUF (a peer's memfd, a NIC's doorbell page) into the context.
-pub fn import_dmabuf(ctx: CoreCtx, fd: RawFd, offset: u64, size: u64) -> Result<usize, i32> {
+pub fn import_dmabuf(ctx: CoreCtx, fd: RawFd, offset: u64, size: u64) -> Result<usize> {
     mem_import(ctx, 0, fd, offset, size, FI_XPU_IMPORT_DMABUF)
 }
 
@@ -243,25 +241,25 @@ pub fn mem_unimport(ctx: CoreCtx, dev: usize) {
 /// Undoes an import whose owner is gone, keeping its address range mapped
 /// to private zero pages until the context closes (`fi_xpu_core.mem_retire`).
 /// `Err` when the context's backend cannot: the import is then still live.
-pub fn mem_retire(ctx: CoreCtx, dev: usize) -> Result<(), i32> {
-    let f = core().and_then(|c| c.mem_retire).ok_or(-FI_ENOSYS)?;
+pub fn mem_retire(ctx: CoreCtx, dev: usize) -> Result<()> {
+    let f = core().and_then(|c| c.mem_retire).ok_or(Error::NOSYS)?;
     // SAFETY: the core validates ctx and looks dev up among its imports.
     match unsafe { f(ctx.0, dev as *mut c_void) } {
         0 => Ok(()),
-        e => Err(e),
+        e => Err(Error::from_code(e)),
     }
 }
 
 /// A DMA-BUF fd (owned by the caller) and offset for application memory of
 /// `ctx`, to share it with a peer process or a NIC.
-pub fn mem_export(ctx: CoreCtx, addr: usize, size: u64) -> Result<(OwnedFd, u64), i32> {
-    let f = core().and_then(|c| c.mem_export).ok_or(-FI_ENOSYS)?;
+pub fn mem_export(ctx: CoreCtx, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
+    let f = core().and_then(|c| c.mem_export).ok_or(Error::NOSYS)?;
     let mut fd = -1;
     let mut off = 0u64;
     // SAFETY: out-pointers are live locals; the core validates the range.
     let r = unsafe { f(ctx.0, addr as *mut c_void, size, &mut fd, &mut off) };
     if r != 0 {
-        return Err(r);
+        return Err(Error::from_code(r));
     }
     // SAFETY: on success the core hands over ownership of the fd.
     Ok((unsafe { OwnedFd::from_raw_fd(fd) }, off))

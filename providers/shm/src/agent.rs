@@ -5,6 +5,7 @@
 //! receives matched to arrived messages) moves on while no kernel runs.
 //! Enabled by `FI_XPU_DOMAIN_HOST_PROGRESS` in the domain attributes or
 //! `FI_XPU_SHM_HOST_PROGRESS=1`; see fi_xpu_shm(7), PROGRESS.
+use fi_xpu_prov_sdk::{Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -33,13 +34,13 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn start() -> Result<Agent, i32> {
+    pub fn start() -> Result<Agent> {
         let shared = Arc::new(Shared::default());
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("fi_xpu-shm-agent".into())
             .spawn(move || run(&s))
-            .map_err(|_| -fi_xpu_abi::errno::FI_EAGAIN)?;
+            .map_err(|_| Error::AGAIN)?;
         Ok(Agent {
             shared,
             thread: Some(thread),

@@ -12,7 +12,7 @@
 use crate::core;
 use crate::domain::{ct_eq, Inner};
 use crate::wire::{self, Msg};
-use fi_xpu_abi::errno::*;
+use fi_xpu_prov_sdk::Error;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -126,7 +126,7 @@ impl Inner {
                     core::warn(&format!(
                         "refused a connection from uid {uid} (this process runs as uid {me})"
                     ));
-                    refuse(sock.as_raw_fd(), FI_EACCES);
+                    refuse(sock.as_raw_fd(), Error::ACCES);
                     continue;
                 }
                 Err(_) => continue,
@@ -139,7 +139,7 @@ impl Inner {
                     let h = hs.remove(i);
                     self.handshake_drop(h, "dropped: too many handshakes under way");
                 } else {
-                    refuse(sock.as_raw_fd(), FI_EAGAIN);
+                    refuse(sock.as_raw_fd(), Error::AGAIN);
                     continue;
                 }
             }
@@ -155,7 +155,7 @@ impl Inner {
     /// acts on it. `None`: the handshake ended (done or failed).
     fn handshake_step(&self, h: Handshake) -> Option<Handshake> {
         let m = match wire::recv_nowait(h.raw) {
-            Err(e) if e == libc::EAGAIN || e == libc::EINTR => return Some(h),
+            Err(e) if e == Error::AGAIN || e == Error::INTR => return Some(h),
             Ok(Some(m)) => m,
             Ok(None) | Err(_) => {
                 self.handshake_drop(h, "closed by the peer");
@@ -166,7 +166,7 @@ impl Inner {
             (Stage::Hello(sock), (m, _)) if m.kind == wire::HELLO => {
                 if !ct_eq(&m.secret, &self.secret) {
                     core::warn("refused a connection that did not present this endpoint's secret");
-                    refuse(h.raw, FI_EACCES);
+                    refuse(h.raw, Error::ACCES);
                     return None;
                 }
                 let raw = h.raw;
@@ -291,7 +291,7 @@ impl Inner {
                 _ => core::warn("ignored a malformed control message from a peer"),
             },
             Ok(None) => self.conn_lost(cid, gen),
-            Err(e) if e == libc::EAGAIN || e == libc::EINTR => {}
+            Err(e) if e == Error::AGAIN || e == Error::INTR => {}
             Err(_) => self.conn_lost(cid, gen),
         }
     }
@@ -305,6 +305,7 @@ fn pollin(fd: RawFd) -> libc::pollfd {
     }
 }
 
-fn refuse(raw: RawFd, code: i32) {
-    let _ = wire::send(raw, &Msg::new(wire::REFUSE, code as u64, 0, 0), None);
+/// Tells a peer why its connection is refused (the positive error number).
+fn refuse(raw: RawFd, why: Error) {
+    let _ = wire::send(raw, &Msg::new(wire::REFUSE, why.errno() as u64, 0, 0), None);
 }

@@ -5,7 +5,7 @@ use crate::core::{self, Ctx};
 use crate::layout::*;
 use crate::sealed;
 use crate::wire::{self, Msg};
-use fi_xpu_abi::errno::*;
+use fi_xpu_prov_sdk::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::mem::offset_of;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -47,12 +47,12 @@ impl Addr {
     }
 
     /// Parses an address the application got from somewhere else.
-    pub fn decode(b: &[u8]) -> Result<Addr, i32> {
+    pub fn decode(b: &[u8]) -> Result<Addr> {
         if b.len() < ADDR_LEN
             || u32::from_le_bytes(b[0..4].try_into().unwrap()) != ADDR_MAGIC
             || u16::from_le_bytes(b[4..6].try_into().unwrap()) != ADDR_VERSION
         {
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         }
         let u32at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let mut a = Addr {
@@ -66,7 +66,7 @@ impl Addr {
         a.boot_id.copy_from_slice(&b[8..24]);
         a.secret.copy_from_slice(&b[40..56]);
         if a.ep_region as usize >= MAX_REGIONS || a.ep_region == 0 {
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         }
         Ok(a)
     }
@@ -80,14 +80,14 @@ fn socket_name(pid: u32, nonce: u64) -> String {
     format!("fi_xpu_shm.{pid}.{nonce:016x}")
 }
 
-pub fn random_bytes(out: &mut [u8]) -> Result<(), i32> {
+pub fn random_bytes(out: &mut [u8]) -> Result<()> {
     use fi_xpu_os::rustix::{io::Errno, rand};
     let mut got = 0;
     while got < out.len() {
         match rand::getrandom(&mut out[got..], rand::GetRandomFlags::empty()) {
             Ok(n) => got += n,
             Err(Errno::INTR) => {}
-            Err(_) => return Err(-FI_EIO),
+            Err(_) => return Err(Error::IO),
         }
     }
     Ok(())
@@ -323,7 +323,7 @@ pub struct Domain {
 }
 
 impl Domain {
-    pub fn open(host_progress: bool) -> Result<Domain, i32> {
+    pub fn open(host_progress: bool) -> Result<Domain> {
         let agent = if host_progress {
             Some(crate::agent::Agent::start()?)
         } else {
@@ -338,9 +338,9 @@ impl Domain {
         let pid = std::process::id();
         let listener = wire::listen(&socket_name(pid, nonce)).map_err(|e| {
             core::warn(&format!("cannot listen on the control socket: errno {e}"));
-            -FI_EADDRINUSE
+            Error::ADDRINUSE
         })?;
-        let wake = fi_xpu_os::wake::eventfd().map_err(|_| -FI_EMFILE)?;
+        let wake = fi_xpu_os::wake::eventfd().map_err(|_| Error::MFILE)?;
         let inner = Arc::new(Inner {
             nonce,
             secret,
@@ -367,7 +367,7 @@ impl Domain {
         let thread = std::thread::Builder::new()
             .name("fi_xpu_shm".into())
             .spawn(move || i2.control_loop())
-            .map_err(|_| -FI_ENOMEM)?;
+            .map_err(|_| Error::NOMEM)?;
         Ok(Domain {
             inner,
             thread: Some(thread),
@@ -424,13 +424,13 @@ impl Inner {
         fd: OwnedFd,
         offset: u64,
         size: u64,
-    ) -> Result<u32, i32> {
+    ) -> Result<u32> {
         let Some(id) = (1..MAX_REGIONS as u32).find(|i| !st.regions.contains_key(i)) else {
             core::warn(&format!(
                 "all {} shareable regions of the domain are in use",
                 MAX_REGIONS - 1
             ));
-            return Err(-FI_ENOSPC);
+            return Err(Error::NOSPC);
         };
         if let Err(e) = sealed::seal(fd.as_fd()) {
             core::warn("cannot seal memory against resizing; peers would refuse it");
@@ -495,9 +495,9 @@ impl Inner {
 
     /// Creates the map of connection `cid` in context `ctx_id`, importing
     /// every region the peer has shared so far.
-    fn add_map(st: &mut State, ctx_id: u64, cid: u32) -> Result<(), i32> {
+    fn add_map(st: &mut State, ctx_id: u64, cid: u32) -> Result<()> {
         let (core, dev) = {
-            let c = st.ctxs.get(&ctx_id).ok_or(-FI_EINVAL)?;
+            let c = st.ctxs.get(&ctx_id).ok_or(Error::INVAL)?;
             (c.core(), c.dev)
         };
         // A reused id keeps its map: raw addresses of the departed peer
@@ -524,7 +524,7 @@ impl Inner {
             None => core::alloc(core, std::mem::size_of::<PeerMap>() as u64, false)?.0,
         };
         let nonce = Self::attested_nonce(st, cid);
-        let conn = st.conns.get_mut(&cid).ok_or(-FI_EINVAL)?;
+        let conn = st.conns.get_mut(&cid).ok_or(Error::INVAL)?;
         // SAFETY: `map` is a live PeerMap of this context (kept, or just
         // allocated at its size); the offsets are its fields.
         unsafe {
@@ -576,7 +576,7 @@ impl Inner {
         if let Err(e) = sealed::check(fd.as_fd(), off, size) {
             core::warn(&format!(
                 "refused peer region {rid}: its descriptor {} (error {e})",
-                if e == -FI_EPERM {
+                if e == Error::PERM {
                     "can shrink under the mapping"
                 } else {
                     "does not cover the range it announced"
@@ -754,9 +754,9 @@ impl Inner {
         lost
     }
 
-    pub(crate) fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32, i32> {
+    pub(crate) fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32> {
         Self::reap(st);
-        let pid = wire::peer_cred(&sock).map_err(|e| -e)?.1;
+        let pid = wire::peer_cred(&sock)?.1;
         let mut k = [0u8; 16];
         random_bytes(&mut k)?;
         let rx_key = [
@@ -767,7 +767,7 @@ impl Inner {
             core::warn(&format!(
                 "connection limit ({MAX_CONNS} live connections per domain) reached"
             ));
-            return Err(-FI_ENOSPC);
+            return Err(Error::NOSPC);
         };
         // A departed peer's id is reused: its imports were retired when it
         // left (mark_lost); its maps are cleared and reused (add_map).
@@ -808,7 +808,7 @@ impl Inner {
         Ok(cid)
     }
 
-    pub(crate) fn send_regions(st: &State, sock: RawFd) -> Result<(), i32> {
+    pub(crate) fn send_regions(st: &State, sock: RawFd) -> Result<()> {
         for (id, r) in st.regions.iter() {
             wire::send(
                 sock,
@@ -820,29 +820,29 @@ impl Inner {
     }
 
     /// Reads REGION records until DONE during a handshake.
-    fn recv_regions(&self, cid: u32, gen: u64, sock: RawFd) -> Result<(), i32> {
+    fn recv_regions(&self, cid: u32, gen: u64, sock: RawFd) -> Result<()> {
         loop {
             match wire::recv(sock)? {
-                None => return Err(FI_ECONNRESET),
+                None => return Err(Error::CONNRESET),
                 Some((m, _)) if m.kind == wire::DONE => return Ok(()),
                 Some((m, Some(fd))) if m.kind == wire::REGION => {
                     let mut st = self.lock();
                     Self::peer_region(&mut st, cid, gen, m.a as u32, fd, m.c, m.b);
                 }
-                Some(_) => return Err(FI_EIO),
+                Some(_) => return Err(Error::IO),
             }
         }
     }
 
     /// Connects to the domain that owns `addr`, or reuses a live connection
     /// to it.
-    pub fn connect(&self, addr: &Addr) -> Result<ConnRef, i32> {
+    pub fn connect(&self, addr: &Addr) -> Result<ConnRef> {
         if !ct_eq(&addr.boot_id, &self.boot_id) {
             core::warn(&format!(
                 "address of pid {} is on another node (boot id differs); shm reaches peers on this node only",
                 addr.pid
             ));
-            return Err(-FI_EHOSTUNREACH);
+            return Err(Error::HOSTUNREACH);
         }
         {
             let st = self.lock();
@@ -856,7 +856,7 @@ impl Inner {
                         "address of pid {} carries the wrong secret; refused",
                         addr.pid
                     ));
-                    return Err(-FI_EACCES);
+                    return Err(Error::ACCES);
                 }
                 return Ok(ConnRef {
                     cid: *cid,
@@ -872,35 +872,35 @@ impl Inner {
                 "cannot reach pid {} (errno {e}): the peer endpoint is gone",
                 addr.pid
             ));
-            -FI_ECONNREFUSED
+            Error::CONNREFUSED
         })?;
         wire::set_timeout(&sock, 10);
         let me = fi_xpu_os::rustix::process::getuid().as_raw();
-        let uid = wire::peer_uid(&sock).map_err(|e| -e)?;
+        let uid = wire::peer_uid(&sock)?;
         if uid != me {
             core::warn(&format!(
                 "refusing peer pid {}: it runs as uid {uid}, this process as uid {me}",
                 addr.pid
             ));
-            return Err(-FI_EACCES);
+            return Err(Error::ACCES);
         }
         let mut hello = Msg::new(wire::HELLO, self.nonce, 0, 0);
         hello.secret = addr.secret;
-        wire::send(sock.as_raw_fd(), &hello, None).map_err(|e| -e)?;
-        let welcome = match wire::recv(sock.as_raw_fd()).map_err(|e| -e)? {
+        wire::send(sock.as_raw_fd(), &hello, None)?;
+        let welcome = match wire::recv(sock.as_raw_fd())? {
             Some((m, _)) if m.kind == wire::WELCOME => m,
             Some((m, _)) if m.kind == wire::REFUSE => {
-                let code = (m.a as i32).clamp(1, 4096);
+                let code = Error::new((m.a as i32).clamp(1, 4096));
                 core::warn(&format!(
-                    "peer pid {} refused the connection: code {code}",
+                    "peer pid {} refused the connection: {code}",
                     addr.pid
                 ));
-                return Err(-code);
+                return Err(code);
             }
-            _ => return Err(-FI_ECONNRESET),
+            _ => return Err(Error::CONNRESET),
         };
         if welcome.b != addr.nonce {
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         }
         let raw = sock.as_raw_fd();
         let (cid, gen) = {
@@ -922,7 +922,7 @@ impl Inner {
                 Self::mark_lost(&mut st, cid, gen);
                 drop(st);
                 self.poke();
-                return Err(-e);
+                return Err(e);
             }
             // From here on what this domain shares goes to the peer too:
             // it follows the snapshot on the socket.
@@ -934,11 +934,11 @@ impl Inner {
         self.poke();
         if let Err(e) = self.recv_regions(cid, gen, raw) {
             self.conn_lost(cid, gen);
-            return Err(-e);
+            return Err(e);
         }
         let mut st = self.lock();
         let Some(c) = Self::live_conn(&mut st, cid, gen) else {
-            return Err(-FI_ECONNRESET);
+            return Err(Error::CONNRESET);
         };
         c.ready = true;
         let r = ConnRef {
@@ -1075,11 +1075,11 @@ mod tests {
         assert_eq!(Addr::decode(&a.encode()), Ok(a));
         let mut b = a.encode();
         b[0] ^= 0xff;
-        assert_eq!(Addr::decode(&b), Err(-FI_EINVAL));
+        assert_eq!(Addr::decode(&b), Err(Error::INVAL));
         let mut z = a;
         z.ep_region = 0;
-        assert_eq!(Addr::decode(&z.encode()), Err(-FI_EINVAL));
-        assert_eq!(Addr::decode(&a.encode()[..10]), Err(-FI_EINVAL));
+        assert_eq!(Addr::decode(&z.encode()), Err(Error::INVAL));
+        assert_eq!(Addr::decode(&a.encode()[..10]), Err(Error::INVAL));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //!
 //! This file maps the plugin ABI, through the provider SDK, onto the safe
 //! code in the other modules.
+use fi_xpu_prov_sdk::{Error, Result};
 mod agent;
 mod control;
 mod core;
@@ -17,10 +18,9 @@ mod table;
 mod wire;
 
 use domain::{Domain, ADDR_LEN};
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use fi_xpu_prov_sdk::services::CoreCtx;
-use fi_xpu_prov_sdk::{lock, ssize, status, Bind, HostCqBuf, Provider};
+use fi_xpu_prov_sdk::{lock, Bind, HostCqBuf, Provider};
 use objects::{Av, Counter, Cq, Ep, Mr, XpuCtx};
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
@@ -45,22 +45,22 @@ impl Provider for Shm {
     type Cntr = Counter;
     type Ep = Mutex<Ep>;
 
-    fn init() -> Result<(), i32> {
+    fn init() -> Result<()> {
         for (name, default, help) in objects::PARAMS {
             fi_xpu_prov_sdk::services::param_define(name, default, help)?;
         }
         Ok(())
     }
 
-    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Domain, i32> {
+    fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Domain> {
         Domain::open(attr.flags & FI_XPU_DOMAIN_HOST_PROGRESS != 0 || objects::host_progress())
     }
 
-    fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<Arc<XpuCtx>, i32> {
+    fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<Arc<XpuCtx>> {
         XpuCtx::open(&d.inner, CoreCtx::of(args)).map(Arc::new)
     }
 
-    fn ctx_query(_ctx: &Arc<XpuCtx>) -> Result<fi_xpu_ctx_info, i32> {
+    fn ctx_query(_ctx: &Arc<XpuCtx>) -> Result<fi_xpu_ctx_info> {
         Ok(fi_xpu_ctx_info {
             caps: Self::CAPS,
             av_addr_size: 8,
@@ -71,11 +71,11 @@ impl Provider for Shm {
         })
     }
 
-    fn ctx_close(c: &mut Arc<XpuCtx>) -> Result<(), i32> {
-        status(c.close())
+    fn ctx_close(c: &mut Arc<XpuCtx>) -> Result<()> {
+        c.close()
     }
 
-    fn av_open(d: &Domain, _attr: &fi_xpu_av_attr) -> Result<Arc<Av>, i32> {
+    fn av_open(d: &Domain, _attr: &fi_xpu_av_attr) -> Result<Arc<Av>> {
         Ok(Arc::new(Av {
             dom: d.inner.clone(),
             id: d.inner.next_obj(),
@@ -84,97 +84,88 @@ impl Provider for Shm {
         }))
     }
 
-    fn av_insert(av: &Arc<Av>, addr: &[u8], _flags: u64) -> Result<fi_addr_t, i32> {
+    fn av_insert(av: &Arc<Av>, addr: &[u8], _flags: u64) -> Result<fi_addr_t> {
         av.insert(addr)
     }
 
-    fn av_remove(av: &Arc<Av>, fi_addr: fi_addr_t, _flags: u64) -> Result<(), i32> {
-        status(av.remove(fi_addr))
+    fn av_remove(av: &Arc<Av>, fi_addr: fi_addr_t, _flags: u64) -> Result<()> {
+        av.remove(fi_addr)
     }
 
-    fn av_lookup(
-        av: &Arc<Av>,
-        fi_addr: fi_addr_t,
-        c: &Arc<XpuCtx>,
-        _f: u64,
-    ) -> Result<Vec<u8>, i32> {
+    fn av_lookup(av: &Arc<Av>, fi_addr: fi_addr_t, c: &Arc<XpuCtx>, _f: u64) -> Result<Vec<u8>> {
         Ok(av.lookup(fi_addr, c)?.to_ne_bytes().to_vec())
     }
 
-    fn av_close(av: &mut Arc<Av>) -> Result<(), i32> {
+    fn av_close(av: &mut Arc<Av>) -> Result<()> {
         av.close();
         Ok(())
     }
 
-    fn mr_reg(d: &Domain, c: Option<&Arc<XpuCtx>>, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
+    fn mr_reg(d: &Domain, c: Option<&Arc<XpuCtx>>, args: &fi_xpu_prov_mr_args) -> Result<Mr> {
         let Some(c) = c else {
             core::warn("fi_xpu_mr_reg: shm needs the XPU context the memory was allocated on");
-            return Err(-FI_EOPNOTSUPP);
+            return Err(Error::OPNOTSUPP);
         };
         Mr::reg(&d.inner, c, args)
     }
 
-    fn mr_key(mr: &Mr) -> Result<u64, i32> {
+    fn mr_key(mr: &Mr) -> Result<u64> {
         Ok(mr.key)
     }
 
-    fn mr_desc(mr: &Mr, _ctx: &Arc<XpuCtx>, _flags: u64) -> Result<Vec<u8>, i32> {
+    fn mr_desc(mr: &Mr, _ctx: &Arc<XpuCtx>, _flags: u64) -> Result<Vec<u8>> {
         Ok(mr.desc().iter().flat_map(|w| w.to_ne_bytes()).collect())
     }
 
-    fn mr_close(mr: &mut Mr) -> Result<(), i32> {
+    fn mr_close(mr: &mut Mr) -> Result<()> {
         mr.close();
         Ok(())
     }
 
-    fn cq_open(
-        _d: &Domain,
-        c: Option<&Arc<XpuCtx>>,
-        attr: &fi_xpu_cq_attr,
-    ) -> Result<Arc<Cq>, i32> {
+    fn cq_open(_d: &Domain, c: Option<&Arc<XpuCtx>>, attr: &fi_xpu_cq_attr) -> Result<Arc<Cq>> {
         Cq::open(c, attr).map(Arc::new)
     }
 
-    fn cq_export(cq: &Arc<Cq>, _flags: u64) -> Result<u64, i32> {
+    fn cq_export(cq: &Arc<Cq>, _flags: u64) -> Result<u64> {
         Ok(cq.dev as u64)
     }
 
-    fn cq_host_read(cq: &Arc<Cq>, mut out: HostCqBuf<'_>) -> Result<usize, i32> {
+    fn cq_host_read(cq: &Arc<Cq>, mut out: HostCqBuf<'_>) -> Result<usize> {
         let (n, src) = (out.count(), out.src());
         // SAFETY: `out` holds `n` entries in this CQ's format and `src` is
         // NULL or has `n` slots (HostCqBuf's contract).
-        ssize(unsafe { cq.host_read(out.as_mut_ptr(), n, src) })
+        unsafe { cq.host_read(out.as_mut_ptr(), n, src) }
     }
 
-    fn cq_host_readerr(cq: &Arc<Cq>, e: &mut fi_cq_err_entry, _flags: u64) -> Result<usize, i32> {
-        ssize(cq.host_readerr(e))
+    fn cq_host_readerr(cq: &Arc<Cq>, e: &mut fi_cq_err_entry, _flags: u64) -> Result<usize> {
+        cq.host_readerr(e)
     }
 
     fn cntr_open(
         _d: &Domain,
         c: Option<&Arc<XpuCtx>>,
         _attr: &fi_xpu_cntr_attr,
-    ) -> Result<Counter, i32> {
+    ) -> Result<Counter> {
         Counter::open(c)
     }
 
-    fn cntr_export(c: &Counter, _flags: u64) -> Result<u64, i32> {
+    fn cntr_export(c: &Counter, _flags: u64) -> Result<u64> {
         Ok(c.dev as u64)
     }
 
-    fn cntr_host_read(c: &Counter) -> Result<(u64, u64), i32> {
+    fn cntr_host_read(c: &Counter) -> Result<(u64, u64)> {
         Ok(c.read())
     }
 
-    fn cntr_host_update(c: &Counter, how: u32, value: u64) -> Result<(), i32> {
-        status(c.update(how, value))
+    fn cntr_host_update(c: &Counter, how: u32, value: u64) -> Result<()> {
+        c.update(how, value)
     }
 
-    fn ep_open(_d: &Domain, c: &Arc<XpuCtx>, attr: &fi_xpu_ep_attr) -> Result<Mutex<Ep>, i32> {
+    fn ep_open(_d: &Domain, c: &Arc<XpuCtx>, attr: &fi_xpu_ep_attr) -> Result<Mutex<Ep>> {
         Ep::open(c, attr.caps).map(Mutex::new)
     }
 
-    fn ep_bind(e: &Mutex<Ep>, obj: Bind<'_, Self>, flags: u64) -> Result<(), i32> {
+    fn ep_bind(e: &Mutex<Ep>, obj: Bind<'_, Self>, flags: u64) -> Result<()> {
         let mut e = lock(e);
         match obj {
             Bind::Av(av) => {
@@ -186,7 +177,7 @@ impl Provider for Shm {
         }
     }
 
-    fn ep_enable(e: &Mutex<Ep>) -> Result<(), i32> {
+    fn ep_enable(e: &Mutex<Ep>) -> Result<()> {
         let mut e = lock(e);
         e.enabled = true;
         if let Some(a) = &e.ctx.dom.agent {
@@ -195,15 +186,15 @@ impl Provider for Shm {
         Ok(())
     }
 
-    fn ep_getname(e: &Mutex<Ep>) -> Result<Vec<u8>, i32> {
+    fn ep_getname(e: &Mutex<Ep>) -> Result<Vec<u8>> {
         Ok(lock(e).name().to_vec())
     }
 
-    fn ep_export(e: &Mutex<Ep>, _flags: u64) -> Result<u64, i32> {
+    fn ep_export(e: &Mutex<Ep>, _flags: u64) -> Result<u64> {
         Ok(lock(e).dev as u64)
     }
 
-    fn ep_close(e: &mut Mutex<Ep>) -> Result<(), i32> {
+    fn ep_close(e: &mut Mutex<Ep>) -> Result<()> {
         e.get_mut().unwrap_or_else(|p| p.into_inner()).close();
         Ok(())
     }

@@ -7,6 +7,7 @@ use crate::table::Table;
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
+use fi_xpu_prov_sdk::{Error, Result};
 use std::collections::HashMap;
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,11 +66,11 @@ pub struct XpuCtx {
 }
 
 impl XpuCtx {
-    pub fn open(dom: &Arc<Inner>, core_ctx: Ctx) -> Result<XpuCtx, i32> {
+    pub fn open(dom: &Arc<Inner>, core_ctx: Ctx) -> Result<XpuCtx> {
         let size = heap_size();
         // The registration table (and its header), which peers only read.
         let table = Table::new(64 + (MR_SLOTS * size_of::<MrEntry>()) as u64)?;
-        let table_fd = table.fd().try_clone_to_owned().map_err(|_| -FI_EMFILE)?;
+        let table_fd = table.fd().try_clone_to_owned().map_err(|_| Error::MFILE)?;
         // SAFETY: the table is a fresh writable mapping of at least 64 bytes.
         unsafe {
             let h = table.addr() as *mut HeapHdr;
@@ -79,7 +80,7 @@ impl XpuCtx {
             (*h).magic = HEAP_MAGIC;
         }
         let (heap, fd) = core::alloc(core_ctx, size, true)?;
-        let fd = fd.ok_or(-FI_EOPNOTSUPP)?;
+        let fd = fd.ok_or(Error::OPNOTSUPP)?;
         // The context's root, then its table of raw peer addresses.
         let dev_size = size_of::<CtxDev>() + PEER_ADDRS * size_of::<PeerAddr>();
         let (dev, _) = match core::alloc(core_ctx, dev_size as u64, false) {
@@ -154,25 +155,23 @@ impl XpuCtx {
         })
     }
 
-    pub fn close(&self) -> i32 {
+    pub fn close(&self) -> Result<()> {
         let mut st = self.dom.lock();
-        let Some(c) = self.dom.remove_ctx(&mut st, self.id) else {
-            return -FI_EINVAL;
-        };
+        let c = self.dom.remove_ctx(&mut st, self.id).ok_or(Error::INVAL)?;
         self.dom.unshare_region(&mut st, c.heap_region);
         self.dom.unshare_region(&mut st, c.table_region);
         core::free(c.core(), c.dev);
         core::free(c.core(), c.heap);
-        0
+        Ok(())
     }
 
     /// Carves `size` bytes out of the shared heap; returns (address, offset).
-    pub fn heap_alloc(&self, size: u64) -> Result<(usize, u64), i32> {
+    pub fn heap_alloc(&self, size: u64) -> Result<(usize, u64)> {
         let mut st = self.dom.lock();
-        let c = st.ctxs.get_mut(&self.id).ok_or(-FI_EINVAL)?;
+        let c = st.ctxs.get_mut(&self.id).ok_or(Error::INVAL)?;
         let off = c.heap_alloc.alloc(size).ok_or_else(|| {
             core::warn("context heap exhausted; raise FI_XPU_SHM_HEAP_SIZE");
-            -FI_ENOMEM
+            Error::NOMEM
         })?;
         let a = c.heap + off as usize;
         // SAFETY: [a, a+size) lies inside the heap and was free.
@@ -182,7 +181,7 @@ impl XpuCtx {
 
     /// Device memory of this context that no peer can map: what the owner
     /// follows pointers through lives here, out of other processes' reach.
-    pub fn local_alloc(&self, size: u64) -> Result<usize, i32> {
+    pub fn local_alloc(&self, size: u64) -> Result<usize> {
         core::alloc(self.core, size, false).map(|(a, _)| a)
     }
 
@@ -259,7 +258,7 @@ pub struct Cq {
 }
 
 impl Cq {
-    pub fn open(ctx: Option<&Arc<XpuCtx>>, attr: &fi_xpu_cq_attr) -> Result<Cq, i32> {
+    pub fn open(ctx: Option<&Arc<XpuCtx>>, attr: &fi_xpu_cq_attr) -> Result<Cq> {
         let size = if attr.size == 0 {
             1024
         } else {
@@ -335,13 +334,13 @@ impl Cq {
 
     /// Heap offset of the ring peers push remote completions into,
     /// created on first use (device CQs only).
-    pub fn remote_ring(&self) -> Result<u64, i32> {
+    pub fn remote_ring(&self) -> Result<u64> {
         let mut g = self.remote.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((off, _)) = *g {
             return Ok(off);
         }
         let Some(c) = &self.ctx else {
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         };
         let bytes = CQ_RING_HDR + self.size * size_of::<Cqe>() as u64;
         let (r, off) = c.heap_alloc(bytes)?;
@@ -455,7 +454,7 @@ impl Cq {
     /// # Safety
     /// `buf` has room for `count` entries of the CQ's format and `src` is
     /// NULL or has `count` slots (what the SDK's `HostCqBuf` describes).
-    pub unsafe fn host_read(&self, buf: *mut u8, count: usize, src: *mut u64) -> isize {
+    pub unsafe fn host_read(&self, buf: *mut u8, count: usize, src: *mut u64) -> Result<usize> {
         let esz = match self.format {
             FI_CQ_FORMAT_CONTEXT => 8,
             FI_CQ_FORMAT_MSG => 24,
@@ -469,7 +468,7 @@ impl Cq {
             let Some((tail, e)) = self.peek() else { break };
             if e.is_err != 0 {
                 if n == 0 {
-                    return -FI_EAVAIL as isize;
+                    return Err(Error::AVAIL);
                 }
                 break;
             }
@@ -485,13 +484,13 @@ impl Cq {
             n += 1;
         }
         if n == 0 {
-            -FI_EAGAIN as isize
+            Err(Error::AGAIN)
         } else {
-            n as isize
+            Ok(n)
         }
     }
 
-    pub fn host_readerr(&self, out: &mut fi_cq_err_entry) -> isize {
+    pub fn host_readerr(&self, out: &mut fi_cq_err_entry) -> Result<usize> {
         let _g = self.read_guard();
         self.report_overrun();
         match self.peek() {
@@ -510,20 +509,20 @@ impl Cq {
                     err_data_size: 0,
                 };
                 self.consume(tail);
-                1
+                Ok(1)
             }
-            _ => -FI_EAGAIN as isize,
+            _ => Err(Error::AGAIN),
         }
     }
 
     /// Adds an endpoint whose progress runs when this CQ is read.
-    pub fn add_progress(&self, ep_dev: usize) -> Result<(), i32> {
+    pub fn add_progress(&self, ep_dev: usize) -> Result<()> {
         let list = self.progress_list();
         if list.contains(&(ep_dev as u64)) {
             return Ok(());
         }
         if list.len() >= MAX_PROGRESS {
-            return Err(-FI_ENOSPC);
+            return Err(Error::NOSPC);
         }
         let n = list.len();
         // SAFETY: the CqDev's count and its list of MAX_PROGRESS words
@@ -614,7 +613,7 @@ pub struct Counter {
 }
 
 impl Counter {
-    pub fn open(ctx: Option<&Arc<XpuCtx>>) -> Result<Counter, i32> {
+    pub fn open(ctx: Option<&Arc<XpuCtx>>) -> Result<Counter> {
         let sz = size_of::<Cntr>() as u64;
         let live = fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE);
         let k = match ctx {
@@ -688,16 +687,16 @@ impl Counter {
         )
     }
 
-    pub fn update(&self, how: u32, v: u64) -> i32 {
+    pub fn update(&self, how: u32, v: u64) -> Result<()> {
         let w = self.word(how & FI_XPU_CNTR_ERR != 0);
         match how & !FI_XPU_CNTR_ERR {
             FI_XPU_CNTR_ADD => {
                 w.fetch_add(v, Ordering::AcqRel);
             }
             FI_XPU_CNTR_SET => w.store(v, Ordering::Release),
-            _ => return -FI_EINVAL,
+            _ => return Err(Error::INVAL),
         }
-        0
+        Ok(())
     }
 }
 
@@ -723,13 +722,13 @@ pub struct Av {
 }
 
 impl Av {
-    pub fn insert(&self, raw: &[u8]) -> Result<u64, i32> {
+    pub fn insert(&self, raw: &[u8]) -> Result<u64> {
         let addr = Addr::decode(raw)?;
         let conn = self.dom.connect(&addr)?;
         let mut e = self.entries.lock().unwrap();
         let idx = e.len();
         if idx >= AV_TAB_CAP {
-            return Err(-FI_ENOSPC);
+            return Err(Error::NOSPC);
         }
         e.push(Some(AvEntry { addr, conn }));
         for &t in self.tables.lock().unwrap().iter() {
@@ -738,7 +737,7 @@ impl Av {
         Ok(idx as u64)
     }
 
-    pub fn remove(&self, fi_addr: u64) -> i32 {
+    pub fn remove(&self, fi_addr: u64) -> Result<()> {
         let mut e = self.entries.lock().unwrap();
         match e.get_mut(fi_addr as usize) {
             Some(slot @ Some(_)) => {
@@ -746,33 +745,33 @@ impl Av {
                 for &t in self.tables.lock().unwrap().iter() {
                     write_av_ent(t, fi_addr as usize, 0, u64::MAX);
                 }
-                0
+                Ok(())
             }
-            _ => -FI_EINVAL,
+            _ => Err(Error::INVAL),
         }
     }
 
     /// The raw address (pointer to a `PeerAddr` in `ctx`'s memory).
-    pub fn lookup(&self, fi_addr: u64, ctx: &XpuCtx) -> Result<u64, i32> {
+    pub fn lookup(&self, fi_addr: u64, ctx: &XpuCtx) -> Result<u64> {
         let e = self.entries.lock().unwrap();
         let ent = e
             .get(fi_addr as usize)
             .and_then(|x| x.as_ref())
-            .ok_or(-FI_EINVAL)?;
+            .ok_or(Error::INVAL)?;
         let mut st = self.dom.lock();
-        let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
+        let c = st.ctxs.get_mut(&ctx.id).ok_or(Error::INVAL)?;
         if let Some(p) = c.peer_addrs.get(&(self.id, fi_addr)) {
             return Ok(*p as u64);
         }
         // The peer left and its connection id went to another one since.
         if st.conns.get(&ent.conn.cid).map(|x| x.gen) != Some(ent.conn.gen) {
-            return Err(-FI_ECONNRESET);
+            return Err(Error::CONNRESET);
         }
-        let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
-        let map = *c.maps.get(&ent.conn.cid).ok_or(-FI_ENOTCONN)?;
+        let c = st.ctxs.get_mut(&ctx.id).ok_or(Error::INVAL)?;
+        let map = *c.maps.get(&ent.conn.cid).ok_or(Error::NOTCONN)?;
         let slot = c.peer_slots.take().ok_or_else(|| {
             core::warn("context's table of raw peer addresses is full");
-            -FI_ENOSPC
+            Error::NOSPC
         })?;
         let p = c.dev + size_of::<CtxDev>() + slot * size_of::<PeerAddr>();
         // SAFETY: a free slot of the context's table, zeroed when freed.
@@ -833,14 +832,14 @@ pub struct Mr {
 }
 
 impl Mr {
-    pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr, i32> {
+    pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr> {
         const RULE: &str = "fi_xpu_mr_reg: shm registers only memory its context can export as an fd (from fi_xpu_alloc or fi_xpu_import on that context)";
         let (fd, off) = core::export(ctx.core, args.buf as usize, args.len as u64)
             .inspect_err(|_| core::warn(RULE))?;
         let slot = {
             let mut st = dom.lock();
-            let c = st.ctxs.get_mut(&ctx.id).ok_or(-FI_EINVAL)?;
-            c.mr_slots.take().ok_or(-FI_ENOSPC)?
+            let c = st.ctxs.get_mut(&ctx.id).ok_or(Error::INVAL)?;
+            c.mr_slots.take().ok_or(Error::NOSPC)?
         };
         let st = dom.lock();
         let region = match dom.share_region(st, fd, off, args.len as u64) {
@@ -854,7 +853,7 @@ impl Mr {
         };
         let mut st = dom.lock();
         let gen = Inner::next_gen(&mut st);
-        let c = st.ctxs.get(&ctx.id).ok_or(-FI_EINVAL)?;
+        let c = st.ctxs.get(&ctx.id).ok_or(Error::INVAL)?;
         let key = ((c.table_region as u64) << 48) | ((slot as u64) << 32) | gen as u64;
         let e = c.table.addr() + 64 + slot * size_of::<MrEntry>();
         // SAFETY: slot `slot` of the context's live registration table
@@ -908,7 +907,7 @@ pub struct Ep {
 }
 
 impl Ep {
-    pub fn open(ctx: &Arc<XpuCtx>, caps: u64) -> Result<Ep, i32> {
+    pub fn open(ctx: &Arc<XpuCtx>, caps: u64) -> Result<Ep> {
         let c = ctx;
         // The staging lanes follow the inbox: peers find them at a fixed offset
         // from the block, in the heap they already map.
@@ -987,10 +986,10 @@ impl Ep {
         self.av = Some(av.clone());
     }
 
-    pub fn bind_cq(&mut self, cq: &Arc<Cq>, flags: u64) -> Result<(), i32> {
+    pub fn bind_cq(&mut self, cq: &Arc<Cq>, flags: u64) -> Result<()> {
         let q = cq;
         if !q.is_host() && q.ctx_id != self.ctx.id {
-            return Err(-FI_EINVAL);
+            return Err(Error::INVAL);
         }
         // Only a CQ bound for receive takes remote events (remote CQ data).
         let remote = match flags & FI_RECV != 0 && !q.is_host() {
@@ -1015,7 +1014,7 @@ impl Ep {
         Ok(())
     }
 
-    pub fn bind_cntr(&mut self, c: &Counter, flags: u64) -> Result<(), i32> {
+    pub fn bind_cntr(&mut self, c: &Counter, flags: u64) -> Result<()> {
         let pairs = [
             (FI_SEND, CNTR_SEND),
             (FI_RECV, CNTR_RECV),
@@ -1026,7 +1025,7 @@ impl Ep {
         ];
         if c.is_host() && flags & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
             core::warn("a host counter cannot count remote accesses: peers cannot reach it");
-            return Err(-FI_EOPNOTSUPP);
+            return Err(Error::OPNOTSUPP);
         }
         // SAFETY: this endpoint's live EpDev (its six counter words) and
         // endpoint block (its remote counter offsets).
@@ -1130,7 +1129,7 @@ mod tests {
     }
 
     /// `host_read` into context-format entries (one word each).
-    fn read(q: &Cq, buf: &mut [u64]) -> isize {
+    fn read(q: &Cq, buf: &mut [u64]) -> Result<usize> {
         assert_eq!(q.format, FI_CQ_FORMAT_CONTEXT);
         // SAFETY: `buf` has room for `buf.len()` one-word entries; no
         // source addresses are asked for.
@@ -1164,12 +1163,12 @@ mod tests {
                             let mut mine = Vec::new();
                             let mut buf = [0u64; 2];
                             loop {
-                                let n = read(&q, &mut buf[..2]);
-                                if n == -FI_EAGAIN as isize {
-                                    return mine;
-                                }
+                                let n = match read(&q, &mut buf[..2]) {
+                                    Err(Error::AGAIN) => return mine,
+                                    r => r.unwrap(),
+                                };
                                 assert!(n == 1 || n == 2, "host_read returned {n}");
-                                mine.extend_from_slice(&buf[..n as usize]);
+                                mine.extend_from_slice(&buf[..n]);
                             }
                         })
                     })
@@ -1203,14 +1202,14 @@ mod tests {
         // SAFETY: as above.
         unsafe { store(e as usize, h + 1) };
         let mut buf = [0u64; 4];
-        assert_eq!(read(&q, &mut buf[..4]), 1);
+        assert_eq!(read(&q, &mut buf[..4]), Ok(1));
         assert_eq!(buf[0], 7);
-        assert_eq!(read(&q, &mut buf[..4]), -FI_EAVAIL as isize);
+        assert_eq!(read(&q, &mut buf[..4]), Err(Error::AVAIL));
         // SAFETY: an all-zero fi_cq_err_entry is valid (null pointers).
         let mut ee: fi_cq_err_entry = unsafe { std::mem::zeroed() };
-        assert_eq!(q.host_readerr(&mut ee), 1);
+        assert_eq!(q.host_readerr(&mut ee), Ok(1));
         assert_eq!((ee.op_context as u64, ee.err), (9, FI_ECONNRESET));
-        assert_eq!(q.host_readerr(&mut ee), -FI_EAGAIN as isize);
-        assert_eq!(read(&q, &mut buf[..4]), -FI_EAGAIN as isize);
+        assert_eq!(q.host_readerr(&mut ee), Err(Error::AGAIN));
+        assert_eq!(read(&q, &mut buf[..4]), Err(Error::AGAIN));
     }
 }

@@ -4,15 +4,15 @@
 //! memory seals what it allocates and checks what it imports; these checks
 //! hold whichever memory backend the context uses (application callbacks
 //! included), on both sides of the connection.
-use fi_xpu_abi::errno::*;
 use fi_xpu_os::file::{add_seals, is_dmabuf, seals};
 use fi_xpu_os::rustix::fs::{fstat, FileType, SealFlags};
+use fi_xpu_prov_sdk::{Error, Result};
 use std::os::fd::BorrowedFd;
 
 /// Seals `fd` against shrinking and growing before it is offered to peers,
 /// unless it is already; `Err` when it cannot be sealed (peers would
 /// refuse it).
-pub fn seal(fd: BorrowedFd) -> Result<(), i32> {
+pub fn seal(fd: BorrowedFd) -> Result<()> {
     if is_dmabuf(fd) {
         return Ok(());
     }
@@ -20,7 +20,7 @@ pub fn seal(fd: BorrowedFd) -> Result<(), i32> {
     match seals(fd) {
         Some(have) if have.contains(want) => Ok(()),
         Some(_) if add_seals(fd, want).is_ok() => Ok(()),
-        _ => Err(-FI_EPERM),
+        _ => Err(Error::PERM),
     }
 }
 
@@ -29,19 +29,19 @@ pub fn seal(fd: BorrowedFd) -> Result<(), i32> {
 /// or a DMA-BUF (fixed size), at least `offset + size` long without
 /// wrapping (-FI_EINVAL otherwise).
 /// The seals are read first, so the size cannot go down after its check.
-pub fn check(fd: BorrowedFd, offset: u64, size: u64) -> Result<(), i32> {
+pub fn check(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
     let dmabuf = is_dmabuf(fd);
     let sealed = seals(fd).is_some_and(|s| s.contains(SealFlags::SHRINK));
     if !dmabuf && !sealed {
-        return Err(-FI_EPERM);
+        return Err(Error::PERM);
     }
-    let st = fstat(fd).map_err(|_| -FI_EINVAL)?;
+    let st = fstat(fd).map_err(|_| Error::INVAL)?;
     if !dmabuf && FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(-FI_EINVAL);
+        return Err(Error::INVAL);
     }
     match offset.checked_add(size) {
         Some(end) if size > 0 && end <= st.st_size as u64 => Ok(()),
-        _ => Err(-FI_EINVAL),
+        _ => Err(Error::INVAL),
     }
 }
 
@@ -60,23 +60,23 @@ mod tests {
     #[test]
     fn unsealable_fds_are_refused() {
         let plain = memfd(MemfdFlags::empty(), 8192);
-        assert_eq!(seal(plain.as_fd()), Err(-FI_EPERM));
-        assert_eq!(check(plain.as_fd(), 0, 4096), Err(-FI_EPERM));
+        assert_eq!(seal(plain.as_fd()), Err(Error::PERM));
+        assert_eq!(check(plain.as_fd(), 0, 4096), Err(Error::PERM));
         let f: OwnedFd = std::fs::File::open("/proc/self/exe").unwrap().into();
-        assert_eq!(check(f.as_fd(), 0, 64), Err(-FI_EPERM));
+        assert_eq!(check(f.as_fd(), 0, 64), Err(Error::PERM));
     }
 
     #[test]
     fn sealed_fds_are_checked_for_size() {
         let m = memfd(MemfdFlags::ALLOW_SEALING, 8192);
-        assert_eq!(check(m.as_fd(), 0, 4096), Err(-FI_EPERM));
+        assert_eq!(check(m.as_fd(), 0, 4096), Err(Error::PERM));
         seal(m.as_fd()).unwrap();
         seal(m.as_fd()).unwrap();
         // Resizing is refused once sealed.
         assert!(ftruncate(&m, 0).is_err());
         assert_eq!(check(m.as_fd(), 0, 8192), Ok(()));
-        assert_eq!(check(m.as_fd(), 4096, 4097), Err(-FI_EINVAL));
-        assert_eq!(check(m.as_fd(), u64::MAX, 2), Err(-FI_EINVAL));
-        assert_eq!(check(m.as_fd(), 0, 0), Err(-FI_EINVAL));
+        assert_eq!(check(m.as_fd(), 4096, 4097), Err(Error::INVAL));
+        assert_eq!(check(m.as_fd(), u64::MAX, 2), Err(Error::INVAL));
+        assert_eq!(check(m.as_fd(), 0, 0), Err(Error::INVAL));
     }
 }

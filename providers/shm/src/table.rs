@@ -11,7 +11,7 @@
 //! against writing read-only); a store into it raises SIGSEGV in the peer
 //! instead of changing what other peers' operations are checked against.
 //! The seal is the kernel's, not the peer's good will.
-use fi_xpu_abi::errno::*;
+use fi_xpu_prov_sdk::{Error, Result};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Seals of a table: fixed size (as every shared region), no new writable
@@ -27,7 +27,7 @@ pub struct Table {
 
 impl Table {
     /// A zeroed table of at least `size` bytes, writable here only.
-    pub fn new(size: u64) -> Result<Table, i32> {
+    pub fn new(size: u64) -> Result<Table> {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
         let len = size.div_ceil(page) * page;
@@ -39,13 +39,13 @@ impl Table {
             )
         };
         if raw < 0 {
-            return Err(-FI_ENOMEM);
+            return Err(Error::NOMEM);
         }
         // SAFETY: a new descriptor that we own from here on.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         // SAFETY: sizing our own memfd.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(-FI_ENOMEM);
+            return Err(Error::NOMEM);
         }
         // SAFETY: a new shared mapping of the whole memfd, anywhere.
         let p = unsafe {
@@ -59,7 +59,7 @@ impl Table {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(-FI_ENOMEM);
+            return Err(Error::NOMEM);
         }
         let t = Table {
             addr: p as usize,
@@ -68,7 +68,7 @@ impl Table {
         };
         // SAFETY: sealing our own memfd; the mapping above stays writable.
         if unsafe { libc::fcntl(t.fd.as_raw_fd(), libc::F_ADD_SEALS, TABLE_SEALS) } != 0 {
-            return Err(-FI_EPERM);
+            return Err(Error::PERM);
         }
         Ok(t)
     }

@@ -1,8 +1,8 @@
 //! Control messages between domains: fixed-size records over a Unix
 //! SOCK_SEQPACKET socket in the abstract namespace, with at most one file
 //! descriptor attached (SCM_RIGHTS). Never on the data path.
-use fi_xpu_abi::errno::*;
 use fi_xpu_os::seqpacket;
+use fi_xpu_prov_sdk::{Error, Result};
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 
 pub const HELLO: u32 = 1;
@@ -80,66 +80,67 @@ fn borrow<'a>(sock: RawFd) -> BorrowedFd<'a> {
 }
 
 /// Sends one record, with `fd` attached when given.
-pub fn send(sock: RawFd, m: &Msg, fd: Option<RawFd>) -> Result<(), i32> {
+pub fn send(sock: RawFd, m: &Msg, fd: Option<RawFd>) -> Result<()> {
     let bytes = m.encode();
     match seqpacket::send(borrow(sock), &bytes, fd.map(borrow)) {
         Ok(n) if n == bytes.len() => Ok(()),
-        Ok(_) => Err(FI_EIO),
-        Err(e) => Err(e.raw_os_error()),
+        Ok(_) => Err(Error::IO),
+        Err(e) => Err(Error::from_errno(e.raw_os_error())),
     }
 }
 
 /// Receives one record and the descriptor attached to it, if any.
 /// `Ok(None)`: the peer closed the connection.
-pub fn recv(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
+pub fn recv(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>> {
     recv_flags(sock, false)
 }
 
 /// `recv` that never waits: `Err(EAGAIN)` when no record is there. The
 /// control thread reads only what poll reported, and never blocks on a peer.
-pub fn recv_nowait(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
+pub fn recv_nowait(sock: RawFd) -> Result<Option<(Msg, Option<OwnedFd>)>> {
     recv_flags(sock, true)
 }
 
-fn recv_flags(sock: RawFd, nowait: bool) -> Result<Option<(Msg, Option<OwnedFd>)>, i32> {
+fn recv_flags(sock: RawFd, nowait: bool) -> Result<Option<(Msg, Option<OwnedFd>)>> {
     let mut bytes = [0u8; WIRE_LEN + 8];
-    let r = seqpacket::recv(borrow(sock), &mut bytes, nowait).map_err(|e| e.raw_os_error())?;
+    let r = seqpacket::recv(borrow(sock), &mut bytes, nowait)
+        .map_err(|e| Error::from_errno(e.raw_os_error()))?;
     if r.len == 0 {
         return Ok(None);
     }
     if r.truncated {
-        return Err(FI_EIO);
+        return Err(Error::IO);
     }
     match Msg::decode(&bytes[..r.len]) {
         Some(m) => Ok(Some((m, r.fd))),
-        None => Err(FI_EIO),
+        None => Err(Error::IO),
     }
 }
 
 /// The uid of the process at the other end of `sock`.
-pub fn peer_uid(sock: &OwnedFd) -> Result<u32, i32> {
-    seqpacket::peer_uid(sock).map_err(|e| e.raw_os_error())
+pub fn peer_uid(sock: &OwnedFd) -> Result<u32> {
+    seqpacket::peer_uid(sock).map_err(|e| Error::from_errno(e.raw_os_error()))
 }
 
 /// The uid and pid of the process at the other end of `sock`, as the
 /// kernel saw it connect (`SO_PEERCRED`; the pid as this process's pid
 /// namespace names it).
-pub fn peer_cred(sock: &OwnedFd) -> Result<(u32, i32), i32> {
-    seqpacket::peer_cred(sock).map_err(|e| e.raw_os_error())
+pub fn peer_cred(sock: &OwnedFd) -> Result<(u32, i32)> {
+    seqpacket::peer_cred(sock).map_err(|e| Error::from_errno(e.raw_os_error()))
 }
 
 /// A listening socket whose `accept` never waits (`EAGAIN` when nobody is
 /// queued): the control thread accepts what poll reported and moves on.
-pub fn listen(name: &str) -> Result<OwnedFd, i32> {
-    seqpacket::listen(name).map_err(|e| e.raw_os_error())
+pub fn listen(name: &str) -> Result<OwnedFd> {
+    seqpacket::listen(name).map_err(|e| Error::from_errno(e.raw_os_error()))
 }
 
-pub fn connect(name: &str) -> Result<OwnedFd, i32> {
-    seqpacket::connect(name).map_err(|e| e.raw_os_error())
+pub fn connect(name: &str) -> Result<OwnedFd> {
+    seqpacket::connect(name).map_err(|e| Error::from_errno(e.raw_os_error()))
 }
 
-pub fn accept(listener: &OwnedFd) -> Result<OwnedFd, i32> {
-    seqpacket::accept(listener).map_err(|e| e.raw_os_error())
+pub fn accept(listener: &OwnedFd) -> Result<OwnedFd> {
+    seqpacket::accept(listener).map_err(|e| Error::from_errno(e.raw_os_error()))
 }
 
 /// Bounds blocking reads during a handshake, so a silent peer cannot stall us.

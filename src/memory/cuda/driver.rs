@@ -156,7 +156,7 @@ impl Driver {
         DRIVER
             .get_or_init(|| {
                 let lib = Library::open(Path::new(LIBRARY))
-                    .map_err(|e| (Error(FI_ENODEV), format!("no CUDA driver: {LIBRARY}: {e}")))?;
+                    .map_err(|e| (Error::NODEV, format!("no CUDA driver: {LIBRARY}: {e}")))?;
                 let d = Driver::load(lib)?;
                 // SAFETY: cuInit takes flags 0.
                 let r = unsafe { (d.init)(0) };
@@ -196,7 +196,7 @@ impl Driver {
 
 /// The libfabric error for a driver error.
 pub fn error(r: CUresult) -> Error {
-    Error(match r {
+    Error::new(match r {
         CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_INVALID_HANDLE => FI_EINVAL,
         CUDA_ERROR_OUT_OF_MEMORY => FI_ENOMEM,
         CUDA_ERROR_NOT_INITIALIZED
@@ -413,8 +413,8 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresul
     #[test]
     fn errors_map() {
         assert_eq!(error(CUDA_ERROR_OUT_OF_MEMORY), Error::NOMEM);
-        assert_eq!(error(CUDA_ERROR_NO_DEVICE), Error(FI_ENODEV));
+        assert_eq!(error(CUDA_ERROR_NO_DEVICE), Error::NODEV);
         assert_eq!(error(CUDA_ERROR_NOT_SUPPORTED), Error::OPNOTSUPP);
-        assert_eq!(error(12345), Error(FI_EIO));
+        assert_eq!(error(12345), Error::IO);
     }
 }

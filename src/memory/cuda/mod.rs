@@ -22,7 +22,6 @@ use super::pinned::{Pin, Pinned};
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -80,7 +79,7 @@ impl Cuda {
         })?;
         let Ok(ord) = c_int::try_from(ordinal) else {
             crate::warn!("fi_xpu_ctx_open: FI_HMEM_CUDA: no device {ordinal}");
-            return Err(Error(FI_ENODEV));
+            return Err(Error::NODEV);
         };
         let mut dev: CUdevice = 0;
         // SAFETY: out-pointer to a local.
@@ -110,7 +109,7 @@ impl Cuda {
         })?;
         if g == 0 || !g.is_power_of_two() {
             crate::warn!("cuda: the driver reports an allocation granularity of {g}");
-            return Err(Error(FI_EIO));
+            return Err(Error::IO);
         }
         c.granularity = g;
         Ok(c)
@@ -254,7 +253,7 @@ impl Cuda {
             )
         })?;
         if fd < 0 {
-            return Err(Error(FI_EIO));
+            return Err(Error::IO);
         }
         // SAFETY: the driver hands us a new descriptor.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -360,7 +359,7 @@ impl Cuda {
             )
         })?;
         if fd < 0 {
-            return Err(Error(FI_EIO));
+            return Err(Error::IO);
         }
         // SAFETY: the driver hands us a new descriptor.
         Ok((unsafe { OwnedFd::from_raw_fd(fd) }, off))

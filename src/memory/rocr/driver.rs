@@ -91,7 +91,7 @@ impl Driver {
         DRIVER
             .get_or_init(|| {
                 let lib = Library::open(Path::new(LIBRARY))
-                    .map_err(|e| (Error(FI_ENODEV), format!("no ROCm runtime: {LIBRARY}: {e}")))?;
+                    .map_err(|e| (Error::NODEV, format!("no ROCm runtime: {LIBRARY}: {e}")))?;
                 let api = Api::resolve(&lib)
                     .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
                 // SAFETY: the prototype of upstream's hsa_ext_amd.h.
@@ -149,14 +149,14 @@ impl Driver {
 /// `hsa_init` reports a machine without a usable GPU as out of resources.
 fn init_error(r: hsa_status_t) -> Error {
     match r {
-        HSA_STATUS_ERROR_OUT_OF_RESOURCES | HSA_STATUS_ERROR => Error(FI_ENODEV),
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES | HSA_STATUS_ERROR => Error::NODEV,
         r => error(r),
     }
 }
 
 /// The libfabric error for a runtime error.
 pub fn error(r: hsa_status_t) -> Error {
-    Error(match r {
+    Error::new(match r {
         HSA_STATUS_ERROR_INVALID_ARGUMENT | HSA_STATUS_ERROR_INVALID_ALLOCATION => FI_EINVAL,
         HSA_STATUS_ERROR_OUT_OF_RESOURCES => FI_ENOMEM,
         HSA_STATUS_ERROR_NOT_INITIALIZED | HSA_STATUS_ERROR_INVALID_AGENT => FI_ENODEV,

@@ -18,7 +18,6 @@ use super::pinned::{Pin, Pinned};
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -151,7 +150,7 @@ impl Rocr {
                 "fi_xpu_ctx_open: FI_HMEM_ROCR: no GPU {ordinal} ({} found)",
                 agents.gpus.len()
             );
-            return Err(Error(FI_ENODEV));
+            return Err(Error::NODEV);
         };
         let mut pool = Pool {
             drv,
@@ -169,7 +168,7 @@ impl Rocr {
         drv.check("hsa_amd_agent_iterate_memory_pools", r)?;
         let Some((pool, granule)) = pool.found else {
             crate::warn!("fi_xpu_ctx_open: FI_HMEM_ROCR: GPU {ordinal} has no coarse-grained global memory pool");
-            return Err(Error(FI_ENODEV));
+            return Err(Error::NODEV);
         };
         Ok(Rocr {
             drv,
@@ -197,7 +196,7 @@ impl Rocr {
             export(addr as *const c_void, size as usize, &mut fd, &mut off)
         })?;
         if fd < 0 {
-            return Err(Error(FI_EIO));
+            return Err(Error::IO);
         }
         // SAFETY: the runtime hands us a new descriptor.
         Ok((unsafe { OwnedFd::from_raw_fd(fd) }, off))

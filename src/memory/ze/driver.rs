@@ -131,7 +131,7 @@ impl Driver {
             .get_or_init(|| {
                 let lib = Library::open(Path::new(LIBRARY)).map_err(|e| {
                     (
-                        Error(FI_ENODEV),
+                        Error::NODEV,
                         format!("no Level Zero loader: {LIBRARY}: {e}"),
                     )
                 })?;
@@ -183,7 +183,7 @@ pub fn name(r: ze_result_t) -> String {
 
 /// The libfabric error for a Level Zero error.
 pub fn error(r: ze_result_t) -> Error {
-    Error(match r {
+    Error::new(match r {
         ZE_RESULT_ERROR_INVALID_ARGUMENT
         | ZE_RESULT_ERROR_INVALID_NULL_HANDLE
         | ZE_RESULT_ERROR_INVALID_NULL_POINTER

@@ -15,7 +15,6 @@ mod driver;
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
-use fi_xpu_abi::errno::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -106,7 +105,7 @@ impl Ze {
             });
         }
         crate::warn!("fi_xpu_ctx_open: FI_HMEM_ZE: no device {ordinal} ({seen} found)");
-        Err(Error(FI_ENODEV))
+        Err(Error::NODEV)
     }
 
     /// A DMA-BUF fd of the allocation at `base`.
@@ -135,7 +134,7 @@ impl Ze {
         })?;
         if efd.fd < 0 {
             crate::warn!("ze: zeMemGetAllocProperties returned no DMA-BUF fd");
-            return Err(Error(FI_EIO));
+            return Err(Error::IO);
         }
         // SAFETY: the driver hands us a new descriptor.
         Ok(unsafe { OwnedFd::from_raw_fd(efd.fd) })
