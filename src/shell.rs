@@ -14,7 +14,11 @@
 //! shells are allocated singly and kept for the rest of the process (never
 //! reused), as before.
 use fi_xpu_abi::fid;
+use fi_xpu_os::rustix::fs::{ftruncate, MemfdFlags};
+use fi_xpu_os::rustix::mm::{self, MapFlags, ProtFlags};
 use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -55,39 +59,26 @@ fn arena() -> MutexGuard<'static, Arena> {
 }
 
 /// A new memfd of `VIEW_BYTES` (sparse: pages appear as slots are written).
-fn new_fd() -> Option<libc::c_int> {
-    // SAFETY: the name is a NUL-terminated literal.
-    let fd = unsafe { libc::memfd_create(c"fi_xpu-shells".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fd is the memfd just created.
-    if unsafe { libc::ftruncate(fd, VIEW_BYTES as libc::off_t) } != 0 {
-        // SAFETY: fd is ours and closed once.
-        unsafe { libc::close(fd) };
-        return None;
-    }
+fn new_fd() -> Option<OwnedFd> {
+    let fd = fi_xpu_os::file::memfd(c"fi_xpu-shells", MemfdFlags::empty()).ok()?;
+    ftruncate(&fd, VIEW_BYTES as u64).ok()?;
     Some(fd)
 }
 
 /// Maps `fd` over every view at `base` (fixed) or anywhere (`base` 0, the
 /// views then placed in one reservation). Returns the start of view 0.
-fn map_fd(fd: libc::c_int, base: usize) -> Option<usize> {
+fn map_fd(fd: BorrowedFd, base: usize) -> Option<usize> {
     let base = if base == 0 {
         // SAFETY: a fresh anonymous reservation; no memory is touched.
         let r = unsafe {
-            libc::mmap(
+            mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 VIEWS * VIEW_BYTES,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
             )
-        };
-        if r == libc::MAP_FAILED {
-            return None;
         }
+        .ok()?;
         r as usize
     } else {
         base
@@ -95,29 +86,24 @@ fn map_fd(fd: libc::c_int, base: usize) -> Option<usize> {
     for v in 0..VIEWS {
         // SAFETY: the target lies inside the reservation made above (or, in a
         // forked child, inside the arena's own views), which nothing else uses.
-        let p = unsafe {
-            libc::mmap(
-                (base + v * VIEW_BYTES) as *mut libc::c_void,
+        unsafe {
+            mm::mmap(
+                (base + v * VIEW_BYTES) as *mut c_void,
                 VIEW_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
                 fd,
                 0,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
         }
+        .ok()?;
     }
     Some(base)
 }
 
 fn map_views() -> Option<usize> {
-    let fd = new_fd()?;
-    let base = map_fd(fd, 0);
-    // SAFETY: fd is ours; the mappings keep the memory.
-    unsafe { libc::close(fd) };
-    let base = base?;
+    // The descriptor is closed here; the mappings keep the memory.
+    let base = map_fd(new_fd()?.as_fd(), 0)?;
     // SAFETY: registered once, from the arena's initialisation.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork)) };
     Some(base)
@@ -133,12 +119,11 @@ extern "C" fn after_fork() {
     let used = NEXT.load(Ordering::Acquire) * SHELL;
     let Some(fd) = new_fd() else { return };
     // SAFETY: `[base, base + used)` is mapped (view 0) and fd is ours.
-    let wrote = unsafe { libc::pwrite(fd, base as *const libc::c_void, used, 0) };
+    let wrote = unsafe { libc::pwrite(fd.as_raw_fd(), base as *const c_void, used, 0) };
     if wrote == used as isize {
-        map_fd(fd, base);
+        map_fd(fd.as_fd(), base);
     }
-    // SAFETY: fd is ours; the mappings keep the memory.
-    unsafe { libc::close(fd) };
+    // fd is closed here; the mappings keep the memory.
 }
 
 /// A new shell holding `value`; its address is the object's handle.

@@ -5,8 +5,10 @@ use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use fi_xpu_os::file;
 use fi_xpu_os::rustix::fs::{fstat, ftruncate, FileType, MemfdFlags, SealFlags};
+use fi_xpu_os::rustix::mm::{self, Advice, MapFlags, ProtFlags};
 use fi_xpu_os::Errno;
 use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Mutex;
 
@@ -142,7 +144,7 @@ fn hugetlb_alloc(size: u64, alignment: u64) -> Option<(OwnedFd, usize, u64)> {
     let huge = granule(&fd).ok()?;
     let len = round_up(size, huge);
     size_and_seal(&fd, len).ok()?;
-    let addr = map_prot(&fd, 0, len as usize, 0, libc::PROT_READ | libc::PROT_WRITE).ok()?;
+    let addr = map_prot(&fd, 0, len as usize, 0, ProtFlags::READ | ProtFlags::WRITE).ok()?;
     if !(addr as u64).is_multiple_of(alignment.max(1)) {
         unmap(addr, len as usize);
         return None;
@@ -158,7 +160,7 @@ fn hugetlb_alloc(size: u64, alignment: u64) -> Option<(OwnedFd, usize, u64)> {
 fn advise_huge(addr: usize, len: usize) {
     // SAFETY: a hint on a mapping this module just created; it changes no
     // contents, and its failure (no THP in this kernel) is harmless.
-    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+    let _ = unsafe { mm::madvise(addr as *mut c_void, len, Advice::LinuxHugepage) };
 }
 
 /// Checks a descriptor another process may hold too before `[offset,
@@ -209,33 +211,31 @@ fn write_sealed(fd: BorrowedFd) -> bool {
 
 /// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0:
 /// anywhere) with protection `prot`.
-fn map_prot(fd: &OwnedFd, at: usize, len: usize, offset: u64, prot: i32) -> Result<usize> {
-    let flags = libc::MAP_SHARED | if at != 0 { libc::MAP_FIXED } else { 0 };
+fn map_prot(fd: &OwnedFd, at: usize, len: usize, offset: u64, prot: ProtFlags) -> Result<usize> {
+    let flags = if at != 0 {
+        MapFlags::SHARED | MapFlags::FIXED
+    } else {
+        MapFlags::SHARED
+    };
     // SAFETY: mapping a file we hold; with MAP_FIXED, `at` lies inside a
     // reservation this module made and owns.
-    let p = unsafe {
-        libc::mmap(
-            at as *mut libc::c_void,
-            len,
-            prot,
-            flags,
-            fd.as_raw_fd(),
-            offset as libc::off_t,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(Error::last_os());
-    }
+    let p = unsafe { mm::mmap(at as *mut c_void, len, prot, flags, fd, offset) }.map_err(os)?;
     Ok(p as usize)
 }
 
 /// Maps `len` bytes of `fd` from `offset` at a multiple of `align`.
 fn map_aligned(fd: &OwnedFd, len: usize, offset: u64, align: u64) -> Result<usize> {
-    map_aligned_prot(fd, len, offset, align, libc::PROT_READ | libc::PROT_WRITE)
+    map_aligned_prot(fd, len, offset, align, ProtFlags::READ | ProtFlags::WRITE)
 }
 
 /// `map_aligned` with the protection `prot`.
-fn map_aligned_prot(fd: &OwnedFd, len: usize, offset: u64, align: u64, prot: i32) -> Result<usize> {
+fn map_aligned_prot(
+    fd: &OwnedFd,
+    len: usize,
+    offset: u64,
+    align: u64,
+    prot: ProtFlags,
+) -> Result<usize> {
     if align <= page_size() {
         return map_prot(fd, 0, len, offset, prot);
     }
@@ -243,18 +243,14 @@ fn map_aligned_prot(fd: &OwnedFd, len: usize, offset: u64, align: u64, prot: i32
     let total = len + align as usize;
     // SAFETY: an anonymous PROT_NONE reservation that we own.
     let r = unsafe {
-        libc::mmap(
+        mm::mmap_anonymous(
             std::ptr::null_mut(),
             total,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
+            ProtFlags::empty(),
+            MapFlags::PRIVATE | MapFlags::NORESERVE,
         )
-    };
-    if r == libc::MAP_FAILED {
-        return Err(Error::last_os());
     }
+    .map_err(os)?;
     let r = r as usize;
     let addr = round_up(r as u64, align) as usize;
     let mapped = map_prot(fd, addr, len, offset, prot);
@@ -285,7 +281,7 @@ fn trim_reservation(r: usize, total: usize, addr: usize, len: usize, mapped: boo
 
 fn unmap(base: usize, len: usize) {
     // SAFETY: only called on mappings this module created and no longer hands out.
-    unsafe { libc::munmap(base as *mut libc::c_void, len) };
+    let _ = unsafe { mm::munmap(base as *mut c_void, len) };
 }
 
 impl Backend for System {
@@ -379,9 +375,9 @@ impl Backend for System {
         // Memory its owner sealed against writing is imported read-only:
         // a store into it faults, as the owner meant.
         let prot = if write_sealed(fd) {
-            libc::PROT_READ
+            ProtFlags::READ
         } else {
-            libc::PROT_READ | libc::PROT_WRITE
+            ProtFlags::READ | ProtFlags::WRITE
         };
         let align = if thp { HUGE_MIN } else { page };
         let base = map_aligned_prot(&owned, len, start, align, prot)?;
@@ -435,22 +431,19 @@ impl Backend for System {
         // SAFETY: [base, base+len) is a mapping this module made for the
         // import; MAP_FIXED replaces exactly that range.
         let p = unsafe {
-            libc::mmap(
-                base as *mut libc::c_void,
+            mm::mmap_anonymous(
+                base as *mut c_void,
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-                -1,
-                0,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::FIXED | MapFlags::NORESERVE,
             )
         };
-        if p == libc::MAP_FAILED {
-            let e = Error::last_os();
+        if let Err(e) = p {
             // The failed mapping may have unmapped the range already, and
             // another thread may map there next: forget it rather than
             // unmap it later (see `trim_reservation`).
             mapped.remove(&dev_addr);
-            return Err(e);
+            return Err(os(e));
         }
         mapped.remove(&dev_addr);
         let mut kept = self.placeholders.lock().unwrap();
@@ -564,16 +557,14 @@ mod tests {
         // SAFETY: MAP_FIXED_NOREPLACE never replaces a mapping; a probe
         // that succeeds is unmapped again at once.
         let p = unsafe {
-            libc::mmap(
-                addr as *mut libc::c_void,
+            mm::mmap_anonymous(
+                addr as *mut c_void,
                 len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
-                -1,
-                0,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
             )
         };
-        if p as usize == addr {
+        if p.is_ok_and(|p| p as usize == addr) {
             unmap(addr, len);
             return true;
         }
@@ -592,20 +583,18 @@ mod tests {
         let fd = memfd(len as u64).unwrap();
         // SAFETY: a fresh reservation of our own.
         let r = unsafe {
-            libc::mmap(
+            mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 total,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
             )
-        } as usize;
-        assert_ne!(r, libc::MAP_FAILED as usize);
+        }
+        .unwrap() as usize;
         let addr = round_up(r as u64, align as u64) as usize;
         // What the failed MAP_FIXED and the other thread did meanwhile.
         unmap(addr, len);
-        let other = map_prot(&fd, addr, len, 0, libc::PROT_READ | libc::PROT_WRITE).unwrap();
+        let other = map_prot(&fd, addr, len, 0, ProtFlags::READ | ProtFlags::WRITE).unwrap();
         assert_eq!(other, addr);
         // SAFETY: the other thread's mapping, just made, len bytes.
         unsafe { ((other + len - 8) as *mut u64).write_volatile(0x5eed) };

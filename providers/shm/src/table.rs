@@ -11,7 +11,9 @@
 //! against writing read-only); a store into it raises SIGSEGV in the peer
 //! instead of changing what other peers' operations are checked against.
 //! The seal is the kernel's, not the peer's good will.
+use fi_xpu_os::rustix::mm::{self, MapFlags, ProtFlags};
 use fi_xpu_prov_sdk::{Error, Result};
+use std::ffi::c_void;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Seals of a table: fixed size (as every shared region), no new writable
@@ -49,18 +51,16 @@ impl Table {
         }
         // SAFETY: a new shared mapping of the whole memfd, anywhere.
         let p = unsafe {
-            libc::mmap(
+            mm::mmap(
                 std::ptr::null_mut(),
                 len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
                 0,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::NOMEM);
         }
+        .map_err(|_| Error::NOMEM)?;
         let t = Table {
             addr: p as usize,
             len: len as usize,
@@ -89,13 +89,15 @@ impl Table {
 impl Drop for Table {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, unmapped once.
-        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+        let _ = unsafe { mm::munmap(self.addr as *mut c_void, self.len) };
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fi_xpu_os::rustix::mm::MprotectFlags;
+    use fi_xpu_os::Errno;
 
     #[test]
     fn writable_here_read_only_everywhere_else() {
@@ -108,35 +110,28 @@ mod tests {
         assert_eq!(seals, TABLE_SEALS);
         let map = |prot| {
             // SAFETY: a new mapping of the table's memfd, unmapped below.
-            let p = unsafe {
-                libc::mmap(
+            unsafe {
+                mm::mmap(
                     std::ptr::null_mut(),
                     8192,
                     prot,
-                    libc::MAP_SHARED,
-                    t.fd().as_raw_fd(),
+                    MapFlags::SHARED,
+                    t.fd(),
                     0,
                 )
-            };
-            (p, std::io::Error::last_os_error().raw_os_error())
+            }
         };
-        let (p, err) = map(libc::PROT_READ | libc::PROT_WRITE);
-        assert_eq!((p, err), (libc::MAP_FAILED, Some(libc::EPERM)));
-        let (p, _) = map(libc::PROT_READ);
-        assert_ne!(p, libc::MAP_FAILED);
+        assert_eq!(map(ProtFlags::READ | ProtFlags::WRITE), Err(Errno::PERM));
+        let p = map(ProtFlags::READ).unwrap();
         // SAFETY: the read-only mapping just made: read, then try to make
         // it writable, which the seal forbids.
         unsafe {
             assert_eq!(*((p as usize + 4096) as *const u64), 7);
             assert_eq!(
-                libc::mprotect(p, 8192, libc::PROT_READ | libc::PROT_WRITE),
-                -1
+                mm::mprotect(p, 8192, MprotectFlags::READ | MprotectFlags::WRITE),
+                Err(Errno::ACCESS)
             );
-            assert_eq!(
-                std::io::Error::last_os_error().raw_os_error(),
-                Some(libc::EACCES)
-            );
-            libc::munmap(p, 8192);
+            mm::munmap(p, 8192).unwrap();
         }
         // SAFETY: adding a seal: refused (F_SEAL_SEAL).
         let r = unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) };
