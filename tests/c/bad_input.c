@@ -326,8 +326,15 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_av_lookup(av, fa, desc, &alen, 0, NULL), -FI_EINVAL);
 	EXPECT(fi_xpu_av_lookup((struct fid_xpu_av *)ep, fa, desc, &alen, 0, ctx), -FI_EINVAL);
 	EXPECT(fi_xpu_av_lookup(av, fa, desc, &alen, 0, ctx), 0);
+	/* An fi_addr that was never inserted, as fi_av_lookup(3) says. */
+	EXPECT(fi_xpu_av_lookup(av, fa + 1000, desc, &alen, 0, ctx), -FI_EINVAL);
+	EXPECT(fi_xpu_av_lookup(av, FI_ADDR_NOTAVAIL, desc, &alen, 0, ctx), -FI_EINVAL);
 	EXPECT(fi_xpu_av_remove(av, NULL, 1, 0), -FI_EINVAL);
 	EXPECT(fi_xpu_av_remove(av, &fa, 1, 1), -FI_EBADFLAGS);
+	/* Removed: looked up and removed again like one never inserted. */
+	EXPECT(fi_xpu_av_remove(av, &fa, 1, 0), 0);
+	EXPECT(fi_xpu_av_lookup(av, fa, desc, &alen, 0, ctx), -FI_EINVAL);
+	EXPECT(fi_xpu_av_remove(av, &fa, 1, 0), -FI_EINVAL);
 
 	/* Export. */
 	EXPECT(fi_xpu_export(NULL, 0, &xh), -FI_EINVAL);

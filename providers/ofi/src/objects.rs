@@ -492,7 +492,7 @@ impl Av {
         if self.inner.live.lock().unwrap().contains(&fi_addr) {
             Ok(fi_addr)
         } else {
-            Err(Error::NOENT)
+            Err(Error::INVAL)
         }
     }
 }
