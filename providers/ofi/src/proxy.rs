@@ -635,6 +635,11 @@ impl Worker {
     }
 
     /// `epoll` with a microsecond limit; true when the bell rang.
+    ///
+    /// The one epoll call left on libc: rustix's `epoll::wait` takes either
+    /// milliseconds or (feature `linux_5_11`) `epoll_pwait2` with no
+    /// fallback for kernels before 5.11, and the proxy needs both
+    /// microseconds and those kernels.
     fn wait(&self, limit: Duration) -> bool {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
         let ts = libc::timespec {

@@ -11,15 +11,20 @@
 //! against writing read-only); a store into it raises SIGSEGV in the peer
 //! instead of changing what other peers' operations are checked against.
 //! The seal is the kernel's, not the peer's good will.
+use fi_xpu_os::file::{add_seals, memfd};
+use fi_xpu_os::rustix::fs::{ftruncate, MemfdFlags, SealFlags};
 use fi_xpu_os::rustix::mm::{self, MapFlags, ProtFlags};
+use fi_xpu_os::rustix::param::page_size;
 use fi_xpu_prov_sdk::{Error, Result};
 use std::ffi::c_void;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Seals of a table: fixed size (as every shared region), no new writable
 /// mapping, no further seals.
-pub const TABLE_SEALS: i32 =
-    libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
+pub const TABLE_SEALS: SealFlags = SealFlags::SHRINK
+    .union(SealFlags::GROW)
+    .union(SealFlags::FUTURE_WRITE)
+    .union(SealFlags::SEAL);
 
 pub struct Table {
     addr: usize,
@@ -30,25 +35,10 @@ pub struct Table {
 impl Table {
     /// A zeroed table of at least `size` bytes, writable here only.
     pub fn new(size: u64) -> Result<Table> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        let page = page_size() as u64;
         let len = size.div_ceil(page) * page;
-        // SAFETY: a valid name and flags; the descriptor is owned below.
-        let raw = unsafe {
-            libc::memfd_create(
-                c"fi_xpu_shm_table".as_ptr(),
-                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-            )
-        };
-        if raw < 0 {
-            return Err(Error::NOMEM);
-        }
-        // SAFETY: a new descriptor that we own from here on.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: sizing our own memfd.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(Error::NOMEM);
-        }
+        let fd = memfd(c"fi_xpu_shm_table", MemfdFlags::ALLOW_SEALING).map_err(|_| Error::NOMEM)?;
+        ftruncate(&fd, len).map_err(|_| Error::NOMEM)?;
         // SAFETY: a new shared mapping of the whole memfd, anywhere.
         let p = unsafe {
             mm::mmap(
@@ -66,10 +56,8 @@ impl Table {
             len: len as usize,
             fd,
         };
-        // SAFETY: sealing our own memfd; the mapping above stays writable.
-        if unsafe { libc::fcntl(t.fd.as_raw_fd(), libc::F_ADD_SEALS, TABLE_SEALS) } != 0 {
-            return Err(Error::PERM);
-        }
+        // Sealed after the mapping above, which stays writable.
+        add_seals(&t.fd, TABLE_SEALS).map_err(|_| Error::PERM)?;
         Ok(t)
     }
 
@@ -105,9 +93,7 @@ mod tests {
         assert_eq!(t.len(), 8192);
         // SAFETY: the table's own mapping, 8 KiB.
         unsafe { *((t.addr() + 4096) as *mut u64) = 7 };
-        // SAFETY: F_GET_SEALS only reads.
-        let seals = unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_GET_SEALS) };
-        assert_eq!(seals, TABLE_SEALS);
+        assert_eq!(fi_xpu_os::file::seals(t.fd()), Some(TABLE_SEALS));
         let map = |prot| {
             // SAFETY: a new mapping of the table's memfd, unmapped below.
             unsafe {
@@ -133,8 +119,7 @@ mod tests {
             );
             mm::munmap(p, 8192).unwrap();
         }
-        // SAFETY: adding a seal: refused (F_SEAL_SEAL).
-        let r = unsafe { libc::fcntl(t.fd().as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) };
-        assert_eq!(r, -1);
+        // Adding a seal is refused (F_SEAL_SEAL).
+        assert_eq!(add_seals(t.fd(), SealFlags::WRITE), Err(Errno::PERM));
     }
 }
