@@ -169,3 +169,13 @@ fn crashed_peers_release_their_memory() {
     assert!(out.contains("shm_departed: ok"), "{out}");
     eprintln!("{}", out.lines().next().unwrap_or(""));
 }
+
+/// Counters bound only for local events are out of peers' reach: their
+/// words survive a peer rewriting the whole heap; counters bound for
+/// remote events count local and remote events, and read back what was set.
+#[test]
+fn a_peer_cannot_rewrite_counters_it_was_not_granted() {
+    let p = program("tests/c/shm_cntr.c", "cntr");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_cntr: ok"), "{out}");
+}

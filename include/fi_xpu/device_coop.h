@@ -198,7 +198,13 @@ FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)
 /* ---- two-word counters --------------------------------------------------
  * A counter kept as two 64-bit words, {value, errors}, in memory visible at
  * `mscope` (the layout of the in-tree providers). `err` selects the error
- * word. These follow the scope meaning of fi_xpu/device_group.h, not the
+ * word. A counter may have a second pair `r` (NULL: none) that other
+ * agents increment, e.g. peers' remote events in memory they map, while the
+ * owner's events update `c`: the counter is then the sum of the two (each
+ * read once, wrapping), a set stores the value less `r`'s word into `c`
+ * (so a read right after returns it; events landing in `r` meanwhile may
+ * be missed), and an add goes to `c`.
+ * These follow the scope meaning of fi_xpu/device_group.h, not the
  * "same arguments, one result" rule of the helpers above: reads are made by
  * every work item on its own (they return the word, or a negative code cast
  * to uint64_t); updates are operations, so every member applies its own
@@ -206,7 +212,16 @@ FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)
  * a wait has one shared destination, so the leader waits and every member
  * gets its status. */
 
-FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_read(const uint64_t *c, int err, int scope, int mscope)
+/* Word `i` (0: value, 1: errors) of the counter {c, r}. */
+FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_word(const uint64_t *c, const uint64_t *r, int i,
+					   int mscope)
+{
+	uint64_t v = fi_xpu_arch_load_u64(c + i, FI_XPU_ARCH_ACQUIRE, mscope);
+	return r ? v + fi_xpu_arch_load_u64(r + i, FI_XPU_ARCH_ACQUIRE, mscope) : v;
+}
+
+FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_read(const uint64_t *c, const uint64_t *r, int err,
+					   int scope, int mscope)
 {
 	int ret = fi_xpu_arch_scope_check(scope);
 
@@ -214,11 +229,11 @@ FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_read(const uint64_t *c, int err, int scope
 		ret = -FI_EINVAL;
 	if (ret)
 		return (uint64_t)(int64_t)ret;
-	return fi_xpu_arch_load_u64(c + (err ? 1 : 0), FI_XPU_ARCH_ACQUIRE, mscope);
+	return fi_xpu_coop_cntr_word(c, r, err ? 1 : 0, mscope);
 }
 
-FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, int err, int set, uint64_t v, int scope,
-					int mscope)
+FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, const uint64_t *r, int err, int set,
+					uint64_t v, int scope, int mscope)
 {
 	struct fi_xpu_group g;
 	int ret = fi_xpu_group_enter(&g, scope,
@@ -229,6 +244,8 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, int err, int set, uint64_t 
 		return ret;
 	if (!c)
 		return -FI_EINVAL;
+	if (set && r)
+		v -= fi_xpu_arch_load_u64(r + (err ? 1 : 0), FI_XPU_ARCH_ACQUIRE, mscope);
 	if (set)
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_arch_store_u64(c + (err ? 1 : 0), v,
 									  FI_XPU_ARCH_RELEASE, mscope));
@@ -242,18 +259,18 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, int err, int set, uint64_t 
 /* 0 once the value reaches `threshold`; -FI_EAVAIL when the error word
  * moved meanwhile; -FI_ETIMEDOUT after `timeout_ms` (negative: no limit);
  * -FI_ECANCELED once the abort word at `abort` (0: none) is raised. */
-FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, uint64_t abort, uint64_t threshold,
-					   int timeout_ms, int mscope)
+FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, const uint64_t *r, uint64_t abort,
+					   uint64_t threshold, int timeout_ms, int mscope)
 {
 	uint64_t err0, start = fi_xpu_arch_clock_ns();
 
 	if (!c)
 		return -FI_EINVAL;
-	err0 = fi_xpu_arch_load_u64(c + 1, FI_XPU_ARCH_ACQUIRE, mscope);
+	err0 = fi_xpu_coop_cntr_word(c, r, 1, mscope);
 	for (;;) {
-		if (fi_xpu_arch_load_u64(c, FI_XPU_ARCH_ACQUIRE, mscope) >= threshold)
+		if (fi_xpu_coop_cntr_word(c, r, 0, mscope) >= threshold)
 			return 0;
-		if (fi_xpu_arch_load_u64(c + 1, FI_XPU_ARCH_ACQUIRE, mscope) != err0)
+		if (fi_xpu_coop_cntr_word(c, r, 1, mscope) != err0)
 			return -FI_EAVAIL;
 		if (fi_xpu_i_aborted(abort))
 			return FI_XPU_ABORT_ERR;
@@ -264,8 +281,8 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, uint64_t abort, ui
 	}
 }
 
-FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t abort, uint64_t threshold,
-				      int timeout_ms, int scope, int mscope)
+FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, const uint64_t *r, uint64_t abort,
+				      uint64_t threshold, int timeout_ms, int scope, int mscope)
 {
 	struct fi_xpu_group g;
 	int ret = fi_xpu_group_enter(&g, scope, "fi_xpu_cntr_wait");
@@ -273,7 +290,7 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait(const uint64_t *c, uint64_t abort, uint64_
 	if (ret)
 		return ret;
 	if (fi_xpu_group_leader(&g))
-		ret = fi_xpu_coop_cntr_wait_item(c, abort, threshold, timeout_ms, mscope);
+		ret = fi_xpu_coop_cntr_wait_item(c, r, abort, threshold, timeout_ms, mscope);
 	/* The share is a group barrier with acquire order, so what the
 	 * leader's wait observed is visible to every member after it. */
 	return (int)fi_xpu_group_share(&g, ret);

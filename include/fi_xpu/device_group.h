@@ -198,9 +198,10 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
  * FI_XPU_GROUP_CNTR_ENTRY_POINTS(p, locate, abort_of, mscope)
  *        Defines the seven fi_xpu_cntr_*_<p> functions on the two-word
  *        counters of fi_xpu/device_coop.h: locate(const struct
- *        fid_xpu_cntr *) returns the counter's words (NULL for a bad
- *        handle), abort_of(c) the abort word of its context (0: none),
- *        `mscope` is their memory scope.
+ *        fid_xpu_cntr *c, const uint64_t **remote) returns the counter's
+ *        words (NULL for a bad handle) and sets *remote to its second pair
+ *        (NULL: none), abort_of(c) the abort word of its context (0:
+ *        none), `mscope` is their memory scope.
  */
 #define FI_XPU_GROUP_LEADER_SERVES(scope, call, expr)                                    \
 	do {                                                                             \
@@ -278,32 +279,46 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 #define FI_XPU_GROUP_CNTR_ENTRY_POINTS(p, locate, abort_of, mscope)                               \
 	FI_XPU_FUNC uint64_t fi_xpu_cntr_read_##p(struct fid_xpu_cntr *c, int scope)     \
 	{                                                                                \
-		return fi_xpu_coop_cntr_read(locate(c), 0, scope, mscope);               \
+		const uint64_t *r_;                                                      \
+		uint64_t *c_ = locate(c, &r_);                                           \
+		return fi_xpu_coop_cntr_read(c_, r_, 0, scope, mscope);                  \
 	}                                                                                \
 	FI_XPU_FUNC uint64_t fi_xpu_cntr_readerr_##p(struct fid_xpu_cntr *c, int scope)  \
 	{                                                                                \
-		return fi_xpu_coop_cntr_read(locate(c), 1, scope, mscope);               \
+		const uint64_t *r_;                                                      \
+		uint64_t *c_ = locate(c, &r_);                                           \
+		return fi_xpu_coop_cntr_read(c_, r_, 1, scope, mscope);                  \
 	}                                                                                \
 	FI_XPU_FUNC int fi_xpu_cntr_add_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
 	{                                                                                \
-		return fi_xpu_coop_cntr_update(locate(c), 0, 0, v, scope, mscope);       \
+		const uint64_t *r_;                                                      \
+		uint64_t *c_ = locate(c, &r_);                                           \
+		return fi_xpu_coop_cntr_update(c_, r_, 0, 0, v, scope, mscope);          \
 	}                                                                                \
 	FI_XPU_FUNC int fi_xpu_cntr_set_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
 	{                                                                                \
-		return fi_xpu_coop_cntr_update(locate(c), 0, 1, v, scope, mscope);       \
+		const uint64_t *r_;                                                      \
+		uint64_t *c_ = locate(c, &r_);                                           \
+		return fi_xpu_coop_cntr_update(c_, r_, 0, 1, v, scope, mscope);          \
 	}                                                                                \
 	FI_XPU_FUNC int fi_xpu_cntr_adderr_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
 	{                                                                                \
-		return fi_xpu_coop_cntr_update(locate(c), 1, 0, v, scope, mscope);       \
+		const uint64_t *r_;                                                      \
+		uint64_t *c_ = locate(c, &r_);                                           \
+		return fi_xpu_coop_cntr_update(c_, r_, 1, 0, v, scope, mscope);          \
 	}                                                                                \
 	FI_XPU_FUNC int fi_xpu_cntr_seterr_##p(struct fid_xpu_cntr *c, uint64_t v, int scope) \
 	{                                                                                \
-		return fi_xpu_coop_cntr_update(locate(c), 1, 1, v, scope, mscope);       \
+		const uint64_t *r_;                                                      \
+		uint64_t *c_ = locate(c, &r_);                                           \
+		return fi_xpu_coop_cntr_update(c_, r_, 1, 1, v, scope, mscope);          \
 	}                                                                                \
 	FI_XPU_FUNC int fi_xpu_cntr_wait_##p(struct fid_xpu_cntr *c, uint64_t threshold,  \
 					     int timeout_ms, int scope)                  \
 	{                                                                                \
-		return fi_xpu_coop_cntr_wait(locate(c), abort_of(c), threshold, timeout_ms,   \
+		const uint64_t *r_;                                                      \
+		uint64_t *c_ = locate(c, &r_);                                           \
+		return fi_xpu_coop_cntr_wait(c_, r_, abort_of(c), threshold, timeout_ms, \
 					     scope, mscope);                              \
 	}
 

@@ -858,6 +858,14 @@ FI_XPU_FUNC uint64_t fi_xpu_ofi_cntr_abort(const struct fid_xpu_cntr *c)
 	return k ? ((const struct fi_xpu_ofi_cntr *)(void *)k)->abort : 0;
 }
 
-FI_XPU_GROUP_CNTR_ENTRY_POINTS(ofi, fi_xpu_ofi_cntr, fi_xpu_ofi_cntr_abort, FI_XPU_OFI_SYS)
+/* Its words for fi_xpu/device_group.h: one pair, which the proxy and
+ * device code update (no second pair). */
+FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr_words(const struct fid_xpu_cntr *c, const uint64_t **remote)
+{
+	*remote = (const uint64_t *)0;
+	return fi_xpu_ofi_cntr(c);
+}
+
+FI_XPU_GROUP_CNTR_ENTRY_POINTS(ofi, fi_xpu_ofi_cntr_words, fi_xpu_ofi_cntr_abort, FI_XPU_OFI_SYS)
 
 #endif /* FI_XPU_INCLUDED_DEVICE_OFI_H */

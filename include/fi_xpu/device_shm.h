@@ -132,11 +132,14 @@ struct fi_xpu_shm_cq_dev {
 	uint64_t ctx;   /* the context's device root (peer maps); 0: host CQ */
 	uint64_t roff;  /* heap offset of rring, which stamps name */
 };
-/* A counter's device block (local); `cntr` is its {value, errors} block in
- * the shared heap, where peers' remote events land. */
+/* A counter's device block (local). `cntr` is its {value, errors} block,
+ * private to its process, which the owner's own events update; `rcntr` (0
+ * until the counter is bound for remote events) is a second block, in the
+ * shared heap, that peers' remote events increment. The counter is the
+ * sum of the two. */
 struct fi_xpu_shm_cntr_dev {
 	uint64_t magic; /* validity word, fi_xpu/device_handle.h */
-	uint64_t cntr, abort, pad[5];
+	uint64_t cntr, abort, rcntr, pad[4];
 };
 struct fi_xpu_shm_av_ent {
 	uint64_t nonce, ep_id;
@@ -2141,10 +2144,11 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_sread_item(const struct fid_xpu_cq *cq, void *
 FI_XPU_GROUP_CQ_ENTRY_POINTS(shm, fi_xpu_shm_cq_read_item, fi_xpu_shm_cq_readerr_item,
 			     fi_xpu_shm_cq_sread_item)
 
-/* Counters: {value, errors} words in memory the owner's peers can reach,
- * behind a local device block; every work item of a scope may call these
- * (reads are idempotent, and updates are made once, by the scope's
- * leader). */
+/* Counters: {value, errors} words private to the owner's process, plus,
+ * for a counter bound for remote events, the words in the shared heap that
+ * peers increment (fi_xpu/device_coop.h reads their sum), behind a local
+ * device block; every work item of a scope may call these (reads are
+ * idempotent, and updates are made once, by the scope's leader). */
 FI_XPU_FUNC const struct fi_xpu_shm_cntr_dev *fi_xpu_shm_cntr_dev(const struct fid_xpu_cntr *c)
 {
 	const struct fi_xpu_shm_cntr_dev *k =
@@ -2155,9 +2159,10 @@ FI_XPU_FUNC const struct fi_xpu_shm_cntr_dev *fi_xpu_shm_cntr_dev(const struct f
 		       : (const struct fi_xpu_shm_cntr_dev *)0;
 }
 
-FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c)
+FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c, const uint64_t **remote)
 {
 	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_dev(c);
+	*remote = k ? FI_XPU_SHM_P(const uint64_t, fi_xpu_shm_ld(&k->rcntr)) : (const uint64_t *)0;
 	return k ? FI_XPU_SHM_P(uint64_t, k->cntr) : (uint64_t *)0;
 }
 

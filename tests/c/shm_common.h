@@ -25,6 +25,11 @@ static int my_rank;
 /* CQ timeout (ms) of the worlds opened from now on. */
 static int cq_timeout_ms = 10000;
 
+struct world;
+/* When set, called by open_world once the world's own objects are bound to
+ * the endpoint and before it is enabled: a test binds more objects there. */
+static void (*before_enable)(struct world *w);
+
 #define EXPECT(expr, want)                                                                  \
 	do {                                                                                \
 		long long got_ = (long long)(expr);                                         \
@@ -152,6 +157,8 @@ static void open_world(struct world *w, int format)
 	REQUIRE(fi_xpu_ep_bind(w->hep, &w->hwc->fid, FI_WRITE), 0);
 	REQUIRE(fi_xpu_ep_bind(w->hep, &w->hrc->fid, FI_READ), 0);
 	REQUIRE(fi_xpu_ep_bind(w->hep, &w->hrwc->fid, FI_REMOTE_WRITE), 0);
+	if (before_enable)
+		before_enable(w);
 	REQUIRE(fi_xpu_enable(w->hep), 0);
 	REQUIRE(fi_xpu_getname(w->hep, mine.name, &len), 0);
 

@@ -98,12 +98,15 @@ pub struct Cqe {
     pub stamp: u64,
 }
 
-/// Counter (heap, or host memory for a host counter).
+/// Counter words: a counter's own block (private memory, or host memory
+/// for a host counter), and for a counter bound for remote events a second
+/// block in the shared heap that peers increment.
 #[repr(C)]
 pub struct Cntr {
     pub value: u64,
     pub err: u64,
-    /// Validity word (`fi_xpu_handle_word`), checked by device code.
+    /// Validity word (`fi_xpu_handle_word`) of the counter's own block; 0
+    /// in a heap block.
     pub magic: u64,
     pub _pad: [u64; 5],
 }
@@ -287,7 +290,10 @@ pub struct CqDev {
 }
 
 /// Counter device state (local); `fid_xpu.prov_ctx` points here. `cntr`
-/// is the counter's `Cntr` block in the shared heap.
+/// is the counter's own `Cntr` block, private to its process, which its
+/// own events update; `rcntr` (0 until the counter is bound for remote
+/// events) is the `Cntr` block in the shared heap that peers' remote
+/// events increment. The counter is the sum of the two.
 #[repr(C)]
 pub struct CntrDev {
     /// Validity word (`fi_xpu_handle_word`), checked by device code.
@@ -295,7 +301,8 @@ pub struct CntrDev {
     pub cntr: u64,
     /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
     pub abort: u64,
-    pub _pad: [u64; 5],
+    pub rcntr: u64,
+    pub _pad: [u64; 4],
 }
 
 /// One AV entry as the device sees it (for `readfrom`).
@@ -397,7 +404,7 @@ mod tests {
                 ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic, abort,
                 ctx, roff
             }
-            CntrDev = "fi_xpu_shm_cntr_dev" { magic, cntr, abort }
+            CntrDev = "fi_xpu_shm_cntr_dev" { magic, cntr, abort, rcntr }
             AvEnt = "fi_xpu_shm_av_ent" { nonce, ep_id }
             MrDesc = "fi_xpu_shm_mr_desc" { region, base, len, key }
             MsgHdr = "fi_xpu_shm_msg" {

@@ -224,11 +224,6 @@ impl HostBuf {
 
 /// Memory a CQ or counter lives in.
 enum Home {
-    Heap {
-        ctx: Arc<XpuCtx>,
-        off: u64,
-        size: u64,
-    },
     /// Device memory private to this process (see `local_alloc`).
     Local { ctx: Arc<XpuCtx>, addr: usize },
     /// Owns the memory; only its address is used.
@@ -562,7 +557,6 @@ impl Cq {
 
 fn release(h: &Home) {
     match h {
-        Home::Heap { ctx, off, size } => ctx.heap_free(*off, *size),
         Home::Local { ctx, addr } => ctx.local_free(*addr),
         Home::Host(_) => {}
     }
@@ -574,12 +568,9 @@ fn release(h: &Home) {
 /// freed or reused memory.
 fn retire(h: &Home, word: usize) {
     match h {
-        // SAFETY: `word` is the validity word of the block, still mapped
-        // (a heap block until the context closes, a local one retired, not
-        // freed, just below).
-        Home::Heap { .. } => unsafe { store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD)) },
         Home::Local { ctx, addr } => {
-            // SAFETY: as above.
+            // SAFETY: `word` is the validity word of the block, still
+            // mapped (retired, not freed, just below).
             unsafe { store(word, fi_xpu_handle_word(0, FI_XPU_HANDLE_DEAD)) };
             ctx.retire_local(*addr);
         }
@@ -601,15 +592,22 @@ impl Drop for Cq {
 /// Host CQ: a provider-side queue the host reads; FI_ADDR for readfrom.
 pub const FI_ADDR_NOTAVAIL: u64 = u64::MAX;
 
-/// A counter: its `Cntr` block (in the shared heap for an XPU counter, so
-/// that peers' remote events reach it) behind a local `CntrDev`, which is
-/// what the exported handle points to.
+/// A counter's words are private to its process, like a CQ's ring: peers
+/// cannot rewrite them. A counter that takes remote events (bound for
+/// `FI_REMOTE_WRITE` or `FI_REMOTE_READ`) gets a second `Cntr` block in the
+/// shared heap, the only part of it peers can write, which their remote
+/// events increment; the counter is the sum of the two. Both sit behind a
+/// local `CntrDev`, which is what the exported handle points to.
 pub struct Counter {
     home: Home,
     pub addr: usize,
-    pub off: u64,
     dev_home: Home,
     pub dev: usize,
+    /// The context of a device counter (`None`: a host counter).
+    ctx: Option<Arc<XpuCtx>>,
+    /// The block peers' remote events increment: (address, heap offset),
+    /// created at the first bind for remote events, kept until close.
+    remote: Mutex<Option<(usize, u64)>>,
 }
 
 impl Counter {
@@ -624,17 +622,18 @@ impl Counter {
                 Counter {
                     home: Home::Host(h),
                     addr: a,
-                    off: 0,
                     dev_home: Home::Host(d),
                     dev: dv,
+                    ctx: None,
+                    remote: Mutex::new(None),
                 }
             }
             Some(c) => {
-                let (a, off) = c.heap_alloc(sz)?;
+                let a = c.local_alloc(sz)?;
                 let dv = match c.local_alloc(size_of::<CntrDev>() as u64) {
                     Ok(x) => x,
                     Err(e) => {
-                        c.heap_free(off, sz);
+                        c.local_free(a);
                         return Err(e);
                     }
                 };
@@ -646,18 +645,18 @@ impl Counter {
                     )
                 };
                 Counter {
-                    home: Home::Heap {
+                    home: Home::Local {
                         ctx: c.clone(),
-                        off,
-                        size: sz,
+                        addr: a,
                     },
                     addr: a,
-                    off,
                     dev_home: Home::Local {
                         ctx: c.clone(),
                         addr: dv,
                     },
                     dev: dv,
+                    ctx: Some(c.clone()),
+                    remote: Mutex::new(None),
                 }
             }
         };
@@ -675,25 +674,68 @@ impl Counter {
         matches!(self.home, Home::Host(_))
     }
 
+    fn remote_guard(&self) -> std::sync::MutexGuard<'_, Option<(usize, u64)>> {
+        self.remote.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Heap offset of the block peers' remote events increment, created
+    /// on first use (device counters only).
+    pub fn remote_block(&self) -> Result<u64> {
+        let mut g = self.remote_guard();
+        if let Some((_, off)) = *g {
+            return Ok(off);
+        }
+        let Some(c) = &self.ctx else {
+            return Err(Error::INVAL);
+        };
+        let (r, off) = c.heap_alloc(size_of::<Cntr>() as u64)?;
+        // SAFETY: `self.dev` is this counter's live CntrDev. Published
+        // once the block is zeroed (heap_alloc): device readers add it in
+        // from then on.
+        unsafe { store(self.dev + offset_of!(CntrDev, rcntr), r as u64) };
+        *g = Some((r, off));
+        Ok(off)
+    }
+
+    /// Word `err` of the counter's own block.
     fn word(&self, err: bool) -> &AtomicU64 {
         // SAFETY: addr points to a live Cntr; both words are 8-byte aligned.
         unsafe { AtomicU64::from_ptr((self.addr + if err { 8 } else { 0 }) as *mut u64) }
     }
 
+    /// Word `err` of the remote block, read once (0 without one).
+    fn remote_word(&self, err: bool) -> u64 {
+        let Some((r, _)) = *self.remote_guard() else {
+            return 0;
+        };
+        // SAFETY: the remote block stays in the heap until the counter is
+        // dropped; both words are 8-byte aligned.
+        unsafe { load(r + if err { 8 } else { 0 }) }
+    }
+
+    /// The counter's value and error count: its own words plus, for a
+    /// counter that takes remote events, those peers increment (wrapping).
     pub fn read(&self) -> (u64, u64) {
+        let v = self.word(false).load(Ordering::Acquire);
+        let e = self.word(true).load(Ordering::Acquire);
         (
-            self.word(false).load(Ordering::Acquire),
-            self.word(true).load(Ordering::Acquire),
+            v.wrapping_add(self.remote_word(false)),
+            e.wrapping_add(self.remote_word(true)),
         )
     }
 
+    /// An add goes to the counter's own word. A set stores the value less
+    /// what peers counted there, so that a read right after returns it;
+    /// remote events that land while it runs may be missed, as libfabric
+    /// does not order a set against them either.
     pub fn update(&self, how: u32, v: u64) -> Result<()> {
-        let w = self.word(how & FI_XPU_CNTR_ERR != 0);
+        let err = how & FI_XPU_CNTR_ERR != 0;
+        let w = self.word(err);
         match how & !FI_XPU_CNTR_ERR {
             FI_XPU_CNTR_ADD => {
                 w.fetch_add(v, Ordering::AcqRel);
             }
-            FI_XPU_CNTR_SET => w.store(v, Ordering::Release),
+            FI_XPU_CNTR_SET => w.store(v.wrapping_sub(self.remote_word(err)), Ordering::Release),
             _ => return Err(Error::INVAL),
         }
         Ok(())
@@ -702,9 +744,15 @@ impl Counter {
 
 impl Drop for Counter {
     fn drop(&mut self) {
-        // Left in the heap (tombstoned) until the context closes.
         retire(&self.home, self.addr + offset_of!(Cntr, magic));
         retire(&self.dev_home, self.dev + offset_of!(CntrDev, magic));
+        let remote = *self.remote.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let (Some((_, off)), Some(c)) = (remote, &self.ctx) {
+            // SAFETY: the retired CntrDev stays mapped; a stale handle
+            // finds no remote block once it is freed.
+            unsafe { store(self.dev + offset_of!(CntrDev, rcntr), 0) };
+            c.heap_free(off, size_of::<Cntr>() as u64);
+        }
     }
 }
 
@@ -1027,6 +1075,11 @@ impl Ep {
             core::warn("a host counter cannot count remote accesses: peers cannot reach it");
             return Err(Error::OPNOTSUPP);
         }
+        // Only a counter bound for remote events has words peers can reach.
+        let remote = match flags & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
+            true => c.remote_block()?,
+            false => 0,
+        };
         // SAFETY: this endpoint's live EpDev (its six counter words) and
         // endpoint block (its remote counter offsets).
         unsafe {
@@ -1036,10 +1089,10 @@ impl Ep {
                 }
             }
             if flags & FI_REMOTE_WRITE != 0 {
-                store(self.block + 40, c.off);
+                store(self.block + 40, remote);
             }
             if flags & FI_REMOTE_READ != 0 {
-                store(self.block + 48, c.off);
+                store(self.block + 48, remote);
             }
         }
         Ok(())
@@ -1211,5 +1264,97 @@ mod tests {
         assert_eq!((ee.op_context as u64, ee.err), (9, FI_ECONNRESET));
         assert_eq!(q.host_readerr(&mut ee), Err(Error::AGAIN));
         assert_eq!(read(&q, &mut buf[..4]), Err(Error::AGAIN));
+    }
+
+    /// A counter whose remote block is host memory the test increments the
+    /// way peers do (device counters get theirs from the heap).
+    fn counter_with_remote() -> (Counter, HostBuf) {
+        let k = Counter::open(None).unwrap();
+        let r = HostBuf::new(size_of::<Cntr>());
+        *k.remote_guard() = Some((r.addr(), 64));
+        (k, r)
+    }
+
+    /// A peer's remote event: an atomic add to the remote block's word.
+    fn remote_add(r: &HostBuf, err: bool, v: u64) {
+        // SAFETY: the block's words live as long as `r`.
+        let w = unsafe { AtomicU64::from_ptr((r.addr() + if err { 8 } else { 0 }) as *mut u64) };
+        w.fetch_add(v, Ordering::AcqRel);
+    }
+
+    fn own(k: &Counter) -> (u64, u64) {
+        (
+            k.word(false).load(Ordering::Acquire),
+            k.word(true).load(Ordering::Acquire),
+        )
+    }
+
+    #[test]
+    fn a_counter_reads_its_own_and_its_remote_events() {
+        let (k, r) = counter_with_remote();
+        remote_add(&r, false, 5);
+        k.update(FI_XPU_CNTR_ADD, 3).unwrap();
+        assert_eq!(k.read(), (8, 0));
+        remote_add(&r, true, 2);
+        k.update(FI_XPU_CNTR_ADD | FI_XPU_CNTR_ERR, 1).unwrap();
+        assert_eq!(k.read(), (8, 3));
+        // Adds go to the counter's own words only.
+        assert_eq!(own(&k), (3, 1));
+    }
+
+    #[test]
+    fn a_set_reads_back_and_later_remote_events_add_to_it() {
+        let (k, r) = counter_with_remote();
+        remote_add(&r, false, 7);
+        k.update(FI_XPU_CNTR_SET, 100).unwrap();
+        assert_eq!(k.read().0, 100);
+        assert_eq!(own(&k).0, 93);
+        remote_add(&r, false, 2);
+        assert_eq!(k.read().0, 102);
+        remote_add(&r, true, 4);
+        k.update(FI_XPU_CNTR_SET | FI_XPU_CNTR_ERR, 1).unwrap();
+        assert_eq!(k.read(), (102, 1));
+        k.update(FI_XPU_CNTR_ADD, 1).unwrap();
+        assert_eq!(k.read(), (103, 1));
+    }
+
+    #[test]
+    fn counter_arithmetic_wraps() {
+        let (k, r) = counter_with_remote();
+        // Set below what peers counted: the own word wraps below zero.
+        remote_add(&r, false, 10);
+        k.update(FI_XPU_CNTR_SET, 3).unwrap();
+        assert_eq!(own(&k).0, 3u64.wrapping_sub(10));
+        assert_eq!(k.read().0, 3);
+        k.update(FI_XPU_CNTR_SET, 0).unwrap();
+        assert_eq!(k.read().0, 0);
+        remote_add(&r, false, 1);
+        assert_eq!(k.read().0, 1);
+        // A sum past 2^64 wraps, as the words themselves do.
+        k.update(FI_XPU_CNTR_SET, u64::MAX).unwrap();
+        assert_eq!(k.read().0, u64::MAX);
+        remote_add(&r, false, 2);
+        assert_eq!(k.read().0, 1);
+        // Remote words near 2^64 (a peer may write anything there).
+        remote_add(&r, true, u64::MAX - 1);
+        k.update(FI_XPU_CNTR_ADD | FI_XPU_CNTR_ERR, 5).unwrap();
+        assert_eq!(k.read().1, 3);
+        k.update(FI_XPU_CNTR_SET | FI_XPU_CNTR_ERR, 7).unwrap();
+        assert_eq!(k.read().1, 7);
+        assert_eq!(own(&k).1, 9);
+    }
+
+    #[test]
+    fn a_counter_without_a_remote_block_is_its_own_words() {
+        let k = Counter::open(None).unwrap();
+        k.update(FI_XPU_CNTR_ADD, 4).unwrap();
+        k.update(FI_XPU_CNTR_SET | FI_XPU_CNTR_ERR, 2).unwrap();
+        assert_eq!(k.read(), (4, 2));
+        assert_eq!(own(&k), (4, 2));
+        k.update(FI_XPU_CNTR_SET, 9).unwrap();
+        assert_eq!(k.read(), (9, 2));
+        assert_eq!(k.update(7, 1), Err(Error::INVAL));
+        // A host counter never gets one: peers cannot reach host memory.
+        assert_eq!(k.remote_block(), Err(Error::INVAL));
     }
 }
