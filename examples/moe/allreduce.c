@@ -176,8 +176,11 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (n < 2 || n > WORLD_MAXP || count < (uint64_t)n || iters < 1)
+	if (n < 2 || n > WORLD_MAXP || count < (uint64_t)n || iters < 1) {
+		fprintf(stderr, "allreduce: bad arguments (2 <= ranks <= %d, floats >= ranks, iters >= 1)\n",
+			WORLD_MAXP);
 		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	memset(&w, 0, sizeof(w));
 	memset(&r, 0, sizeof(r));
