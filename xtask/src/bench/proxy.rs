@@ -150,10 +150,10 @@ fn put_signal(exe: &Path, quick: bool) {
 /// libfabric's post inside), libfabric's post, and completion.
 const COUNTED: [&str; 5] = [
     "xpu_post",
-    "fi_xpu_ofi::proxy::validate",
-    "fi_xpu_ofi::proxy::translate_and_post",
+    "fi_xpu_ofi::proxy::post::validate",
+    "fi_xpu_ofi::proxy::post::translate_and_post",
     "xo_writemsg",
-    "fi_xpu_ofi::proxy::complete",
+    "fi_xpu_ofi::proxy::complete::complete",
 ];
 
 /// Inclusive instructions of the `COUNTED` functions and heap allocations
@@ -257,11 +257,11 @@ pub fn per_entry(lib: &Path, dir: &Path, quick: bool) -> Result {
     let per = |k: &str| -> Option<f64> {
         Some((rb.get(k)? - ra.get(k).copied().unwrap_or(0.0)) / f64::from(b - a))
     };
-    let validate = per("fi_xpu_ofi::proxy::validate");
+    let validate = per("fi_xpu_ofi::proxy::post::validate");
     let lf_post = per("xo_writemsg");
     let translate =
-        per("fi_xpu_ofi::proxy::translate_and_post").map(|t| t - lf_post.unwrap_or(0.0));
-    let complete = per("fi_xpu_ofi::proxy::complete");
+        per("fi_xpu_ofi::proxy::post::translate_and_post").map(|t| t - lf_post.unwrap_or(0.0));
+    let complete = per("fi_xpu_ofi::proxy::complete::complete");
     println!(
         "\n### ofi provider: instructions per 8-byte write entry (callgrind, libfabric shm; runs of {a} and {b} entries, difference / {})\n",
         b - a
