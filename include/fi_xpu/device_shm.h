@@ -83,6 +83,9 @@ struct fi_xpu_shm_peer_map {
 	 * same of the generation before, whose entries may still wait. */
 	uint64_t nonce, key[2];
 	uint64_t prev_gen, prev_nonce, prev_key[2];
+	/* Regions mapped read-only (bit rid % 64 of word rid / 64): never
+	 * written through. */
+	uint64_t ro[FI_XPU_SHM_MAX_REGIONS / 64];
 };
 struct fi_xpu_shm_peer_addr {
 	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
@@ -100,12 +103,22 @@ struct fi_xpu_shm_ctx_dev {
 struct fi_xpu_shm_posted {
 	uint64_t state, buf, len, tag, ignore, context, flags, seq;
 	uint64_t slot, src_nonce, src_ep, mlen, done, stage, data, map;
+	/* Streamed: the message's inbox position, and the stamp of the
+	 * consumed position last published (fi_xpu_shm_flow_stamp). */
+	uint64_t pos, cst;
 };
 /* An outstanding rendezvous (kind RDV) or streamed (STREAM, then STAGED
  * once every byte is in the lane and the send was reported) send; `map`
- * and `gen` name the receiver's connection, checked for liveness. */
+ * and `gen` name the receiver's connection, checked for liveness; `pos`
+ * and `rep` the message's inbox position and endpoint there, `key` the
+ * key of that connection, `acked` the last consumed position the receiver
+ * stamped (fi_xpu_shm_flow_stamp): nothing else ends the send or lets a
+ * lane be refilled. */
 struct fi_xpu_shm_rdv {
 	uint64_t slot, context, len, flags, buf, sent, lane, kind, map, gen;
+	uint64_t pos, rep, key[2], acked;
+	/* The receiver's stamp last accepted; the stamp of `sent` published. */
+	uint64_t cseen, pst;
 };
 struct fi_xpu_shm_ep_dev {
 	uint64_t block, ctx, nonce, ep_id, caps, tx_cq, rx_cq;
@@ -115,6 +128,9 @@ struct fi_xpu_shm_ep_dev {
 	/* Testing only (FI_XPU_SHM_TEST_DELAY_US, fi_xpu_shm(7)): put-with-signal
 	 * places its data late, last bytes first; 0 otherwise. */
 	uint64_t test_delay_ns;
+	/* Its staging lanes: where this process writes them, and the region
+	 * (read-only to peers) and offset peers read them at. */
+	uint64_t stage, stage_region, stage_off;
 	struct fi_xpu_shm_posted posted[FI_XPU_SHM_MAX_POSTED];
 	struct fi_xpu_shm_rdv rdv[FI_XPU_SHM_MAX_POSTED];
 };
@@ -147,12 +163,21 @@ struct fi_xpu_shm_av_ent {
 struct fi_xpu_shm_mr_desc {
 	uint64_t region, base, len, key;
 };
+/* The private copy of an arrived message's header that matching and
+ * delivery use (fi_xpu_shm_msg_read); `src_nonce` is the source the
+ * receiver attributed it to. */
+struct fi_xpu_shm_msg_seen {
+	uint64_t seq, state, len, tag, data, flags;
+	uint64_t src_nonce, src_ep, src_conn, src_region, src_off, src_gen, stamp, pstamp;
+};
 struct fi_xpu_shm_msg {
 	uint64_t seq, state, len, tag, data, flags;
-	uint64_t src_nonce, src_ep, src_conn, src_region, src_off;
+	uint64_t cstamp; /* the receiver's fi_xpu_shm_flow_stamp of consumed */
+	uint64_t src_ep, src_conn, src_region, src_off;
 	uint64_t produced, consumed, src_gen;
 	uint64_t stamp;  /* fi_xpu_shm_msg_stamp under the key of src_conn */
-	uint64_t pstamp; /* eager: fi_xpu_shm_bytes_stamp of the bytes */
+	uint64_t pstamp; /* eager: fi_xpu_shm_bytes_stamp of the bytes;
+			  * streamed: the sender's flow stamp of produced */
 };
 
 enum {
@@ -181,8 +206,11 @@ enum {
 #define FI_XPU_SHM_RDV_STAGED 3
 #define FI_XPU_SHM_PEER_BLOCK                                          \
 	(sizeof(struct fi_xpu_shm_ep_block) +                           \
-	 (uint64_t)FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE +      \
-	 (uint64_t)FI_XPU_SHM_STAGE_LANES * FI_XPU_SHM_STAGE_LANE_SIZE)
+	 (uint64_t)FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE)
+/* What a flow stamp says about its value (fi_xpu_shm_flow_stamp). */
+#define FI_XPU_SHM_FLOW_PRODUCED 1
+#define FI_XPU_SHM_FLOW_CONSUMED 2
+#define FI_XPU_SHM_FLOW_FAILED 3
 
 /* ---- small helpers ----------------------------------------------------- */
 #define FI_XPU_SHM_P(T, v) ((T *)(uintptr_t)(v))
@@ -375,6 +403,40 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_cqe_stamp(const uint64_t *key, uint64_t pos, uin
 	w[2] = src_ep | (len << 32);
 	w[3] = data;
 	return fi_xpu_shm_stamp(key, w, 4);
+}
+
+/* The stamp of a flow-control word of the rendezvous or streamed message
+ * at inbox position `pos` of endpoint `rep`: `value` produced bytes
+ * (written by the sender), consumed bytes or a failure (written by the
+ * receiver), as `kind` says. The words lie in the inbox slot, which every
+ * peer of the receiver can write; both ends hold the connection's key,
+ * so each acts only on the other's stamped word, and a third peer can
+ * stall a transfer but never make the sender reuse a lane or a buffer
+ * early or the receiver take bytes that were not staged. Five words: no
+ * other stamp has that length. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_flow_stamp(const uint64_t *key, uint64_t pos, uint64_t rep,
+					   uint64_t value, uint64_t kind)
+{
+	uint64_t w[5];
+	w[0] = pos;
+	w[1] = rep;
+	w[2] = value;
+	w[3] = kind;
+	w[4] = 0x776f6c66ULL; /* "flow" */
+	return fi_xpu_shm_stamp(key, w, 5);
+}
+
+/* Publishes a flow-control word of a slot and its stamp word `sw`: the
+ * value first, then the stamp, both with release, so that bytes and
+ * reads before them are done and visible to whoever reads the pair.
+ * Returns the stamp. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_flow_put(uint64_t *word, uint64_t *sw, const uint64_t *key,
+					 uint64_t pos, uint64_t rep, uint64_t value, uint64_t kind)
+{
+	uint64_t st = fi_xpu_shm_flow_stamp(key, pos, rep, value, kind);
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(word, value));
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(sw, st));
+	return st;
 }
 
 /* ---- completion queues ------------------------------------------------- */
@@ -637,7 +699,7 @@ FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr
 				uint64_t key, uint64_t access, unsigned char **out)
 {
 	uint64_t hrid = key >> 48, slot = (key >> 32) & 0xffff, gen = key & 0xffffffffULL;
-	uint64_t hsize, msize, base, elen, mr_off, mr_slots;
+	uint64_t hsize, msize, base, elen, mr_off, mr_slots, rid;
 	const struct fi_xpu_shm_heap_hdr *h;
 	struct fi_xpu_shm_mr_entry *e;
 	unsigned char *heap, *mem;
@@ -663,8 +725,14 @@ FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr
 	elen = e->len;
 	if (addr < base || len > elen || addr - base > elen - len)
 		return -FI_EINVAL;
-	mem = FI_XPU_SHM_P(unsigned char, fi_xpu_shm_region(t->map, e->region, &msize));
+	rid = e->region;
+	mem = FI_XPU_SHM_P(unsigned char, fi_xpu_shm_region(t->map, rid, &msize));
 	if (!mem || msize < elen)
+		return -FI_EACCES;
+	/* A region the peer only lets us read (its registration table) is
+	 * never written, whatever its entry says: the store would fault. */
+	if ((access & FI_REMOTE_WRITE) &&
+	    (fi_xpu_shm_ld(&t->map->ro[rid / 64]) >> (rid % 64) & 1))
 		return -FI_EACCES;
 	/* A registration closed while we checked: its generation changed. */
 	if (fi_xpu_shm_ld(&e->gen) != gen)
@@ -1101,12 +1169,10 @@ FI_XPU_FUNC void fi_xpu_shm_unlock(struct fi_xpu_shm_ep_dev *ep)
 
 FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep);
 
-/* Where lane `lane` of an endpoint's staging area starts, from its block. */
-FI_XPU_FUNC unsigned char *fi_xpu_shm_lane(struct fi_xpu_shm_ep_block *b, uint64_t lane)
+/* Where this process writes lane `lane` of an endpoint's staging area. */
+FI_XPU_FUNC unsigned char *fi_xpu_shm_lane(const struct fi_xpu_shm_ep_dev *ep, uint64_t lane)
 {
-	return (unsigned char *)(b + 1) +
-	       (uint64_t)FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE +
-	       lane * FI_XPU_SHM_STAGE_LANE_SIZE;
+	return FI_XPU_SHM_P(unsigned char, ep->stage) + lane * FI_XPU_SHM_STAGE_LANE_SIZE;
 }
 
 /* Copies `n` bytes between a flat buffer and a lane (a byte ring) at
@@ -1178,10 +1244,8 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 				src_region = d->region;
 				src_off = a - d->base;
 			} else {
-				/* Unregistered: streamed through a staging lane in
-				 * our heap, which every peer maps. */
-				const struct fi_xpu_shm_ctx_dev *cx =
-					FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
+				/* Unregistered: streamed through a staging lane,
+				 * which peers map read-only. */
 				for (lane = 0; lane < FI_XPU_SHM_STAGE_LANES; lane++)
 					if (!(ep->lanes & (1ULL << lane)))
 						break;
@@ -1189,11 +1253,8 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 					rc = -FI_EAGAIN;
 				} else {
 					kind = FI_XPU_SHM_RDV_STREAM;
-					src_region = cx->heap_region;
-					src_off = (uint64_t)(uintptr_t)fi_xpu_shm_lane(
-							  FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ep->block),
-							  lane) -
-						  cx->heap_base;
+					src_region = ep->stage_region;
+					src_off = ep->stage_off + lane * FI_XPU_SHM_STAGE_LANE_SIZE;
 				}
 			}
 		}
@@ -1231,7 +1292,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			id.src_off = src_off;
 			m->stamp = fi_xpu_shm_msg_stamp(t.pa->key, &id);
 			m->pstamp = large ? 0 : fi_xpu_shm_bytes_stamp(t.pa->key, h, buf, len, buf, len);
-			m->src_nonce = ep->nonce;
+			m->cstamp = 0;
 			m->src_ep = ep->ep_id;
 			m->src_conn = t.pa->conn_at_peer;
 			m->src_gen = t.pa->conn_gen;
@@ -1253,6 +1314,11 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			q->kind = (uint64_t)kind;
 			q->map = (uint64_t)(uintptr_t)t.map;
 			q->gen = t.pa->map_gen;
+			q->pos = h;
+			q->rep = t.pa->ep_id;
+			q->key[0] = t.pa->key[0];
+			q->key[1] = t.pa->key[1];
+			q->acked = 0;
 			if (kind == FI_XPU_SHM_RDV_STREAM)
 				ep->lanes |= 1ULL << lane;
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m));
@@ -1282,7 +1348,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 
 /* Reads the header of an arrived message once: senders may rewrite the
  * slot at any time, so matching and delivery use this copy only. */
-FI_XPU_FUNC void fi_xpu_shm_msg_read(const struct fi_xpu_shm_msg *m, struct fi_xpu_shm_msg *h)
+FI_XPU_FUNC void fi_xpu_shm_msg_read(const struct fi_xpu_shm_msg *m, struct fi_xpu_shm_msg_seen *h)
 {
 	h->seq = fi_xpu_shm_ldr(&m->seq);
 	h->state = fi_xpu_shm_ldr(&m->state);
@@ -1290,13 +1356,11 @@ FI_XPU_FUNC void fi_xpu_shm_msg_read(const struct fi_xpu_shm_msg *m, struct fi_x
 	h->tag = fi_xpu_shm_ldr(&m->tag);
 	h->data = fi_xpu_shm_ldr(&m->data);
 	h->flags = fi_xpu_shm_ldr(&m->flags);
-	h->src_nonce = fi_xpu_shm_ldr(&m->src_nonce);
+	h->src_nonce = 0; /* attributed by fi_xpu_shm_msg_source */
 	h->src_ep = fi_xpu_shm_ldr(&m->src_ep);
 	h->src_conn = fi_xpu_shm_ldr(&m->src_conn);
 	h->src_region = fi_xpu_shm_ldr(&m->src_region);
 	h->src_off = fi_xpu_shm_ldr(&m->src_off);
-	h->produced = 0;
-	h->consumed = 0;
 	h->src_gen = fi_xpu_shm_ldr(&m->src_gen);
 	h->stamp = fi_xpu_shm_ldr(&m->stamp);
 	h->pstamp = fi_xpu_shm_ldr(&m->pstamp);
@@ -1307,7 +1371,7 @@ FI_XPU_FUNC void fi_xpu_shm_msg_read(const struct fi_xpu_shm_msg *m, struct fi_x
  * id went to another one, the key that peer had. NULL when there is none.
  * `*prev` says which. */
 FI_XPU_FUNC const uint64_t *fi_xpu_shm_msg_key(const struct fi_xpu_shm_ep_dev *ep,
-					       const struct fi_xpu_shm_msg *h, int *prev)
+					       const struct fi_xpu_shm_msg_seen *h, int *prev)
 {
 	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, h->src_conn);
 	if (!map || (h->src_ep >> 32))
@@ -1323,7 +1387,7 @@ FI_XPU_FUNC const uint64_t *fi_xpu_shm_msg_key(const struct fi_xpu_shm_ep_dev *e
  * source then that connection's attested peer (and h->seq the position's
  * own, pos + 1); -1 when it is refused. */
 FI_XPU_FUNC int fi_xpu_shm_msg_source(const struct fi_xpu_shm_ep_dev *ep, uint64_t pos,
-				      struct fi_xpu_shm_msg *h)
+				      struct fi_xpu_shm_msg_seen *h)
 {
 	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, h->src_conn);
 	const uint64_t *key;
@@ -1348,7 +1412,8 @@ FI_XPU_FUNC int fi_xpu_shm_msg_source(const struct fi_xpu_shm_ep_dev *ep, uint64
 	return 0;
 }
 
-FI_XPU_FUNC int fi_xpu_shm_matches(const struct fi_xpu_shm_posted *p, const struct fi_xpu_shm_msg *m)
+FI_XPU_FUNC int fi_xpu_shm_matches(const struct fi_xpu_shm_posted *p,
+				   const struct fi_xpu_shm_msg_seen *m)
 {
 	if ((p->flags & FI_TAGGED) != (m->flags & FI_TAGGED))
 		return 0;
@@ -1387,40 +1452,71 @@ FI_XPU_FUNC void fi_xpu_shm_rx_complete(struct fi_xpu_shm_ep_dev *ep, struct fi_
 	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_FREE));
 }
 
+/* Ends the streamed or rendezvous message in slot `m` at position `pos`
+ * as failed: the stamped word tells its sender (under the connection's
+ * `key`, none when unknown) that its lane or buffer is free. */
+FI_XPU_FUNC void fi_xpu_shm_flow_fail(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_msg *m,
+				      const uint64_t *key, uint64_t pos)
+{
+	if (key)
+		(void)fi_xpu_shm_flow_put(&m->consumed, &m->cstamp, key, pos, ep->ep_id, 0,
+					  FI_XPU_SHM_FLOW_FAILED);
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED));
+}
+
 /* Takes what the sender has staged for the streamed message of receive
  * `p`; completes the receive after the last byte or when the sender is
- * gone. Every value read from the slot is bounded before use. */
+ * gone. Only a produced position with the sender's stamp counts; every
+ * such value is bounded before use. */
 FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p)
 {
 	struct fi_xpu_shm_msg *m = FI_XPU_SHM_P(struct fi_xpu_shm_msg, p->slot);
 	const struct fi_xpu_shm_peer_map *map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, p->map);
-	uint64_t produced, done = p->done;
+	const uint64_t *key = fi_xpu_shm_ld(&map->gen) == p->seq ? map->key : (const uint64_t *)0;
+	uint64_t produced, pst, done = p->done;
 	if (fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_STREAMING) {
-		/* The sender gave up on the stream (a corrupted flow-control
-		 * word), or someone rewrote the slot: its bytes are lost. */
+		/* Someone rewrote the slot: its bytes are lost. */
+		fi_xpu_shm_flow_fail(ep, m, key, p->pos);
 		fi_xpu_shm_rx_complete(ep, p, 0, -FI_EIO);
 		return;
 	}
 	produced = fi_xpu_shm_ld(&m->produced);
-	if (produced > p->mlen || produced < done || produced - done > FI_XPU_SHM_STAGE_LANE_SIZE) {
-		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED));
-		fi_xpu_shm_rx_complete(ep, p, 0, -FI_EIO);
-		return;
-	}
-	if (produced > done) {
-		/* Bytes past the posted buffer are taken and dropped, so that
-		 * the sender can finish; the receive reports FI_ETRUNC. */
-		uint64_t lo = done < p->len ? done : p->len, hi = produced < p->len ? produced : p->len;
-		if (hi > lo)
-			fi_xpu_shm_lane_copy(FI_XPU_SHM_P(unsigned char, p->stage), lo,
-					     FI_XPU_SHM_P(unsigned char, p->buf) + lo, hi - lo, 0);
-		p->done = produced;
-		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->consumed, produced));
+	pst = fi_xpu_shm_ld(&m->pstamp);
+	if (key && produced != done &&
+	    pst == fi_xpu_shm_flow_stamp(key, p->pos, ep->ep_id, produced, FI_XPU_SHM_FLOW_PRODUCED)) {
+		if (produced > p->mlen || (produced > done && produced - done > FI_XPU_SHM_STAGE_LANE_SIZE)) {
+			/* Stamped by the sender, yet impossible: its
+			 * stream is broken. */
+			fi_xpu_shm_flow_fail(ep, m, key, p->pos);
+			fi_xpu_shm_rx_complete(ep, p, 0, -FI_EIO);
+			return;
+		}
+		if (produced > done) {
+			/* Bytes past the posted buffer are taken and dropped,
+			 * so that the sender can finish; the receive reports
+			 * FI_ETRUNC. */
+			uint64_t lo = done < p->len ? done : p->len;
+			uint64_t hi = produced < p->len ? produced : p->len;
+			if (hi > lo)
+				fi_xpu_shm_lane_copy(FI_XPU_SHM_P(unsigned char, p->stage), lo,
+						     FI_XPU_SHM_P(unsigned char, p->buf) + lo, hi - lo,
+						     0);
+			p->done = produced;
+			p->cst = fi_xpu_shm_flow_put(&m->consumed, &m->cstamp, key, p->pos, ep->ep_id,
+						     produced, FI_XPU_SHM_FLOW_CONSUMED);
+		}
+		/* A smaller one is an old word replayed: ignored. */
+	} else if (key && p->done && (fi_xpu_shm_ldr(&m->consumed) != p->done ||
+				      fi_xpu_shm_ldr(&m->cstamp) != p->cst)) {
+		/* Our word was overwritten: published again, so that the
+		 * sender is not stalled by whoever wrote it. */
+		p->cst = fi_xpu_shm_flow_put(&m->consumed, &m->cstamp, key, p->pos, ep->ep_id, p->done,
+					     FI_XPU_SHM_FLOW_CONSUMED);
 	}
 	if (p->done == p->mlen) {
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_DONE));
 		fi_xpu_shm_rx_complete(ep, p, p->mlen < p->len ? p->mlen : p->len, 0);
-	} else if (!fi_xpu_shm_peer_alive(map) || fi_xpu_shm_ld(&map->gen) != p->seq) {
+	} else if (!key || !fi_xpu_shm_peer_alive(map)) {
 		/* Nobody will finish or retire the slot: the sender is gone. */
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED));
 		fi_xpu_shm_rx_complete(ep, p, 0, -FI_ECONNRESET);
@@ -1430,7 +1526,7 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 /* Delivers message `m` into posted receive `p`: at once for eager and
  * rendezvous messages, by `fi_xpu_shm_stream_rx` for streamed ones. */
 FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_posted *p,
-				    struct fi_xpu_shm_msg *m, const struct fi_xpu_shm_msg *h)
+				    struct fi_xpu_shm_msg *m, const struct fi_xpu_shm_msg_seen *h)
 {
 	uint64_t mflags = h->flags, n, state = FI_XPU_SHM_SLOT_CONSUMED;
 	int err = 0;
@@ -1452,13 +1548,17 @@ FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struc
 			err = -FI_ECONNRESET;
 		} else if (!base || off > size || need > size - off) {
 			err = -FI_EIO;
-			state = FI_XPU_SHM_SLOT_RDV_FAILED;
+			fi_xpu_shm_flow_fail(ep, m, map->key, h->seq - 1);
+			fi_xpu_shm_rx_complete(ep, p, n, err);
+			return;
 		} else if (mflags & FI_XPU_SHM_MSG_STREAM) {
 			p->slot = (uint64_t)(uintptr_t)m;
 			p->map = (uint64_t)(uintptr_t)map;
 			p->seq = gen; /* posting order matters no more */
 			p->stage = base + off;
 			p->done = 0;
+			p->pos = h->seq - 1;
+			p->cst = 0;
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_STREAMING));
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_ACTIVE));
 			fi_xpu_shm_stream_rx(ep, p);
@@ -1466,6 +1566,10 @@ FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struc
 		} else {
 			fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), FI_XPU_SHM_P(const void, base + off),
 					n);
+			/* Taken: only this stamped word frees the sender's
+			 * buffer. */
+			(void)fi_xpu_shm_flow_put(&m->consumed, &m->cstamp, map->key, h->seq - 1,
+						  ep->ep_id, h->len, FI_XPU_SHM_FLOW_CONSUMED);
 			state = FI_XPU_SHM_SLOT_RDV_DONE;
 		}
 	} else if (p->mlen > FI_XPU_SHM_EAGER_MAX) {
@@ -1486,32 +1590,53 @@ FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struc
 	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, state));
 }
 
+/* What the receiver of send `q` (lock held) said in the flow word of
+ * slot `m`: 1 once it took every byte, -1 when it failed the transfer, 0
+ * otherwise, with `q->acked` the most it stamped as consumed so far. A
+ * word without the receiver's stamp, or a smaller position replayed, is
+ * ignored: no other peer can end the send or free its lane. */
+FI_XPU_FUNC int fi_xpu_shm_rdv_verdict(struct fi_xpu_shm_rdv *q, struct fi_xpu_shm_msg *m)
+{
+	uint64_t cs = fi_xpu_shm_ld(&m->cstamp), c, most;
+	if (cs != q->cseen) {
+		c = fi_xpu_shm_ld(&m->consumed);
+		/* A receiver never takes more than was staged. */
+		most = q->kind == FI_XPU_SHM_RDV_REG ? q->len : q->sent;
+		if (cs == fi_xpu_shm_flow_stamp(q->key, q->pos, q->rep, c, FI_XPU_SHM_FLOW_CONSUMED)) {
+			q->cseen = cs;
+			if (c > q->acked && c <= most)
+				q->acked = c;
+		} else if (c == 0 &&
+			   cs == fi_xpu_shm_flow_stamp(q->key, q->pos, q->rep, 0, FI_XPU_SHM_FLOW_FAILED)) {
+			return -1;
+		}
+	}
+	return q->acked == q->len ? 1 : 0;
+}
+
 /* Feeds streamed send `q` (lock held): stages as much as the lane has
- * room for and publishes it; reports the send once every byte is staged. */
+ * room for behind what the receiver stamped as consumed, publishes it
+ * with its stamp, and reports the send once every byte is staged. */
 FI_XPU_FUNC void fi_xpu_shm_stream_tx(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_rdv *q,
 				      struct fi_xpu_shm_msg *m)
 {
-	uint64_t consumed = fi_xpu_shm_ld(&m->consumed), room, n;
-	if (consumed > q->sent || q->sent - consumed > FI_XPU_SHM_STAGE_LANE_SIZE) {
-		/* A receiver never takes more than was staged, nor lets more
-		 * than a lane be staged: the word was corrupted. The send
-		 * fails; progress retires it once the slot says FAILED, and
-		 * the receiver, seeing that state, fails its receive. */
-		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, q->flags,
-				    FI_XPU_SHM_P(void, q->context), q->len, -FI_EIO);
-		q->kind = FI_XPU_SHM_RDV_STAGED;
-		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED));
+	uint64_t room, n;
+	if (q->sent && (fi_xpu_shm_ldr(&m->produced) != q->sent || fi_xpu_shm_ldr(&m->pstamp) != q->pst))
+		/* Our word was overwritten: published again, so that the
+		 * receiver is not stalled by whoever wrote it. */
+		q->pst = fi_xpu_shm_flow_put(&m->produced, &m->pstamp, q->key, q->pos, q->rep, q->sent,
+					     FI_XPU_SHM_FLOW_PRODUCED);
+	if (q->kind != FI_XPU_SHM_RDV_STREAM)
 		return;
-	}
-	room = FI_XPU_SHM_STAGE_LANE_SIZE - (q->sent - consumed);
+	room = FI_XPU_SHM_STAGE_LANE_SIZE - (q->sent - q->acked);
 	n = q->len - q->sent < room ? q->len - q->sent : room;
 	if (n) {
-		fi_xpu_shm_lane_copy(fi_xpu_shm_lane(FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ep->block),
-						     q->lane),
-				     q->sent, FI_XPU_SHM_P(unsigned char, q->buf) + q->sent, n, 1);
+		fi_xpu_shm_lane_copy(fi_xpu_shm_lane(ep, q->lane), q->sent,
+				     FI_XPU_SHM_P(unsigned char, q->buf) + q->sent, n, 1);
 		fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
 		q->sent += n;
-		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->produced, q->sent));
+		q->pst = fi_xpu_shm_flow_put(&m->produced, &m->pstamp, q->key, q->pos, q->rep, q->sent,
+					     FI_XPU_SHM_FLOW_PRODUCED);
 	}
 	if (q->sent == q->len) {
 		/* The buffer is no longer needed: the send is complete. */
@@ -1539,7 +1664,8 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 	if (head - tail > FI_XPU_SHM_INBOX_SLOTS)
 		head = tail + FI_XPU_SHM_INBOX_SLOTS;
 	for (pos = tail; pos != head; pos++) {
-		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, pos), h;
+		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, pos);
+		struct fi_xpu_shm_msg_seen h;
 		struct fi_xpu_shm_posted *best = 0;
 		if (fi_xpu_shm_ld(&m->seq) != pos + 1)
 			break;
@@ -1547,14 +1673,15 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 			continue;
 		fi_xpu_shm_msg_read(m, &h);
 		if (fi_xpu_shm_msg_source(ep, pos, &h) != 0) {
-			/* Not sent by the peer it names: never delivered. A
-			 * sender waiting on a pull learns it failed. */
-			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG,
-					 fi_xpu_shm_st(&m->state,
-						       (h.flags & (FI_XPU_SHM_MSG_RDV |
-								   FI_XPU_SHM_MSG_STREAM))
-							       ? FI_XPU_SHM_SLOT_RDV_FAILED
-							       : FI_XPU_SHM_SLOT_CONSUMED));
+			/* Not sent by the peer it names: never delivered. If
+			 * that peer has a pull or stream waiting here (one a
+			 * third peer altered), it learns it failed. */
+			int prev = 0;
+			if (h.flags & (FI_XPU_SHM_MSG_RDV | FI_XPU_SHM_MSG_STREAM))
+				fi_xpu_shm_flow_fail(ep, m, fi_xpu_shm_msg_key(ep, &h, &prev), pos);
+			else
+				FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG,
+						 fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED));
 			continue;
 		}
 		for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++) {
@@ -1583,7 +1710,7 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 		struct fi_xpu_shm_msg *m = FI_XPU_SHM_P(struct fi_xpu_shm_msg, fi_xpu_shm_ld(&r->slot));
 		const struct fi_xpu_shm_peer_map *map =
 			FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, r->map);
-		uint64_t st;
+		int v;
 		if (!m)
 			continue;
 		if (!fi_xpu_shm_peer_alive(map) || fi_xpu_shm_ld(&map->gen) != r->gen) {
@@ -1599,20 +1726,18 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&r->slot, 0));
 			continue;
 		}
-		st = fi_xpu_shm_ld(&m->state);
-		if (st == FI_XPU_SHM_SLOT_RDV_DONE || st == FI_XPU_SHM_SLOT_RDV_FAILED) {
+		v = fi_xpu_shm_rdv_verdict(r, m);
+		if (v) {
 			/* A streamed send was reported when fully staged. */
 			if (r->kind != FI_XPU_SHM_RDV_STAGED)
 				fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, r->flags,
 						    FI_XPU_SHM_P(void, r->context), r->len,
-						    st == FI_XPU_SHM_SLOT_RDV_DONE && r->kind == FI_XPU_SHM_RDV_REG
-							    ? 0
-							    : -FI_EIO);
+						    v > 0 && r->kind == FI_XPU_SHM_RDV_REG ? 0 : -FI_EIO);
 			if (r->kind != FI_XPU_SHM_RDV_REG)
 				ep->lanes &= ~(1ULL << r->lane);
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&r->slot, 0));
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED));
-		} else if (r->kind == FI_XPU_SHM_RDV_STREAM) {
+		} else if (r->kind != FI_XPU_SHM_RDV_REG) {
 			fi_xpu_shm_stream_tx(ep, r, m);
 		}
 	}

@@ -356,7 +356,6 @@ static void round_classic(int known)
 		 * lanes are corrupted before the receiver looks. */
 		size_t m = (rnd() & 1) ? 1 + rnd() % 4000 : 4097 + rnd() % 200000;
 		const unsigned char *from = (rnd() & 1) ? a.heap : src;
-		unsigned char *inbox = (unsigned char *)(blk_b + 1);
 		check_rc(fi_xpu_tsend(&a.ep, from, m, NULL, 0, &raw_b, 5, NULL, 0, FI_XPU_WORK_ITEM),
 			 "fi_xpu_tsend");
 		for (i = 0; i < 3; i++) {
@@ -366,7 +365,8 @@ static void round_classic(int known)
 			maybe(&h->len);
 			maybe(&h->tag);
 			maybe(&h->flags);
-			maybe(&h->src_nonce);
+			maybe(&h->cstamp);
+			maybe(&h->pstamp);
 			maybe(&h->src_ep);
 			maybe(&h->src_conn);
 			maybe(&h->src_region);
@@ -379,10 +379,11 @@ static void round_classic(int known)
 			blk_b->head = mutate(blk_b->head);
 		if (rnd() % 4 == 0)
 			blk_b->tail = mutate(blk_b->tail);
+		/* The sender's lanes, which peers map read-only: through its
+		 * own mapping, as a buggy sender would. */
 		for (i = 0; i < 16; i++) {
 			uint64_t lanes = FI_XPU_SHM_STAGE_LANES * FI_XPU_SHM_STAGE_LANE_SIZE;
-			inbox[FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE + rnd() % lanes] =
-				(unsigned char)rnd();
+			FI_XPU_SHM_P(unsigned char, ea->stage)[rnd() % lanes] = (unsigned char)rnd();
 		}
 		/* Receive into the middle of `dst`: guards on each side. */
 		if (rnd() & 1)

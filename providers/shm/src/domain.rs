@@ -218,7 +218,12 @@ pub struct CtxSt {
     pub heap: usize,
     pub heap_region: u32,
     pub heap_alloc: FreeList,
-    /// Header and registration table, read-only to peers (table.rs).
+    /// Device address of this context's writable import of `table`, and
+    /// the free space of its staging area (offsets in the table).
+    pub stage: usize,
+    pub stage_alloc: FreeList,
+    /// Header, registration table and staging lanes, read-only to peers
+    /// (table.rs).
     pub table: crate::table::Table,
     pub table_region: u32,
     pub mr_slots: Slots,
@@ -517,7 +522,7 @@ impl Inner {
                     store(m + offset_of!(PeerMap, prev_gen), load(m + 8));
                 }
                 for rid in 1..MAX_REGIONS as u32 {
-                    set_map(m, rid, 0, 0);
+                    set_map(m, rid, 0, 0, false);
                 }
                 m
             }
@@ -537,7 +542,7 @@ impl Inner {
         for (&rid, (fd, off, size)) in conn.regions.iter() {
             match core::import(core, fd.as_raw_fd(), *off, *size) {
                 Ok(d) => {
-                    set_map(map, rid, d, *size);
+                    set_map(map, rid, d, *size, sealed::read_only(fd.as_fd()));
                     conn.imports.insert((ctx_id, rid), d);
                 }
                 Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),
@@ -595,7 +600,7 @@ impl Inner {
         for (ctx_id, core, map) in targets {
             match core::import(core, fd.as_raw_fd(), off, size) {
                 Ok(d) => {
-                    set_map(map, rid, d, size);
+                    set_map(map, rid, d, size, sealed::read_only(fd.as_fd()));
                     conn.imports.insert((ctx_id, rid), d);
                 }
                 Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),
@@ -1016,7 +1021,7 @@ impl Inner {
             return;
         };
         if let Some(&m) = c.maps.get(&cid) {
-            set_map(m, rid, 0, 0);
+            set_map(m, rid, 0, 0, false);
         }
         if let Err(e) = core::retire(c.core(), d) {
             core::debug(&format!(
@@ -1027,11 +1032,14 @@ impl Inner {
     }
 }
 
-/// Sets region `rid` of the live PeerMap at `map` (0: withdrawn).
-fn set_map(map: usize, rid: u32, base: usize, size: u64) {
+/// Sets region `rid` of the live PeerMap at `map` (0: withdrawn), mapped
+/// read-only when `ro`.
+fn set_map(map: usize, rid: u32, base: usize, size: u64, ro: bool) {
     assert!(rid > 0 && (rid as usize) < MAX_REGIONS, "region id {rid}");
     let off_base = offset_of!(PeerMap, base) + 8 * rid as usize;
     let off_size = offset_of!(PeerMap, size) + 8 * rid as usize;
+    let off_ro = offset_of!(PeerMap, ro) + 8 * (rid as usize / 64);
+    let bit = 1u64 << (rid % 64);
     // SAFETY: every caller passes a live PeerMap of a context; rid is
     // checked against its arrays above.
     unsafe {
@@ -1039,6 +1047,10 @@ fn set_map(map: usize, rid: u32, base: usize, size: u64) {
             store(map + off_base, 0);
             store(map + off_size, 0);
         } else {
+            // Before the base: device code finds the region only with
+            // its protection known.
+            let w = load(map + off_ro);
+            store(map + off_ro, if ro { w | bit } else { w & !bit });
             store(map + off_size, size);
             store(map + off_base, base as u64);
         }

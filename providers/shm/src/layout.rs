@@ -25,6 +25,11 @@ pub const MAX_POSTED: usize = 64;
 pub const STAGE_LANES: u64 = 4;
 /// Bytes per staging lane (a byte ring the receiver drains).
 pub const STAGE_LANE_SIZE: u64 = 64 * 1024;
+/// Bytes of an endpoint's staging lanes.
+pub const STAGE_BYTES: u64 = STAGE_LANES * STAGE_LANE_SIZE;
+/// Where the staging area starts in a context's table region: after the
+/// header and the registration table.
+pub const STAGE_START: u64 = 64 + MR_SLOTS as u64 * 64;
 /// Endpoints whose receive side a CQ drives when it is read.
 pub const MAX_PROGRESS: usize = 8;
 
@@ -157,6 +162,9 @@ pub struct PeerMap {
     pub prev_gen: u64,
     pub prev_nonce: u64,
     pub prev_key: [u64; 2],
+    /// Regions mapped read-only (bit `rid % 64` of word `rid / 64`): no
+    /// store is ever aimed at them.
+    pub ro: [u64; MAX_REGIONS / 64],
 }
 pub const PEER_ALIVE: u64 = 1;
 pub const PEER_DEAD: u64 = 2;
@@ -216,6 +224,10 @@ pub struct Posted {
     pub data: u64,
     /// The sender's peer map, checked for liveness (device code only).
     pub map: u64,
+    /// Streamed: the message's inbox position, and the stamp of the
+    /// consumed position last published.
+    pub pos: u64,
+    pub cst: u64,
 }
 
 /// An outstanding rendezvous or streamed send; `map` and `gen` name the
@@ -233,6 +245,17 @@ pub struct Rdv {
     pub kind: u64,
     pub map: u64,
     pub gen: u64,
+    /// The receiver's inbox position and endpoint id, the key the receiver
+    /// gave this domain's connection, and the receiver's last consumed
+    /// position that carried its stamp (`fi_xpu_shm_flow_stamp`): only the
+    /// receiver's stamped word ends the send or frees its lane.
+    pub pos: u64,
+    pub rep: u64,
+    pub key: [u64; 2],
+    pub acked: u64,
+    /// The receiver's stamp last accepted; the stamp of `sent` published.
+    pub cseen: u64,
+    pub pst: u64,
 }
 
 /// Endpoint device state (local); `fid_xpu.prov_ctx` points here.
@@ -258,6 +281,12 @@ pub struct EpDev {
     /// Testing only: nanoseconds between the pieces of a put-with-signal's
     /// data, placed last piece first (`test_delay_us`); 0 otherwise.
     pub test_delay_ns: u64,
+    /// Its staging lanes (`STAGE_LANES` of `STAGE_LANE_SIZE` bytes): where
+    /// this process writes them, and the region and offset peers read
+    /// them at (the context's table region, which peers map read-only).
+    pub stage: u64,
+    pub stage_region: u64,
+    pub stage_off: u64,
     pub posted: [Posted; MAX_POSTED],
     pub rdv: [Rdv; MAX_POSTED],
 }
@@ -333,13 +362,15 @@ pub struct MsgHdr {
     pub tag: u64,
     pub data: u64,
     pub flags: u64,
-    pub src_nonce: u64,
+    /// Rendezvous and streamed messages: the receiver's stamp over
+    /// `consumed` (`fi_xpu_shm_flow_stamp`).
+    pub cstamp: u64,
     pub src_ep: u64,
     pub src_conn: u64,
     pub src_region: u64,
     pub src_off: u64,
     /// Streamed messages: bytes the sender has staged, bytes the receiver
-    /// has taken.
+    /// has taken (or, for a rendezvous, the whole length once it is taken).
     pub produced: u64,
     pub consumed: u64,
     pub src_gen: u64,
@@ -349,7 +380,8 @@ pub struct MsgHdr {
     /// it, so the receiver attributes the entry to that peer or refuses it.
     pub stamp: u64,
     /// Eager messages: SipHash-1-3 of the inbox position and the bytes
-    /// (`fi_xpu_shm_bytes_stamp`), checked by the receiver over its copy.
+    /// (`fi_xpu_shm_bytes_stamp`), checked by the receiver over its copy;
+    /// streamed messages: the sender's stamp over `produced`.
     pub pstamp: u64,
 }
 #[allow(dead_code)]
@@ -385,7 +417,7 @@ mod tests {
                 slot_size, inbox_off, head, tail
             }
             PeerMap = "fi_xpu_shm_peer_map" {
-                state, gen, base, size, nonce, key, prev_gen, prev_nonce, prev_key
+                state, gen, base, size, nonce, key, prev_gen, prev_nonce, prev_key, ro
             }
             PeerAddr = "fi_xpu_shm_peer_addr" {
                 map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen, key
@@ -393,12 +425,15 @@ mod tests {
             CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps, abort }
             Posted = "fi_xpu_shm_posted" {
                 state, buf, len, tag, ignore, context, flags, seq, slot, src_nonce, src_ep,
-                mlen, done, stage, data, map
+                mlen, done, stage, data, map, pos, cst
             }
-            Rdv = "fi_xpu_shm_rdv" { slot, context, len, flags, buf, sent, lane, kind, map, gen }
+            Rdv = "fi_xpu_shm_rdv" {
+                slot, context, len, flags, buf, sent, lane, kind, map, gen, pos, rep, key, acked,
+                cseen, pst
+            }
             EpDev = "fi_xpu_shm_ep_dev" {
                 block, ctx, nonce, ep_id, caps, tx_cq, rx_cq, cntr, av_tab, av_count, lock,
-                post_seq, lanes, magic, test_delay_ns, posted, rdv
+                post_seq, lanes, magic, test_delay_ns, stage, stage_region, stage_off, posted, rdv
             }
             CqDev = "fi_xpu_shm_cq_dev" {
                 ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic, abort,
@@ -408,7 +443,7 @@ mod tests {
             AvEnt = "fi_xpu_shm_av_ent" { nonce, ep_id }
             MrDesc = "fi_xpu_shm_mr_desc" { region, base, len, key }
             MsgHdr = "fi_xpu_shm_msg" {
-                seq, state, len, tag, data, flags, src_nonce, src_ep, src_conn, src_region,
+                seq, state, len, tag, data, flags, cstamp, src_ep, src_conn, src_region,
                 src_off, produced, consumed, src_gen, stamp, pstamp
             }
         };
@@ -430,10 +465,13 @@ mod tests {
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 80);
         assert_eq!(size_of::<MrDesc>(), 32);
-        assert_eq!(size_of::<EpDev>(), 160 + 64 * 128 + 64 * 80);
+        assert_eq!(size_of::<EpDev>(), 184 + 64 * 144 + 64 * 136);
         assert_eq!(size_of::<CqDev>(), 160);
         assert_eq!(size_of::<CntrDev>(), 64);
         assert_eq!(size_of::<CtxDev>(), 40 + 8 * MAX_CONNS);
-        assert_eq!(size_of::<PeerMap>(), 16 + 16 * MAX_REGIONS + 56);
+        assert_eq!(
+            size_of::<PeerMap>(),
+            16 + 16 * MAX_REGIONS + 56 + MAX_REGIONS / 8
+        );
     }
 }

@@ -10,6 +10,7 @@ use fi_xpu_abi::*;
 use fi_xpu_prov_sdk::{Error, Result};
 use std::collections::HashMap;
 use std::mem::{offset_of, size_of};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -68,9 +69,19 @@ pub struct XpuCtx {
 impl XpuCtx {
     pub fn open(dom: &Arc<Inner>, core_ctx: Ctx) -> Result<XpuCtx> {
         let size = heap_size();
-        // The registration table (and its header), which peers only read.
-        let table = Table::new(64 + (MR_SLOTS * size_of::<MrEntry>()) as u64)?;
+        // The registration table (and its header), then room for the
+        // endpoints' staging lanes: what peers only read. The lanes take
+        // at most as much as the heap (each endpoint's inbox there is as
+        // large as its lanes).
+        let table = Table::unsealed(STAGE_START + size)?;
         let table_fd = table.fd().try_clone_to_owned().map_err(|_| Error::MFILE)?;
+        // The lanes are written by device code: through an import of the
+        // table, made before the seal forbids writable mappings.
+        let stage = core::import(core_ctx, table.fd().as_raw_fd(), 0, table.len())?;
+        if let Err(e) = table.seal() {
+            core::unimport(core_ctx, stage);
+            return Err(e);
+        }
         // SAFETY: the table is a fresh writable mapping of at least 64 bytes.
         unsafe {
             let h = table.addr() as *mut HeapHdr;
@@ -79,14 +90,25 @@ impl XpuCtx {
             (*h).mr_slots = MR_SLOTS as u64;
             (*h).magic = HEAP_MAGIC;
         }
-        let (heap, fd) = core::alloc(core_ctx, size, true)?;
-        let fd = fd.ok_or(Error::OPNOTSUPP)?;
+        let (heap, fd) = match core::alloc(core_ctx, size, true) {
+            Ok((heap, Some(fd))) => (heap, fd),
+            Ok((heap, None)) => {
+                core::free(core_ctx, heap);
+                core::unimport(core_ctx, stage);
+                return Err(Error::OPNOTSUPP);
+            }
+            Err(e) => {
+                core::unimport(core_ctx, stage);
+                return Err(e);
+            }
+        };
         // The context's root, then its table of raw peer addresses.
         let dev_size = size_of::<CtxDev>() + PEER_ADDRS * size_of::<PeerAddr>();
         let (dev, _) = match core::alloc(core_ctx, dev_size as u64, false) {
             Ok(d) => d,
             Err(e) => {
                 core::free(core_ctx, heap);
+                core::unimport(core_ctx, stage);
                 return Err(e);
             }
         };
@@ -104,6 +126,7 @@ impl XpuCtx {
             Err(e) => {
                 core::free(core_ctx, dev);
                 core::free(core_ctx, heap);
+                core::unimport(core_ctx, stage);
                 return Err(e);
             }
         };
@@ -114,6 +137,7 @@ impl XpuCtx {
                 dom.unshare_region(&mut dom.lock(), region);
                 core::free(core_ctx, dev);
                 core::free(core_ctx, heap);
+                core::unimport(core_ctx, stage);
                 return Err(e);
             }
         };
@@ -138,6 +162,8 @@ impl XpuCtx {
                 heap,
                 heap_region: region,
                 heap_alloc: FreeList::new(size_of::<HeapHdr>() as u64, size),
+                stage,
+                stage_alloc: FreeList::new(STAGE_START, table.len()),
                 table,
                 table_region,
                 mr_slots: Slots::new(MR_SLOTS),
@@ -162,7 +188,27 @@ impl XpuCtx {
         self.dom.unshare_region(&mut st, c.table_region);
         core::free(c.core(), c.dev);
         core::free(c.core(), c.heap);
+        core::unimport(c.core(), c.stage);
         Ok(())
+    }
+
+    /// Carves staging lanes of `size` bytes out of the read-only area;
+    /// returns (device address, offset in the table region).
+    pub fn stage_alloc(&self, size: u64) -> Result<(usize, u64)> {
+        let mut st = self.dom.lock();
+        let c = st.ctxs.get_mut(&self.id).ok_or(Error::INVAL)?;
+        let off = c.stage_alloc.alloc(size).ok_or_else(|| {
+            core::warn("context staging area exhausted; raise FI_XPU_SHM_HEAP_SIZE");
+            Error::NOMEM
+        })?;
+        Ok((c.stage + off as usize, off))
+    }
+
+    pub fn stage_free(&self, off: u64, size: u64) {
+        let mut st = self.dom.lock();
+        if let Some(c) = st.ctxs.get_mut(&self.id) {
+            c.stage_alloc.release(off, size);
+        }
     }
 
     /// Carves `size` bytes out of the shared heap; returns (address, offset).
@@ -947,6 +993,8 @@ pub struct Ep {
     pub block: usize,
     pub block_off: u64,
     block_size: u64,
+    /// Where its staging lanes lie in the context's table region.
+    stage_off: u64,
     pub dev: usize,
     pub av: Option<Arc<Av>>,
     av_tab: usize,
@@ -957,16 +1005,23 @@ pub struct Ep {
 impl Ep {
     pub fn open(ctx: &Arc<XpuCtx>, caps: u64) -> Result<Ep> {
         let c = ctx;
-        // The staging lanes follow the inbox: peers find them at a fixed offset
-        // from the block, in the heap they already map.
-        let block_size =
-            size_of::<EpBlock>() as u64 + INBOX_SLOTS * SLOT_SIZE + STAGE_LANES * STAGE_LANE_SIZE;
+        // The inbox follows the block in the heap, which peers write; the
+        // staging lanes lie in the area peers only read (table.rs).
+        let block_size = size_of::<EpBlock>() as u64 + INBOX_SLOTS * SLOT_SIZE;
         let (block, block_off) = c.heap_alloc(block_size)?;
+        let (stage, stage_off) = match c.stage_alloc(STAGE_BYTES) {
+            Ok(x) => x,
+            Err(e) => {
+                c.heap_free(block_off, block_size);
+                return Err(e);
+            }
+        };
         let dsz = size_of::<EpDev>() as u64;
         let dev = match c.local_alloc(dsz) {
             Ok(x) => x,
             Err(e) => {
                 c.heap_free(block_off, block_size);
+                c.stage_free(stage_off, STAGE_BYTES);
                 return Err(e);
             }
         };
@@ -975,10 +1030,12 @@ impl Ep {
             Ok(x) => x,
             Err(e) => {
                 c.heap_free(block_off, block_size);
+                c.stage_free(stage_off, STAGE_BYTES);
                 c.local_free(dev);
                 return Err(e);
             }
         };
+        let stage_region = c.dom.lock().ctxs.get(&c.id).map_or(0, |x| x.table_region);
         let id = c.dom.next_ep();
         let caps = if caps == 0 {
             FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC
@@ -1005,6 +1062,9 @@ impl Ep {
             (*d).av_count = AV_TAB_CAP as u64;
             (*d).magic = fi_xpu_handle_word(FI_XPU_HANDLE_EP, FI_XPU_HANDLE_LIVE);
             (*d).test_delay_ns = test_delay_ns();
+            (*d).stage = stage as u64;
+            (*d).stage_region = stage_region as u64;
+            (*d).stage_off = stage_off;
         }
         for i in 0..AV_TAB_CAP {
             write_av_ent(av_tab, i, 0, u64::MAX);
@@ -1015,6 +1075,7 @@ impl Ep {
             block,
             block_off,
             block_size,
+            stage_off,
             dev,
             av: None,
             av_tab,
@@ -1128,6 +1189,7 @@ impl Ep {
         // EpDev, retired (kept mapped) below, not freed.
         unsafe { store(self.block, 0) };
         c.heap_free(self.block_off, self.block_size);
+        c.stage_free(self.stage_off, STAGE_BYTES);
         // SAFETY: as above.
         unsafe {
             store(

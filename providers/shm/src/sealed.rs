@@ -24,6 +24,13 @@ pub fn seal(fd: BorrowedFd) -> Result<()> {
     }
 }
 
+/// Whether `fd` is sealed against writing, so that the core maps it
+/// read-only (a peer's registration table): device code must never be
+/// led to store into such a mapping, which would fault.
+pub fn read_only(fd: BorrowedFd) -> bool {
+    seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
+}
+
 /// Checks a peer's descriptor before `[offset, offset + size)` of it is
 /// mapped: a regular file, sealed against shrinking (-FI_EPERM otherwise),
 /// or a DMA-BUF (fixed size), at least `offset + size` long without

@@ -1,8 +1,9 @@
 //! The part of a context's shared memory that peers read but must never
-//! write: its header and registration table. Every remote access is
-//! checked against that table, so a peer able to write it could grant
-//! itself (or point another peer's operations at) memory it was never
-//! given.
+//! write: its header and registration table, and the staging lanes its
+//! endpoints stream sends through. Every remote access is checked against
+//! that table, so a peer able to write it could grant itself (or point
+//! another peer's operations at) memory it was never given; a peer able to
+//! write a lane could change the bytes of a message sent to another peer.
 //!
 //! It is a memfd of its own, mapped writable here once and then sealed
 //! with `F_SEAL_FUTURE_WRITE`: from then on no process can map it writable
@@ -19,10 +20,12 @@ use fi_xpu_prov_sdk::{Error, Result};
 use std::ffi::c_void;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// Seals of a table: fixed size (as every shared region), no new writable
-/// mapping, no further seals.
-pub const TABLE_SEALS: SealFlags = SealFlags::SHRINK
-    .union(SealFlags::GROW)
+/// Seals of a table from its creation: fixed size (as every shared
+/// region), so that the memory backend imports it.
+const SIZE_SEALS: SealFlags = SealFlags::SHRINK.union(SealFlags::GROW);
+/// Seals of a table once its owner's writable mappings are made: no new
+/// writable mapping, no further seals.
+pub const TABLE_SEALS: SealFlags = SIZE_SEALS
     .union(SealFlags::FUTURE_WRITE)
     .union(SealFlags::SEAL);
 
@@ -34,7 +37,17 @@ pub struct Table {
 
 impl Table {
     /// A zeroed table of at least `size` bytes, writable here only.
+    #[cfg(test)]
     pub fn new(size: u64) -> Result<Table> {
+        let t = Table::unsealed(size)?;
+        t.seal()?;
+        Ok(t)
+    }
+
+    /// A zeroed table of at least `size` bytes, sealed against resizing
+    /// only: its owner makes the writable mappings it needs (its device
+    /// import of the lanes) and then calls `seal`.
+    pub fn unsealed(size: u64) -> Result<Table> {
         let page = page_size() as u64;
         let len = size.div_ceil(page) * page;
         let fd = memfd(c"fi_xpu_shm_table", MemfdFlags::ALLOW_SEALING).map_err(|_| Error::NOMEM)?;
@@ -56,9 +69,14 @@ impl Table {
             len: len as usize,
             fd,
         };
-        // Sealed after the mapping above, which stays writable.
-        add_seals(&t.fd, TABLE_SEALS).map_err(|_| Error::PERM)?;
+        add_seals(&t.fd, SIZE_SEALS).map_err(|_| Error::PERM)?;
         Ok(t)
+    }
+
+    /// Seals the table against writing: the mappings made so far stay
+    /// writable, no later one can be.
+    pub fn seal(&self) -> Result<()> {
+        add_seals(&self.fd, TABLE_SEALS).map_err(|_| Error::PERM)
     }
 
     pub fn addr(&self) -> usize {
