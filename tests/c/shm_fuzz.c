@@ -446,12 +446,19 @@ static void round_classic(int known)
 static void corrupt_stream(int k)
 {
 	struct fi_xpu_shm_msg *m = inbox_slot(rnd() % (uint64_t)k);
-	switch (rnd() % 6) {
+	switch (rnd() % 10) {
 	case 0:
 	case 1:
 	case 2: m->consumed = hostile_position_s(&rng, m->consumed); break;
 	case 3:
 	case 4: m->produced = hostile_position_s(&rng, m->produced); break;
+	/* A third peer's best moves: let the sender refill the lane over
+	 * bytes not yet taken, let the receiver take bytes not yet staged,
+	 * replay a stamp, or say the transfer ended. */
+	case 5: m->consumed = m->produced; break;
+	case 6: m->produced = m->consumed + LANE; break;
+	case 7: m->cstamp = m->pstamp; break;
+	case 8: m->state = (rnd() & 1) ? FI_XPU_SHM_SLOT_RDV_DONE : FI_XPU_SHM_SLOT_CONSUMED; break;
 	default: m->len = hostile_position_s(&rng, m->len); break;
 	}
 }
@@ -480,20 +487,42 @@ static void round_stream(int clean)
 			 "fi_xpu_trecv");
 	for (step = 0; step < 48; step++) {
 		check_rc(fi_xpu_flush(&a.ep, 0, FI_XPU_WORK_ITEM), "fi_xpu_flush");
-		if (!clean && rnd() % 3 == 0)
+		if (!clean && rnd() % 4 == 0) {
+			/* A third peer's hidden overwrite: the sender is told
+			 * part of the staged bytes were taken and refills over
+			 * them; then the produced word is put back so that the
+			 * receiver's bounds see nothing wrong. */
+			struct fi_xpu_shm_msg *m = inbox_slot(rnd() % (uint64_t)k);
+			uint64_t p0 = m->produced, c0 = m->consumed;
+			if (p0 > c0 && p0 - c0 <= LANE) {
+				m->consumed = c0 + 1 + rnd() % (p0 - c0);
+				check_rc(fi_xpu_flush(&a.ep, 0, FI_XPU_WORK_ITEM), "fi_xpu_flush");
+				m->produced = p0;
+			}
+		} else if (!clean && rnd() % 3 == 0) {
 			corrupt_stream(k);
+			/* The sender may act on it before the receiver does. */
+			if (rnd() & 1)
+				check_rc(fi_xpu_flush(&a.ep, 0, FI_XPU_WORK_ITEM), "fi_xpu_flush");
+		}
 		check_rc(fi_xpu_flush(&b.ep, 0, FI_XPU_WORK_ITEM), "fi_xpu_flush");
 		if (!clean && rnd() % 3 == 0)
 			corrupt_stream(k);
 	}
-	if (!clean) {
-		for (i = 0; i < 3; i++) {
-			drain(&b.cq);
-			drain(&a.cq);
+	/* A receive that completes successfully holds exactly what was sent,
+	 * however the words were corrupted; corrupted rounds may end
+	 * receives in errors (read and dropped here) or leave them pending. */
+	for (;;) {
+		n = fi_xpu_cq_read(&b.cq, e, 8, FI_XPU_WORK_ITEM);
+		if (n == -FI_EAVAIL && !clean) {
+			struct fi_cq_err_entry err;
+			memset(&err, 0, sizeof(err));
+			check_rc(fi_xpu_cq_readerr(&b.cq, &err, 0, FI_XPU_WORK_ITEM),
+				 "fi_xpu_cq_readerr");
+			continue;
 		}
-		return;
-	}
-	while ((n = fi_xpu_cq_read(&b.cq, e, 8, FI_XPU_WORK_ITEM)) > 0)
+		if (n <= 0)
+			break;
 		for (i = 0; i < n; i++) {
 			int j = (int)(uintptr_t)e[i].op_context - 1;
 			size_t x;
@@ -512,6 +541,12 @@ static void round_stream(int clean)
 					break;
 				}
 		}
+	}
+	if (!clean) {
+		for (i = 0; i < 3; i++)
+			drain(&a.cq);
+		return;
+	}
 	check_rc(n, "fi_xpu_cq_read");
 	while ((n = fi_xpu_cq_read(&a.cq, e, 8, FI_XPU_WORK_ITEM)) > 0)
 		got_tx += (int)n;
