@@ -54,9 +54,12 @@ fn unaligned_or_wrapping_mr_off() {
 }
 
 /// Up to one streamed send per staging lane; between the endpoints' turns
-/// the receiver's flow-control words (consumed, produced) and lengths are
-/// rewound, advanced or set near 2^64. The sender never writes outside its
-/// lanes, and in clean rounds every byte arrives.
+/// the flow-control words (consumed, produced, their stamps) and lengths
+/// are rewound, advanced, replayed or set near 2^64, and a third peer's
+/// hidden overwrite is tried (consumed advanced so that the sender refills
+/// over bytes not yet taken, then produced put back). The sender never
+/// writes outside its lanes, every receive that succeeds holds exactly the
+/// bytes sent, and in clean rounds every byte arrives.
 #[test]
 fn streamed_sends_with_hostile_flow_control() {
     let out = fuzz("stream", &["stream"]);
