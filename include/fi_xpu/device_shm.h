@@ -67,10 +67,18 @@ struct fi_xpu_shm_cqe {
 struct fi_xpu_shm_cntr {
 	uint64_t value, err, magic, pad[5];
 };
-struct fi_xpu_shm_ep_block {
+/* What peers need to deliver to an endpoint, in its context's table
+ * region, which they map read-only: heap offsets (0: none) of the ring
+ * that takes its remote completions and of its remote counters, the
+ * heap's region and the heap offset of its block. */
+struct fi_xpu_shm_ep_info {
 	uint64_t magic, nonce, ep_id, caps;
-	uint64_t rx_cq, rem_write_cntr, rem_read_cntr, nslots, slot_size, inbox_off;
-	uint64_t p0[6];
+	uint64_t rx_cq, rem_write_cntr, rem_read_cntr, heap_region, block_off;
+	uint64_t pad[7];
+};
+/* An endpoint's inbox in the heap: head (senders claim slots by moving
+ * it) and tail (its owner retires slots); the slots follow. */
+struct fi_xpu_shm_ep_block {
 	uint64_t head, p1[7];
 	uint64_t tail, p2[7];
 };
@@ -88,7 +96,7 @@ struct fi_xpu_shm_peer_map {
 	uint64_t ro[FI_XPU_SHM_MAX_REGIONS / 64];
 };
 struct fi_xpu_shm_peer_addr {
-	uint64_t map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
+	uint64_t map, info_region, info_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
 	uint64_t key[2]; /* the peer's key for our connection: stamps our sends */
 };
 struct fi_xpu_shm_ctx_dev {
@@ -639,6 +647,7 @@ struct fi_xpu_shm_target {
 	unsigned char *heap;
 	uint64_t heap_size;
 	struct fi_xpu_shm_ep_block *ep;
+	const struct fi_xpu_shm_ep_info *info;
 };
 
 /* A raw AV address points into the context's table of peer addresses
@@ -658,10 +667,14 @@ FI_XPU_FUNC const struct fi_xpu_shm_peer_addr *fi_xpu_shm_peer(const struct fi_x
 	return FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw);
 }
 
-/* Resolves a raw AV address: the peer's heap and endpoint block. */
+/* Resolves a raw AV address: the peer endpoint's information (read-only
+ * here), its heap and its block there. Whatever the information says is
+ * checked against the heap before use. */
 FI_XPU_FUNC int fi_xpu_shm_target(const struct fi_xpu_shm_ep_dev *ep, const void *dest_addr,
 				  struct fi_xpu_shm_target *t)
 {
+	uint64_t isize = 0, hrid, boff;
+	const unsigned char *ib;
 	if (!dest_addr)
 		return -FI_EINVAL;
 	t->pa = fi_xpu_shm_peer(ep, *(const uint64_t *)dest_addr);
@@ -675,17 +688,22 @@ FI_XPU_FUNC int fi_xpu_shm_target(const struct fi_xpu_shm_ep_dev *ep, const void
 	/* The peer left and another one has its connection id now. */
 	if (fi_xpu_shm_ld(&t->map->gen) != t->pa->map_gen)
 		return -FI_ECONNRESET;
-	t->heap = FI_XPU_SHM_P(unsigned char,
-			       fi_xpu_shm_region(t->map, t->pa->heap_region, &t->heap_size));
-	if (!t->heap || t->pa->ep_off + sizeof(struct fi_xpu_shm_ep_block) > t->heap_size)
+	ib = FI_XPU_SHM_P(const unsigned char,
+			  fi_xpu_shm_region(t->map, t->pa->info_region, &isize));
+	if (!ib || t->pa->info_off % 8 || t->pa->info_off > isize ||
+	    isize - t->pa->info_off < sizeof(struct fi_xpu_shm_ep_info))
 		return -FI_ENOTCONN;
-	t->ep = (struct fi_xpu_shm_ep_block *)(void *)(t->heap + t->pa->ep_off);
-	if (fi_xpu_shm_ld(&t->ep->magic) != FI_XPU_SHM_EP_MAGIC)
+	t->info = (const struct fi_xpu_shm_ep_info *)(const void *)(ib + t->pa->info_off);
+	if (fi_xpu_shm_ld(&t->info->magic) != FI_XPU_SHM_EP_MAGIC)
 		return -FI_ECONNRESET;
-	if (t->pa->ep_off + FI_XPU_SHM_PEER_BLOCK > t->heap_size)
+	hrid = fi_xpu_shm_ldr(&t->info->heap_region);
+	boff = fi_xpu_shm_ldr(&t->info->block_off);
+	t->heap = FI_XPU_SHM_P(unsigned char, fi_xpu_shm_region(t->map, hrid, &t->heap_size));
+	if (!t->heap || boff % 8 || boff > t->heap_size || t->heap_size - boff < FI_XPU_SHM_PEER_BLOCK)
 		return -FI_EIO;
+	t->ep = (struct fi_xpu_shm_ep_block *)(void *)(t->heap + boff);
 	/* The id may have been handed to a new peer while we looked: its
-	 * regions are published after its generation, so a heap of the new
+	 * regions are published after its generation, so a region of the new
 	 * peer read above implies the new generation is visible here. */
 	if (fi_xpu_shm_ld(&t->map->gen) != t->pa->map_gen)
 		return -FI_ECONNRESET;
@@ -766,7 +784,7 @@ FI_XPU_FUNC uint64_t *fi_xpu_shm_tcntr(const struct fi_xpu_shm_target *t, const 
 FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 				    const struct fi_xpu_shm_cqe_in *in)
 {
-	uint64_t off = fi_xpu_shm_ldr(&t->ep->rx_cq), size;
+	uint64_t off = fi_xpu_shm_ldr(&t->info->rx_cq), size;
 	struct fi_xpu_shm_cq_ring *r;
 	struct fi_xpu_shm_cqe_in s = *in;
 	if (!fi_xpu_shm_theap_ok(t, off, FI_XPU_SHM_CQ_HDR))
@@ -844,7 +862,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			       uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
 	unsigned char *mem = 0;
 	int64_t rc = 0;
 	uint64_t cflags = (is_write ? FI_WRITE : FI_READ) | FI_RMA;
@@ -857,7 +875,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			rc = fi_xpu_shm_rkey(&t, addr, len, key,
 					     is_write ? FI_REMOTE_WRITE : FI_REMOTE_READ, &mem);
 		if (rc == 0 && is_write && (flags & FI_REMOTE_CQ_DATA) &&
-		    fi_xpu_shm_ldr(&t.ep->rx_cq) == 0)
+		    fi_xpu_shm_ldr(&t.info->rx_cq) == 0)
 			rc = -FI_EOPNOTSUPP;
 		if (rc == -FI_EACCES || rc == -FI_EINVAL || rc == -FI_EOPNOTSUPP) {
 			/* A refused access is reported as an error completion. */
@@ -887,8 +905,8 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			in.src_ep = ep->ep_id;
 			(void)fi_xpu_shm_tcq_push(&t, &in);
 		}
-		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? &t.ep->rem_write_cntr
-							   : &t.ep->rem_read_cntr),
+		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? &t.info->rem_write_cntr
+							   : &t.info->rem_read_cntr),
 			       1));
 		fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
 				    cflags, context, len, 0);
@@ -1082,7 +1100,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 				      uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
 	unsigned char *mem = 0;
 	int64_t rc = 0;
 	int sz = fi_xpu_shm_dt_size(datatype);
@@ -1124,8 +1142,8 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 					fi_xpu_shm_put((unsigned char *)result + i * sz, sz, old);
 				old1 = old;
 			}
-			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? &t.ep->rem_read_cntr
-										  : &t.ep->rem_write_cntr),
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? &t.info->rem_read_cntr
+										  : &t.info->rem_write_cntr),
 				       1));
 			fi_xpu_shm_complete(ep, result ? FI_XPU_SHM_CNTR_READ : FI_XPU_SHM_CNTR_WRITE,
 					    cflags, context, count * (size_t)sz, 0);
@@ -1212,7 +1230,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 				    uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
 	struct fi_xpu_shm_msg *m = 0;
 	uint64_t h = 0, tl, src_region = 0, src_off = 0, lane = 0;
 	uint64_t cflags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
@@ -1938,7 +1956,7 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 					   int sig_op, void *context)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
 	unsigned char *mem = 0, *sig = 0;
 	int rc;
 	if (!ep || (!buf && len) || !dest_addr)
@@ -1966,7 +1984,7 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_SIGNAL,
 				 (void)fi_xpu_arch_fetch_add_u64((uint64_t *)(void *)sig, signal,
 								 FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS));
-	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, &t.ep->rem_write_cntr), 1));
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, &t.info->rem_write_cntr), 1));
 	fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, 0);
 	return 0;
 }
@@ -1978,7 +1996,7 @@ FI_XPU_FUNC void *fi_xpu_shm_peer_ptr_item(struct fid_xpu_ep *hep, const void *d
 					   uint64_t addr, uint64_t key, size_t len)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0 };
+	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
 	unsigned char *mem = 0;
 	if (!ep || fi_xpu_shm_target(ep, dest_addr, &t) != 0 ||
 	    fi_xpu_shm_rkey(&t, addr, len, key, FI_REMOTE_READ | FI_REMOTE_WRITE, &mem) != 0)

@@ -203,8 +203,10 @@ static void hostile_peer(void)
 	const struct fi_xpu_shm_peer_addr *pa =
 		FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, W.raw[0]);
 	const struct fi_xpu_shm_peer_map *pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
-	unsigned char *vheap = FI_XPU_SHM_P(unsigned char, pm->base[pa->heap_region]);
-	uint64_t vsize = pm->size[pa->heap_region], i, rng = 0x243f6a8885a308d3ULL;
+	const struct fi_xpu_shm_ep_info *vi = FI_XPU_SHM_P(const struct fi_xpu_shm_ep_info,
+							  pm->base[pa->info_region] + pa->info_off);
+	unsigned char *vheap = FI_XPU_SHM_P(unsigned char, pm->base[vi->heap_region]);
+	uint64_t vsize = pm->size[vi->heap_region], i, rng = 0x243f6a8885a308d3ULL;
 
 	REQUIRE(vheap != NULL && vsize != 0, 1);
 	for (i = 0; i + 8 <= vsize; i += 8) {

@@ -127,6 +127,9 @@ static struct world a, b;
 static struct fi_xpu_shm_ep_dev *ea, *eb, snap_ea, snap_eb;
 static struct fi_xpu_shm_heap_hdr *hb;
 static struct fi_xpu_shm_ep_block *blk_a, *blk_b;
+/* The endpoints' information, through their owners' writable mappings:
+ * peers map it read-only, but its owner may still corrupt it. */
+static struct fi_xpu_shm_ep_info *info_a, *info_b;
 static struct fi_xpu_shm_cq_dev *qb;
 static unsigned char *heap_a, *heap_b, *snap_a, *snap_b;
 /* b's registration table (with its header), through b's own writable
@@ -400,7 +403,7 @@ static void round_classic(int known)
 		}
 	} else {
 		/* The receiver's ring that takes remote completions. */
-		uint64_t roff = fi_xpu_shm_ldr(&blk_b->rx_cq);
+		uint64_t roff = fi_xpu_shm_ldr(&info_b->rx_cq);
 		struct fi_xpu_shm_cq_ring *r = (struct fi_xpu_shm_cq_ring *)(void *)(heap_b + roff);
 		struct fi_xpu_shm_cqe *q =
 			(struct fi_xpu_shm_cqe *)(void *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR);
@@ -563,7 +566,7 @@ static void round_offsets(void)
 {
 	unsigned char *buf = local + GUARD;
 	uint64_t v[2] = { 1, 2 }, res[2];
-	uint64_t *w[3] = { &blk_b->rx_cq, &blk_b->rem_write_cntr, &blk_b->rem_read_cntr };
+	uint64_t *w[3] = { &info_b->rx_cq, &info_b->rem_write_cntr, &info_b->rem_read_cntr };
 	int i;
 	for (i = 0; i < 3; i++)
 		if (rnd() % 4 != 0)
@@ -590,8 +593,8 @@ static int race_on, race_parked, race_stop;
 
 static uint64_t *race_word(uint64_t *s)
 {
-	uint64_t roff = fi_xpu_shm_ldr(&((struct fi_xpu_shm_ep_block *)(void *)(snap_b +
-			((unsigned char *)blk_b - heap_b)))->rx_cq);
+	uint64_t roff = fi_xpu_shm_ldr(&((struct fi_xpu_shm_ep_info *)(void *)(snap_tab_b +
+			((unsigned char *)info_b - tab_b)))->rx_cq);
 	switch (rnd_s(s) % 6) {
 	case 0:
 	case 1: {
@@ -599,8 +602,8 @@ static uint64_t *race_word(uint64_t *s)
 		return (uint64_t *)(void *)m + rnd_s(s) % 14;
 	}
 	case 2: {
-		uint64_t *bw[5] = { &blk_b->head, &blk_b->tail, &blk_b->rx_cq,
-				    &blk_b->rem_write_cntr, &blk_b->rem_read_cntr };
+		uint64_t *bw[5] = { &blk_b->head, &blk_b->tail, &info_b->rx_cq,
+				    &info_b->rem_write_cntr, &info_b->rem_read_cntr };
 		return bw[rnd_s(s) % 5];
 	}
 	case 3: {
@@ -639,7 +642,7 @@ static void *corruptor(void *arg)
 		}
 		w = race_word(&s);
 		v = __atomic_load_n(w, __ATOMIC_RELAXED);
-		if (w == &blk_b->rx_cq || w == &blk_b->rem_write_cntr || w == &blk_b->rem_read_cntr)
+		if (w == &info_b->rx_cq || w == &info_b->rem_write_cntr || w == &info_b->rem_read_cntr)
 			v = hostile_offset_s(&s, v);
 		else if (rnd_s(&s) & 1)
 			v = hostile_position_s(&s, v);
@@ -767,7 +770,7 @@ static void round_forge(struct fid_xpu_cq *txcq, unsigned char *theap_a)
 {
 	struct fi_xpu_shm_cq_dev *qa = (struct fi_xpu_shm_cq_dev *)a.cq.fid.prov_ctx;
 	struct fi_xpu_shm_cq_dev *qt = (struct fi_xpu_shm_cq_dev *)txcq->fid.prov_ctx;
-	uint64_t roff = blk_a->rx_cq;
+	uint64_t roff = info_a->rx_cq;
 	/* Every completion ring of `a` that lies in memory the peer maps. */
 	if (in_heap_a(qa->ring))
 		forge_into(theap_a + (qa->ring - (uint64_t)(uintptr_t)heap_a));
@@ -855,15 +858,23 @@ int main(int argc, char **argv)
 	qb = (struct fi_xpu_shm_cq_dev *)b.cq.fid.prov_ctx;
 	(void)qb;
 	REQUIRE((unsigned char *)blk_b > heap_b && (unsigned char *)blk_b < heap_b + size_b, 1);
-	REQUIRE(blk_b->rx_cq != 0, 1);
+	info_a = FI_XPU_SHM_P(struct fi_xpu_shm_ep_info,
+			      ea->stage + FI_XPU_SHM_STAGE_LANES * FI_XPU_SHM_STAGE_LANE_SIZE);
 	lanes_end_a = (uint64_t)((unsigned char *)blk_a - heap_a) + FI_XPU_SHM_PEER_BLOCK;
 	REQUIRE(lanes_end_a < size_a, 1);
 	pa = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw_b);
 	pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
-	theap_b = FI_XPU_SHM_P(unsigned char, pm->base[pa->heap_region]);
+	theap_b = FI_XPU_SHM_P(unsigned char,
+			       pm->base[FI_XPU_SHM_P(const struct fi_xpu_shm_ep_info,
+						     pm->base[pa->info_region] + pa->info_off)
+						->heap_region]);
 	REQUIRE(theap_b != NULL, 1);
 	tab_b = owner_mapping(FI_XPU_SHM_P(void, pm->base[b.cards[0].key >> 48]), &size_tab_b);
 	REQUIRE(tab_b != NULL, 1);
+	info_b = (struct fi_xpu_shm_ep_info *)(void *)(tab_b + eb->stage_off +
+						      FI_XPU_SHM_STAGE_LANES *
+							      FI_XPU_SHM_STAGE_LANE_SIZE);
+	REQUIRE(info_b->rx_cq != 0, 1);
 	hb = (struct fi_xpu_shm_heap_hdr *)(void *)tab_b;
 	below_ok = mapped_rw(theap_b - BELOW);
 	snap_a = malloc(size_a);
@@ -893,7 +904,10 @@ int main(int argc, char **argv)
 		REQUIRE(fi_xpu_export(&hcq2->fid, 0, &cq2.fid), 0);
 		pa = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw_a);
 		pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
-		theap_a = FI_XPU_SHM_P(unsigned char, pm->base[pa->heap_region]);
+		theap_a = FI_XPU_SHM_P(unsigned char,
+				       pm->base[FI_XPU_SHM_P(const struct fi_xpu_shm_ep_info,
+							     pm->base[pa->info_region] + pa->info_off)
+							->heap_region]);
 		REQUIRE(theap_a != NULL, 1);
 		/* The heap (and everything in it) changed: snapshot it again. */
 		memcpy(snap_a, heap_a, size_a);

@@ -114,10 +114,12 @@ static void hostile(void)
 	const struct fi_xpu_shm_peer_map *pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
 	const struct fi_xpu_shm_ep_dev *me = (const struct fi_xpu_shm_ep_dev *)W.ep.fid.prov_ctx;
 	const struct fi_xpu_shm_ctx_dev *cx = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, me->ctx);
-	unsigned char *vheap = FI_XPU_SHM_P(unsigned char, pm->base[pa->heap_region]);
-	uint64_t vsize = pm->size[pa->heap_region];
+	const struct fi_xpu_shm_ep_info *vi = FI_XPU_SHM_P(const struct fi_xpu_shm_ep_info,
+							  pm->base[pa->info_region] + pa->info_off);
+	unsigned char *vheap = FI_XPU_SHM_P(unsigned char, pm->base[vi->heap_region]);
+	uint64_t vsize = pm->size[vi->heap_region];
 	struct fi_xpu_shm_ep_block *vblk =
-		(struct fi_xpu_shm_ep_block *)(void *)(vheap + pa->ep_off);
+		(struct fi_xpu_shm_ep_block *)(void *)(vheap + vi->block_off);
 	unsigned char *own = FI_XPU_SHM_P(unsigned char, cx->heap_base), *big, *shared;
 	uint64_t own_size = ((struct fi_xpu_shm_heap_hdr *)(void *)own)->size, off;
 	struct fid_xpu_mr *mr;

@@ -56,11 +56,14 @@ static struct view view_of_victim(void)
 	const struct fi_xpu_shm_peer_addr *pa =
 		FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, W.raw[0]);
 	const struct fi_xpu_shm_peer_map *pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
+	/* The victim endpoint's information, in its table region. */
+	const struct fi_xpu_shm_ep_info *vi = FI_XPU_SHM_P(const struct fi_xpu_shm_ep_info,
+							  pm->base[pa->info_region] + pa->info_off);
 	struct view v;
 	v.a = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, W.raw[1]);
-	v.heap = FI_XPU_SHM_P(unsigned char, pm->base[pa->heap_region]);
+	v.heap = FI_XPU_SHM_P(unsigned char, pm->base[vi->heap_region]);
 	REQUIRE(v.heap != NULL, 1);
-	v.blk = (struct fi_xpu_shm_ep_block *)(void *)(v.heap + pa->ep_off);
+	v.blk = (struct fi_xpu_shm_ep_block *)(void *)(v.heap + vi->block_off);
 	return v;
 }
 

@@ -27,6 +27,8 @@ pub const STAGE_LANES: u64 = 4;
 pub const STAGE_LANE_SIZE: u64 = 64 * 1024;
 /// Bytes of an endpoint's staging lanes.
 pub const STAGE_BYTES: u64 = STAGE_LANES * STAGE_LANE_SIZE;
+/// Bytes of an endpoint's `EpInfo`, which follows its lanes.
+pub const INFO_BYTES: u64 = std::mem::size_of::<EpInfo>() as u64;
 /// Where the staging area starts in a context's table region: after the
 /// header and the registration table.
 pub const STAGE_START: u64 = 64 + MR_SLOTS as u64 * 64;
@@ -116,9 +118,10 @@ pub struct Cntr {
     pub _pad: [u64; 5],
 }
 
-/// Endpoint block (heap): what peers need to deliver to this endpoint.
+/// Endpoint information (table region, which peers map read-only): what
+/// peers need to deliver to this endpoint. Only its owner writes it.
 #[repr(C)]
-pub struct EpBlock {
+pub struct EpInfo {
     pub magic: u64,
     pub nonce: u64,
     pub ep_id: u64,
@@ -128,10 +131,16 @@ pub struct EpBlock {
     pub rx_cq: u64,
     pub rem_write_cntr: u64,
     pub rem_read_cntr: u64,
-    pub nslots: u64,
-    pub slot_size: u64,
-    pub inbox_off: u64,
-    pub _p0: [u64; 6],
+    /// The heap's region id, and the heap offset of the endpoint block.
+    pub heap_region: u64,
+    pub block_off: u64,
+    pub _pad: [u64; 7],
+}
+
+/// Endpoint block (heap): the inbox's head, which senders move, and tail,
+/// which the owner moves; `INBOX_SLOTS` slots of `SLOT_SIZE` follow.
+#[repr(C)]
+pub struct EpBlock {
     pub head: u64,
     pub _p1: [u64; 7],
     pub tail: u64,
@@ -173,8 +182,9 @@ pub const PEER_DEAD: u64 = 2;
 #[repr(C)]
 pub struct PeerAddr {
     pub map: u64,
-    pub heap_region: u64,
-    pub ep_off: u64,
+    /// Where the peer endpoint's `EpInfo` lies: region and offset.
+    pub info_region: u64,
+    pub info_off: u64,
     pub nonce: u64,
     pub ep_id: u64,
     /// The id this domain's connection has at the peer, and its generation.
@@ -412,15 +422,16 @@ mod tests {
                 src_conn, stamp
             }
             Cntr = "fi_xpu_shm_cntr" { value, err, magic }
-            EpBlock = "fi_xpu_shm_ep_block" {
-                magic, nonce, ep_id, caps, rx_cq, rem_write_cntr, rem_read_cntr, nslots,
-                slot_size, inbox_off, head, tail
+            EpInfo = "fi_xpu_shm_ep_info" {
+                magic, nonce, ep_id, caps, rx_cq, rem_write_cntr, rem_read_cntr, heap_region,
+                block_off
             }
+            EpBlock = "fi_xpu_shm_ep_block" { head, tail }
             PeerMap = "fi_xpu_shm_peer_map" {
                 state, gen, base, size, nonce, key, prev_gen, prev_nonce, prev_key, ro
             }
             PeerAddr = "fi_xpu_shm_peer_addr" {
-                map, heap_region, ep_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen, key
+                map, info_region, info_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen, key
             }
             CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps, abort }
             Posted = "fi_xpu_shm_posted" {
@@ -461,7 +472,8 @@ mod tests {
         assert_eq!(size_of::<CqRing>() as u64, CQ_RING_HDR);
         assert_eq!(size_of::<Cqe>(), 112);
         assert_eq!(size_of::<Cntr>(), 64);
-        assert_eq!(size_of::<EpBlock>(), 256);
+        assert_eq!(size_of::<EpInfo>(), 128);
+        assert_eq!(size_of::<EpBlock>(), 128);
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 80);
         assert_eq!(size_of::<MrDesc>(), 32);

@@ -872,8 +872,8 @@ impl Av {
         unsafe {
             let r = p as *mut PeerAddr;
             (*r).map = map as u64;
-            (*r).heap_region = ent.addr.ep_region as u64;
-            (*r).ep_off = ent.addr.ep_off as u64;
+            (*r).info_region = ent.addr.ep_region as u64;
+            (*r).info_off = ent.addr.ep_off as u64;
             (*r).nonce = ent.addr.nonce;
             (*r).ep_id = ent.addr.ep_id as u64;
             (*r).conn_at_peer = ent.conn.at_peer;
@@ -993,8 +993,10 @@ pub struct Ep {
     pub block: usize,
     pub block_off: u64,
     block_size: u64,
-    /// Where its staging lanes lie in the context's table region.
+    /// Where its staging lanes lie in the context's table region, and
+    /// its `EpInfo` just behind them.
     stage_off: u64,
+    info: usize,
     pub dev: usize,
     pub av: Option<Arc<Av>>,
     av_tab: usize,
@@ -1009,19 +1011,22 @@ impl Ep {
         // staging lanes lie in the area peers only read (table.rs).
         let block_size = size_of::<EpBlock>() as u64 + INBOX_SLOTS * SLOT_SIZE;
         let (block, block_off) = c.heap_alloc(block_size)?;
-        let (stage, stage_off) = match c.stage_alloc(STAGE_BYTES) {
+        let (stage, stage_off) = match c.stage_alloc(STAGE_BYTES + INFO_BYTES) {
             Ok(x) => x,
             Err(e) => {
                 c.heap_free(block_off, block_size);
                 return Err(e);
             }
         };
+        // Its information for peers follows its lanes, read-only to them
+        // as well.
+        let info = stage + STAGE_BYTES as usize;
         let dsz = size_of::<EpDev>() as u64;
         let dev = match c.local_alloc(dsz) {
             Ok(x) => x,
             Err(e) => {
                 c.heap_free(block_off, block_size);
-                c.stage_free(stage_off, STAGE_BYTES);
+                c.stage_free(stage_off, STAGE_BYTES + INFO_BYTES);
                 return Err(e);
             }
         };
@@ -1030,12 +1035,17 @@ impl Ep {
             Ok(x) => x,
             Err(e) => {
                 c.heap_free(block_off, block_size);
-                c.stage_free(stage_off, STAGE_BYTES);
+                c.stage_free(stage_off, STAGE_BYTES + INFO_BYTES);
                 c.local_free(dev);
                 return Err(e);
             }
         };
-        let stage_region = c.dom.lock().ctxs.get(&c.id).map_or(0, |x| x.table_region);
+        let (stage_region, heap_region) = c
+            .dom
+            .lock()
+            .ctxs
+            .get(&c.id)
+            .map_or((0, 0), |x| (x.table_region, x.heap_region));
         let id = c.dom.next_ep();
         let caps = if caps == 0 {
             FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC
@@ -1044,14 +1054,15 @@ impl Ep {
         };
         // SAFETY: fresh zeroed allocations of the right sizes.
         unsafe {
-            let b = block as *mut EpBlock;
-            (*b).nonce = c.dom.nonce;
-            (*b).ep_id = id as u64;
-            (*b).caps = caps;
-            (*b).nslots = INBOX_SLOTS;
-            (*b).slot_size = SLOT_SIZE;
-            (*b).inbox_off = block_off + size_of::<EpBlock>() as u64;
-            (*b).magic = EP_MAGIC;
+            // Area of the table that an earlier endpoint may have used.
+            std::ptr::write_bytes(info as *mut u8, 0, INFO_BYTES as usize);
+            let i = info as *mut EpInfo;
+            (*i).nonce = c.dom.nonce;
+            (*i).ep_id = id as u64;
+            (*i).caps = caps;
+            (*i).heap_region = heap_region as u64;
+            (*i).block_off = block_off;
+            (*i).magic = EP_MAGIC;
             let d = dev as *mut EpDev;
             (*d).block = block as u64;
             (*d).ctx = c.dev() as u64;
@@ -1076,6 +1087,7 @@ impl Ep {
             block_off,
             block_size,
             stage_off,
+            info,
             dev,
             av: None,
             av_tab,
@@ -1115,7 +1127,7 @@ impl Ep {
             if flags & FI_RECV != 0 {
                 store(self.dev + 48, q.dev as u64);
                 if remote != 0 {
-                    store(self.block + 32, remote);
+                    store(self.info + offset_of!(EpInfo, rx_cq), remote);
                 }
             }
         }
@@ -1150,10 +1162,10 @@ impl Ep {
                 }
             }
             if flags & FI_REMOTE_WRITE != 0 {
-                store(self.block + 40, remote);
+                store(self.info + offset_of!(EpInfo, rem_write_cntr), remote);
             }
             if flags & FI_REMOTE_READ != 0 {
-                store(self.block + 48, remote);
+                store(self.info + offset_of!(EpInfo, rem_read_cntr), remote);
             }
         }
         Ok(())
@@ -1161,7 +1173,7 @@ impl Ep {
 
     pub fn name(&self) -> [u8; ADDR_LEN] {
         let c = &self.ctx;
-        let region = c.dom.lock().ctxs.get(&c.id).map_or(0, |x| x.heap_region);
+        let region = c.dom.lock().ctxs.get(&c.id).map_or(0, |x| x.table_region);
         Addr {
             boot_id: c.dom.boot_id,
             pid: c.dom.pid,
@@ -1169,7 +1181,7 @@ impl Ep {
             nonce: c.dom.nonce,
             secret: c.dom.secret,
             ep_region: region,
-            ep_off: self.block_off as u32,
+            ep_off: (self.stage_off + STAGE_BYTES) as u32,
         }
         .encode()
     }
@@ -1185,11 +1197,11 @@ impl Ep {
             a.tables.lock().unwrap().retain(|&t| t != self.av_tab);
         }
         let c = &self.ctx;
-        // SAFETY: the endpoint block, live until freed just below; the
+        // SAFETY: the endpoint's information, live until freed just below; the
         // EpDev, retired (kept mapped) below, not freed.
-        unsafe { store(self.block, 0) };
+        unsafe { store(self.info + offset_of!(EpInfo, magic), 0) };
         c.heap_free(self.block_off, self.block_size);
-        c.stage_free(self.stage_off, STAGE_BYTES);
+        c.stage_free(self.stage_off, STAGE_BYTES + INFO_BYTES);
         // SAFETY: as above.
         unsafe {
             store(
