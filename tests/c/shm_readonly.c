@@ -7,7 +7,8 @@
  * is refused (EACCES), and a store granting itself remote write access to
  * rank 0's read-only registration kills the storing process with SIGSEGV.
  * A write with that registration's key is still refused (FI_EACCES), and
- * the writable registration still works.
+ * the writable registration still works. The same holds for its endpoints'
+ * information and staging lanes, which lie in that region.
  * Prints "shm_readonly: ok".
  */
 #include "shm_common.h"
@@ -43,6 +44,7 @@ static void peer(void)
 	unsigned char *tab = FI_XPU_SHM_P(unsigned char, pm->base[key >> 48]);
 	const struct fi_xpu_shm_heap_hdr *h = (const struct fi_xpu_shm_heap_hdr *)(void *)tab;
 	struct fi_xpu_shm_mr_entry *e;
+	struct fi_xpu_shm_ep_info *info;
 	struct fi_cq_tagged_entry ce;
 	struct fi_cq_err_entry ee;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -72,6 +74,26 @@ static void peer(void)
 	EXPECT(waitpid(p, &st, 0), p);
 	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
 	EXPECT(e->access & FI_REMOTE_WRITE, 0);
+	/* The victim endpoint's information (where its remote completions
+	 * and counters are) and its staging lanes lie in that same region:
+	 * a child that redirects the victim's completions dies too. */
+	EXPECT(pa->info_region, key >> 48);
+	info = FI_XPU_SHM_P(struct fi_xpu_shm_ep_info, pm->base[pa->info_region] + pa->info_off);
+	EXPECT(info->magic, 0x6669787075657062ULL); /* "fixpuepb" */
+	perms_of(info, perm);
+	EXPECT(strcmp(perm, "r--s"), 0);
+	perms_of((const unsigned char *)info - FI_XPU_SHM_STAGE_LANES * FI_XPU_SHM_STAGE_LANE_SIZE,
+		 perm);
+	EXPECT(strcmp(perm, "r--s"), 0);
+	fflush(stdout);
+	fflush(stderr);
+	p = fork();
+	if (p == 0) {
+		__atomic_store_n(&info->rx_cq, 64, __ATOMIC_SEQ_CST);
+		_exit(0);
+	}
+	EXPECT(waitpid(p, &st, 0), p);
+	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
 	EXPECT(fi_xpu_write(&W.ep, &v, 8, NULL, 0, &W.raw[0], W.cards[0].ro_base, key, &got, 0,
 			    FI_XPU_WORK_ITEM), 0);
 	EXPECT(next(&W, &ce, NULL), -FI_EAVAIL);

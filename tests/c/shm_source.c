@@ -49,6 +49,7 @@ struct view {
 	const struct fi_xpu_shm_peer_addr *a; /* our record of A */
 	unsigned char *heap;                  /* the victim's heap, as we map it */
 	struct fi_xpu_shm_ep_block *blk;      /* the victim's endpoint block */
+	const struct fi_xpu_shm_ep_info *info; /* what the victim says of it */
 };
 
 static struct view view_of_victim(void)
@@ -64,6 +65,7 @@ static struct view view_of_victim(void)
 	v.heap = FI_XPU_SHM_P(unsigned char, pm->base[vi->heap_region]);
 	REQUIRE(v.heap != NULL, 1);
 	v.blk = (struct fi_xpu_shm_ep_block *)(void *)(v.heap + vi->block_off);
+	v.info = vi;
 	return v;
 }
 
@@ -86,7 +88,7 @@ static uint64_t claim_slot(const struct view *v)
 
 static struct fi_xpu_shm_cq_ring *remote_ring(const struct view *v)
 {
-	uint64_t off = v->blk->rx_cq;
+	uint64_t off = v->info->rx_cq;
 	REQUIRE(off != 0, 1);
 	return (struct fi_xpu_shm_cq_ring *)(void *)(v->heap + off);
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 pub const ADDR_LEN: usize = 64;
 const ADDR_MAGIC: u32 = 0x4858_5346; // "FSXH"
-const ADDR_VERSION: u16 = 1;
+const ADDR_VERSION: u16 = 2;
 /// How long a registration waits for connected peers to map it.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
