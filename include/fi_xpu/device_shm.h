@@ -1578,8 +1578,10 @@ FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struc
 			p->pos = h->seq - 1;
 			p->cst = 0;
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_STREAMING));
+			/* Progress takes its bytes (fi_xpu_shm_stream_rx) right
+			 * after the arrivals it matched: kept out of here, the
+			 * registers of both stay out of every kernel's count. */
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_ACTIVE));
-			fi_xpu_shm_stream_rx(ep, p);
 			return;
 		} else {
 			fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), FI_XPU_SHM_P(const void, base + off),
