@@ -10,8 +10,8 @@
  */
 #include "shm_common.h"
 
-_Static_assert(sizeof(struct fi_xpu_shm_posted) == 128, "posted receive");
-_Static_assert(sizeof(struct fi_xpu_shm_rdv) == 80, "outstanding send");
+_Static_assert(sizeof(struct fi_xpu_shm_posted) == 144, "posted receive");
+_Static_assert(sizeof(struct fi_xpu_shm_rdv) == 136, "outstanding send");
 
 static struct world W;
 static char marks[64];
