@@ -870,6 +870,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
 	if (rank == 0) {
+		/* A bad address is the caller's error, returned as such. */
 		rc = fi_xpu_shm_target(ep, dest_addr, &t);
 		if (rc == 0 && len)
 			rc = fi_xpu_shm_rkey(&t, addr, len, key,
@@ -877,7 +878,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 		if (rc == 0 && is_write && (flags & FI_REMOTE_CQ_DATA) &&
 		    fi_xpu_shm_ldr(&t.info->rx_cq) == 0)
 			rc = -FI_EOPNOTSUPP;
-		if (rc == -FI_EACCES || rc == -FI_EINVAL || rc == -FI_EOPNOTSUPP) {
+		if (t.ep && (rc == -FI_EACCES || rc == -FI_EINVAL || rc == -FI_EOPNOTSUPP)) {
 			/* A refused access is reported as an error completion. */
 			fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
 					    cflags, context, len, (int)rc);
@@ -1128,7 +1129,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 		 * must be aligned where it is mapped here, too. */
 		if (rc == 0 && (uintptr_t)mem % (uintptr_t)sz)
 			rc = -FI_EINVAL;
-		if (rc == -FI_EACCES || rc == -FI_EINVAL) {
+		if (t.ep && (rc == -FI_EACCES || rc == -FI_EINVAL)) {
 			fi_xpu_shm_complete(ep, result ? FI_XPU_SHM_CNTR_READ : FI_XPU_SHM_CNTR_WRITE,
 					    cflags, context, count * (size_t)sz, (int)rc);
 			rc = 1;
@@ -1970,7 +1971,7 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 		rc = fi_xpu_shm_rkey(&t, sig_addr, 8, sig_key, FI_REMOTE_WRITE, &sig);
 	if (rc == 0 && ((uintptr_t)sig & 7) != 0)
 		rc = -FI_EINVAL;
-	if (rc == -FI_EACCES || rc == -FI_EINVAL) {
+	if (t.ep && (rc == -FI_EACCES || rc == -FI_EINVAL)) {
 		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, rc);
 		return 0;
 	}
