@@ -235,7 +235,7 @@
 FI_XPU_FUNC int
 fi_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
-	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_peer(flags, FI_XPU_DEVICE_WRITE_FLAGS, dest_addr));
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_WRITE_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_write_##p(ep, buf, len, desc, data, dest_addr, addr, key, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -244,7 +244,7 @@ fi_xpu_write(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uin
 FI_XPU_FUNC int
 fi_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_addr, uint64_t addr, uint64_t key, void *context, uint64_t flags, int scope)
 {
-	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_peer(flags, FI_XPU_DEVICE_READ_FLAGS, src_addr));
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_READ_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_read_##p(ep, buf, len, desc, src_addr, addr, key, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -253,7 +253,7 @@ fi_xpu_read(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_
 FI_XPU_FUNC int
 fi_xpu_send(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, void *context, uint64_t flags, int scope)
 {
-	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_peer(flags, FI_XPU_DEVICE_SEND_FLAGS, dest_addr));
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_send_##p(ep, buf, len, desc, data, dest_addr, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -271,7 +271,7 @@ fi_xpu_recv(struct fid_xpu_ep *ep, void *buf, size_t len, void *desc, void *src_
 FI_XPU_FUNC int
 fi_xpu_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, void *dest_addr, uint64_t tag, void *context, uint64_t flags, int scope)
 {
-	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_peer(flags, FI_XPU_DEVICE_SEND_FLAGS, dest_addr));
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_SEND_FLAGS));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_tsend_##p(ep, buf, len, desc, data, dest_addr, tag, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -291,7 +291,7 @@ fi_xpu_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *desc, 
 {
 	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP,
 				   fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_ATOMIC_FLAGS, count,
-							      addr, (int)datatype, !dest_addr));
+							      addr, (int)datatype, 0));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_atomic_##p(ep, buf, count, desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -302,7 +302,7 @@ fi_xpu_fetch_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void *
 {
 	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP,
 				   fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count,
-							      addr, (int)datatype, !result || !dest_addr));
+							      addr, (int)datatype, !result));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_fetch_atomic_##p(ep, buf, count, desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -314,7 +314,7 @@ fi_xpu_compare_atomic(struct fid_xpu_ep *ep, const void *buf, size_t count, void
 	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP,
 				   fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count,
 							      addr, (int)datatype,
-							      !result || !compare || !dest_addr));
+							      !result || !compare));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_compare_atomic_##p(ep, buf, count, desc, compare, compare_desc, result, result_desc, dest_addr, addr, key, datatype, op, context, flags, scope)
 	FI_XPU_I_DEVICE_DISPATCH(ep, FI_CLASS_EP, -FI_EINVAL, -FI_ENOSYS);
 #undef FI_XPU_I_DEVICE_CALL
@@ -521,9 +521,7 @@ fi_xpu_coop_tsend(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc
 FI_XPU_FUNC int
 fi_xpu_put_signal(struct fid_xpu_ep *ep, const void *buf, size_t len, void *desc, void *dest_addr, uint64_t addr, uint64_t key, uint64_t sig_addr, uint64_t sig_key, uint64_t signal, int sig_op, void *context, uint64_t flags, int scope)
 {
-	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP,
-				   fi_xpu_i_check_then_peer(fi_xpu_device_check_put_signal(flags, sig_addr, sig_op),
-							    dest_addr));
+	FI_XPU_I_DEVICE_CHECK_ITEM(ep, FI_CLASS_EP, fi_xpu_device_check_put_signal(flags, sig_addr, sig_op));
 #define FI_XPU_I_DEVICE_CALL(p) fi_xpu_put_signal_##p(ep, buf, len, desc, dest_addr, addr, key, sig_addr, sig_key, signal, sig_op, context, flags, scope)
 	FI_XPU_I_DEVICE_SIGNAL_DISPATCH(ep);
 #undef FI_XPU_I_DEVICE_CALL

@@ -36,22 +36,6 @@ FI_XPU_FUNC int fi_xpu_device_check_flags(uint64_t flags, uint64_t allowed)
 	return (flags & ~allowed) ? -FI_EBADFLAGS : 0;
 }
 
-/* An operation aimed at a peer: `flags` against `allowed`
- * (-FI_EBADFLAGS), then -FI_EINVAL for no peer address. An address that
- * names no peer is the provider's to refuse. */
-FI_XPU_FUNC int fi_xpu_device_check_peer(uint64_t flags, uint64_t allowed, const void *addr)
-{
-	if (flags & ~allowed)
-		return -FI_EBADFLAGS;
-	return addr ? 0 : -FI_EINVAL;
-}
-
-/* `rc` when non-zero, else -FI_EINVAL for no peer address. */
-FI_XPU_FUNC int fi_xpu_i_check_then_peer(int rc, const void *addr)
-{
-	return rc ? rc : addr ? 0 : -FI_EINVAL;
-}
-
 /* Size of one element of `datatype`, 0 for a type atomics do not take. */
 FI_XPU_FUNC size_t fi_xpu_device_dt_size(int datatype)
 {
