@@ -126,6 +126,20 @@ fn errors(logs: &Path) -> Vec<(PathBuf, String)> {
     bad
 }
 
+/// Panics with the logs of every process of the run `what` that reported
+/// memcheck errors.
+fn check(what: &Command, logs: &Path) {
+    let bad = errors(logs);
+    if !bad.is_empty() {
+        let mut msg = format!("memcheck found errors in {what:?}:\n");
+        for (p, t) in &bad {
+            msg.push_str(&format!("--- {}\n", p.display()));
+            msg.extend(t.lines().take(200).map(|l| format!("{l}\n")));
+        }
+        panic!("{msg}");
+    }
+}
+
 /// Runs `cmd` under memcheck when asked for and it runs a test program;
 /// `None` otherwise. Panics on memcheck errors.
 pub fn run(cmd: &Command) -> Option<Output> {
@@ -138,14 +152,46 @@ pub fn run_with(cmd: &Command, force: bool) -> Option<Output> {
     let out = vg
         .output()
         .unwrap_or_else(|e| panic!("cannot run {vg:?}: {e}"));
-    let bad = errors(&logs);
-    if !bad.is_empty() {
-        let mut msg = format!("memcheck found errors in {vg:?}:\n");
-        for (p, t) in &bad {
-            msg.push_str(&format!("--- {}\n", p.display()));
-            msg.extend(t.lines().take(200).map(|l| format!("{l}\n")));
-        }
-        panic!("{msg}");
-    }
+    check(&vg, &logs);
     Some(out)
+}
+
+/// A program started by `spawn`, and the memcheck run it is part of.
+pub struct Child {
+    child: std::process::Child,
+    vg: Option<(Command, PathBuf)>,
+}
+
+/// Starts `cmd` with its stdout and stderr piped, under memcheck when
+/// asked for and it runs a test program (as `run` does), for the tests
+/// that run several processes at once (a world's ranks).
+pub fn spawn(cmd: &mut Command) -> Child {
+    use std::process::Stdio;
+    let mut vg = wrap(cmd, false);
+    let c = match vg.as_mut() {
+        Some((w, _)) => w.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn(),
+        None => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn(),
+    };
+    Child {
+        child: c.unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}")),
+        vg,
+    }
+}
+
+impl Child {
+    /// The process id (valgrind runs the program in its own process, so
+    /// this is the program's id either way).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the program and returns its output; panics on memcheck
+    /// errors.
+    pub fn wait_with_output(self) -> Output {
+        let out = self.child.wait_with_output().unwrap();
+        if let Some((vg, logs)) = &self.vg {
+            check(vg, logs);
+        }
+        out
+    }
 }
