@@ -19,7 +19,19 @@ pub fn requested() -> bool {
     std::env::var_os("FI_XPU_TEST_VALGRIND").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-fn slowdown() -> u64 {
+/// How many times slower a program runs under memcheck than on its own:
+/// 1 when memcheck was not asked for. Time limits of programs the tests
+/// run scale by it.
+pub fn slowdown() -> u32 {
+    if requested() {
+        factor()
+    } else {
+        1
+    }
+}
+
+/// FI_XPU_TEST_VALGRIND_SLOWDOWN, default 10.
+fn factor() -> u32 {
     std::env::var("FI_XPU_TEST_VALGRIND_SLOWDOWN")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -64,7 +76,7 @@ fn wrap(cmd: &Command, force: bool) -> Option<(Command, PathBuf)> {
         let n: u64 = args[i].to_str()?.parse().ok()?;
         let mut pre = vec![prog.into_os_string()];
         pre.extend(args[..i].iter().cloned());
-        pre.push((n * slowdown()).to_string().into());
+        pre.push((n * u64::from(factor())).to_string().into());
         (pre, PathBuf::from(args.get(i + 1)?), args[i + 2..].to_vec())
     } else {
         (Vec::new(), prog, args)
