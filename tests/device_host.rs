@@ -209,13 +209,9 @@ fn device_scope(prov: &str, fabric: Option<&str>) {
     if let Some(f) = fabric {
         cmd.env("FI_XPU_OFI_PROVIDER", f);
     }
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = common::memcheck::spawn(&mut cmd);
     let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let out = child.wait_with_output();
     // libfabric's shm provider leaves files named "<pid>:..." behind a
     // process that could not clean up.
     if let Ok(dir) = std::fs::read_dir("/dev/shm") {

@@ -59,17 +59,17 @@ fn run_with(mode: &str, fabric: &str, env: &[(&str, &str)]) -> Option<(String, S
     // less time than the others.
     let limit = if mode == "death" { "45" } else { "120" };
     let start = Instant::now();
-    let out = Command::new("timeout")
-        .current_dir(exe().parent().unwrap())
-        .arg(limit)
-        .arg(exe())
-        .arg(mode)
-        .env("FI_XPU_PROVIDER", "ofi")
-        .env("FI_XPU_OFI_PROVIDER", fabric)
-        .env("FI_TCP_IFACE", "lo")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run ofi_stress");
+    let out = common::run(
+        Command::new("timeout")
+            .current_dir(exe().parent().unwrap())
+            .arg(limit)
+            .arg(exe())
+            .arg(mode)
+            .env("FI_XPU_PROVIDER", "ofi")
+            .env("FI_XPU_OFI_PROVIDER", fabric)
+            .env("FI_TCP_IFACE", "lo")
+            .envs(env.iter().copied()),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let _cleanup = ShmLeftovers(pids(&stdout, "ofi_stress"));
@@ -82,7 +82,8 @@ fn run_with(mode: &str, fabric: &str, env: &[(&str, &str)]) -> Option<(String, S
         stdout.contains(&format!("ofi_stress {mode}: ok")),
         "{stdout}"
     );
-    assert!(start.elapsed() < Duration::from_secs(100));
+    // Under memcheck the program runs its slowdown times slower.
+    assert!(start.elapsed() < Duration::from_secs(100) * common::memcheck::slowdown());
     Some((stdout, stderr))
 }
 

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn program() -> PathBuf {
     common::ofi::program("world", &[])
@@ -39,26 +39,22 @@ fn run_world_with(
     let addr = free_addr();
     let kids: Vec<_> = (0..n)
         .map(|r| {
-            Command::new("timeout")
-                .arg("120")
-                .arg(exe)
-                .arg(mode)
-                .current_dir(exe.parent().unwrap())
-                .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
-                .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
-                .env("FI_XPU_BOOTSTRAP_SIZE", n.to_string())
-                .env("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "60000")
-                .env("FI_XPU_LOG_LEVEL", "warn")
-                .envs(env(r))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start a rank")
+            common::memcheck::spawn(
+                Command::new("timeout")
+                    .arg("120")
+                    .arg(exe)
+                    .arg(mode)
+                    .current_dir(exe.parent().unwrap())
+                    .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
+                    .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
+                    .env("FI_XPU_BOOTSTRAP_SIZE", n.to_string())
+                    .env("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "60000")
+                    .env("FI_XPU_LOG_LEVEL", "warn")
+                    .envs(env(r)),
+            )
         })
         .collect();
-    kids.into_iter()
-        .map(|k| k.wait_with_output().unwrap())
-        .collect()
+    kids.into_iter().map(|k| k.wait_with_output()).collect()
 }
 
 /// Panics with every rank's output unless each exited 0 and printed

@@ -262,11 +262,24 @@ struct fresh_role {
 static inline pid_t spawn_fresh(struct world *w, const char *role, int arg, int *sock)
 {
 	char sarg[24], sfd[24], hex[2 * sizeof(w->cards[0].name) + 1];
+	char self[4096];
 	char *argv[7];
 	int sv[2];
 	size_t k;
+	ssize_t n;
 	pid_t p;
 
+	/*
+	 * The program's own path, resolved here rather than exec'ing
+	 * "/proc/self/exe": in a process running under an instrumenting
+	 * loader (valgrind) that link names the loader's binary, not this
+	 * program, and the child would exec the wrong thing. readlink of the
+	 * link is answered with the program's path in both cases.
+	 */
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0 || (size_t)n >= sizeof(self) - 1)
+		exit(2);
+	self[n] = '\0';
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
 		exit(2);
 	snprintf(sarg, sizeof(sarg), "%d", arg);
@@ -288,7 +301,7 @@ static inline pid_t spawn_fresh(struct world *w, const char *role, int arg, int 
 	if (p == 0) {
 		/* Only async-signal-safe calls until the exec. */
 		if (fcntl(sv[1], F_SETFD, 0) == 0)
-			execv("/proc/self/exe", argv);
+			execv(self, argv);
 		_exit(127);
 	}
 	close(sv[1]);

@@ -2,7 +2,7 @@
 //! `FI_XPU_TEST_VALGRIND=1 cargo test ...` (or `cargo xtask valgrind`).
 //! A program the tests run through `common::run` (and the ofi helpers) that
 //! was compiled into the target's scratch directories, without
-//! AddressSanitizer, runs as `valgrind <program>`, its children traced
+//! AddressSanitizer or ThreadSanitizer, runs as `valgrind <program>`, its children traced
 //! (fork and exec), each process logging to its own file; after the run
 //! every log is read and the test fails on any memcheck error, showing the
 //! log. A `timeout N` in front of the program gets N times
@@ -19,7 +19,19 @@ pub fn requested() -> bool {
     std::env::var_os("FI_XPU_TEST_VALGRIND").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-fn slowdown() -> u64 {
+/// How many times slower a program runs under memcheck than on its own:
+/// 1 when memcheck was not asked for. Time limits of programs the tests
+/// run scale by it.
+pub fn slowdown() -> u32 {
+    if requested() {
+        factor()
+    } else {
+        1
+    }
+}
+
+/// FI_XPU_TEST_VALGRIND_SLOWDOWN, default 10.
+fn factor() -> u32 {
     std::env::var("FI_XPU_TEST_VALGRIND_SLOWDOWN")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -28,14 +40,21 @@ fn slowdown() -> u64 {
 }
 
 /// A test program of ours: built into the target's temporary directory,
-/// and not linked with AddressSanitizer (which valgrind cannot run).
+/// and not linked with a sanitizer runtime. AddressSanitizer and
+/// ThreadSanitizer both reserve terabytes of shadow memory at fixed
+/// addresses, which valgrind cannot give them: under memcheck such a
+/// program is killed or never starts (device_host's ThreadSanitizer run
+/// was SIGKILLed), and they check the same things anyway.
 fn is_test_program(p: &Path) -> bool {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     if !p.starts_with(tmp) {
         return false;
     }
+    const SANITIZERS: [&[u8]; 2] = [b"libasan.so", b"libtsan.so"];
     match std::fs::read(p) {
-        Ok(bytes) => !bytes.windows(10).any(|w| w == b"libasan.so"),
+        Ok(bytes) => !SANITIZERS
+            .iter()
+            .any(|lib| bytes.windows(lib.len()).any(|w| w == *lib)),
         Err(_) => false,
     }
 }
@@ -57,7 +76,7 @@ fn wrap(cmd: &Command, force: bool) -> Option<(Command, PathBuf)> {
         let n: u64 = args[i].to_str()?.parse().ok()?;
         let mut pre = vec![prog.into_os_string()];
         pre.extend(args[..i].iter().cloned());
-        pre.push((n * slowdown()).to_string().into());
+        pre.push((n * u64::from(factor())).to_string().into());
         (pre, PathBuf::from(args.get(i + 1)?), args[i + 2..].to_vec())
     } else {
         (Vec::new(), prog, args)
@@ -119,6 +138,20 @@ fn errors(logs: &Path) -> Vec<(PathBuf, String)> {
     bad
 }
 
+/// Panics with the logs of every process of the run `what` that reported
+/// memcheck errors.
+fn check(what: &Command, logs: &Path) {
+    let bad = errors(logs);
+    if !bad.is_empty() {
+        let mut msg = format!("memcheck found errors in {what:?}:\n");
+        for (p, t) in &bad {
+            msg.push_str(&format!("--- {}\n", p.display()));
+            msg.extend(t.lines().take(200).map(|l| format!("{l}\n")));
+        }
+        panic!("{msg}");
+    }
+}
+
 /// Runs `cmd` under memcheck when asked for and it runs a test program;
 /// `None` otherwise. Panics on memcheck errors.
 pub fn run(cmd: &Command) -> Option<Output> {
@@ -131,14 +164,46 @@ pub fn run_with(cmd: &Command, force: bool) -> Option<Output> {
     let out = vg
         .output()
         .unwrap_or_else(|e| panic!("cannot run {vg:?}: {e}"));
-    let bad = errors(&logs);
-    if !bad.is_empty() {
-        let mut msg = format!("memcheck found errors in {vg:?}:\n");
-        for (p, t) in &bad {
-            msg.push_str(&format!("--- {}\n", p.display()));
-            msg.extend(t.lines().take(200).map(|l| format!("{l}\n")));
-        }
-        panic!("{msg}");
-    }
+    check(&vg, &logs);
     Some(out)
+}
+
+/// A program started by `spawn`, and the memcheck run it is part of.
+pub struct Child {
+    child: std::process::Child,
+    vg: Option<(Command, PathBuf)>,
+}
+
+/// Starts `cmd` with its stdout and stderr piped, under memcheck when
+/// asked for and it runs a test program (as `run` does), for the tests
+/// that run several processes at once (a world's ranks).
+pub fn spawn(cmd: &mut Command) -> Child {
+    use std::process::Stdio;
+    let mut vg = wrap(cmd, false);
+    let c = match vg.as_mut() {
+        Some((w, _)) => w.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn(),
+        None => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn(),
+    };
+    Child {
+        child: c.unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}")),
+        vg,
+    }
+}
+
+impl Child {
+    /// The process id (valgrind runs the program in its own process, so
+    /// this is the program's id either way).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the program and returns its output; panics on memcheck
+    /// errors.
+    pub fn wait_with_output(self) -> Output {
+        let out = self.child.wait_with_output().unwrap();
+        if let Some((vg, logs)) = &self.vg {
+            check(vg, logs);
+        }
+        out
+    }
 }
