@@ -1338,6 +1338,8 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			q->key[0] = t.pa->key[0];
 			q->key[1] = t.pa->key[1];
 			q->acked = 0;
+			q->cseen = 0;
+			q->pst = 0;
 			if (kind == FI_XPU_SHM_RDV_STREAM)
 				ep->lanes |= 1ULL << lane;
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m));
@@ -1477,10 +1479,13 @@ FI_XPU_FUNC void fi_xpu_shm_rx_complete(struct fi_xpu_shm_ep_dev *ep, struct fi_
 FI_XPU_FUNC void fi_xpu_shm_flow_fail(struct fi_xpu_shm_ep_dev *ep, struct fi_xpu_shm_msg *m,
 				      const uint64_t *key, uint64_t pos)
 {
+	/* The state first: once the sender sees the stamped word it marks
+	 * the slot consumed, which no later store of ours may undo (the
+	 * inbox would never be retired past it). */
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED));
 	if (key)
 		(void)fi_xpu_shm_flow_put(&m->consumed, &m->cstamp, key, pos, ep->ep_id, 0,
 					  FI_XPU_SHM_FLOW_FAILED);
-	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_FAILED));
 }
 
 /* Takes what the sender has staged for the streamed message of receive
@@ -1521,6 +1526,11 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 						     FI_XPU_SHM_P(unsigned char, p->buf) + lo, hi - lo,
 						     0);
 			p->done = produced;
+			/* The slot's state before the last word: once the
+			 * sender sees it, it marks the slot consumed. */
+			if (produced == p->mlen)
+				FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG,
+						 fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_DONE));
 			p->cst = fi_xpu_shm_flow_put(&m->consumed, &m->cstamp, key, p->pos, ep->ep_id,
 						     produced, FI_XPU_SHM_FLOW_CONSUMED);
 		}
@@ -1533,7 +1543,6 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 					     FI_XPU_SHM_FLOW_CONSUMED);
 	}
 	if (p->done == p->mlen) {
-		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_DONE));
 		fi_xpu_shm_rx_complete(ep, p, p->mlen < p->len ? p->mlen : p->len, 0);
 	} else if (!key || !fi_xpu_shm_peer_alive(map)) {
 		/* Nobody will finish or retire the slot: the sender is gone. */
@@ -1588,10 +1597,14 @@ FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struc
 			fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), FI_XPU_SHM_P(const void, base + off),
 					n);
 			/* Taken: only this stamped word frees the sender's
-			 * buffer. */
+			 * buffer, and the sender then marks the slot consumed,
+			 * so the state goes first and nothing is stored after. */
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG,
+					 fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_RDV_DONE));
 			(void)fi_xpu_shm_flow_put(&m->consumed, &m->cstamp, map->key, h->seq - 1,
 						  ep->ep_id, h->len, FI_XPU_SHM_FLOW_CONSUMED);
-			state = FI_XPU_SHM_SLOT_RDV_DONE;
+			fi_xpu_shm_rx_complete(ep, p, n, 0);
+			return;
 		}
 	} else if (p->mlen > FI_XPU_SHM_EAGER_MAX) {
 		err = -FI_EIO; /* a slot cannot hold that much: corrupt header */
