@@ -70,6 +70,10 @@ fn asan(prov: &str) {
 }
 
 fn valgrind(prov: &str) {
+    if common::asan_all() {
+        eprintln!("skipped: the program is built with AddressSanitizer, which valgrind cannot run");
+        return;
+    }
     assert!(
         common::have("valgrind"),
         "valgrind is missing: install it (.ci/run does)"

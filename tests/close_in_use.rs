@@ -62,6 +62,10 @@ fn close_waits_for_host_calls_in_flight_under_asan() {
 
 #[test]
 fn close_waits_for_host_calls_in_flight_under_valgrind() {
+    if common::asan_all() {
+        eprintln!("skipped: the program is built with AddressSanitizer, which valgrind cannot run");
+        return;
+    }
     assert!(
         common::have("valgrind"),
         "valgrind is missing: install it (.ci/run does)"

@@ -40,6 +40,10 @@ fn allocations(exe: &std::path::Path, n: u32) -> u64 {
 
 #[test]
 fn proxy_allocates_nothing_per_entry() {
+    if common::asan_all() {
+        eprintln!("skipped: the program is built with AddressSanitizer, which valgrind cannot run");
+        return;
+    }
     if !ofi::have_libfabric() {
         eprintln!("skipped: libfabric is not installed");
         return;

@@ -38,7 +38,10 @@ static uint32_t inst(int scope)
 {
 	switch (scope) {
 	case FI_XPU_SUBGROUP:
-		return fi_xpu_arch_group_id() * 16 + fi_xpu_arch_subgroup_id();
+		/* A group of N items has fewer than N subgroups: in bounds of
+		 * `arrived` (it was group * 16, past the end for group 2,
+		 * which UBSan caught). */
+		return fi_xpu_arch_group_id() * N + fi_xpu_arch_subgroup_id();
 	case FI_XPU_WORK_GROUP:
 		return fi_xpu_arch_group_id();
 	case FI_XPU_DEVICE:

@@ -94,6 +94,16 @@ pub fn stage_providers(dir: &Path) {
 pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     let lib = build();
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    // `cargo xtask asan`: every C program under AddressSanitizer and
+    // UBSan (the device code it inlines, which reads what peers write,
+    // included), unless it asks for a sanitizer of its own.
+    if asan_all() && !extra.iter().any(|f| f.starts_with("-fsanitize")) {
+        cmd.args([
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=undefined",
+            "-fno-omit-frame-pointer",
+        ]);
+    }
     cmd.args([
         "-std=c11",
         "-g",
@@ -161,6 +171,12 @@ pub fn have(tool: &str) -> bool {
         .args(["-c", &format!("command -v {tool}")])
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Whether `FI_XPU_TEST_ASAN=1` asks for every C program to be built with
+/// AddressSanitizer and UBSan (`cargo xtask asan`), and the compiler can.
+pub fn asan_all() -> bool {
+    std::env::var("FI_XPU_TEST_ASAN").is_ok_and(|v| v == "1") && asan_works()
 }
 
 /// Whether the C compiler can link with AddressSanitizer here.

@@ -54,6 +54,8 @@ commands:
   unsafe-count               count unsafe blocks, fns and impls per crate (tracked files)
   valgrind [CARGO TEST ARGS]  the tests with every C test program under valgrind's memcheck
                              (FI_XPU_TEST_VALGRIND=1; default: cargo test --workspace --tests)
+  asan [CARGO TEST ARGS]      the tests with every C test program built with AddressSanitizer
+                             and UBSan (FI_XPU_TEST_ASAN=1; default: all tests, no fail-fast)
 ";
 
 fn main() -> ExitCode {
@@ -108,6 +110,7 @@ fn main() -> ExitCode {
         }),
         "unsafe-count" => Opts::parse(rest, &[], &[]).and_then(|_| unsafe_count::run(&root())),
         "valgrind" => valgrind(rest),
+        "asan" => asan(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -432,6 +435,24 @@ fn valgrind(args: &[String]) -> Result {
     cmd.arg("test").env("FI_XPU_TEST_VALGRIND", "1");
     if args.is_empty() {
         cmd.args(["--workspace", "--tests"]);
+    } else {
+        cmd.args(args);
+    }
+    run(&mut cmd)
+}
+
+/// Runs the tests (all of them, or the `cargo test` arguments given) with
+/// every C program they build under AddressSanitizer and UBSan; any finding
+/// fails its test. Leaks are not checked: the library keeps some memory
+/// for the life of the process on purpose.
+fn asan(args: &[String]) -> Result {
+    let mut cmd = cargo();
+    cmd.arg("test")
+        .env("FI_XPU_TEST_ASAN", "1")
+        .env("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0")
+        .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1");
+    if args.is_empty() {
+        cmd.args(["--workspace", "--tests", "--no-fail-fast"]);
     } else {
         cmd.args(args);
     }
