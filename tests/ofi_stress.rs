@@ -134,7 +134,7 @@ fn killed_peer_holding_shm_lock() {
         eprintln!("libfabric is not installed: skipping");
         return;
     }
-    let lib = wedge().to_string_lossy().into_owned();
+    let lib = common::preload(wedge());
     let Some(stderr) = death("shm", &[("LD_PRELOAD", &lib)]) else {
         return;
     };

@@ -25,6 +25,15 @@ static int my_rank;
 /* CQ timeout (ms) of the worlds opened from now on. */
 static int cq_timeout_ms = 10000;
 
+/* How many times slower than on its own this program runs: the harness
+ * sets FI_XPU_TEST_SLOWDOWN under memcheck. Time limits scale by it. */
+static inline int time_scale(void)
+{
+	const char *s = getenv("FI_XPU_TEST_SLOWDOWN");
+	int n = s ? atoi(s) : 1;
+	return n > 0 ? n : 1;
+}
+
 struct world;
 /* When set, called by open_world once the world's own objects are bound to
  * the endpoint and before it is enabled: a test binds more objects there. */
@@ -134,7 +143,7 @@ static void open_world(struct world *w, int format)
 	uint64_t off;
 
 	w->format = format;
-	cattr.timeout = cq_timeout_ms;
+	cattr.timeout = cq_timeout_ms * time_scale();
 	memset(&mine, 0, sizeof(mine));
 	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
 	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)

@@ -162,7 +162,7 @@ static void crasher(int i, int sock)
 	struct fi_xpu_info *info, *it;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
-					.timeout = 10000, .xpu_ctx = NULL };
+					.timeout = 0, .xpu_ctx = NULL };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;
@@ -178,7 +178,7 @@ static void crasher(int i, int sock)
 	char c;
 
 	my_rank = 100 + i;
-	alarm(60);
+	alarm(60 * (unsigned)time_scale());
 	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
 	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
 		;
@@ -188,6 +188,7 @@ static void crasher(int i, int sock)
 	REQUIRE(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), 0);
 	REQUIRE(fi_xpu_av_open(dom, NULL, &av, NULL), 0);
 	cattr.xpu_ctx = ctx;
+	cattr.timeout = 10000 * time_scale();
 	eattr.xpu_ctx = ctx;
 	REQUIRE(fi_xpu_cq_open(dom, &cattr, &hcq, NULL), 0);
 	REQUIRE(fi_xpu_endpoint(dom, &eattr, &hep, NULL), 0);
@@ -309,7 +310,7 @@ static void crash_rounds(void)
 		while ((still_mapped(ino, nino) ||
 			(bytes = memfd_maps(NULL, 0, 0, NULL, NULL)) >
 				(settled ? settled : base + ID_MAPS_BYTES)) &&
-		       now_ms() - t0 < RELEASE_BOUND_MS)
+		       now_ms() - t0 < RELEASE_BOUND_MS * time_scale())
 			usleep(1000);
 		bytes = memfd_maps(NULL, 0, 0, NULL, NULL);
 		EXPECT(still_mapped(ino, nino), 0);

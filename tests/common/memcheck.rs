@@ -6,7 +6,8 @@
 //! (fork and exec), each process logging to its own file; after the run
 //! every log is read and the test fails on any memcheck error, showing the
 //! log. A `timeout N` in front of the program gets N times
-//! `FI_XPU_TEST_VALGRIND_SLOWDOWN` (default 10). Leaks are not errors here
+//! `FI_XPU_TEST_VALGRIND_SLOWDOWN` (default 10), and the program sees the
+//! factor in `FI_XPU_TEST_SLOWDOWN` to scale the limits it keeps itself. Leaks are not errors here
 //! (test programs exit without freeing); the suppressions in
 //! `tests/valgrind.supp` cover libc and libfabric internals only.
 use std::ffi::OsString;
@@ -113,6 +114,8 @@ fn wrap(cmd: &Command, force: bool) -> Option<(Command, PathBuf)> {
             None => out.env_remove(k),
         };
     }
+    // Limits the program keeps itself (completion waits, alarms) scale too.
+    out.env("FI_XPU_TEST_SLOWDOWN", factor().to_string());
     if let Some(d) = cmd.get_current_dir() {
         out.current_dir(d);
     }

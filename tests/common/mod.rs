@@ -179,6 +179,21 @@ pub fn asan_all() -> bool {
     std::env::var("FI_XPU_TEST_ASAN").is_ok_and(|v| v == "1") && asan_works()
 }
 
+/// The `LD_PRELOAD` value that loads `lib` into a C test program: under
+/// `cargo xtask asan` the AddressSanitizer runtime must come first in the
+/// process's library list, or the program refuses to start.
+pub fn preload(lib: &Path) -> String {
+    if !asan_all() {
+        return lib.display().to_string();
+    }
+    let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .arg("-print-file-name=libasan.so")
+        .output()
+        .expect("run cc -print-file-name");
+    let asan = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    format!("{asan}:{}", lib.display())
+}
+
 /// Whether the C compiler can link with AddressSanitizer here.
 pub fn asan_works() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
