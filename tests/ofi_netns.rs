@@ -10,7 +10,7 @@ use common::netns::Netns;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn have_libfabric() -> bool {
     Command::new("pkg-config")
@@ -54,15 +54,15 @@ fn ops_across_veth_over_tcp() {
             // Refuse any other interface rather than fall back to it.
             .env("FI_XPU_OFI_DOMAIN", &net.dev[rank])
             .env("OFI_OPS_FD", "3")
-            .env("OFI_OPS_RANK", rank.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .env("OFI_OPS_RANK", rank.to_string());
         // SAFETY: dup2 and fcntl are async-signal-safe and touch only the
         // child's descriptor table. The descriptor at 3 ends up without
         // close-on-exec (dup2 onto itself would keep the flag, hence fcntl),
         // so the program inherits its end of the socket pair there.
-        unsafe {
-            cmd.pre_exec(move || {
+        // Under memcheck when asked for (valgrind inside the namespace,
+        // the descriptor passed on through it).
+        let kid = common::memcheck::spawn_with(&mut cmd, |c| unsafe {
+            c.pre_exec(move || {
                 let r = if fd == 3 {
                     libc::fcntl(3, libc::F_SETFD, 0)
                 } else {
@@ -73,14 +73,11 @@ fn ops_across_veth_over_tcp() {
                 }
                 Ok(())
             });
-        }
-        kids.push(cmd.spawn().expect("start one side"));
+        });
+        kids.push(kid);
         drop(sock);
     }
-    let outs: Vec<Output> = kids
-        .into_iter()
-        .map(|k| k.wait_with_output().unwrap())
-        .collect();
+    let outs: Vec<Output> = kids.into_iter().map(|k| k.wait_with_output()).collect();
     for (rank, o) in outs.iter().enumerate() {
         let stdout = String::from_utf8_lossy(&o.stdout);
         assert!(

@@ -10,7 +10,7 @@ mod common;
 
 use common::netns::Netns;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// The namespaces, or None (with the reason printed) where they cannot be
 /// made here.
@@ -40,8 +40,8 @@ fn four_ranks(net: &Netns, exe: &Path, args: &[&str], port: u16) -> Vec<Output> 
     let kids: Vec<_> = (0..4)
         .map(|rank| {
             let side = rank / 2;
-            Command::new("ip")
-                .args(["netns", "exec", &net.ns[side], "timeout", "120"])
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &net.ns[side], "timeout", "120"])
                 .arg(exe)
                 .args(args)
                 .current_dir(exe.parent().unwrap())
@@ -52,16 +52,12 @@ fn four_ranks(net: &Netns, exe: &Path, args: &[&str], port: u16) -> Vec<Output> 
                 .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
                 .env("FI_XPU_BOOTSTRAP_RANK", rank.to_string())
                 .env("FI_XPU_BOOTSTRAP_SIZE", "4")
-                .env_remove("FI_XPU_WORLD_NODE")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start a rank")
+                .env_remove("FI_XPU_WORLD_NODE");
+            // Under memcheck when asked for (valgrind inside the namespace).
+            common::memcheck::spawn(&mut cmd)
         })
         .collect();
-    kids.into_iter()
-        .map(|k| k.wait_with_output().unwrap())
-        .collect()
+    kids.into_iter().map(|k| k.wait_with_output()).collect()
 }
 
 /// Asserts that the link carried at least `min` bytes each way since

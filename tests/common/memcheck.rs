@@ -67,21 +67,35 @@ fn wrap(cmd: &Command, force: bool) -> Option<(Command, PathBuf)> {
     if !force && !requested() {
         return None;
     }
-    let prog = PathBuf::from(cmd.get_program());
-    let args: Vec<OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
-    // `timeout N program args...`, or `program args...`.
-    let (mut prefix, exe, rest) = if prog.file_name().is_some_and(|n| n == "timeout") {
-        let i = args
+    let mut words: Vec<OsString> = std::iter::once(cmd.get_program().to_owned())
+        .chain(cmd.get_args().map(|a| a.to_owned()))
+        .collect();
+    let named = |w: &[OsString], name: &str| {
+        w.first()
+            .is_some_and(|a| Path::new(a).file_name().is_some_and(|n| n == name))
+    };
+    // `[ip netns exec NAME] [timeout N] program args...`: the namespace and
+    // the (scaled) time limit stay in front of valgrind.
+    let mut prefix: Vec<OsString> = Vec::new();
+    let is = |w: &[OsString], i: usize, word: &str| w.get(i).is_some_and(|a| a == word);
+    if named(&words, "ip") && is(&words, 1, "netns") && is(&words, 2, "exec") {
+        words.get(4)?;
+        prefix.extend(words.drain(..4));
+    }
+    if named(&words, "timeout") {
+        let i = words
             .iter()
             .position(|a| a.to_str().is_some_and(|s| s.parse::<u64>().is_ok()))?;
-        let n: u64 = args[i].to_str()?.parse().ok()?;
-        let mut pre = vec![prog.into_os_string()];
-        pre.extend(args[..i].iter().cloned());
-        pre.push((n * u64::from(factor())).to_string().into());
-        (pre, PathBuf::from(args.get(i + 1)?), args[i + 2..].to_vec())
-    } else {
-        (Vec::new(), prog, args)
-    };
+        let n: u64 = words[i].to_str()?.parse().ok()?;
+        prefix.extend(words.drain(..i));
+        words.remove(0);
+        prefix.push((n * u64::from(factor())).to_string().into());
+    }
+    if words.is_empty() {
+        return None;
+    }
+    let exe = PathBuf::from(words.remove(0));
+    let rest = words;
     if !is_test_program(&exe) {
         return None;
     }
@@ -181,12 +195,21 @@ pub struct Child {
 /// asked for and it runs a test program (as `run` does), for the tests
 /// that run several processes at once (a world's ranks).
 pub fn spawn(cmd: &mut Command) -> Child {
+    spawn_with(cmd, |_| {})
+}
+
+/// As `spawn`, with `setup` applied to the command that is started (the
+/// valgrind one under memcheck): what `Command` cannot copy, such as a
+/// `pre_exec` hook, goes there.
+pub fn spawn_with(cmd: &mut Command, setup: impl FnOnce(&mut Command)) -> Child {
     use std::process::Stdio;
     let mut vg = wrap(cmd, false);
-    let c = match vg.as_mut() {
-        Some((w, _)) => w.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn(),
-        None => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn(),
+    let run = match vg.as_mut() {
+        Some((w, _)) => w,
+        None => cmd,
     };
+    setup(run);
+    let c = run.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     Child {
         child: c.unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}")),
         vg,
