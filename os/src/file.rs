@@ -1,7 +1,8 @@
 //! File checks: the file system a descriptor lives on (DMA-BUF,
-//! hugetlbfs), its seals, and new sealable memfds.
-use rustix::fs::{MemfdFlags, SealFlags};
-use std::os::fd::{AsFd, OwnedFd};
+//! hugetlbfs), its seals and access mode, read-only descriptors, and new
+//! sealable memfds.
+use rustix::fs::{MemfdFlags, Mode, OFlags, SealFlags};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// `DMA_BUF_MAGIC` of <linux/magic.h>: the file system of DMA-BUF files.
 pub const DMA_BUF_MAGIC: i64 = 0x444d_4142;
@@ -32,6 +33,22 @@ pub fn add_seals(fd: impl AsFd, seals: SealFlags) -> Result<(), rustix::io::Errn
     rustix::fs::fcntl_add_seals(fd, seals)
 }
 
+/// A second descriptor of the file behind `fd`, opened for reading only
+/// (through `/proc/self/fd`): whoever is given it can map the file for
+/// reading only. It does not stop a process of the same user from opening
+/// the file again for writing the same way; it keeps stray stores out.
+/// Fails for files that cannot be opened by path, such as DMA-BUFs.
+pub fn reopen_read_only(fd: impl AsFd) -> Result<OwnedFd, rustix::io::Errno> {
+    let path = format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd());
+    rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Whether `fd` is open for reading only: no shared writable mapping of it
+/// can be made through it.
+pub fn read_only_access(fd: impl AsFd) -> bool {
+    rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f & OFlags::ACCMODE == OFlags::RDONLY)
+}
+
 /// A new close-on-exec memfd of size 0, named `name`, with `flags` added
 /// (`ALLOW_SEALING`, `HUGETLB`).
 pub fn memfd(name: &std::ffi::CStr, flags: MemfdFlags) -> Result<OwnedFd, rustix::io::Errno> {
@@ -55,5 +72,16 @@ mod tests {
         let f = std::fs::File::open("/proc/self/exe").unwrap();
         assert_eq!(seals(&f), None);
         assert!(!is_dmabuf(&f));
+    }
+
+    #[test]
+    fn a_read_only_descriptor_cannot_write() {
+        let m = memfd(c"t", MemfdFlags::ALLOW_SEALING).unwrap();
+        rustix::fs::ftruncate(&m, 4096).unwrap();
+        assert!(!read_only_access(&m));
+        let ro = reopen_read_only(&m).unwrap();
+        assert!(read_only_access(&ro));
+        assert_eq!(rustix::io::write(&ro, b"x"), Err(rustix::io::Errno::BADF));
+        assert_eq!(rustix::fs::fstat(&ro).unwrap().st_ino, rustix::fs::fstat(&m).unwrap().st_ino);
     }
 }

@@ -202,11 +202,13 @@ fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Whether `fd` is sealed against writing (`F_SEAL_WRITE`, or
-/// `F_SEAL_FUTURE_WRITE` as a process seals memory others may only read):
-/// only a read-only shared mapping of it can be made.
+/// Whether only a read-only shared mapping of `fd` can be made: the file
+/// is sealed against writing (`F_SEAL_WRITE`, or `F_SEAL_FUTURE_WRITE` as
+/// a process seals memory others may only read), or `fd` is open for
+/// reading only (a peer's registration without remote write access).
 fn write_sealed(fd: BorrowedFd) -> bool {
-    file::seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
+    file::read_only_access(fd)
+        || file::seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
 }
 
 /// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0:

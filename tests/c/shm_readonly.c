@@ -8,8 +8,11 @@
  * rank 0's read-only registration kills the storing process with SIGSEGV.
  * A write with that registration's key is still refused (FI_EACCES), and
  * the writable registration still works. The same holds for its endpoints'
- * information and staging lanes, which lie in that region.
- * Prints "shm_readonly: ok".
+ * information and staging lanes, which lie in that region. The memory of
+ * the read-only registration is mapped read-only in the peer too (it was
+ * handed a read-only descriptor): a store into it kills the storing
+ * process, while a read through the key works; the writable registration
+ * is mapped writable. Prints "shm_readonly: ok".
  */
 #include "shm_common.h"
 
@@ -45,6 +48,7 @@ static void peer(void)
 	const struct fi_xpu_shm_heap_hdr *h = (const struct fi_xpu_shm_heap_hdr *)(void *)tab;
 	struct fi_xpu_shm_mr_entry *e;
 	struct fi_xpu_shm_ep_info *info;
+	unsigned char *mem;
 	struct fi_cq_tagged_entry ce;
 	struct fi_cq_err_entry ee;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -98,6 +102,37 @@ static void peer(void)
 	}
 	EXPECT(waitpid(p, &st, 0), p);
 	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
+	/* The read-only registration's memory itself: peers are handed a
+	 * read-only descriptor of it, so a stray store faults in the peer. */
+	mem = FI_XPU_SHM_P(unsigned char, pm->base[e->region]);
+	REQUIRE(mem != NULL, 1);
+	EXPECT(mem[0], 0x5a);
+	perms_of(mem, perm);
+	EXPECT(strcmp(perm, "r--s"), 0);
+	EXPECT(mprotect((void *)((uintptr_t)mem & ~(page - 1)), page, PROT_READ | PROT_WRITE), -1);
+	EXPECT(errno, EACCES);
+	fflush(stdout);
+	fflush(stderr);
+	p = fork();
+	if (p == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		__atomic_store_n(mem, 0xa5, __ATOMIC_SEQ_CST);
+		_exit(0);
+	}
+	EXPECT(waitpid(p, &st, 0), p);
+	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
+	/* Reading it through its key works. */
+	got = 0;
+	EXPECT(fi_xpu_read(&W.ep, &got, 8, NULL, &W.raw[0], W.cards[0].ro_base, key, &got, 0,
+			   FI_XPU_WORK_ITEM), 0);
+	EXPECT(next(&W, &ce, NULL), 1);
+	EXPECT(got, 0x5a5a5a5a5a5a5a5aULL);
+	/* A registration with remote write access is mapped writable. */
+	e = (struct fi_xpu_shm_mr_entry *)(void *)(tab + h->mr_off) +
+	    ((W.cards[0].key >> 32) & 0xffff);
+	REQUIRE(e->key, W.cards[0].key);
+	perms_of(FI_XPU_SHM_P(unsigned char, pm->base[e->region]), perm);
+	EXPECT(strcmp(perm, "rw-s"), 0);
 	EXPECT(fi_xpu_write(&W.ep, &v, 8, NULL, 0, &W.raw[0], W.cards[0].ro_base, key, &got, 0,
 			    FI_XPU_WORK_ITEM), 0);
 	EXPECT(next(&W, &ce, NULL), -FI_EAVAIL);

@@ -915,6 +915,27 @@ fn write_av_ent(tab: usize, idx: usize, nonce: u64, ep_id: u64) {
     }
 }
 
+/// What peers get of a registration's memory: without `FI_REMOTE_WRITE`,
+/// a read-only descriptor of the same file, sealed first (a read-only
+/// descriptor cannot add seals), so that peers map it read-only and a
+/// stray store into it faults in the peer instead of changing our memory.
+/// A DMA-BUF cannot be opened again by path and is shared as it is.
+fn shared_view(fd: std::os::fd::OwnedFd, access: u64) -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsFd;
+    if access & FI_REMOTE_WRITE != 0 || fi_xpu_os::file::is_dmabuf(&fd) {
+        return Ok(fd);
+    }
+    crate::sealed::seal(fd.as_fd()).inspect_err(|_| {
+        core::warn("cannot seal memory against resizing; peers would refuse it")
+    })?;
+    fi_xpu_os::file::reopen_read_only(&fd).map_err(|e| {
+        core::warn(&format!(
+            "fi_xpu_mr_reg: cannot open a read-only view of the memory for peers ({e})"
+        ));
+        Error::from_errno(e.raw_os_error())
+    })
+}
+
 pub struct Mr {
     pub dom: Arc<Inner>,
     pub ctx_id: u64,
@@ -930,6 +951,7 @@ impl Mr {
         const RULE: &str = "fi_xpu_mr_reg: shm registers only memory its context can export as an fd (from fi_xpu_alloc or fi_xpu_import on that context)";
         let (fd, off) = core::export(ctx.core, args.buf as usize, args.len as u64)
             .inspect_err(|_| core::warn(RULE))?;
+        let fd = shared_view(fd, args.access)?;
         let slot = {
             let mut st = dom.lock();
             let c = st.ctxs.get_mut(&ctx.id).ok_or(Error::INVAL)?;
