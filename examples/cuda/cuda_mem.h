@@ -20,6 +20,7 @@
 #else
 #include <cuda_runtime.h>
 #endif
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -177,6 +178,14 @@ static int cuda_mem_import(uint64_t device, void *host_addr, int fd, uint64_t of
 		len = (head + (size_t)size + page - 1) & ~(page - 1);
 		map = (char *)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 				   (off_t)(offset - head));
+		/* A region a peer shares read-only (sealed against writing,
+		 * or handed over open for reading only) maps only for
+		 * reading, and pins only with cudaHostRegisterReadOnly. */
+		if (map == MAP_FAILED && (errno == EACCES || errno == EPERM)) {
+			map = (char *)mmap(NULL, len, PROT_READ, MAP_SHARED, fd,
+					   (off_t)(offset - head));
+			extra |= cudaHostRegisterReadOnly;
+		}
 		if (map == MAP_FAILED)
 			return -FI_EINVAL;
 		addr = map + head;

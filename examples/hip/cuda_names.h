@@ -25,6 +25,12 @@
 #define cudaHostRegisterMapped hipHostRegisterMapped
 #define cudaHostRegisterPortable hipHostRegisterPortable
 #define cudaHostRegisterIoMemory hipHostRegisterIoMemory
+/* Newer HIP has the flag; older HIP registers read-only pages without it. */
+#ifdef hipHostRegisterReadOnly
+#define cudaHostRegisterReadOnly hipHostRegisterReadOnly
+#else
+#define cudaHostRegisterReadOnly 0
+#endif
 #define cudaHostUnregister hipHostUnregister
 #define cudaHostGetDevicePointer hipHostGetDevicePointer
 /* A wavefront runs its lanes together; the barrier keeps the compiler from

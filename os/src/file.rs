@@ -82,6 +82,9 @@ mod tests {
         let ro = reopen_read_only(&m).unwrap();
         assert!(read_only_access(&ro));
         assert_eq!(rustix::io::write(&ro, b"x"), Err(rustix::io::Errno::BADF));
-        assert_eq!(rustix::fs::fstat(&ro).unwrap().st_ino, rustix::fs::fstat(&m).unwrap().st_ino);
+        assert_eq!(
+            rustix::fs::fstat(&ro).unwrap().st_ino,
+            rustix::fs::fstat(&m).unwrap().st_ino
+        );
     }
 }

@@ -17,8 +17,19 @@ pub trait Pin {
     /// Pins `[base, base + len)` (page-aligned) for the device, usable there
     /// at the same address; `-FI_EBUSY` when it is pinned already (by the
     /// application). Undoes itself on failure.
-    fn pin(&self, base: usize, len: usize, iomem: bool) -> Result<()>;
+    fn pin(&self, base: usize, len: usize, how: PinHow) -> Result<()>;
     fn unpin(&self, base: usize);
+}
+
+/// How a range is pinned.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PinHow {
+    /// I/O memory (`FI_XPU_IMPORT_IOMEMORY`).
+    pub iomem: bool,
+    /// Mapped read-only in the host (a region a peer shares read-only):
+    /// the device may only read it, and drivers refuse to pin such pages
+    /// for writing.
+    pub read_only: bool,
 }
 
 #[derive(Default)]
@@ -58,7 +69,7 @@ impl Pinned {
     pub fn alloc(&self, p: &dyn Pin, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
         let a = self.host.alloc(size, alignment, flags)?;
         let (base, len) = pages(a.addr, size as usize);
-        if let Err(e) = p.pin(base, len, false) {
+        if let Err(e) = p.pin(base, len, PinHow::default()) {
             let _ = self.host.free(a.addr);
             return Err(e);
         }
@@ -77,7 +88,11 @@ impl Pinned {
     pub fn import_fd(&self, p: &dyn Pin, req: &Import) -> Result<usize> {
         let addr = self.host.import(req)?;
         let (base, len) = pages(addr, req.size as usize);
-        if let Err(e) = p.pin(base, len, req.flags & FI_XPU_IMPORT_IOMEMORY != 0) {
+        let how = PinHow {
+            iomem: req.flags & FI_XPU_IMPORT_IOMEMORY != 0,
+            read_only: req.fd.is_some_and(super::system::maps_read_only),
+        };
+        if let Err(e) = p.pin(base, len, how) {
             let _ = self.host.unimport(addr, true);
             return Err(e);
         }
@@ -99,7 +114,11 @@ impl Pinned {
                 *n += 1;
                 Some(base)
             } else {
-                match p.pin(base, len, req.flags & FI_XPU_IMPORT_IOMEMORY != 0) {
+                let how = PinHow {
+                    iomem: req.flags & FI_XPU_IMPORT_IOMEMORY != 0,
+                    read_only: false,
+                };
+                match p.pin(base, len, how) {
                     Ok(()) => {
                         regs.insert(base, 1);
                         Some(base)

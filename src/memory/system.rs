@@ -206,7 +206,7 @@ fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
 /// is sealed against writing (`F_SEAL_WRITE`, or `F_SEAL_FUTURE_WRITE` as
 /// a process seals memory others may only read), or `fd` is open for
 /// reading only (a peer's registration without remote write access).
-fn write_sealed(fd: BorrowedFd) -> bool {
+pub(super) fn maps_read_only(fd: BorrowedFd) -> bool {
     file::read_only_access(fd)
         || file::seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
 }
@@ -376,7 +376,7 @@ impl Backend for System {
             && self.huge_pages() != HugePages::Off;
         // Memory its owner sealed against writing is imported read-only:
         // a store into it faults, as the owner meant.
-        let prot = if write_sealed(fd) {
+        let prot = if maps_read_only(fd) {
             ProtFlags::READ
         } else {
             ProtFlags::READ | ProtFlags::WRITE

@@ -19,7 +19,9 @@
  *       one, its fd passed over SCM_RIGHTS and imported in the other, which
  *       reads and writes it; then the same fd imported into an
  *       FI_HMEM_SYSTEM context, registered with the shm provider, and
- *       written by the peer with fi_xpu_write. Prints "vendor_memory share: ok".
+ *       written by the peer with fi_xpu_write; on CUDA, a descriptor open for
+ *       reading only (a region a peer shares read-only) imported and read.
+ *       Prints "vendor_memory share: ok".
  */
 #include "shm_common.h"
 
@@ -289,6 +291,30 @@ static int share(void)
 			EXPECT(fi_xpu_free(cctx, dev2), 0);
 			EXPECT(fi_xpu_free(cctx, dev), 0);
 		}
+	}
+	/* A region a peer shares read-only (a sealed memfd handed over as a
+	 * descriptor open for reading only) imported into a CUDA context:
+	 * mapped and pinned for reading only, as the driver requires of pages
+	 * mapped read-only; the device reads it. */
+	if (iface == FI_HMEM_CUDA) {
+		int mfd = memfd_create("ro", MFD_CLOEXEC | MFD_ALLOW_SEALING), rfd;
+		unsigned char *ro = NULL;
+		char path[64];
+		REQUIRE(mfd >= 0, 1);
+		REQUIRE(ftruncate(mfd, 8192), 0);
+		REQUIRE(pwrite(mfd, "readonly", 8, 4096), 8);
+		REQUIRE(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
+		rfd = open(path, O_RDONLY | O_CLOEXEC);
+		REQUIRE(rfd >= 0, 1);
+		EXPECT(fi_xpu_import(cctx, NULL, rfd, 4096, 4096, FI_XPU_IMPORT_DMABUF,
+				     (void **)&ro), 0);
+		if (ro) {
+			EXPECT(memcmp(ro, "readonly", 8), 0);
+			EXPECT(fi_xpu_unimport(cctx, ro), 0);
+		}
+		close(rfd);
+		close(mfd);
 	}
 	EXPECT(fi_xpu_close(&cctx->fid), 0);
 	EXPECT(fi_xpu_close(&tdom->fid), 0);

@@ -35,6 +35,7 @@ pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
 pub const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 0x01;
 pub const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 0x02;
 pub const CU_MEMHOSTREGISTER_IOMEMORY: c_uint = 0x04;
+pub const CU_MEMHOSTREGISTER_READ_ONLY: c_uint = 0x08;
 pub const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 0x1;
 pub const CU_MEM_ACCESS_FLAGS_PROT_READWRITE: c_int = 0x3;
 pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 0x1;
@@ -288,6 +289,10 @@ mod tests {
             (
                 "CU_MEMHOSTREGISTER_IOMEMORY",
                 CU_MEMHOSTREGISTER_IOMEMORY as i64,
+            ),
+            (
+                "CU_MEMHOSTREGISTER_READ_ONLY",
+                CU_MEMHOSTREGISTER_READ_ONLY as i64,
             ),
             (
                 "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",

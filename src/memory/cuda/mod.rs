@@ -18,7 +18,7 @@
 //!   whole allocation, for NIC registration.
 mod driver;
 
-use super::pinned::{Pin, Pinned};
+use super::pinned::{Pin, PinHow, Pinned};
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
@@ -448,14 +448,15 @@ impl Backend for Cuda {
 impl Pin for Cuda {
     /// `cuMemHostRegister` (portable, device-mapped), then the device
     /// address, which unified addressing makes the host one.
-    fn pin(&self, base: usize, len: usize, iomem: bool) -> Result<()> {
-        let flags = CU_MEMHOSTREGISTER_PORTABLE
-            | CU_MEMHOSTREGISTER_DEVICEMAP
-            | if iomem {
-                CU_MEMHOSTREGISTER_IOMEMORY
-            } else {
-                0
-            };
+    fn pin(&self, base: usize, len: usize, how: PinHow) -> Result<()> {
+        let mut flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
+        if how.iomem {
+            flags |= CU_MEMHOSTREGISTER_IOMEMORY;
+        }
+        // Pages mapped read-only are pinned only with this flag.
+        if how.read_only {
+            flags |= CU_MEMHOSTREGISTER_READ_ONLY;
+        }
         // SAFETY: a mapping of this process, page-aligned.
         self.drv.check("cuMemHostRegister", unsafe {
             (self.drv.mem_host_register)(base as *mut c_void, len, flags)

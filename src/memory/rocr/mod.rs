@@ -14,7 +14,7 @@
 //!   way (`pinned`).
 mod driver;
 
-use super::pinned::{Pin, Pinned};
+use super::pinned::{Pin, PinHow, Pinned};
 use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
@@ -321,7 +321,7 @@ impl Rocr {
 impl Pin for Rocr {
     /// `hsa_amd_memory_lock` for this GPU; the agent address must be the
     /// host one.
-    fn pin(&self, base: usize, len: usize, _iomem: bool) -> Result<()> {
+    fn pin(&self, base: usize, len: usize, _how: PinHow) -> Result<()> {
         let mut gpu = self.gpu;
         let mut agent_ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: a mapping of this process; one agent.

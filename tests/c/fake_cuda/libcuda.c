@@ -506,6 +506,27 @@ CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t si
 	return CUDA_SUCCESS;
 }
 
+/* Whether every page of [a, a + len) is mapped writable in this process
+ * (/proc/self/maps): the driver pins pages for writing unless told they
+ * are read-only, and refuses pages it cannot write. */
+static int writable(uintptr_t a, size_t len)
+{
+	char line[512], perm[8];
+	unsigned long lo, hi;
+	uintptr_t at = a, end = a + len;
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return 1;
+	while (at < end && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) == 3 && lo <= at && at < hi) {
+			if (perm[1] != 'w')
+				break;
+			at = hi;
+		}
+	fclose(f);
+	return at >= end;
+}
+
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
 	uintptr_t a = (uintptr_t)p;
@@ -514,6 +535,9 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 	if (!p || bytesize == 0 ||
 	    (Flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
 				 CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Pages mapped read-only need CU_MEMHOSTREGISTER_READ_ONLY. */
+	if (!(Flags & CU_MEMHOSTREGISTER_READ_ONLY) && !writable(a, bytesize))
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&lock);
 	for (i = 0; i < MAX_RANGES; i++) {
