@@ -919,7 +919,8 @@ fn write_av_ent(tab: usize, idx: usize, nonce: u64, ep_id: u64) {
 /// a read-only descriptor of the same file, sealed first (a read-only
 /// descriptor cannot add seals), so that peers map it read-only and a
 /// stray store into it faults in the peer instead of changing our memory.
-/// A DMA-BUF cannot be opened again by path and is shared as it is.
+/// A DMA-BUF cannot be opened again by path and is shared as it is, as is
+/// any memory where `/proc` cannot reopen it (logged).
 fn shared_view(fd: std::os::fd::OwnedFd, access: u64) -> Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
     if access & FI_REMOTE_WRITE != 0 || fi_xpu_os::file::is_dmabuf(&fd) {
@@ -928,12 +929,16 @@ fn shared_view(fd: std::os::fd::OwnedFd, access: u64) -> Result<std::os::fd::Own
     crate::sealed::seal(fd.as_fd()).inspect_err(|_| {
         core::warn("cannot seal memory against resizing; peers would refuse it")
     })?;
-    fi_xpu_os::file::reopen_read_only(&fd).map_err(|e| {
-        core::warn(&format!(
-            "fi_xpu_mr_reg: cannot open a read-only view of the memory for peers ({e})"
-        ));
-        Error::from_errno(e.raw_os_error())
-    })
+    match fi_xpu_os::file::reopen_read_only(&fd) {
+        Ok(ro) => Ok(ro),
+        Err(e) => {
+            core::warn(&format!(
+                "fi_xpu_mr_reg: cannot open a read-only view of the memory for peers ({e}); \
+                 they map it writable"
+            ));
+            Ok(fd)
+        }
+    }
 }
 
 pub struct Mr {
