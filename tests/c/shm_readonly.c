@@ -38,6 +38,37 @@ static void perms_of(const void *p, char perm[8])
 	fclose(f);
 }
 
+/* The page holding `p` is mapped read-only and cannot be made writable. */
+static void expect_read_only(const void *p)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	char perm[8];
+	perms_of(p, perm);
+	EXPECT(strcmp(perm, "r--s"), 0);
+	EXPECT(mprotect((void *)((uintptr_t)p & ~(page - 1)), page, PROT_READ | PROT_WRITE), -1);
+	EXPECT(errno, EACCES);
+}
+
+/* A child that stores `v` into the word at `w` dies with SIGSEGV. */
+static void expect_store_faults(uint64_t *w, uint64_t v)
+{
+	pid_t p;
+	int st;
+	fflush(stdout);
+	fflush(stderr);
+	p = fork();
+	if (p == 0) {
+		/* Only a store and _exit after this fork; the default action
+		 * for the fault, also under AddressSanitizer, whose handler
+		 * would exit instead. */
+		signal(SIGSEGV, SIG_DFL);
+		__atomic_store_n(w, v, __ATOMIC_SEQ_CST);
+		_exit(0);
+	}
+	EXPECT(waitpid(p, &st, 0), p);
+	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
+}
+
 static void peer(void)
 {
 	const struct fi_xpu_shm_peer_addr *pa =
@@ -51,35 +82,17 @@ static void peer(void)
 	unsigned char *mem;
 	struct fi_cq_tagged_entry ce;
 	struct fi_cq_err_entry ee;
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	char perm[8];
-	pid_t p;
-	int st;
 
 	REQUIRE(tab != NULL, 1);
 	REQUIRE(h->magic, 0x6669787075686570ULL); /* "fixpuhep" */
 	e = (struct fi_xpu_shm_mr_entry *)(void *)(tab + h->mr_off) + ((key >> 32) & 0xffff);
 	REQUIRE(e->key, key);
 	EXPECT(e->access & FI_REMOTE_WRITE, 0);
-	perms_of(e, perm);
-	EXPECT(strcmp(perm, "r--s"), 0);
-	EXPECT(mprotect((void *)((uintptr_t)e & ~(page - 1)), page, PROT_READ | PROT_WRITE), -1);
-	EXPECT(errno, EACCES);
+	expect_read_only(e);
 	/* Grant ourselves remote write access to the read-only registration:
 	 * in a child, which the store must kill. */
-	fflush(stdout);
-	fflush(stderr);
-	p = fork();
-	if (p == 0) {
-		/* Only a store and _exit after this fork; the default action
-		 * for the fault, also under AddressSanitizer, whose handler
-		 * would exit instead. */
-		signal(SIGSEGV, SIG_DFL);
-		__atomic_or_fetch(&e->access, FI_REMOTE_WRITE, __ATOMIC_SEQ_CST);
-		_exit(0);
-	}
-	EXPECT(waitpid(p, &st, 0), p);
-	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
+	expect_store_faults(&e->access, e->access | FI_REMOTE_WRITE);
 	EXPECT(e->access & FI_REMOTE_WRITE, 0);
 	/* The victim endpoint's information (where its remote completions
 	 * and counters are) and its staging lanes lie in that same region:
@@ -87,40 +100,17 @@ static void peer(void)
 	EXPECT(pa->info_region, key >> 48);
 	info = FI_XPU_SHM_P(struct fi_xpu_shm_ep_info, pm->base[pa->info_region] + pa->info_off);
 	EXPECT(info->magic, 0x6669787075657062ULL); /* "fixpuepb" */
-	perms_of(info, perm);
-	EXPECT(strcmp(perm, "r--s"), 0);
-	perms_of((const unsigned char *)info - FI_XPU_SHM_STAGE_LANES * FI_XPU_SHM_STAGE_LANE_SIZE,
-		 perm);
-	EXPECT(strcmp(perm, "r--s"), 0);
-	fflush(stdout);
-	fflush(stderr);
-	p = fork();
-	if (p == 0) {
-		signal(SIGSEGV, SIG_DFL);
-		__atomic_store_n(&info->rx_cq, 64, __ATOMIC_SEQ_CST);
-		_exit(0);
-	}
-	EXPECT(waitpid(p, &st, 0), p);
-	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
+	expect_read_only(info);
+	expect_read_only((const unsigned char *)info -
+			 FI_XPU_SHM_STAGE_LANES * FI_XPU_SHM_STAGE_LANE_SIZE);
+	expect_store_faults(&info->rx_cq, 64);
 	/* The read-only registration's memory itself: peers are handed a
 	 * read-only descriptor of it, so a stray store faults in the peer. */
 	mem = FI_XPU_SHM_P(unsigned char, pm->base[e->region]);
 	REQUIRE(mem != NULL, 1);
 	EXPECT(mem[0], 0x5a);
-	perms_of(mem, perm);
-	EXPECT(strcmp(perm, "r--s"), 0);
-	EXPECT(mprotect((void *)((uintptr_t)mem & ~(page - 1)), page, PROT_READ | PROT_WRITE), -1);
-	EXPECT(errno, EACCES);
-	fflush(stdout);
-	fflush(stderr);
-	p = fork();
-	if (p == 0) {
-		signal(SIGSEGV, SIG_DFL);
-		__atomic_store_n(mem, 0xa5, __ATOMIC_SEQ_CST);
-		_exit(0);
-	}
-	EXPECT(waitpid(p, &st, 0), p);
-	EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, 1);
+	expect_read_only(mem);
+	expect_store_faults((uint64_t *)(void *)mem, 0xa5a5a5a5a5a5a5a5ULL);
 	/* Reading it through its key works. */
 	got = 0;
 	EXPECT(fi_xpu_read(&W.ep, &got, 8, NULL, &W.raw[0], W.cards[0].ro_base, key, &got, 0,
