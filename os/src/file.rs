@@ -49,6 +49,16 @@ pub fn read_only_access(fd: impl AsFd) -> bool {
     rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f & OFlags::ACCMODE == OFlags::RDONLY)
 }
 
+/// Whether only a read-only shared mapping of `fd` can be made: the file
+/// is sealed against writing (`F_SEAL_WRITE`, or `F_SEAL_FUTURE_WRITE` as
+/// a process seals memory others may only read), or `fd` is open for
+/// reading only (memory a peer lets us read only).
+pub fn maps_read_only(fd: impl AsFd) -> bool {
+    let fd = fd.as_fd();
+    read_only_access(fd)
+        || seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
+}
+
 /// A new close-on-exec memfd of size 0, named `name`, with `flags` added
 /// (`ALLOW_SEALING`, `HUGETLB`).
 pub fn memfd(name: &std::ffi::CStr, flags: MemfdFlags) -> Result<OwnedFd, rustix::io::Errno> {
@@ -81,6 +91,7 @@ mod tests {
         assert!(!read_only_access(&m));
         let ro = reopen_read_only(&m).unwrap();
         assert!(read_only_access(&ro));
+        assert!(maps_read_only(&ro) && !maps_read_only(&m));
         assert_eq!(rustix::io::write(&ro, b"x"), Err(rustix::io::Errno::BADF));
         assert_eq!(
             rustix::fs::fstat(&ro).unwrap().st_ino,

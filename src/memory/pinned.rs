@@ -90,7 +90,7 @@ impl Pinned {
         let (base, len) = pages(addr, req.size as usize);
         let how = PinHow {
             iomem: req.flags & FI_XPU_IMPORT_IOMEMORY != 0,
-            read_only: req.fd.is_some_and(super::system::maps_read_only),
+            read_only: req.fd.is_some_and(fi_xpu_os::file::maps_read_only),
         };
         if let Err(e) = p.pin(base, len, how) {
             let _ = self.host.unimport(addr, true);

@@ -202,15 +202,6 @@ fn check_shared_fd(fd: BorrowedFd, offset: u64, size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Whether only a read-only shared mapping of `fd` can be made: the file
-/// is sealed against writing (`F_SEAL_WRITE`, or `F_SEAL_FUTURE_WRITE` as
-/// a process seals memory others may only read), or `fd` is open for
-/// reading only (a peer's registration without remote write access).
-pub(super) fn maps_read_only(fd: BorrowedFd) -> bool {
-    file::read_only_access(fd)
-        || file::seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
-}
-
 /// Maps `len` bytes of `fd` from `offset` (page-aligned) at `at` (0:
 /// anywhere) with protection `prot`.
 fn map_prot(fd: &OwnedFd, at: usize, len: usize, offset: u64, prot: ProtFlags) -> Result<usize> {
@@ -376,7 +367,7 @@ impl Backend for System {
             && self.huge_pages() != HugePages::Off;
         // Memory its owner sealed against writing is imported read-only:
         // a store into it faults, as the owner meant.
-        let prot = if maps_read_only(fd) {
+        let prot = if file::maps_read_only(fd) {
             ProtFlags::READ
         } else {
             ProtFlags::READ | ProtFlags::WRITE

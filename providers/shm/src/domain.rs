@@ -5,6 +5,7 @@ use crate::core::{self, Ctx};
 use crate::layout::*;
 use crate::sealed;
 use crate::wire::{self, Msg};
+use fi_xpu_os::file::maps_read_only;
 use fi_xpu_prov_sdk::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::mem::offset_of;
@@ -542,7 +543,7 @@ impl Inner {
         for (&rid, (fd, off, size)) in conn.regions.iter() {
             match core::import(core, fd.as_raw_fd(), *off, *size) {
                 Ok(d) => {
-                    set_map(map, rid, d, *size, sealed::read_only(fd.as_fd()));
+                    set_map(map, rid, d, *size, maps_read_only(fd.as_fd()));
                     conn.imports.insert((ctx_id, rid), d);
                 }
                 Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),
@@ -600,7 +601,7 @@ impl Inner {
         for (ctx_id, core, map) in targets {
             match core::import(core, fd.as_raw_fd(), off, size) {
                 Ok(d) => {
-                    set_map(map, rid, d, size, sealed::read_only(fd.as_fd()));
+                    set_map(map, rid, d, size, maps_read_only(fd.as_fd()));
                     conn.imports.insert((ctx_id, rid), d);
                 }
                 Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),

@@ -4,7 +4,7 @@
 //! memory seals what it allocates and checks what it imports; these checks
 //! hold whichever memory backend the context uses (application callbacks
 //! included), on both sides of the connection.
-use fi_xpu_os::file::{add_seals, is_dmabuf, read_only_access, seals};
+use fi_xpu_os::file::{add_seals, is_dmabuf, seals};
 use fi_xpu_os::rustix::fs::{fstat, FileType, SealFlags};
 use fi_xpu_prov_sdk::{Error, Result};
 use std::os::fd::BorrowedFd;
@@ -22,15 +22,6 @@ pub fn seal(fd: BorrowedFd) -> Result<()> {
         Some(_) if add_seals(fd, want).is_ok() => Ok(()),
         _ => Err(Error::PERM),
     }
-}
-
-/// Whether `fd` is sealed against writing (a peer's registration table)
-/// or open for reading only (a peer's registration without remote write
-/// access), so that the core maps it read-only: device code must never be
-/// led to store into such a mapping, which would fault.
-pub fn read_only(fd: BorrowedFd) -> bool {
-    read_only_access(fd)
-        || seals(fd).is_some_and(|s| s.intersects(SealFlags::WRITE | SealFlags::FUTURE_WRITE))
 }
 
 /// Checks a peer's descriptor before `[offset, offset + size)` of it is
