@@ -162,7 +162,7 @@ static void crasher(int i, int sock)
 	struct fi_xpu_info *info, *it;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
-					.timeout = 0, .xpu_ctx = NULL };
+					.xpu_ctx = NULL };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;

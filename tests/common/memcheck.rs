@@ -7,9 +7,11 @@
 //! every log is read and the test fails on any memcheck error, showing the
 //! log. A `timeout N` in front of the program gets N times
 //! `FI_XPU_TEST_VALGRIND_SLOWDOWN` (default 10), and the program sees the
-//! factor in `FI_XPU_TEST_SLOWDOWN` to scale the limits it keeps itself. Leaks are not errors here
-//! (test programs exit without freeing); the suppressions in
-//! `tests/valgrind.supp` cover libc and libfabric internals only.
+//! factor in `FI_XPU_TEST_SLOWDOWN` to scale the limits it keeps itself.
+//! Programs started inside a network namespace (`ip netns exec NS ...`)
+//! run under valgrind inside it. Leaks are not errors here (test programs
+//! exit without freeing); the suppressions in `tests/valgrind.supp` cover
+//! libc and libfabric internals only.
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
