@@ -37,6 +37,17 @@ fn coop_reserve_and_copy_every_scope() {
     assert!(stdout(&exe, &["150"]).contains("coop ok: 150 iterations"));
 }
 
+/// The shm completion ring with threads that push and take entries at
+/// once, never holding more than half of it: a push must never find it
+/// full. Reading the head before the tail let it look full after others
+/// pushed and took entries between the two reads, which lost a completion
+/// and left an FI_EOVERRUN entry behind (within milliseconds here).
+#[test]
+fn shm_cq_ring_never_looks_full_with_room() {
+    let exe = build_c("shm_cq_ring", "shm_cq_ring.c", &[]);
+    assert!(stdout(&exe, &["2"]).contains("cq ring ok"));
+}
+
 /// The GPU form of the cooperative copy (16-byte words between a bytewise
 /// head and tail, lanes interleaved) compiled for the host and run lane by
 /// lane: every alignment of source and destination modulo 16, lengths

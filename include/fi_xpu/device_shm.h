@@ -475,10 +475,20 @@ FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
 {
 	uint64_t h, t;
 	struct fi_xpu_shm_cqe *e;
+	int moved = 0;
 	for (;;) {
-		h = fi_xpu_shm_ld(&r->head);
+		/* The tail first: the head, read after it, is never behind
+		 * it. Read the other way round, readers could take entries
+		 * pushed after our head was read, and the ring would look
+		 * full (h - t wraps) with room in it. */
 		t = fi_xpu_shm_ld(&r->tail);
+		h = fi_xpu_shm_ld(&r->head);
 		if (h - t >= size) {
+			/* Full unless a reader made room since (a few times
+			 * at most: a peer that keeps moving the tail of a ring
+			 * it can write gains nothing by it). */
+			if (fi_xpu_shm_ld(&r->tail) != t && ++moved < 64)
+				continue;
 			/* Nobody waits for room: the loss is counted, and the
 			 * reader reports it as an FI_EOVERRUN entry. */
 			if (count_overflow)
@@ -1278,8 +1288,10 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			}
 		}
 		while (rc == 0) {
-			h = fi_xpu_shm_ld(&t.ep->head);
+			/* The tail first, as in fi_xpu_shm_ring_put: otherwise
+			 * a busy inbox can look full with room in it. */
 			tl = fi_xpu_shm_ld(&t.ep->tail);
+			h = fi_xpu_shm_ld(&t.ep->head);
 			if (h - tl >= FI_XPU_SHM_INBOX_SLOTS) {
 				rc = -FI_EAGAIN;
 				break;

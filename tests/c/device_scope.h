@@ -143,6 +143,19 @@ static void sc_drain(struct scope_env *env, uint32_t item, uint32_t quota)
 			fi_xpu_arch_pause();
 			continue;
 		}
+		if (n == -FI_EAVAIL) {
+			/* Which operation failed, and how: the error entry. */
+			struct fi_cq_err_entry ee;
+			memset(&ee, 0, sizeof(ee));
+			n = fi_xpu_cq_readerr(env->cq, &ee, 0, env->scope);
+			if (leader)
+				fprintf(stderr, "%s scope %d: error completion: err %d, context 0x%llx, len %zu, olen %zu\n",
+					env->prov, env->scope, ee.err,
+					(unsigned long long)(uintptr_t)ee.op_context, ee.len,
+					ee.olen);
+			sc_fail(env, "fi_xpu_cq_read: an error completion", item, n);
+			return;
+		}
 		if (n <= 0 || (size_t)n > want) {
 			sc_fail(env, "fi_xpu_cq_read", item, n);
 			return;
