@@ -528,7 +528,11 @@ FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size
  * for it. Run by the ring's reader. */
 FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_t size)
 {
-	uint64_t ov = fi_xpu_shm_ld(&r->overflow), seen = fi_xpu_shm_ld(&r->overflow_seen);
+	/* What was reported first: the count, read after it, is never behind
+	 * it. Read the other way round, another reader's report between the
+	 * two reads would let this one move the reported count back, and
+	 * report ov - seen wrapped (2^64 - 1 completions lost). */
+	uint64_t seen = fi_xpu_shm_ld(&r->overflow_seen), ov = fi_xpu_shm_ld(&r->overflow);
 	struct fi_xpu_shm_cqe_in in;
 	if (ov == seen || !fi_xpu_shm_cas(&r->overflow_seen, seen, ov))
 		return;
@@ -595,8 +599,9 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 			continue;
 		(void)fi_xpu_shm_ring_push(r, q->size, &in);
 	}
-	ov = fi_xpu_shm_ld(&rr->overflow);
+	/* As in fi_xpu_shm_report_overrun: what was carried over first. */
 	seen = fi_xpu_shm_ld(&q->rseen);
+	ov = fi_xpu_shm_ld(&rr->overflow);
 	/* A rewound or absurd count is a peer's scribble: resynchronised,
 	 * never reported. */
 	if (ov != seen && fi_xpu_shm_cas(&q->rseen, seen, ov) && ov - seen < (1ULL << 32))
