@@ -698,6 +698,7 @@ struct victim {
 	unsigned char *msg;    /* the receive of legitimate messages */
 	struct fid_xpu_mr *win_mr;
 	uint64_t msgs, next_seq, own_ok, own_err, remote_data, truncated;
+	uint64_t remote_lost; /* remote CQ data a full CQ dropped, as reported */
 	uint64_t own_errs[4]; /* ENOTCONN, ECONNRESET, ECANCELED, ETIMEDOUT */
 	int trunc_done, own_pending;
 };
@@ -732,6 +733,11 @@ static void take(struct victim *v)
 				EXPECT(err.op_context == &ctx_trunc && err.tag == TAG_TRUNC);
 				v->trunc_done = 1;
 				v->truncated++;
+			} else if (err.op_context == NULL && err.err == FI_EOVERRUN) {
+				/* A flood of CQ data beyond the CQ: the loss is
+				 * reported, with how many were lost. */
+				EXPECT(err.olen > 0);
+				v->remote_lost += err.olen;
 			} else if (err.op_context == &ctx_dead) {
 				printf("hostile: the interrupted message: %s\n",
 				       fi_xpu_strerror(-err.err));
@@ -1081,12 +1087,13 @@ static int victim_main(int sock, pid_t peer_pid)
 		check_pattern(big + 262144, 4096, G, "the guard above the big receive");
 	}
 	victim_checks(&v);
-	printf("hostile: victim: %" PRIu64 " remote CQ data entries, %" PRIu64
+	printf("hostile: victim: %" PRIu64 " remote CQ data entries (%" PRIu64
+	       " reported lost to a full CQ), %" PRIu64
 	       " truncated receives; kernel: %" PRIu64 " entries published, %" PRIu64
 	       " left unpublished, %" PRIu64 " successes, %" PRIu64 " errors, ring at %" PRIu64
 	       "/%" PRIu64 "; resident %" PRIu64 " KiB before the flood, %" PRIu64
 	       " after, %" PRIu64 " at the end\n",
-	       v.remote_data, v.truncated, k.published, k.unpublished, k.ok, k.errs,
+	       v.remote_data, v.remote_lost, v.truncated, k.published, k.unpublished, k.ok, k.errs,
 	       __atomic_load_n(&k.ep->cons, __ATOMIC_ACQUIRE),
 	       __atomic_load_n(&k.ep->prod, __ATOMIC_ACQUIRE), rss[0], rss[1], rss[2]);
 	fflush(stdout);

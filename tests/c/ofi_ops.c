@@ -3,13 +3,16 @@
  * error completions, all posted through the device API and checked by value;
  * local buffers that lie in no memory of the context (a wild pointer,
  * private host memory) end in error completions, FI_INJECT sources may be
- * private.
+ * private; writes with CQ data beyond what the target's CQ holds end in an
+ * FI_EOVERRUN entry counting the completions lost.
  * The libfabric provider comes from FI_XPU_OFI_PROVIDER. With OFI_OPS_FD and
  * OFI_OPS_RANK set, runs one side only over that inherited socket. */
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "ofi_common.h"
+
+#define CQ_SIZE 64
 
 struct card {
 	uint8_t name[64];
@@ -30,6 +33,63 @@ static struct fi_cq_tagged_entry wait_one(struct fid_xpu_cq *cq, struct fi_cq_er
 	return e;
 }
 
+#define OVERRUN_WRITES (CQ_SIZE + 6)
+
+/* The target of OVERRUN_WRITES writes with CQ data into its CQ of CQ_SIZE
+ * entries, read only once all arrived: CQ_SIZE entries, then, the queue
+ * having room again, one FI_EOVERRUN entry counting the 6 lost (the
+ * progress thread reports it; nothing else completes here), then nothing. */
+static void overrun_seen(struct fid_xpu_cq *cq)
+{
+	const struct fi_xpu_ofi_cq_dev *q =
+		(const struct fi_xpu_ofi_cq_dev *)(uintptr_t)cq->fid.prov_ctx;
+	struct fi_cq_tagged_entry es[16];
+	struct fi_cq_err_entry err;
+	uint64_t t0 = ofi_now_ms();
+	int seen[OVERRUN_WRITES] = { 0 }, got = 0;
+	int64_t n;
+
+	/* Every write arrived: stored, or counted as lost. */
+	while (__atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) - __atomic_load_n(&q->head, __ATOMIC_ACQUIRE) +
+		       __atomic_load_n(&q->overflow, __ATOMIC_ACQUIRE) <
+	       OVERRUN_WRITES) {
+		if (ofi_now_ms() - t0 > 10000) {
+			fprintf(stderr, "overrun: %llu stored, %llu lost after 10 s\n",
+				(unsigned long long)(q->tail - q->head),
+				(unsigned long long)q->overflow);
+			exit(1);
+		}
+		usleep(1000);
+	}
+	EXPECT_EQ(q->tail - q->head, CQ_SIZE);
+	while (got < CQ_SIZE) {
+		n = fi_xpu_cq_read(cq, es, 16, FI_XPU_WORK_ITEM);
+		EXPECT(n > 0);
+		if (n <= 0)
+			break;
+		for (int64_t k = 0; k < n; k++) {
+			uint64_t d = es[k].data - 0x7000;
+			EXPECT(es[k].flags & FI_REMOTE_CQ_DATA);
+			EXPECT(d < OVERRUN_WRITES && !seen[d]);
+			if (d < OVERRUN_WRITES)
+				seen[d] = 1;
+		}
+		got += (int)n;
+	}
+	EXPECT_EQ(got, CQ_SIZE);
+	/* Room again: the loss is reported, never silent. */
+	t0 = ofi_now_ms();
+	while ((n = fi_xpu_cq_read(cq, es, 16, FI_XPU_WORK_ITEM)) == -FI_EAGAIN &&
+	       ofi_now_ms() - t0 < 10000)
+		usleep(1000);
+	EXPECT_EQ(n, -FI_EAVAIL);
+	memset(&err, 0, sizeof(err));
+	EXPECT_EQ(fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM), 1);
+	EXPECT_EQ(err.err, FI_EOVERRUN);
+	EXPECT_EQ(err.olen, OVERRUN_WRITES - CQ_SIZE);
+	EXPECT_EQ(fi_xpu_cq_read(cq, es, 16, FI_XPU_WORK_ITEM), -FI_EAGAIN);
+}
+
 static int run(int sock, int rank)
 {
 	struct fi_xpu_info *info, *i;
@@ -44,7 +104,7 @@ static int run(int sock, int rank)
 	struct fid_xpu_cntr cntr;
 	struct fid_xpu_ep ep;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 64, .format = FI_CQ_FORMAT_TAGGED,
+	struct fi_xpu_cq_attr cattr = { .size = CQ_SIZE, .format = FI_CQ_FORMAT_TAGGED,
 					.timeout = 10000 };
 	struct fi_xpu_cntr_attr nattr = { 0 };
 	struct fi_xpu_ep_attr eattr = { 0 };
@@ -179,6 +239,16 @@ static int run(int sock, int rank)
 		EXPECT(e.op_context == pair);
 		if (read(sock, &c, 1) != 1)
 			exit(1);
+		/* More writes with CQ data than the peer's CQ holds, which the
+		 * peer does not read meanwhile (see overrun_seen). */
+		for (uint64_t k = 0; k < OVERRUN_WRITES; k++) {
+			CHECK(fi_xpu_write(&ep, pair, 8, NULL, 0x7000 + k, &raw, peer.base + 64,
+					   peer.key, pair, FI_REMOTE_CQ_DATA, FI_XPU_WORK_ITEM));
+			e = wait_one(&cq, NULL);
+			EXPECT(e.op_context == pair);
+		}
+		if (write(sock, "o", 1) != 1 || read(sock, &c, 1) != 1)
+			exit(1);
 	} else {
 		struct fi_cq_tagged_entry e;
 		uint64_t *box = heap + 64, secret = 0x5ec2e7;
@@ -206,7 +276,10 @@ static int run(int sock, int rank)
 		EXPECT_EQ(e.data, 0x66);
 		EXPECT_EQ(e.len, 0);
 		EXPECT(heap[8] == 0x1111 && heap[9] == 0x2222);
-		if (write(sock, "e", 1) != 1)
+		if (write(sock, "e", 1) != 1 || read(sock, &c, 1) != 1)
+			exit(1);
+		overrun_seen(&cq);
+		if (write(sock, "f", 1) != 1)
 			exit(1);
 	}
 	CHECK(fi_xpu_close(&hep->fid));

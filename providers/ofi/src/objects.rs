@@ -701,6 +701,9 @@ pub struct CqShared {
     /// to fit, so a queue nobody reaps stops the rings instead of dropping
     /// completions.
     reserved: AtomicU64,
+    /// Dropped completions (the block's `overflow`) already reported in
+    /// FI_EOVERRUN entries; written under `lock`.
+    reported: AtomicU64,
 }
 
 fn at64(p: &u64) -> &AtomicU64 {
@@ -740,6 +743,7 @@ impl CqShared {
             format,
             lock: Mutex::new(()),
             reserved: AtomicU64::new(0),
+            reported: AtomicU64::new(0),
         }))
     }
 
@@ -790,12 +794,56 @@ impl CqShared {
         self.push_inner(e, false)
     }
 
+    /// Reports the completions dropped since the last report, if any, in
+    /// one FI_EOVERRUN entry (`olen` the number), as soon as the queue has
+    /// room for it beyond what was promised: called by the progress thread
+    /// on each pass, so that a loss is never silent even when nothing else
+    /// completes. Two loads when there is nothing to report.
+    pub fn report_losses(&self) {
+        let lost = at64(&self.dev_ref().overflow).load(Ordering::Relaxed);
+        if lost == self.reported.load(Ordering::Relaxed) {
+            return;
+        }
+        let _g = self.lock.lock().unwrap();
+        self.report_losses_locked(self.reserved.load(Ordering::Relaxed));
+    }
+
+    /// `report_losses` with the lock held, leaving room for `keep` more
+    /// entries.
+    fn report_losses_locked(&self, keep: u64) {
+        let d = self.dev_ref();
+        let lost = at64(&d.overflow).load(Ordering::Relaxed);
+        let reported = self.reported.load(Ordering::Relaxed);
+        if lost == reported {
+            return;
+        }
+        let tail = at64(&d.tail).load(Ordering::Relaxed);
+        let head = at64(&d.head).load(Ordering::Acquire);
+        if tail.wrapping_sub(head).saturating_add(keep) >= self.size {
+            return;
+        }
+        self.write_at(
+            tail,
+            &Cqe {
+                err: Error::OVERRUN.code() as i64,
+                olen: lost.wrapping_sub(reported),
+                src: ffi::FI_ADDR_NOTAVAIL,
+                is_err: 1,
+                ..Default::default()
+            },
+        );
+        self.reported.store(lost, Ordering::Relaxed);
+    }
+
     fn push_inner(&self, mut e: Cqe, reserved: bool) -> bool {
         let _g = self.lock.lock().unwrap();
         if reserved {
             let r = self.reserved.load(Ordering::Relaxed);
             self.reserved.store(r.saturating_sub(1), Ordering::Relaxed);
         }
+        // A loss reported first, if there is room for it beside this entry
+        // and every promise.
+        self.report_losses_locked(self.reserved.load(Ordering::Relaxed) + 1);
         let d = self.dev_ref();
         let tail = at64(&d.tail).load(Ordering::Relaxed);
         let head = at64(&d.head).load(Ordering::Acquire);
@@ -817,8 +865,16 @@ impl CqShared {
             }
             return false;
         }
-        let slot = self.slot(tail);
         e.seq = 0;
+        self.write_at(tail, &e);
+        true
+    }
+
+    /// Writes `e` at position `tail` (free: the caller checked, lock held)
+    /// and publishes it.
+    fn write_at(&self, tail: u64, e: &Cqe) {
+        let d = self.dev_ref();
+        let slot = self.slot(tail);
         // SAFETY: the slot lies inside the ring and readers ignore it until
         // `seq` matches, which is stored last below.
         unsafe {
@@ -837,7 +893,6 @@ impl CqShared {
             at64(&s.seq).store(tail + 1, Ordering::Release);
         }
         at64(&d.tail).store(tail + 1, Ordering::Release);
-        true
     }
 
     /// Host read of up to `count` entries in the CQ's format into `buf`,

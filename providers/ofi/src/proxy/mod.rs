@@ -449,6 +449,11 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
         busy = true;
     }
     busy |= poll_cq(ep, b, &mut st, g);
+    // Completions the queues had to drop become an FI_EOVERRUN entry once
+    // the application made room, whether or not anything else completes.
+    for cq in [&b.tx_cq, &b.rx_cq].into_iter().flatten() {
+        cq.report_losses();
+    }
     busy |= mirror_remote(ep, b, &mut st, g);
     busy |= expire(b, &mut st, tuning);
     busy |= release_held(ep, b, &mut st, g, tuning);
