@@ -440,7 +440,10 @@ impl Cq {
     /// `fi_xpu_shm_report_overrun` in the device header.
     fn report_overrun(&self) {
         let (ov, seen) = (self.word(144), self.word(152));
-        let (o, s) = (ov.load(Ordering::Acquire), seen.load(Ordering::Acquire));
+        // What was reported first, as in the device header: the count read
+        // after it is never behind it.
+        let s = seen.load(Ordering::Acquire);
+        let o = ov.load(Ordering::Acquire);
         if o == s
             || seen
                 .compare_exchange(s, o, Ordering::AcqRel, Ordering::Acquire)
@@ -450,8 +453,10 @@ impl Cq {
         }
         let head = self.word(0);
         loop {
+            // The tail first, as in fi_xpu_shm_ring_put.
+            let t = self.word(64).load(Ordering::Acquire);
             let h = head.load(Ordering::Acquire);
-            if h.wrapping_sub(self.word(64).load(Ordering::Acquire)) >= self.size {
+            if h.wrapping_sub(t) >= self.size {
                 seen.fetch_sub(o - s, Ordering::AcqRel);
                 return;
             }
