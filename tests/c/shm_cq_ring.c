@@ -46,49 +46,12 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Takes one published entry, whoever pushed it (as fi_xpu_cq_read does). */
-static void take_one(void)
-{
-	for (;;) {
-		uint64_t t = fi_xpu_shm_ld(&ring->tail);
-		struct fi_xpu_shm_cqe *e =
-			(struct fi_xpu_shm_cqe *)((unsigned char *)ring + FI_XPU_SHM_CQ_HDR) +
-			(t & (RING - 1));
-		if (fi_xpu_shm_ld(&e->seq) == t + 1 && fi_xpu_shm_cas(&ring->tail, t, t + 1))
-			return;
-	}
-}
-
-static void *worker(void *arg)
-{
-	uint64_t id = (uint64_t)(uintptr_t)arg, n = 0;
-	struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
-	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
-		int rc;
-		in.context = (id << 32) | (n & 0xffffffffu);
-		rc = fi_xpu_shm_ring_push(ring, RING, &in);
-		if (rc != 0) {
-			fprintf(stderr,
-				"thread %llu: push %llu returned %d with at most %d of %d entries in use (head %llu, tail %llu)\n",
-				(unsigned long long)id, (unsigned long long)n, rc, THREADS, RING,
-				(unsigned long long)fi_xpu_shm_ld(&ring->head),
-				(unsigned long long)fi_xpu_shm_ld(&ring->tail));
-			__atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
-			__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
-			break;
-		}
-		take_one();
-		n++;
-	}
-	pushes[id] = n;
-	return NULL;
-}
-
-/* ---- overrun ---- */
 static int pushing;
 static uint64_t reported; /* sum of the FI_EOVERRUN entries' olen */
 
-/* Takes the next entry if one is published; 1 when taken. */
+/* Takes the next published entry, whoever pushed it (as fi_xpu_cq_read
+ * does), if there is one; 1 when taken. FI_EOVERRUN entries are added up
+ * in `reported`; any other error entry is a failure. */
 static int take_if_any(void)
 {
 	uint64_t t = fi_xpu_shm_ld(&ring->tail);
@@ -117,10 +80,36 @@ static int take_if_any(void)
 	return 1;
 }
 
+static void *worker(void *arg)
+{
+	uint64_t id = (uint64_t)(uintptr_t)arg, n = 0;
+	struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		int rc;
+		in.context = (id << 32) | (n & 0xffffffffu);
+		rc = fi_xpu_shm_ring_push(ring, RING, &in);
+		if (rc != 0) {
+			fprintf(stderr,
+				"thread %llu: push %llu returned %d with at most %d of %d entries in use (head %llu, tail %llu)\n",
+				(unsigned long long)id, (unsigned long long)n, rc, THREADS, RING,
+				(unsigned long long)fi_xpu_shm_ld(&ring->head),
+				(unsigned long long)fi_xpu_shm_ld(&ring->tail));
+			__atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		while (!take_if_any())
+			;
+		n++;
+	}
+	pushes[id] = n;
+	return NULL;
+}
+
+/* ---- overrun ---- */
 static void *pusher(void *arg)
 {
 	struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
-	uint64_t n = 0;
 	(void)arg;
 	while (__atomic_load_n(&pushing, __ATOMIC_RELAXED)) {
 		/* In bursts: the ring overflows, then the readers report the
@@ -129,7 +118,6 @@ static void *pusher(void *arg)
 			(void)fi_xpu_shm_ring_push(ring, RING, &in);
 		for (int k = 0; k < 50; k++)
 			fi_xpu_arch_pause();
-		n++;
 	}
 	return NULL;
 }
