@@ -1,7 +1,8 @@
 //! Host XPU launcher: runs a kernel function as G groups of N work items on
 //! CPU threads.
 //!
-//! Each work item is one thread. Its position (`fi_xpu_host_item`) lives in
+//! Each work item runs on a thread of its own, kept between launches
+//! (`pool`). Its position (`fi_xpu_host_item`) lives in
 //! a thread-local that the host branch of the device arch layer reads, and
 //! the barriers and broadcasts of every scope go through `Team`s shared by
 //! the threads of a launch. A thread outside any launch is a work item of its
@@ -21,6 +22,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 mod lanes;
+mod monitor;
+mod pool;
 mod residency;
 
 use lanes::Lanes;
@@ -505,102 +508,88 @@ pub fn pause() {
     }
 }
 
-/// Held by every thread until all are started: if one cannot be created the
-/// others are told to leave instead of waiting at a barrier for it forever.
-struct Gate {
-    go: Mutex<Option<bool>>,
-    cv: Condvar,
+/// Puts back a thread's position and launch as they were before a work
+/// item ran on it, when the kernel returns or unwinds: a pooled thread is
+/// then outside any launch, and a launching thread what it was before.
+struct ItemExit {
+    item: fi_xpu_host_item,
+    launch: Option<Arc<Launch>>,
 }
 
-impl Gate {
-    fn open(&self, go: bool) {
-        *self.go.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
-        self.cv.notify_all();
-    }
-
-    fn wait(&self) -> bool {
-        let mut g = self.go.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(go) = *g {
-                return go;
-            }
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
+impl Drop for ItemExit {
+    fn drop(&mut self) {
+        LAUNCH.with(|l| *l.borrow_mut() = self.launch.take());
+        ITEM.with(|c| c.set(self.item));
     }
 }
 
-/// Runs `kernel` once on each of `shape.items()` new threads and returns
-/// when all have finished. `-FI_EAGAIN` if the threads cannot be created
-/// (then the kernel has run nowhere). In the GPU-like mode, `-FI_ETIMEDOUT`
-/// when the kernel waited on groups that could not become resident (it was
-/// reported, and those groups then ran so that the launch could end).
+/// Work item `global` of a launch, on the calling thread.
+fn run_item(
+    shared: &Arc<Launch>,
+    item: fi_xpu_host_item,
+    global: u32,
+    kernel: &(impl Fn() + Sync),
+) {
+    let _exit = ItemExit {
+        item: ITEM.with(|c| c.replace(item)),
+        launch: LAUNCH.with(|l| l.borrow_mut().replace(Arc::clone(shared))),
+    };
+    let gpu = shared
+        .gpu
+        .as_ref()
+        .map(|g| (g, shared.lanes(&item).expect("the launch's subgroup")));
+    if let Some((g, lanes)) = gpu {
+        g.residency.enter(item.group_id);
+        g.residency.set(global, Doing::Turn);
+        lanes.start(item.lane_id);
+        g.residency.set(global, Doing::Running);
+    }
+    kernel();
+    if let Some((g, lanes)) = gpu {
+        lanes.exit(item.lane_id);
+        g.residency.leave(global);
+    }
+}
+
+/// Runs `kernel` once for each of `shape.items()` work items, each on a
+/// thread of its own, and returns when all have finished. The threads are
+/// kept between launches (`pool`), and the calling thread runs work item 0
+/// itself, so a launch costs a wake-up per other work item. In the
+/// GPU-like mode the caller watches for hangs instead and every work item
+/// runs on a pooled thread.
+///
+/// `-FI_EAGAIN` if the threads cannot be created (then the kernel has run
+/// nowhere). In the GPU-like mode, `-FI_ETIMEDOUT` when the kernel waited
+/// on groups that could not become resident (it was reported, and those
+/// groups then ran so that the launch could end).
 pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
     let shared = Arc::new(Launch::new(shape));
-    let gate = Gate {
-        go: Mutex::new(None),
-        cv: Condvar::new(),
-    };
-    std::thread::scope(|s| {
-        // Joined explicitly (not just left to the scope) so that tools that
-        // follow pthread_join see the kernel's writes ordered before return.
-        let mut handles = Vec::with_capacity(shape.items() as usize);
-        for global in 0..shape.items() {
-            let item = shape.item(global);
+    let kernel = &kernel;
+    let on_caller = shared.gpu.is_none();
+    let items: Vec<pool::Body<'_>> = (u32::from(on_caller)..shape.items())
+        .map(|global| {
             let shared = Arc::clone(&shared);
-            let (gate, kernel) = (&gate, &kernel);
-            let spawned = std::thread::Builder::new()
-                .name(format!("fi_xpu g{} l{}", item.group_id, item.local_id))
-                .spawn_scoped(s, move || {
-                    if !gate.wait() {
-                        return;
-                    }
-                    ITEM.with(|c| c.set(item));
-                    let gpu = shared
-                        .gpu
-                        .as_ref()
-                        .map(|g| (g, shared.lanes(&item).expect("the launch's subgroup")));
-                    let global = item.group_id * item.group_size + item.local_id;
-                    if let Some((g, lanes)) = gpu {
-                        g.residency.enter(item.group_id);
-                        g.residency.set(global, Doing::Turn);
-                        lanes.start(item.lane_id);
-                        g.residency.set(global, Doing::Running);
-                    }
-                    LAUNCH.with(|l| *l.borrow_mut() = Some(Arc::clone(&shared)));
-                    kernel();
-                    LAUNCH.with(|l| *l.borrow_mut() = None);
-                    if let Some((g, lanes)) = gpu {
-                        lanes.exit(item.lane_id);
-                        g.residency.leave(global);
-                    }
-                    ITEM.with(|c| c.set(SINGLE));
-                });
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    crate::warn!("host launch: cannot start thread {global}: {e}");
-                    gate.open(false);
-                    return Err(Error::AGAIN);
-                }
-            }
+            Box::new(move || run_item(&shared, shape.item(global), global, kernel))
+                as pool::Body<'_>
+        })
+        .collect();
+    let hung = pool::run(items, || match &shared.gpu {
+        Some(g) => g.residency.watch(),
+        None => {
+            run_item(&shared, shape.item(0), 0, kernel);
+            false
         }
-        gate.open(true);
-        let hung = shared.gpu.as_ref().is_some_and(|g| g.residency.watch());
-        for h in handles {
-            if let Err(p) = h.join() {
-                std::panic::resume_unwind(p);
-            }
-        }
-        if hung {
-            return Err(Error::TIMEDOUT);
-        }
-        Ok(())
-    })
+    })?;
+    if hung {
+        return Err(Error::TIMEDOUT);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::panic::AssertUnwindSafe;
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
     fn attr(g: u32, n: u32, sg: u32) -> fi_xpu_host_launch_attr {
@@ -610,6 +599,57 @@ mod tests {
             subgroup_size: sg,
             flags: 0,
         }
+    }
+
+    /// A work item's panic reaches the launching thread once every work
+    /// item has returned; the threads stay usable, and the launching
+    /// thread (which ran work item 0) is outside any launch again.
+    #[test]
+    fn a_panic_in_a_work_item_reaches_the_launcher_after_the_others() {
+        let s = Shape::new(&attr(2, 3, 0)).unwrap();
+        let finished = AtomicU32::new(0);
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            launch(&s, || {
+                if current_item().local_id == 2 && current_item().group_id == 1 {
+                    panic!("item 5");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                finished.fetch_add(1, Ordering::SeqCst);
+            })
+        }));
+        let msg = r.unwrap_err();
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"item 5"));
+        assert_eq!(finished.load(Ordering::SeqCst), 5);
+        assert_eq!(current_item(), SINGLE);
+        let ran = AtomicU32::new(0);
+        launch(&s, || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 6);
+    }
+
+    /// A work item that launches a kernel of its own gets its position and
+    /// its barriers back when that launch returns.
+    #[test]
+    fn a_nested_launch_leaves_the_outer_work_item_as_it_was() {
+        let outer = Shape::new(&attr(2, 2, 0)).unwrap();
+        let inner = Shape::new(&attr(1, 3, 0)).unwrap();
+        let inner_items = AtomicU32::new(0);
+        launch(&outer, || {
+            let before = current_item();
+            launch(&inner, || {
+                assert_eq!(current_item().group_size, 3);
+                barrier(FI_XPU_WORK_GROUP).unwrap();
+                inner_items.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+            assert_eq!(current_item(), before);
+            // The outer launch's device barrier still counts 4 members.
+            barrier(FI_XPU_DEVICE).unwrap();
+        })
+        .unwrap();
+        assert_eq!(inner_items.load(Ordering::SeqCst), 12);
     }
 
     #[test]

@@ -94,17 +94,15 @@ fn coop_copy_with_streaming_stores() {
     }
 }
 
-/// ThreadSanitizer sees the C side (the kernel, the arch layer and the
-/// cooperative helpers); the launcher's joins and the arch layer's TSan
-/// hooks give it the ordering that libfi_xpu's barriers provide.
-#[test]
-fn coop_under_thread_sanitizer() {
-    let probe = scratch("tsan-probe");
-    let src = probe.join("p.c");
-    std::fs::write(&src, "int main(void){return 0;}\n").unwrap();
+/// `src` built with ThreadSanitizer, after checking that the C compiler can
+/// build and run such programs here.
+fn build_tsan(test: &str, src: &str) -> PathBuf {
+    let probe = scratch(&format!("{test}-probe"));
+    let p = probe.join("p.c");
+    std::fs::write(&p, "int main(void){return 0;}\n").unwrap();
     let ok = Command::new("cc")
         .args(["-fsanitize=thread"])
-        .arg(&src)
+        .arg(&p)
         .arg("-o")
         .arg(probe.join("p"))
         .status()
@@ -116,18 +114,53 @@ fn coop_under_thread_sanitizer() {
         ok,
         "the C compiler cannot build and run ThreadSanitizer programs here"
     );
-    let exe = build_c("device_coop_tsan", "device_coop.c", &["-fsanitize=thread"]);
+    build_c(test, src, &["-fsanitize=thread"])
+}
+
+/// Runs a ThreadSanitizer build; its stdout, after checking it reported
+/// nothing.
+fn run_tsan(exe: &Path, args: &[&str]) -> String {
     let o = run_ok(
-        Command::new(&exe)
-            .arg("4")
+        Command::new(exe)
+            .args(args)
             .env("TSAN_OPTIONS", "halt_on_error=1 exitcode=66"),
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("coop ok"));
     assert!(
         !String::from_utf8_lossy(&o.stderr).contains("ThreadSanitizer"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// ThreadSanitizer sees the C side (the kernel, the arch layer and the
+/// cooperative helpers); the launcher's hand-offs and the arch layer's
+/// TSan hooks give it the ordering that libfi_xpu's barriers provide.
+#[test]
+fn coop_under_thread_sanitizer() {
+    let exe = build_tsan("device_coop_tsan", "device_coop.c");
+    assert!(run_tsan(&exe, &["4"]).contains("coop ok"));
+}
+
+/// The launcher keeps its threads between launches (work item 0 runs on
+/// the launching thread, the others on the same threads each time), ends
+/// them when idle for about 2 s, and a forked child starts without them
+/// (tests/c/launch_pool.c). Before threads were kept, a launch of 4 work
+/// items created and joined 4 threads.
+#[test]
+fn launch_threads_are_kept_between_launches_and_released_when_idle() {
+    let exe = build_c("launch_pool", "launch_pool.c", &[]);
+    assert!(stdout(&exe, &["all"]).contains("pool ok"));
+}
+
+/// What the launching thread wrote before a launch is seen by its work
+/// items, and what they wrote by the launching thread after, for
+/// ThreadSanitizer too: the hand-off to kept threads and their completion
+/// go through pthread mutexes it follows.
+#[test]
+fn launch_hand_off_under_thread_sanitizer() {
+    let exe = build_tsan("launch_pool_tsan", "launch_pool.c");
+    assert!(run_tsan(&exe, &["order", "300"]).contains("order ok"));
 }
 
 #[test]

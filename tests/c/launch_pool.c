@@ -1,0 +1,155 @@
+/* The host launcher's threads: kept between launches, work item 0 on the
+ * launching thread, idle ones ended after a while, none carried into a
+ * forked child, and a launch's writes ordered with its work items' both
+ * ways (run under ThreadSanitizer too).
+ *
+ *   launch_pool order N   N launches, ordering checks only
+ *   launch_pool all       everything (about 3 s: it waits for idle threads
+ *                         to end)
+ */
+#include <fi_xpu.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CHECK(c)                                                              \
+	do {                                                                  \
+		if (!(c)) {                                                   \
+			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); \
+			exit(1);                                              \
+		}                                                             \
+	} while (0)
+
+#define ITEMS 4
+
+static pid_t tids[ITEMS];
+static long in[ITEMS], out[ITEMS];
+
+static pid_t gettid_(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static uint32_t global_id(void)
+{
+	const struct fi_xpu_host_item *it = fi_xpu_host_item();
+	return it->group_id * it->group_size + it->local_id;
+}
+
+static void record(void *arg)
+{
+	(void)arg;
+	tids[global_id()] = gettid_();
+}
+
+/* Reads what the launching thread wrote before the launch, writes what it
+ * reads after: plain accesses, which a missing ordering turns into a
+ * ThreadSanitizer report (or a wrong value). */
+static void step(void *arg)
+{
+	long k = *(const long *)arg;
+	uint32_t g = global_id();
+	if (in[g] != k)
+		out[g] = -1;
+	else
+		out[g] = k + 1;
+}
+
+static int launch(uint32_t groups, uint32_t items, void (*k)(void *), void *arg)
+{
+	struct fi_xpu_host_launch_attr la;
+	memset(&la, 0, sizeof(la));
+	la.num_groups = groups;
+	la.group_size = items;
+	return fi_xpu_host_launch(&la, k, arg);
+}
+
+static void ordering(long n)
+{
+	long k;
+	int i;
+	for (k = 0; k < n; k++) {
+		for (i = 0; i < ITEMS; i++)
+			in[i] = k;
+		CHECK(launch(2, ITEMS / 2, step, &k) == 0);
+		for (i = 0; i < ITEMS; i++)
+			CHECK(out[i] == k + 1);
+	}
+}
+
+static int threads_of_this_process(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+	CHECK(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+	return *(const pid_t *)a - *(const pid_t *)b;
+}
+
+static void reuse_and_release(void)
+{
+	pid_t first[ITEMS];
+	int i, waited;
+	CHECK(threads_of_this_process() == 1);
+	CHECK(launch(1, ITEMS, record, NULL) == 0);
+	memcpy(first, tids, sizeof(first));
+	CHECK(launch(1, ITEMS, record, NULL) == 0);
+	/* Work item 0 on the launching thread, the others on the same three
+	 * threads both times (in any order). */
+	CHECK(first[0] == gettid_() && tids[0] == gettid_());
+	qsort(first + 1, ITEMS - 1, sizeof(pid_t), cmp_tid);
+	qsort(tids + 1, ITEMS - 1, sizeof(pid_t), cmp_tid);
+	for (i = 1; i < ITEMS; i++)
+		CHECK(first[i] == tids[i] && tids[i] != gettid_());
+	CHECK(threads_of_this_process() == ITEMS);
+
+	/* A forked child has none of them and starts its own. */
+	{
+		pid_t p = fork();
+		int st;
+		CHECK(p >= 0);
+		if (p == 0) {
+			alarm(20);
+			if (threads_of_this_process() != 1)
+				_exit(2);
+			ordering(50);
+			_exit(threads_of_this_process() == ITEMS ? 0 : 3);
+		}
+		CHECK(waitpid(p, &st, 0) == p);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+
+	/* Idle threads end (after about 2 s). */
+	for (waited = 0; waited < 100 && threads_of_this_process() > 1; waited++)
+		usleep(100 * 1000);
+	CHECK(threads_of_this_process() == 1);
+	CHECK(launch(1, ITEMS, record, NULL) == 0);
+	CHECK(threads_of_this_process() == ITEMS);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "order")) {
+		ordering(atol(argv[2]));
+		printf("order ok\n");
+		return 0;
+	}
+	CHECK(argc == 2 && !strcmp(argv[1], "all"));
+	reuse_and_release();
+	ordering(2000);
+	printf("pool ok\n");
+	return 0;
+}
