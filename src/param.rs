@@ -10,6 +10,7 @@
 //! cannot read or shadow each other's variables, nor the core's.
 use crate::error::Error;
 use crate::provider::env;
+use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Owner of the core's own parameters.
@@ -134,14 +135,41 @@ pub struct Param {
 impl Param {
     /// The variable's value, when it is set and not empty.
     pub fn value(&self) -> Option<String> {
-        env::var(&self.var).filter(|v| !v.is_empty())
+        value_of(&self.var)
     }
 }
 
+/// The value of the variable `var`, when it is set and not empty.
+fn value_of(var: &str) -> Option<String> {
+    env::var(var).filter(|v| !v.is_empty())
+}
+
+static REGISTRY: OnceLock<Mutex<Vec<Param>>> = OnceLock::new();
+
+thread_local! {
+    /// The registry's lock while this thread forks (`before_fork`).
+    static HELD_ACROSS_FORK: RefCell<Option<MutexGuard<'static, Vec<Param>>>> =
+        const { RefCell::new(None) };
+}
+
+/// A thread that forks holds the registry's lock across the fork, so that
+/// a child never starts with it held by a thread it does not have (every
+/// parameter read, a launch's among them, would wait for ever).
+extern "C" fn before_fork() {
+    let held = registry();
+    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some(held));
+}
+
+extern "C" fn after_fork() {
+    HELD_ACROSS_FORK.with(|h| h.borrow_mut().take());
+}
+
 fn registry() -> MutexGuard<'static, Vec<Param>> {
-    static REGISTRY: OnceLock<Mutex<Vec<Param>>> = OnceLock::new();
     REGISTRY
         .get_or_init(|| {
+            // SAFETY: registered once; the handlers only lock and unlock
+            // the registry, which exists from here on.
+            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
             Mutex::new(
                 CORE_PARAMS
                     .iter()
@@ -203,12 +231,14 @@ pub fn define(owner: &str, name: &str, default: &str, help: &str) -> Result<Stri
 /// The value of `owner`'s parameter `name`: `None` when unset (the caller
 /// uses its default), `-FI_ENOENT` when `owner` never defined it.
 pub fn get(owner: &str, name: &str) -> Result<Option<String>, Error> {
-    let reg = registry();
-    let p = reg
+    let var = registry()
         .iter()
         .find(|p| p.owner == owner && p.name == name)
-        .ok_or(Error::NOENT)?;
-    Ok(p.value())
+        .ok_or(Error::NOENT)?
+        .var
+        .clone();
+    // Read outside the lock: a parameter read holds it only for the search.
+    Ok(value_of(&var))
 }
 
 /// The value of one of the core's parameters (`param::LOG_LEVEL`, ...).

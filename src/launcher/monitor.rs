@@ -42,6 +42,15 @@ impl<T> Monitor<T> {
         Guard { m: self }
     }
 
+    /// Unlocks a mutex whose guard was forgotten (`std::mem::forget`).
+    ///
+    /// # Safety
+    /// The calling thread locked it, through a guard it forgot since.
+    pub(super) unsafe fn unlock_forgotten(&self) {
+        // SAFETY: the caller holds the lock (the contract above).
+        unsafe { libc::pthread_mutex_unlock(self.mutex.get()) };
+    }
+
     /// Wakes every thread waiting in `Guard::wait` or `wait_for`.
     pub(super) fn notify_all(&self) {
         // SAFETY: the condition variable is initialised and in place.

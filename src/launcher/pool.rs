@@ -10,7 +10,7 @@ use super::monitor::Monitor;
 use crate::error::{Error, Result};
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 /// How long a thread waits for a work item before it ends.
@@ -104,6 +104,11 @@ pub(super) fn run<R>(bodies: Vec<Body<'_>>, meanwhile: impl FnOnce() -> R) -> Re
 /// `n` threads waiting for a work item each: idle ones first (the most
 /// recently idle), new ones for the rest.
 fn take(n: usize) -> Result<Vec<Mailbox>> {
+    static AT_FORK: Once = Once::new();
+    // SAFETY: the handlers only lock and unlock the idle list's mutex.
+    AT_FORK.call_once(|| unsafe {
+        libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
+    });
     let mut got = {
         let mut idle = IDLE_THREADS.lock();
         let pid = std::process::id();
@@ -126,6 +131,17 @@ fn take(n: usize) -> Result<Vec<Mailbox>> {
         }
     }
     Ok(got)
+}
+
+/// A thread that forks holds the idle list's lock across the fork, so that
+/// the child never starts with it held by a thread it does not have.
+extern "C" fn before_fork() {
+    std::mem::forget(IDLE_THREADS.lock());
+}
+
+extern "C" fn after_fork() {
+    // SAFETY: `before_fork` locked it on this thread and forgot the guard.
+    unsafe { IDLE_THREADS.unlock_forgotten() };
 }
 
 fn idle_again(threads: Vec<Mailbox>) {

@@ -10,6 +10,7 @@
 #include <fi_xpu.h>
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,11 @@ static void record(void *arg)
 {
 	(void)arg;
 	tids[global_id()] = gettid_();
+}
+
+static void nothing(void *arg)
+{
+	(void)arg;
 }
 
 /* Reads what the launching thread wrote before the launch, writes what it
@@ -140,6 +146,42 @@ static void reuse_and_release(void)
 	CHECK(threads_of_this_process() == ITEMS);
 }
 
+static volatile int stop_launching;
+
+static void *keep_launching(void *arg)
+{
+	(void)arg;
+	while (!stop_launching)
+		CHECK(launch(1, 3, nothing, NULL) == 0);
+	return NULL;
+}
+
+/* Forks while another thread launches all the time: a child must never
+ * start with the launcher's bookkeeping locked by a thread it lacks. */
+static void fork_while_launching(int forks)
+{
+	pthread_t t;
+	int i;
+	CHECK(pthread_create(&t, NULL, keep_launching, NULL) == 0);
+	for (i = 0; i < forks; i++) {
+		pid_t p = fork();
+		int st;
+		CHECK(p >= 0);
+		if (p == 0) {
+			alarm(10);
+			ordering(5);
+			_exit(0);
+		}
+		CHECK(waitpid(p, &st, 0) == p);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "fork %d: child status %#x\n", i, st);
+			exit(1);
+		}
+	}
+	stop_launching = 1;
+	CHECK(pthread_join(t, NULL) == 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "order")) {
@@ -150,6 +192,7 @@ int main(int argc, char **argv)
 	CHECK(argc == 2 && !strcmp(argv[1], "all"));
 	reuse_and_release();
 	ordering(2000);
+	fork_while_launching(200);
 	printf("pool ok\n");
 	return 0;
 }
