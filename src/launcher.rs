@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::param;
 use fi_xpu_abi::*;
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,14 @@ mod residency;
 
 use lanes::Lanes;
 use residency::{Doing, Residency};
+
+/// How long a work item waiting at a barrier, a kept thread waiting for
+/// its next work item, and a launch waiting for its work items look for
+/// the change (letting other threads run between looks) before they sleep.
+/// A sleep and its wake-up cost tens of microseconds on a virtual machine;
+/// the launches and barriers of a kernel usually follow each other closer
+/// than that.
+const SPIN: Duration = Duration::from_micros(50);
 
 /// The GPU-like mode's settings for one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +194,9 @@ struct Team {
     size: u32,
     state: Mutex<TeamState>,
     cv: Condvar,
+    /// `state.generation`, for members that look for its change without
+    /// the lock before they sleep (`SPIN`).
+    generation: AtomicU64,
 }
 
 struct TeamState {
@@ -203,6 +215,7 @@ impl Team {
                 slot: 0,
             }),
             cv: Condvar::new(),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -225,9 +238,19 @@ impl Team {
         if st.arrived == self.size {
             st.arrived = 0;
             st.generation = st.generation.wrapping_add(1);
+            self.generation.store(st.generation, Ordering::Release);
             self.cv.notify_all();
             return Ok(());
         }
+        drop(st);
+        let spin = Instant::now();
+        while spin.elapsed() < SPIN && deadline.is_none_or(|t| Instant::now() < t) {
+            if self.generation.load(Ordering::Acquire) != generation {
+                return Ok(());
+            }
+            std::thread::yield_now();
+        }
+        let mut st = self.lock();
         while st.generation == generation {
             match deadline {
                 None => st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),

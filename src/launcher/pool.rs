@@ -7,6 +7,7 @@
 //! thread left idle for `IDLE` ends. A process forked from one with idle
 //! threads starts with none: they do not exist in the child.
 use super::monitor::Monitor;
+use super::SPIN;
 use crate::error::{Error, Result};
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
@@ -15,12 +16,6 @@ use std::time::{Duration, Instant};
 
 /// How long a thread waits for a work item before it ends.
 const IDLE: Duration = Duration::from_secs(2);
-
-/// How long a thread looks for its next work item, and a launch for the
-/// end of its work items, letting other threads run between looks, before
-/// it sleeps: back-to-back launches then cost no sleep and wake-up (tens
-/// of microseconds each on a virtual machine).
-const SPIN: Duration = Duration::from_micros(50);
 
 /// A work item: runs once, on a pooled thread.
 pub(super) type Body<'a> = Box<dyn FnOnce() + Send + 'a>;

@@ -10,10 +10,13 @@
 //! - `fi_pingpong -p shm`: libfabric's own ping-pong, for reference.
 //! - callgrind: instructions of one `fi_xpu_write` post (`post_one`).
 //! - `benches/ofi_proxy.c`: the ofi provider's proxy alone (see `proxy`).
+//! - `benches/launch.c`: what a host launch costs, beside a pthread per
+//!   work item created and joined (see `launch`).
 //! - MoE dispatch+combine (`examples/moe`) beside the same exchange driven
 //!   from the host with libfabric (`benches/moe_host.c`), see `moe`.
 use crate::{mkdir, root, Result};
 
+mod launch;
 mod moe;
 mod proxy;
 use std::collections::BTreeMap;
@@ -196,10 +199,19 @@ pub(crate) fn library_path_first(lib: &Path) -> Result {
     Ok(())
 }
 
-pub fn run(lib: PathBuf, quick: bool, only_proxy: bool, only_moe: bool) -> Result {
+pub fn run(
+    lib: PathBuf,
+    quick: bool,
+    only_proxy: bool,
+    only_moe: bool,
+    only_launch: bool,
+) -> Result {
     library_path_first(&lib)?;
     let dir = lib.join("bench");
     mkdir(&dir)?;
+    if only_launch {
+        return launch::run(&lib, &dir, quick);
+    }
     if only_proxy {
         return proxy::run(&lib, &dir, quick);
     }
@@ -321,5 +333,6 @@ pub fn run(lib: PathBuf, quick: bool, only_proxy: bool, only_moe: bool) -> Resul
     println!("| shm | {} |", cell(ir_shm, 0));
     println!("| ofi (over libfabric shm) | {} |", cell(ir_ofi, 0));
     proxy::run(&lib, &dir, quick)?;
+    launch::run(&lib, &dir, quick)?;
     moe::run(&lib, &dir, quick)
 }

@@ -36,10 +36,11 @@ commands:
                              --debug-info: also the stripped debug information)
   demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
   test                       everything CI checks: fmt, clippy, build, tests
-  bench [--quick] [--proxy] [--moe]
+  bench [--quick] [--proxy] [--moe] [--launch]
                              run the benchmarks and their baselines, print a table
                              (--proxy: only the ofi proxy's, benches/ofi_proxy.c;
-                             --moe: only MoE dispatch+combine, examples/moe)
+                             --moe: only MoE dispatch+combine, examples/moe;
+                             --launch: only the host launcher's, benches/launch.c)
   bench-shm [--quick] [--copy]
                              how the shm provider's costs grow (rate, processes,
                              memory per peer, lookups) and its large copies
@@ -89,14 +90,17 @@ fn main() -> ExitCode {
         .and_then(install::install),
         "demo" => demo(rest),
         "test" => Opts::parse(rest, &[], &[]).and_then(|_| test()),
-        "bench" => Opts::parse(rest, &["--quick", "--proxy", "--moe"], &[]).and_then(|o| {
-            bench::run(
-                build(true)?,
-                o.flag("--quick"),
-                o.flag("--proxy"),
-                o.flag("--moe"),
-            )
-        }),
+        "bench" => {
+            Opts::parse(rest, &["--quick", "--proxy", "--moe", "--launch"], &[]).and_then(|o| {
+                bench::run(
+                    build(true)?,
+                    o.flag("--quick"),
+                    o.flag("--proxy"),
+                    o.flag("--moe"),
+                    o.flag("--launch"),
+                )
+            })
+        }
         "bench-shm" => Opts::parse(rest, &["--quick", "--copy"], &[])
             .and_then(|o| bench_shm::run(build(true)?, o.flag("--quick"), o.flag("--copy"))),
         "gpu-bundle" => {
