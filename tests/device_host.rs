@@ -144,7 +144,10 @@ fn coop_under_thread_sanitizer() {
 
 /// The launcher keeps its threads between launches (work item 0 runs on
 /// the launching thread, the others on the same threads each time), ends
-/// them when idle for about 2 s, and a forked child starts without them
+/// them when idle for about 2 s, and a forked child starts without them,
+/// even when another thread was launching as it forked (the child's first
+/// launch hung on the parameter registry's lock, held across the fork,
+/// before the registry and the idle list were held by the forking thread)
 /// (tests/c/launch_pool.c). Before threads were kept, a launch of 4 work
 /// items created and joined 4 threads.
 #[test]

@@ -8,6 +8,7 @@
 //! returns, as they did when every work item was a thread created and
 //! joined for its launch.
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
@@ -39,7 +40,10 @@ impl<T> Monitor<T> {
         // a default mutex only fails to lock on a deadlock by its owner,
         // which `Guard` (one per lock) rules out.
         unsafe { libc::pthread_mutex_lock(self.mutex.get()) };
-        Guard { m: self }
+        Guard {
+            m: self,
+            _locking_thread: PhantomData,
+        }
     }
 
     /// Unlocks a mutex whose guard was forgotten (`std::mem::forget`).
@@ -69,8 +73,10 @@ impl<T> Drop for Monitor<T> {
 }
 
 /// The monitor's value, with its mutex held until the guard is dropped.
+/// Not `Send`: the thread that locked the mutex unlocks it.
 pub(super) struct Guard<'a, T> {
     m: &'a Monitor<T>,
+    _locking_thread: PhantomData<*const ()>,
 }
 
 impl<T> Guard<'_, T> {
