@@ -1,7 +1,8 @@
 /*
  * Baseline for the fi_xpu benchmarks: the same RMA measurements issued from
  * the host directly on a libfabric provider (e.g. shm or tcp), between a
- * parent and a forked child on this machine.
+ * parent and a forked child on this machine, with writes ordered where the
+ * transport grants it (as fi_xpu's ofi provider asks).
  *
  * usage: libfabric_rma <libfabric-provider> [iterations]
  * Prints one "name value unit" line per figure:
@@ -83,7 +84,19 @@ static void setup(struct res *r, const char *prov)
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	hints->fabric_attr->prov_name = strdup(prov);
-	TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
+	/* Writes placed in order where the transport grants it, as fi_xpu's
+	 * ofi provider asks: libfabric's shm then queues RMA writes for the
+	 * target instead of a process_vm_writev each, about 10x faster for
+	 * small writes here. LIBFABRIC_RMA_UNORDERED=1 measures the other. */
+	r->info = NULL;
+	if (!getenv("LIBFABRIC_RMA_UNORDERED")) {
+		hints->tx_attr->msg_order = FI_ORDER_WAW;
+		if (fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info))
+			r->info = NULL;
+		hints->tx_attr->msg_order = 0;
+	}
+	if (!r->info)
+		TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
 	fi_freeinfo(hints);
 	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
 	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
