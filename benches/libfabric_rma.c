@@ -10,6 +10,8 @@
  *   rate_8B_mps       8-byte fi_write message rate from one posting thread
  *   bw_<size>_MBps    fi_write bandwidth at 64 KiB, 1 MiB and 16 MiB
  */
+#include "ordered_getinfo.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -84,19 +86,7 @@ static void setup(struct res *r, const char *prov)
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	hints->fabric_attr->prov_name = strdup(prov);
-	/* Writes placed in order where the transport grants it, as fi_xpu's
-	 * ofi provider asks: libfabric's shm then queues RMA writes for the
-	 * target instead of a process_vm_writev each, about 10x faster for
-	 * small writes here. LIBFABRIC_RMA_UNORDERED=1 measures the other. */
-	r->info = NULL;
-	if (!getenv("LIBFABRIC_RMA_UNORDERED")) {
-		hints->tx_attr->msg_order = FI_ORDER_WAW;
-		if (fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info))
-			r->info = NULL;
-		hints->tx_attr->msg_order = 0;
-	}
-	if (!r->info)
-		TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
+	TRY(fi_getinfo_ordered(hints, &r->info));
 	fi_freeinfo(hints);
 	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
 	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));

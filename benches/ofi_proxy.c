@@ -34,6 +34,8 @@
  *                                                  100: xpu_put_signal_8B_us,
  *                                                  xpu_write_8B_us
  */
+#include "ordered_getinfo.h"
+
 #include <fi_xpu.h>
 #include <fi_xpu/device.h>
 #include <rdma/fi_cm.h>
@@ -238,19 +240,7 @@ static void host_open(struct host *h, const char *prov)
 	hints->domain_attr->mr_mode =
 		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	hints->fabric_attr->prov_name = strdup(prov);
-	/* Writes placed in order where the transport grants it, as the ofi
-	 * provider asks first (for its ordered signals). libfabric's shm then
-	 * places RMA data through the target's queue instead of a
-	 * process_vm_writev per write: its 8-byte rate differs by about 15x
-	 * between the two (OFI_PROXY_HOST_UNORDERED=1 measures the other). */
-	if (!getenv("OFI_PROXY_HOST_UNORDERED")) {
-		hints->tx_attr->msg_order = FI_ORDER_WAW;
-		if (fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &h->info))
-			h->info = NULL;
-		hints->tx_attr->msg_order = 0;
-	}
-	if (!h->info)
-		TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &h->info));
+	TRY(fi_getinfo_ordered(hints, &h->info));
 	fi_freeinfo(hints);
 	fprintf(stderr, "host-direct on libfabric provider %s, writes %s\n",
 		h->info->fabric_attr->prov_name,
