@@ -179,7 +179,7 @@ __attribute__((noinline)) void moe_host_exchange(struct lf *r, struct moe_layout
 	uint64_t *sig = (uint64_t *)(void *)(sym + l->sigsrc);
 	uint64_t *dsig = (uint64_t *)(void *)(sym + l->dsig), *csig = (uint64_t *)(void *)(sym + l->csig);
 	uint64_t *csrc = (uint64_t *)(void *)(sym + l->csrc), *meta = (uint64_t *)(void *)(sym + l->meta);
-	uint32_t t, j, d, e, s, p, h;
+	uint32_t t, j, d, e, s, p;
 
 	moe_host_dispatch(r, l, me);
 	drain(r, 0);
@@ -201,8 +201,7 @@ __attribute__((noinline)) void moe_host_exchange(struct lf *r, struct moe_layout
 				uint64_t idx = (uint64_t)pair * l->T + p;
 				const unsigned char *tok = sym + l->recv + idx * l->tok_bytes;
 				uint16_t *y = (uint16_t *)(void *)(sym + l->out + idx * l->out_bytes);
-				for (h = 0; h < l->H; h++)
-					y[h] = moe_f_to_bf16(moe_expert(g, moe_tok_elem(l, tok, h)));
+				moe_expert_token(l, g, tok, y);
 				put(r, (int)s, l->out + idx * l->out_bytes,
 				    l->comb + meta[idx] * l->out_bytes, l->out_bytes);
 			}
@@ -218,14 +217,11 @@ __attribute__((noinline)) void moe_host_exchange(struct lf *r, struct moe_layout
 			wait_word(r, csig + d);
 	for (t = 0; t < l->T; t++) {
 		uint16_t *res = (uint16_t *)(void *)(sym + l->result + (uint64_t)t * l->out_bytes);
-		for (h = 0; h < l->H; h++) {
-			float acc = 0.0f;
-			for (j = 0; j < l->K; j++)
-				acc += wt[t * l->K + j] *
-				       moe_bf16_to_f(((const uint16_t *)(const void *)(sym + l->comb +
-							((uint64_t)t * l->K + j) * l->out_bytes))[h]);
-			res[h] = moe_f_to_bf16(acc);
-		}
+		const uint16_t *y[MOE_MAX_K];
+		for (j = 0; j < l->K; j++)
+			y[j] = (const uint16_t *)(const void *)(sym + l->comb +
+								((uint64_t)t * l->K + j) * l->out_bytes);
+		moe_weighted_sum(l->H, l->K, wt + t * l->K, y, res);
 	}
 	drain(r, 0);
 }

@@ -208,9 +208,10 @@ int main(int argc, char **argv)
 	}
 	/* Every token needs K distinct experts on other ranks, one of them
 	 * fixed for rank 0 and one excluded (see moe_route). */
-	if (o.n < 2 || o.n > WORLD_MAXP || o.E < 2 || o.K < 1 || o.K + 2 > o.E * (uint32_t)(o.n - 1) + 1 ||
+	if (o.n < 2 || o.n > WORLD_MAXP || o.E < 2 || o.K < 1 || o.K > MOE_MAX_K || o.K + 2 > o.E * (uint32_t)(o.n - 1) + 1 ||
 	    o.T < 1 || o.H < 1 || o.iters < 1 || o.groups < 1 || o.items < 1) {
-		fprintf(stderr, "moe: bad shape (2 <= n <= %d, K <= E * (n - 1) - 1)\n", WORLD_MAXP);
+		fprintf(stderr, "moe: bad shape (2 <= n <= %d, K <= E * (n - 1) - 1, K <= %d)\n", WORLD_MAXP,
+			MOE_MAX_K);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
