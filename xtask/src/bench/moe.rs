@@ -4,7 +4,7 @@
 //! complete, a host-initiated all-to-allv), on the same transport, in the
 //! same run: wall-clock ratios at 2 and 4 ranks, and callgrind instructions
 //! per dispatched token of the issuing side.
-use super::{cc, cell, figures, ratio};
+use super::{cc, cell, figures, median, ratio};
 use crate::Result;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -12,6 +12,15 @@ use std::process::{Command, Stdio};
 /// Tokens per rank, routed to 3 experts each (7168 BF16 elements).
 const TOKENS: u32 = 32;
 const TOPK: u32 = 3;
+
+/// Work items per rank: the CPUs shared out over the ranks, at least one,
+/// so that the ranks' work items do not outnumber the CPUs (on CPU threads
+/// more only take turns on the same cores; each rank also runs the
+/// baseline's single thread's worth of communication).
+fn work_items(ranks: u32) -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    (cpus / ranks).max(1)
+}
 
 fn moe_us(cmd: &mut Command, what: &str) -> Option<f64> {
     figures(cmd.env("FI_TCP_IFACE", "lo"), what)
@@ -68,11 +77,13 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
     let host = dir.join("moe_host");
     cc("examples/moe/moe.c", &xpu, lib, &["-lfi_xpu", "-lpthread"])?;
     cc("benches/moe_host.c", &host, lib, &["-lfi_xpu", "-lfabric"])?;
-    let iters = if quick { "3" } else { "10" };
+    let (iters, runs) = if quick { ("3", 1) } else { ("10", 3) };
     let t = TOKENS.to_string();
     println!(
-        "\n### MoE dispatch+combine: {TOKENS} tokens of 7168 BF16 per rank, top-{TOPK} of 4 experts per rank ({}; {iters} iterations, mean of the slowest rank)\n",
-        super::proxy::load()
+        "\n### MoE dispatch+combine: {TOKENS} tokens of 7168 BF16 per rank, top-{TOPK} of 4 experts per rank ({}; {iters} iterations, mean of the slowest rank; median of {runs} runs taking turns; fi_xpu launches 1 group of {} work items per rank at 2 ranks and {} at 4, the baseline runs 1 thread per rank)\n",
+        super::proxy::load(),
+        work_items(2),
+        work_items(4)
     );
     println!("| ranks | transport | fi_xpu (device code, µs) | host-driven libfabric (µs) | ratio | target |");
     println!("|---|---|---|---|---|---|");
@@ -83,10 +94,13 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
         ("ofi", Some("tcp"), "tcp", "≤ 1.2×"),
         ("ofi", Some("shm"), "shm", "≤ 1.2×"),
     ];
-    for n in ["2", "4"] {
+    for n in [2u32, 4] {
+        let items = work_items(n).to_string();
+        let ranks = n.to_string();
         for (prov, fabric, lf, target) in rows {
             let mut x = Command::new(&xpu);
-            x.args(["-n", n, "-p", prov, "-T", &t, "-i", iters]);
+            x.args(["-n", &ranks, "-p", prov, "-T", &t, "-i", iters]);
+            x.args(["-g", "1", "-w", &items]);
             if let Some(f) = fabric {
                 x.args(["-f", f]);
             }
@@ -94,11 +108,16 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
                 Some(f) => format!("{prov}/{f}"),
                 None => prov.to_string(),
             };
-            let a = moe_us(&mut x, &format!("moe on {label}"));
-            let b = moe_us(
-                Command::new(&host).args([lf, "-n", n, "-T", &t, "-i", iters]),
-                &format!("moe_host on {lf}"),
-            );
+            let mut base = Command::new(&host);
+            base.args([lf, "-n", &ranks, "-T", &t, "-i", iters]);
+            // Taking turns, so that a slow spell of the machine falls on
+            // both programs.
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..runs {
+                a.extend(moe_us(&mut x, &format!("moe on {label}")));
+                b.extend(moe_us(&mut base, &format!("moe_host on {lf}")));
+            }
+            let (a, b) = (median(&mut a), median(&mut b));
             println!(
                 "| {n} | {label} vs libfabric {lf} | {} | {} | {} | {target} |",
                 cell(a, 0),

@@ -3,7 +3,7 @@
 //! endpoints over libfabric's shm and tcp (loopback), beside host-direct
 //! `fi_write` between two endpoints in one thread, both measured in turns in
 //! the same run (medians of the rounds).
-use super::{cc, cell, figures, Figures};
+use super::{cc, cell, figures, median, Figures};
 use crate::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -110,17 +110,12 @@ fn put_signal(exe: &Path, quick: bool) {
                 }
             }
         }
-        for s in v.values_mut() {
-            s.sort_by(f64::total_cmp);
-        }
-        let median = |k: (&'static str, &'static str)| {
-            v.get(&k).filter(|s| !s.is_empty()).map(|s| s[s.len() / 2])
-        };
+        let mut mid = |k: (&'static str, &'static str)| v.get_mut(&k).and_then(|s| median(s));
         let row = [
-            median(("1", "xpu_put_signal_8B_us")),
-            median(("0", "xpu_put_signal_8B_us")),
-            median(("1", "xpu_write_8B_us")),
-            median(("0", "xpu_write_8B_us")),
+            mid(("1", "xpu_put_signal_8B_us")),
+            mid(("0", "xpu_put_signal_8B_us")),
+            mid(("1", "xpu_write_8B_us")),
+            mid(("0", "xpu_write_8B_us")),
         ];
         rows.push((fabric, row));
     }
