@@ -80,7 +80,7 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
     let (iters, runs) = if quick { ("3", 1) } else { ("10", 3) };
     let t = TOKENS.to_string();
     println!(
-        "\n### MoE dispatch+combine: {TOKENS} tokens of 7168 BF16 per rank, top-{TOPK} of 4 experts per rank ({}; {iters} iterations, mean of the slowest rank; median of {runs} runs taking turns; fi_xpu launches 1 group of {} work items per rank at 2 ranks and {} at 4, the baseline runs 1 thread per rank)\n",
+        "\n### MoE dispatch+combine: {TOKENS} tokens of 7168 BF16 per rank, top-{TOPK} of 4 experts per rank ({}; {iters} iterations, mean of the slowest rank; median of {runs} runs taking turns; fi_xpu launches 1 group of {} and {} work items per rank at 2 and 4 ranks, as many as the CPUs give each rank; the baseline runs 1 thread per rank)\n",
         super::proxy::load(),
         work_items(2),
         work_items(4)
