@@ -70,12 +70,11 @@ fn has_time_limit(op: u32) -> bool {
 /// provider never answers a write, read or atomic with a wrong key or past
 /// the end of a registration when the initiator waits for an answer
 /// (`FI_DELIVERY_COMPLETE`, reads, fetching atomics), and such an
-/// operation would otherwise never complete.
-pub(super) fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning) -> bool {
+/// operation would otherwise never complete. `now`: the time of the pass.
+pub(super) fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning, now: Instant) -> bool {
     let Some(limit) = tuning.op_timeout else {
         return false;
     };
-    let now = Instant::now();
     if st.next_expire.is_some_and(|t| now < t) {
         return false;
     }

@@ -376,8 +376,8 @@ struct Pass {
     pending: bool,
 }
 
-/// One pass over an endpoint.
-fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
+/// One pass over an endpoint; `now`: when the loop began.
+fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate, now: Instant) -> Pass {
     let Some(b) = ep.bound.get() else {
         return Pass {
             busy: false,
@@ -388,7 +388,9 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
     let mut busy = false;
     let dev = ep.dev();
     st.blocked = false;
-    busy |= hand_over_waiting(ep, b, &mut st, g);
+    if !st.waiting.is_empty() {
+        busy |= hand_over_waiting(ep, b, &mut st, g, now);
+    }
     for i in 0..BATCH {
         let pos = st.cons;
         let s = slot(ep, pos);
@@ -455,7 +457,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate) -> Pass {
         cq.report_losses();
     }
     busy |= mirror_remote(ep, b, &mut st, g);
-    busy |= expire(b, &mut st, tuning);
+    busy |= expire(b, &mut st, tuning, now);
     busy |= release_held(ep, b, &mut st, g, tuning);
     let flushed = st.inflight.first().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.

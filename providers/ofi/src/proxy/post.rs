@@ -374,10 +374,15 @@ fn hand_over(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate, mut req: Box<R
     }
 }
 
-/// Hands over the waiting requests that are due, in order; true when one
-/// moved.
-pub(super) fn hand_over_waiting(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
-    let now = Instant::now();
+/// Hands over the waiting requests that are due at `now`, in order; true
+/// when one moved.
+pub(super) fn hand_over_waiting(
+    ep: &EpInner,
+    b: &Bound,
+    st: &mut EpState,
+    g: &Gate,
+    now: Instant,
+) -> bool {
     let mut moved = false;
     while st.waiting.front().is_some_and(|h| h.due <= now) {
         let Some(h) = st.waiting.pop_front() else {

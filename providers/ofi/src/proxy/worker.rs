@@ -281,13 +281,15 @@ pub fn run(w: Arc<Worker>) {
             fids.reserve(eps.len());
             gen = now_gen;
         }
+        // One clock reading per loop: the passes' time limits and the
+        // spin period are all far coarser than a loop.
+        let now = Instant::now();
         let (mut busy, mut pending) = (false, false);
         for ep in &eps {
-            let p = progress(ep, &w.tuning, &w.gate);
+            let p = progress(ep, &w.tuning, &w.gate, now);
             busy |= p.busy;
             pending |= p.pending;
         }
-        let now = Instant::now();
         if busy {
             idle = 0;
             last = now;
