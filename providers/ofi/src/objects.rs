@@ -799,11 +799,16 @@ impl CqShared {
     /// room for it beyond what was promised: called by the progress thread
     /// on each pass, so that a loss is never silent even when nothing else
     /// completes. Two loads when there is nothing to report.
+    #[inline]
     pub fn report_losses(&self) {
         let lost = at64(&self.dev_ref().overflow).load(Ordering::Relaxed);
-        if lost == self.reported.load(Ordering::Relaxed) {
-            return;
+        if lost != self.reported.load(Ordering::Relaxed) {
+            self.report_losses_slow();
         }
+    }
+
+    #[cold]
+    fn report_losses_slow(&self) {
         let _g = self.lock.lock().unwrap();
         self.report_losses_locked(self.reserved.load(Ordering::Relaxed));
     }

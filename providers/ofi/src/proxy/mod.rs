@@ -458,7 +458,9 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate, now: Instant) -> Pass {
     }
     busy |= mirror_remote(ep, b, &mut st, g);
     busy |= expire(b, &mut st, tuning, now);
-    busy |= release_held(ep, b, &mut st, g, tuning);
+    if st.fences.active() {
+        busy |= release_held(ep, b, &mut st, g, tuning);
+    }
     let flushed = st.inflight.first().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
     unsafe { at64(std::ptr::addr_of_mut!((*dev).flushed)) }.store(flushed, Ordering::Release);
