@@ -170,13 +170,24 @@ fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
     Some(req)
 }
 
+/// The source addresses of one CQ read, kept between passes: not every
+/// provider writes them, so each slot holds `FI_ADDR_NOTAVAIL` until
+/// libfabric writes it and is reset once its entry is handled, and no
+/// pass has to fill the whole buffer.
+pub(super) struct CqSources([u64; CQ_BATCH]);
+
+impl Default for CqSources {
+    fn default() -> CqSources {
+        CqSources([ffi::FI_ADDR_NOTAVAIL; CQ_BATCH])
+    }
+}
+
 #[inline(never)]
 pub(super) fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     let mut busy = false;
     // Entries left uninitialised: this runs on every pass and libfabric
-    // writes the entries it reports. Not every provider writes sources.
+    // writes the entries it reports.
     let mut buf = [const { MaybeUninit::<fi_cq_tagged_entry>::uninit() }; CQ_BATCH];
-    let mut src = [ffi::FI_ADDR_NOTAVAIL; CQ_BATCH];
     // Bounded: a CQ that never runs dry (a peer's flood, or a transport
     // that reports the same error again and again) must not keep the
     // thread from its other endpoints, its ring and its time limits.
@@ -187,7 +198,7 @@ pub(super) fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bo
                 ep.cq.ptr(),
                 buf.as_mut_ptr() as *mut c_void,
                 CQ_BATCH,
-                src.as_mut_ptr(),
+                st.cq_src.0.as_mut_ptr(),
             )
         });
         if n > 0 {
@@ -195,7 +206,8 @@ pub(super) fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bo
             for i in 0..(n as usize).min(CQ_BATCH) {
                 // SAFETY: libfabric wrote the first `n` entries.
                 let e = unsafe { buf[i].assume_init_ref() };
-                complete(ep, b, st, e, src[i], g);
+                let src = std::mem::replace(&mut st.cq_src.0[i], ffi::FI_ADDR_NOTAVAIL);
+                complete(ep, b, st, e, src, g);
             }
             continue;
         }

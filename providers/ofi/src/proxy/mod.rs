@@ -37,7 +37,7 @@ use crate::layout::*;
 use crate::objects::{Bound, EpInner};
 use crate::ring;
 use crate::tables::Tables;
-use complete::{expire, mirror_remote, poll_cq, refused_too_long};
+use complete::{expire, mirror_remote, poll_cq, refused_too_long, CqSources};
 use fi_xpu_prov_sdk::Error;
 use post::{hand_over_waiting, issue, release_held};
 use std::collections::{HashMap, VecDeque};
@@ -185,6 +185,8 @@ pub struct EpState {
     joint: HashMap<u64, (u8, Option<(Error, i32)>)>,
     /// The registrations and AV addresses entries are checked against.
     tables: Tables,
+    /// Where libfabric's CQ reads put source addresses.
+    cq_src: CqSources,
 }
 
 impl EpState {
