@@ -6,7 +6,8 @@ use super::post::post_signal;
 use super::{cq_for, fail, finish_part, EpState, Gate, Req, Tuning};
 use crate::ffi::{self, fi_cq_err_entry, fi_cq_tagged_entry};
 use crate::layout::*;
-use crate::objects::{Bound, EpInner};
+use crate::fabric::Fid;
+use crate::objects::{Bound, CntrShared, EpInner};
 use crate::ring;
 use fi_xpu_abi::errno::FI_EAVAIL;
 use fi_xpu_abi::flags::*;
@@ -289,41 +290,62 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
 /// to the XPU counters bound for remote reads and writes; any gain is
 /// activity, bound or not.
 pub(super) fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
-    let mut busy = false;
-    for (fid, idx, seen) in [
-        (&ep.rem_write, CNTR_REM_WRITE, &mut st.rem_write_seen),
-        (&ep.rem_read, CNTR_REM_READ, &mut st.rem_read_seen),
-    ] {
-        let Some(f) = fid else {
-            continue;
-        };
-        let c = b.cntr[idx].as_deref();
-        // SAFETY: live libfabric counter. Errors only matter to a bound
-        // XPU counter; reading them costs a second call every pass.
-        let (v, e) = g.call(|| unsafe {
-            (
-                ffi::xo_cntr_read(f.ptr()),
-                if c.is_some() {
-                    ffi::xo_cntr_readerr(f.ptr())
-                } else {
-                    seen.1
-                },
-            )
-        });
-        if v > seen.0 {
-            if let Some(c) = c {
-                c.add(v - seen.0);
-            }
-            busy = true;
-        }
-        if e > seen.1 {
-            if let Some(c) = c {
-                c.add_err(e - seen.1);
-            }
-            busy = true;
-        }
-        *seen = (v.max(seen.0), e.max(seen.1));
+    if ep.rem_write.is_none() && ep.rem_read.is_none() {
+        return false;
     }
+    let (wc, rc) = (
+        b.cntr[CNTR_REM_WRITE].as_deref(),
+        b.cntr[CNTR_REM_READ].as_deref(),
+    );
+    let (ws, rs) = (st.rem_write_seen, st.rem_read_seen);
+    // Both counters in one call through the gate.
+    let (w, r) = g.call(|| {
+        (
+            read_remote(ep.rem_write.as_ref(), wc.is_some(), ws),
+            read_remote(ep.rem_read.as_ref(), rc.is_some(), rs),
+        )
+    });
+    mirror(w, wc, &mut st.rem_write_seen) | mirror(r, rc, &mut st.rem_read_seen)
+}
+
+/// A remote-access counter's value and error count, or `seen` when there
+/// is none. Errors only matter to a bound XPU counter (`bound`): reading
+/// them costs a second call every pass.
+fn read_remote(fid: Option<&Fid>, bound: bool, seen: (u64, u64)) -> (u64, u64) {
+    let Some(f) = fid else {
+        return seen;
+    };
+    // SAFETY: live libfabric counter.
+    unsafe {
+        (
+            ffi::xo_cntr_read(f.ptr()),
+            if bound {
+                ffi::xo_cntr_readerr(f.ptr())
+            } else {
+                seen.1
+            },
+        )
+    }
+}
+
+/// Adds the gain from `seen` to `now` (value, errors) to `c`; true when
+/// there was any.
+fn mirror(now: (u64, u64), c: Option<&CntrShared>, seen: &mut (u64, u64)) -> bool {
+    let (v, e) = now;
+    let mut busy = false;
+    if v > seen.0 {
+        if let Some(c) = c {
+            c.add(v - seen.0);
+        }
+        busy = true;
+    }
+    if e > seen.1 {
+        if let Some(c) = c {
+            c.add_err(e - seen.1);
+        }
+        busy = true;
+    }
+    *seen = (v.max(seen.0), e.max(seen.1));
     busy
 }
 
