@@ -298,7 +298,8 @@ pub fn run(w: Arc<Worker>) {
             // Transmits in flight need libfabric's progress calls to move
             // their data (a full socket, a peer's queue), and report
             // nothing until they finish.
-            if pending || now.duration_since(last) < w.tuning.spin {
+            let spinning = !w.tuning.spin.is_zero() && now.duration_since(last) < w.tuning.spin;
+            if pending || spinning {
                 if idle < SPIN_PASSES {
                     std::hint::spin_loop();
                 } else {
