@@ -72,14 +72,21 @@ fn has_time_limit(op: u32) -> bool {
 /// the end of a registration when the initiator waits for an answer
 /// (`FI_DELIVERY_COMPLETE`, reads, fetching atomics), and such an
 /// operation would otherwise never complete. `now`: the time of the pass.
+/// Looks only every `EXPIRE_SCAN` or so: most passes cost two compares.
+#[inline]
 pub(super) fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning, now: Instant) -> bool {
-    let Some(limit) = tuning.op_timeout else {
-        return false;
-    };
-    if st.next_expire.is_some_and(|t| now < t) {
-        return false;
+    match tuning.op_timeout {
+        Some(limit) if st.next_expire.is_none_or(|t| now >= t) => {
+            st.next_expire = Some(now + EXPIRE_SCAN.min(limit / 4));
+            expire_scan(b, st, limit, now)
+        }
+        _ => false,
     }
-    st.next_expire = Some(now + EXPIRE_SCAN.min(limit / 4));
+}
+
+/// The look of `expire`.
+#[inline(never)]
+fn expire_scan(b: &Bound, st: &mut EpState, limit: Duration, now: Instant) -> bool {
     let mut expired = Vec::new();
     for &r in &st.reqs {
         let p = r as *mut Req;
