@@ -73,6 +73,17 @@ impl InFlight {
     /// One operation of position `pos` is done; false if none was there.
     pub fn done(&mut self, pos: u64) -> bool {
         // Mostly the oldest: completions come about in issue order.
+        if let Some((p, n)) = self.q.front_mut() {
+            if *p == pos && *n > 0 {
+                *n -= 1;
+                self.live -= 1;
+                if *n == 0 {
+                    self.q.pop_front();
+                    self.drop_finished();
+                }
+                return true;
+            }
+        }
         let i = match self.q.front() {
             Some(&(p, _)) if p == pos => 0,
             _ => match self.q.binary_search_by_key(&pos, |&(p, _)| p) {
@@ -85,15 +96,20 @@ impl InFlight {
         }
         self.q[i].1 -= 1;
         self.live -= 1;
+        self.drop_finished();
+        true
+    }
+
+    /// Drops the finished positions in front, and those behind a
+    /// long-running one once they outnumber the live ones, so that the
+    /// queue stays bounded.
+    fn drop_finished(&mut self) {
         while self.q.front().is_some_and(|&(_, n)| n == 0) {
             self.q.pop_front();
         }
-        // Finished positions behind a long-running one: drop them once
-        // they outnumber the live ones, so the queue stays bounded.
         if self.q.len() > 64 && self.q.len() > 4 * self.live {
             self.q.retain(|&(_, n)| n > 0);
         }
-        true
     }
 
     /// The oldest position in flight.
