@@ -415,11 +415,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate, now: Instant) -> Pass {
         }
         st.stalled_since = None;
         let r = if skip {
-            crate::core::warn(&format!(
-                "ring entry at {pos} never published (seq {seq}) while later ones were, for {} ms: failed and skipped",
-                tuning.stall.as_millis()
-            ));
-            fail(b, &w, Error::INVAL, 0);
+            skip_unpublished(b, &w, pos, seq, tuning);
             Ok(())
         } else {
             // More entries are already published: libfabric may hold this
@@ -434,17 +430,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate, now: Instant) -> Pass {
                 }
                 break;
             }
-            Err(e) if e == Error::AGAIN => {
-                crate::core::warn(&format!(
-                    "op {} at ring position {pos}: libfabric refused it with {} for {} ms: \
-                     failed with {}",
-                    w.op,
-                    e,
-                    tuning.op_timeout.map_or(0, |t| t.as_millis()),
-                    Error::TIMEDOUT
-                ));
-                fail(b, &w, Error::TIMEDOUT, 0);
-            }
+            Err(e) if e == Error::AGAIN => fail_refused(b, &w, pos, e, tuning),
             _ => st.refused_since = None,
         }
         st.cons = pos + 1;
@@ -470,6 +456,33 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate, now: Instant) -> Pass {
         busy,
         pending: !st.inflight.is_empty(),
     }
+}
+
+/// Fails the entry at `pos` that was never published while later ones
+/// were (see `stalled`). Out of line: the pass's loop does not prepare
+/// its message.
+#[cold]
+fn skip_unpublished(b: &Bound, w: &Wqe, pos: u64, seq: u64, tuning: &Tuning) {
+    crate::core::warn(&format!(
+        "ring entry at {pos} never published (seq {seq}) while later ones were, for {} ms: failed and skipped",
+        tuning.stall.as_millis()
+    ));
+    fail(b, w, Error::INVAL, 0);
+}
+
+/// Fails the entry at `pos` that libfabric kept refusing with `e`
+/// (`-FI_EAGAIN`) for the operation limit (see `refused_too_long`).
+#[cold]
+fn fail_refused(b: &Bound, w: &Wqe, pos: u64, e: Error, tuning: &Tuning) {
+    crate::core::warn(&format!(
+        "op {} at ring position {pos}: libfabric refused it with {} for {} ms: \
+         failed with {}",
+        w.op,
+        e,
+        tuning.op_timeout.map_or(0, |t| t.as_millis()),
+        Error::TIMEDOUT
+    ));
+    fail(b, w, Error::TIMEDOUT, 0);
 }
 
 fn cq_for(b: &Bound, op: u32) -> Option<&crate::objects::CqShared> {
