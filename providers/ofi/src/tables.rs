@@ -35,23 +35,35 @@ impl Default for Tables {
 }
 
 impl Tables {
-    /// Brings the copies up to date with `dom` and `av`.
+    /// Brings the copies up to date with `dom` and `av`: two loads and
+    /// compares when nothing moved, which is every entry but a few.
+    #[inline]
     pub fn refresh(&mut self, dom: &DomInner, av: Option<&AvInner>) {
-        let g = dom.mrs.generation();
-        if g != self.mr_gen {
-            self.mrs.clone_from(&dom.mrs.lock());
-            self.mr_gen = g;
-        }
-        let (addr, g) = av.map_or((0, 0), |a| {
+        let mr_gen = dom.mrs.generation();
+        let (addr, av_gen) = av.map_or((0, 0), |a| {
             (a as *const AvInner as usize, a.gen.load(Ordering::Acquire))
         });
-        if addr != self.av || g != self.av_gen {
+        if mr_gen != self.mr_gen || addr != self.av || av_gen != self.av_gen {
+            self.copy(dom, av, mr_gen, av_gen);
+        }
+    }
+
+    /// The copying of `refresh`, of the tables whose generation moved
+    /// (`mr_gen`, `av_gen`: as `refresh` read them).
+    #[cold]
+    fn copy(&mut self, dom: &DomInner, av: Option<&AvInner>, mr_gen: u64, av_gen: u64) {
+        if mr_gen != self.mr_gen {
+            self.mrs.clone_from(&dom.mrs.lock());
+            self.mr_gen = mr_gen;
+        }
+        let addr = av.map_or(0, |a| a as *const AvInner as usize);
+        if addr != self.av || av_gen != self.av_gen {
             match av {
                 Some(a) => self.live.clone_from(&a.live.lock().unwrap()),
                 None => self.live.clear(),
             }
             self.av = addr;
-            self.av_gen = g;
+            self.av_gen = av_gen;
         }
     }
 
