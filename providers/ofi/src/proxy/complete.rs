@@ -295,11 +295,27 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
 
 /// Adds what libfabric's remote-access counters gained since the last look
 /// to the XPU counters bound for remote reads and writes; any gain is
-/// activity, bound or not.
-pub(super) fn mirror_remote(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
-    if ep.rem_write.is_none() && ep.rem_read.is_none() {
+/// activity, bound or not. `busy`: the pass found work already; then
+/// counters no XPU counter is bound to are not read, their movement would
+/// only say so again (the gain is seen, once, at a later look).
+#[inline]
+pub(super) fn mirror_remote(
+    ep: &EpInner,
+    b: &Bound,
+    st: &mut EpState,
+    g: &Gate,
+    busy: bool,
+) -> bool {
+    let bound = b.cntr[CNTR_REM_WRITE].is_some() || b.cntr[CNTR_REM_READ].is_some();
+    if (busy && !bound) || (ep.rem_write.is_none() && ep.rem_read.is_none()) {
         return false;
     }
+    read_counters(ep, b, st, g)
+}
+
+/// The look of `mirror_remote`.
+#[inline(never)]
+fn read_counters(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     let (wc, rc) = (
         b.cntr[CNTR_REM_WRITE].as_deref(),
         b.cntr[CNTR_REM_READ].as_deref(),

@@ -444,7 +444,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate, now: Instant) -> Pass {
     for cq in [&b.tx_cq, &b.rx_cq].into_iter().flatten() {
         cq.report_losses();
     }
-    busy |= mirror_remote(ep, b, &mut st, g);
+    busy |= mirror_remote(ep, b, &mut st, g, busy);
     busy |= expire(b, &mut st, tuning, now);
     if st.fences.active() {
         busy |= release_held(ep, b, &mut st, g, tuning);
