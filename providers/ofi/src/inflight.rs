@@ -1,7 +1,8 @@
 //! The proxy's bookkeeping of the operations libfabric holds, kept free of
 //! allocations once warm: the request records are reused, in-flight ring
-//! positions are a queue in issue order, and live requests are found
-//! through a cheap address hash.
+//! positions are a queue in issue order, and the keys the host chose
+//! (AV addresses, peers) are hashed cheaply. Live requests are found in
+//! `addr_set`.
 use std::collections::{HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -127,9 +128,8 @@ impl InFlight {
     }
 }
 
-/// Hash of a request's address or a libfabric address: a multiply, enough
-/// for keys the host chose (heap addresses, AV indices); SipHash cost more
-/// than the rest of a lookup.
+/// Hash of a libfabric address: a multiply, enough for keys the host
+/// chose (AV indices); SipHash cost more than the rest of a lookup.
 #[derive(Default)]
 pub struct AddrHasher(u64);
 
@@ -153,8 +153,6 @@ impl Hasher for AddrHasher {
     }
 }
 
-/// Addresses of live requests.
-pub type AddrSet = HashSet<usize, BuildHasherDefault<AddrHasher>>;
 /// libfabric addresses of an AV (host-chosen, looked up for every entry).
 pub type FiAddrSet = HashSet<u64, BuildHasherDefault<AddrHasher>>;
 

@@ -5,6 +5,7 @@
 //! This file maps the plugin ABI, through the provider SDK, onto the safe
 //! code in the other modules.
 use fi_xpu_prov_sdk::{Error, Result};
+mod addr_set;
 mod core;
 mod fabric;
 mod fence;

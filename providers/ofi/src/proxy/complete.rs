@@ -4,9 +4,9 @@
 //! refusing, too long.
 use super::post::post_signal;
 use super::{cq_for, fail, finish_part, EpState, Gate, Req, Tuning};
+use crate::fabric::Fid;
 use crate::ffi::{self, fi_cq_err_entry, fi_cq_tagged_entry};
 use crate::layout::*;
-use crate::fabric::Fid;
 use crate::objects::{Bound, CntrShared, EpInner};
 use crate::ring;
 use fi_xpu_abi::errno::FI_EAVAIL;
@@ -88,7 +88,7 @@ pub(super) fn expire(b: &Bound, st: &mut EpState, tuning: &Tuning, now: Instant)
 #[inline(never)]
 fn expire_scan(b: &Bound, st: &mut EpState, limit: Duration, now: Instant) -> bool {
     let mut expired = Vec::new();
-    for &r in &st.reqs {
+    for r in st.reqs.iter() {
         let p = r as *mut Req;
         // SAFETY: a registered request is a live box of ours; libfabric
         // only uses its first 64 bytes (the fi_context2), never these
@@ -162,7 +162,7 @@ pub(super) fn refused_too_long(st: &mut EpState, pos: u64, w: &Wqe, tuning: &Tun
 
 /// Takes a request back from libfabric, if it is one of ours.
 fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
-    if !st.reqs.remove(&(ctx as usize)) {
+    if !st.reqs.remove(ctx as usize) {
         return None;
     }
     // SAFETY: the pointer came from Box::into_raw in `issue` and was still

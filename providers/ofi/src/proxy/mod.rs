@@ -30,9 +30,10 @@ pub use complete::release_requests;
 pub use tuning::Tuning;
 pub use worker::{run, Worker};
 
+use crate::addr_set::AddrSet;
 use crate::fence::PeerFences;
 use crate::ffi;
-use crate::inflight::{AddrSet, InFlight, Pool};
+use crate::inflight::{InFlight, Pool};
 use crate::layout::*;
 use crate::objects::{Bound, EpInner};
 use crate::ring;
@@ -208,7 +209,7 @@ impl EpState {
         let live = self
             .reqs
             .iter()
-            .map(|&r| {
+            .map(|r| {
                 // SAFETY: a registered request is a live box of ours;
                 // libfabric only uses its fi_context, never these fields.
                 unsafe { &*(r as *const Req) }
