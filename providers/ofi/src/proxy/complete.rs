@@ -211,9 +211,9 @@ pub(super) fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bo
         });
         if n > 0 {
             busy = true;
-            for i in 0..(n as usize).min(CQ_BATCH) {
+            for (i, e) in buf.iter().take(n as usize).enumerate() {
                 // SAFETY: libfabric wrote the first `n` entries.
-                let e = unsafe { buf[i].assume_init_ref() };
+                let e = unsafe { e.assume_init_ref() };
                 let src = std::mem::replace(&mut st.cq_src.0[i], ffi::FI_ADDR_NOTAVAIL);
                 complete(ep, b, st, e, src, g);
             }
