@@ -151,13 +151,23 @@ const COUNTED: [&str; 5] = [
     "fi_xpu_ofi::proxy::complete::complete",
 ];
 
-/// Inclusive instructions of the `COUNTED` functions and heap allocations
-/// (calls to malloc, calloc, realloc) of the whole process, for `posts`
-/// 8-byte writes posted and completed one at a time over libfabric's shm.
+/// Inclusive instructions of the `COUNTED` functions, heap allocations
+/// (calls to malloc, calloc, realloc) of the whole process, and the
+/// instructions of the proxy thread (`proxy_thread`) and of the libfabric
+/// calls it made through the shim (`proxy_libfabric`: its `xo_*`
+/// functions, inclusive), for `posts` 8-byte writes posted and completed
+/// one at a time over libfabric's shm. Callgrind writes one file per
+/// thread; the proxy's is the one that runs the worker loop.
 fn callgrind(exe: &Path, dir: &Path, posts: u32) -> Option<BTreeMap<String, f64>> {
-    let out = dir.join(format!("callgrind.proxy.{posts}"));
+    let base = format!("callgrind.proxy.{posts}");
+    let out = dir.join(&base);
     let ok = Command::new("valgrind")
-        .args(["--tool=callgrind", "--fair-sched=yes", "-q"])
+        .args([
+            "--tool=callgrind",
+            "--fair-sched=yes",
+            "--separate-threads=yes",
+            "-q",
+        ])
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(exe)
         .args(["shm", "--post", &posts.to_string()])
@@ -170,16 +180,60 @@ fn callgrind(exe: &Path, dir: &Path, posts: u32) -> Option<BTreeMap<String, f64>
         return None;
     }
     let mut v = BTreeMap::new();
-    let raw = std::fs::read_to_string(&out).ok()?;
-    v.insert("allocations".to_string(), allocations(&raw));
-    let annotated = Command::new("callgrind_annotate")
-        .args(["--inclusive=yes", "--auto=no", "--threshold=100"])
-        .arg(&out)
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let _ = std::fs::remove_file(&out);
-    for line in String::from_utf8_lossy(&annotated.stdout).lines() {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        let path = entry.ok()?.path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&base))
+        {
+            files.push(path);
+        }
+    }
+    for file in files {
+        let raw = std::fs::read_to_string(&file).ok()?;
+        *v.entry("allocations".to_string()).or_insert(0.0) += allocations(&raw);
+        let annotated = Command::new("callgrind_annotate")
+            .args(["--inclusive=yes", "--auto=no", "--threshold=100"])
+            .arg(&file)
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let _ = std::fs::remove_file(&file);
+        let functions = inclusive_counts(&String::from_utf8_lossy(&annotated.stdout));
+        for name in COUNTED {
+            if let Some(&n) = functions.get(name) {
+                *v.entry(name.to_string()).or_insert(0.0) += n;
+            }
+        }
+        if functions.contains_key(PROXY_LOOP) {
+            let total = raw
+                .lines()
+                .find_map(|l| l.strip_prefix("summary: ").or(l.strip_prefix("totals: ")))
+                .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok());
+            v.insert("proxy_thread".into(), total?);
+            let lf = functions
+                .iter()
+                .filter(|(name, _)| name.starts_with("xo_"))
+                .map(|(_, n)| n)
+                .sum();
+            v.insert("proxy_libfabric".into(), lf);
+        }
+    }
+    Some(v)
+}
+
+/// The proxy thread's loop: the function that marks its callgrind file.
+const PROXY_LOOP: &str = "fi_xpu_ofi::proxy::worker::run";
+
+/// Each function's inclusive instructions in `callgrind_annotate` output,
+/// from its own line (the one naming its object file; code inlined from
+/// other files is listed again on lines without it, and is already in
+/// the function's own count).
+fn inclusive_counts(annotated: &str) -> BTreeMap<String, f64> {
+    let mut v = BTreeMap::new();
+    for line in annotated.lines() {
         // "  1,234 (0.5%)  file:name [object]"
         let Some((count, rest)) = line.trim_start().split_once(' ') else {
             continue;
@@ -194,11 +248,9 @@ fn callgrind(exe: &Path, dir: &Path, posts: u32) -> Option<BTreeMap<String, f64>
         }) else {
             continue;
         };
-        if COUNTED.contains(&name.as_str()) {
-            *v.entry(name).or_insert(0.0) += count;
-        }
+        *v.entry(name).or_insert(0.0) += count;
     }
-    Some(v)
+    v
 }
 
 /// Calls to the C allocator in a callgrind output file.
@@ -286,6 +338,20 @@ pub fn per_entry(lib: &Path, dir: &Path, quick: bool) -> Result {
     println!(
         "| libfabric: `fi_writemsg` (`xo_writemsg`) | {} |",
         cell(lf_post, 0)
+    );
+    let thread = per("proxy_thread");
+    let thread_lf = per("proxy_libfabric");
+    println!(
+        "| the proxy thread, all of it (its passes included) | {} |",
+        cell(thread, 0)
+    );
+    println!(
+        "| of which libfabric's calls (`xo_*`: post, CQ reads, counters, trywait) | {} |",
+        cell(thread_lf, 0)
+    );
+    println!(
+        "| of which the proxy's own work | {} |",
+        cell(thread.zip(thread_lf).map(|(t, l)| t - l), 0)
     );
     println!(
         "| heap allocations per entry, whole process | {} |",
