@@ -217,6 +217,12 @@ pub(super) fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bo
                 let src = std::mem::replace(&mut st.cq_src.0[i], ffi::FI_ADDR_NOTAVAIL);
                 complete(ep, b, st, e, src, g);
             }
+            // A short read emptied the CQ: another read would find what
+            // arrived since, which the next pass finds as well (this one
+            // was busy, so the thread does not sleep before it).
+            if (n as usize) < CQ_BATCH {
+                break;
+            }
             continue;
         }
         if n == -(FI_EAVAIL as i64) {
