@@ -1091,6 +1091,10 @@ pub struct EpInner {
     /// A device fills the ring (the XPU context's memory is not plain host
     /// memory): it cannot wake the progress thread, which must poll.
     pub device_ring: bool,
+    /// libfabric's counters of remote writes and reads at this endpoint.
+    /// Where no XPU counter is bound to either, only their movement
+    /// matters (see `Ep::enable_fabric`) and `rem_write` may count both,
+    /// `rem_read` then being `None`.
     pub rem_write: Option<Fid>,
     pub rem_read: Option<Fid>,
     pub bound: OnceLock<Bound>,
@@ -1340,17 +1344,33 @@ impl Ep {
         // is bound: their movement tells the progress thread that peers are
         // writing or reading here, which libfabric's manual progress only
         // completes inside its calls.
+        let open_cntr = || -> Result<Fid> {
+            let mut c = std::ptr::null_mut();
+            // SAFETY: live domain; valid out-pointer.
+            check(unsafe { ffi::xo_cntr_open(dom.domain.ptr(), &mut c) } as i64)?;
+            Ok(Fid(c))
+        };
+        let unbound =
+            pending.cntr[CNTR_REM_WRITE].is_none() && pending.cntr[CNTR_REM_READ].is_none();
+        if unbound && dom.has(ffi::FI_RMA_EVENT) {
+            // Only the movement matters: one counter of both, which the
+            // progress thread reads once a pass instead of twice. Two
+            // counters where libfabric cannot bind one to both.
+            let c = open_cntr()?;
+            // SAFETY: live libfabric objects.
+            if unsafe { ffi::xo_ep_bind(ep, c.ptr(), FI_REMOTE_WRITE | FI_REMOTE_READ) } == 0 {
+                inner.rem_write = Some(c);
+            }
+        }
+        let shared = inner.rem_write.is_some();
         for (i, flag) in [
             (CNTR_REM_WRITE, FI_REMOTE_WRITE),
             (CNTR_REM_READ, FI_REMOTE_READ),
         ] {
-            if pending.cntr[i].is_none() && !dom.has(ffi::FI_RMA_EVENT) {
+            if shared || pending.cntr[i].is_none() && !dom.has(ffi::FI_RMA_EVENT) {
                 continue;
             }
-            let mut c = std::ptr::null_mut();
-            // SAFETY: live domain; valid out-pointer.
-            check(unsafe { ffi::xo_cntr_open(dom.domain.ptr(), &mut c) } as i64)?;
-            let c = Fid(c);
+            let c = open_cntr()?;
             // SAFETY: live libfabric objects.
             check(unsafe { ffi::xo_ep_bind(ep, c.ptr(), flag) } as i64)?;
             if flag == FI_REMOTE_WRITE {
