@@ -1099,6 +1099,9 @@ pub struct EpInner {
     pub rem_read: Option<Fid>,
     pub bound: OnceLock<Bound>,
     pub state: Mutex<proxy::EpState>,
+    /// What the progress thread re-checks before it sleeps, as its last
+    /// pass left it.
+    pub sleep_check: proxy::SleepCheck,
     pub ctx: Ctx,
 }
 
@@ -1231,6 +1234,7 @@ impl Ep {
                 rem_read: None,
                 bound: OnceLock::new(),
                 state: Mutex::new(proxy::EpState::default()),
+                sleep_check: proxy::SleepCheck::default(),
                 ctx: c.core_ctx,
             }),
             pending: Bound::default(),

@@ -321,20 +321,37 @@ unsafe fn at32<'a>(p: *mut u32) -> &'a AtomicU32 {
     unsafe { AtomicU32::from_ptr(p) }
 }
 
+/// What a thread about to sleep re-checks of an endpoint, as its last pass
+/// left it (the pass keeps it here, outside `EpState`, so that the check
+/// takes no lock): the consumer position, whether the entry there waits
+/// for room in its CQ, and whether only polling will notice when that
+/// changes (a stall being timed, or a CQ the application has to make room
+/// in: its reads ring no bell). Only the progress thread writes and reads
+/// it, and only it changes the state a pass reads, so nothing moves
+/// between the pass and the sleep.
+#[derive(Default)]
+pub struct SleepCheck(AtomicU64);
+
+impl SleepCheck {
+    fn set(&self, st: &EpState) {
+        let poll = st.blocked || st.stalled_since.is_some();
+        // Positions grow by one an entry: far below 2^62.
+        let w = st.cons << 2 | u64::from(st.blocked) << 1 | u64::from(poll);
+        self.0.store(w, Ordering::Relaxed);
+    }
+}
+
 /// Whether the entry at the consumer position is published and has room
-/// in its CQ, and whether only polling will notice when that changes: a
-/// stall being timed, or a CQ the application has to make room in (reads
-/// ring no bell).
+/// in its CQ, and whether only polling will notice when that changes (see
+/// `SleepCheck`).
 fn ring_ready(ep: &EpInner) -> (bool, bool) {
-    let st = ep.state.lock().unwrap();
-    let slot = slot(ep, st.cons);
+    let w = ep.sleep_check.0.load(Ordering::Relaxed);
+    let (cons, blocked, poll) = (w >> 2, w & 2 != 0, w & 1 != 0);
+    let slot = slot(ep, cons);
     // SAFETY: the slot lies in the ring.
     let ready =
-        unsafe { at64(std::ptr::addr_of_mut!((*slot).seq)) }.load(Ordering::SeqCst) == st.cons + 1;
-    (
-        ready && !st.blocked,
-        st.blocked || st.stalled_since.is_some(),
-    )
+        unsafe { at64(std::ptr::addr_of_mut!((*slot).seq)) }.load(Ordering::SeqCst) == cons + 1;
+    (ready && !blocked, poll)
 }
 
 /// Whether the unpublished entry at `pos` has been passed by a published
@@ -453,6 +470,7 @@ fn progress(ep: &EpInner, tuning: &Tuning, g: &Gate, now: Instant) -> Pass {
     let flushed = st.inflight.first().unwrap_or(st.cons);
     // SAFETY: aligned word of the live endpoint block.
     unsafe { at64(std::ptr::addr_of_mut!((*dev).flushed)) }.store(flushed, Ordering::Release);
+    ep.sleep_check.set(&st);
     Pass {
         busy,
         pending: !st.inflight.is_empty(),

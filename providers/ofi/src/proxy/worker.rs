@@ -37,6 +37,9 @@ pub struct Worker {
     fabric: usize,
     tuning: Tuning,
     gate: Gate,
+    /// The kernel lacks `epoll_pwait2` (before 5.11): `wait` goes straight
+    /// to `epoll_wait`.
+    no_pwait2: AtomicBool,
 }
 
 fn sleeping_word(ep: &EpInner) -> &'static AtomicU32 {
@@ -80,6 +83,7 @@ impl Worker {
             fabric: fabric as usize,
             tuning,
             gate: Gate::new(),
+            no_pwait2: AtomicBool::new(false),
         })
     }
 
@@ -180,26 +184,23 @@ impl Worker {
     }
 
     /// Blocks until a wake-up, a libfabric event or the time limit, unless
-    /// a ring has work or libfabric has events to read first. `pending`:
-    /// transmits are in flight, which only polling moves on.
-    fn sleep(&self, eps: &[Arc<EpInner>], pending: bool, fids: &mut Vec<*mut c_void>) {
-        fids.clear();
-        let mut bounded = pending;
+    /// a ring has work or libfabric has events to read first. `bounded`:
+    /// only polling notices some work whatever the rings hold (see `run`);
+    /// `fids`: the libfabric CQs with wait fds.
+    fn sleep(&self, eps: &[Arc<EpInner>], mut bounded: bool, fids: &mut [*mut c_void]) {
+        let mut ready = false;
         for ep in eps {
             sleeping_word(ep).store(1, Ordering::SeqCst);
-            if ep.cq_fd >= 0 {
-                fids.push(ep.cq.ptr());
-            }
-            bounded |= ep.cq_fd < 0 || ep.device_ring || !ep.dom.auto_progress;
-        }
-        // Re-check after announcing sleep: a poster that published before
-        // it saw `sleeping` left its entry for this check.
-        let mut ready = self.stop.load(Ordering::SeqCst);
-        for ep in eps {
+            // Re-check after announcing sleep: a poster that published
+            // before it saw `sleeping` left its entry for this check.
             let (r, poll) = ring_ready(ep);
-            ready |= r;
             bounded |= poll;
+            if r {
+                ready = true;
+                break;
+            }
         }
+        ready |= self.stop.load(Ordering::SeqCst);
         let may_block = !ready
             && match fids.len() {
                 0 => true,
@@ -232,26 +233,33 @@ impl Worker {
     /// The one epoll call left on libc: rustix's `epoll::wait` takes either
     /// milliseconds or (feature `linux_5_11`) `epoll_pwait2` with no
     /// fallback for kernels before 5.11, and the proxy needs both
-    /// microseconds and those kernels.
+    /// microseconds and those kernels. An `ENOSYS` is remembered: later
+    /// sleeps skip the call that fails.
     fn wait(&self, limit: Duration) -> bool {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
         let ts = libc::timespec {
             tv_sec: limit.as_secs() as libc::time_t,
             tv_nsec: limit.subsec_nanos() as libc::c_long,
         };
-        // SAFETY: live epoll fd, event buffer of 8, valid timeout, no mask.
-        let mut n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.poller.as_raw_fd(),
-                evs.as_mut_ptr(),
-                evs.len() as i32,
-                &ts as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
-            )
-        };
-        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        let mut n = -1;
+        if !self.no_pwait2.load(Ordering::Relaxed) {
+            // SAFETY: live epoll fd, event buffer of 8, valid timeout, no mask.
+            n = unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    self.poller.as_raw_fd(),
+                    evs.as_mut_ptr(),
+                    evs.len() as i32,
+                    &ts as *const libc::timespec,
+                    std::ptr::null::<libc::sigset_t>(),
+                    0usize,
+                )
+            };
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+                self.no_pwait2.store(true, Ordering::Relaxed);
+            }
+        }
+        if n < 0 && self.no_pwait2.load(Ordering::Relaxed) {
             // Kernels before 5.11: milliseconds, rounded up.
             let ms = limit.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
             // SAFETY: as above.
@@ -273,12 +281,21 @@ pub fn run(w: Arc<Worker>) {
     let mut idle = 0u32;
     let mut eps: Vec<Arc<EpInner>> = Vec::new();
     let mut gen = u64::MAX;
+    // The libfabric CQs with wait fds, and whether a sleep is bounded
+    // whatever the passes found: a CQ without a wait fd, a ring a device
+    // fills, or libfabric progress only inside its calls. Both change only
+    // with the list.
     let mut fids = Vec::new();
+    let mut always_bounded = false;
     while !w.stop.load(Ordering::Acquire) {
         let now_gen = w.eps_gen.load(Ordering::Acquire);
         if now_gen != gen {
             eps.clone_from(&w.eps.lock().unwrap());
-            fids.reserve(eps.len());
+            fids.clear();
+            fids.extend(eps.iter().filter(|ep| ep.cq_fd >= 0).map(|ep| ep.cq.ptr()));
+            always_bounded = eps
+                .iter()
+                .any(|ep| ep.cq_fd < 0 || ep.device_ring || !ep.dom.auto_progress);
             gen = now_gen;
         }
         // One clock reading per loop: the passes' time limits and the
@@ -306,7 +323,7 @@ pub fn run(w: Arc<Worker>) {
                     std::thread::yield_now();
                 }
             } else {
-                w.sleep(&eps, pending, &mut fids);
+                w.sleep(&eps, always_bounded, &mut fids);
             }
         }
         w.epoch.fetch_add(1, Ordering::AcqRel);
