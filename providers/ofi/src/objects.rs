@@ -1444,4 +1444,76 @@ mod tests {
         assert_eq!(encode_name(&[7u8; 56]).map(|n| n[63]), Ok(7));
         assert_eq!(encode_name(&[0u8; 200]), Err(Error::OVERFLOW));
     }
+
+    fn cq(size: usize) -> Arc<CqShared> {
+        let attr = fi_xpu_cq_attr {
+            size,
+            flags: 0,
+            format: FI_CQ_FORMAT_CONTEXT,
+            timeout: 0,
+            xpu_ctx: std::ptr::null_mut(),
+        };
+        CqShared::open(None, &attr).unwrap()
+    }
+
+    fn entry(context: u64) -> Cqe {
+        Cqe {
+            context,
+            ..Default::default()
+        }
+    }
+
+    /// The contexts of the completions read, and the `olen` of each
+    /// FI_EOVERRUN entry (as a negative number), in order.
+    fn drain(cq: &CqShared) -> Vec<i64> {
+        let mut got = Vec::new();
+        loop {
+            let mut ctx = 0u64;
+            // SAFETY: room for one FI_CQ_FORMAT_CONTEXT entry; no sources.
+            match unsafe { cq.host_read(&mut ctx as *mut u64 as *mut u8, 1, std::ptr::null_mut()) }
+            {
+                Ok(_) => got.push(ctx as i64),
+                Err(e) if e == Error::AVAIL => {
+                    let mut err = fi_cq_err_entry::default();
+                    cq.host_readerr(&mut err).unwrap();
+                    assert_eq!(err.err, FI_EOVERRUN);
+                    got.push(-(err.olen as i64));
+                }
+                Err(_) => return got,
+            }
+        }
+    }
+
+    #[test]
+    fn cq_promises_are_kept_and_losses_reported() {
+        let q = cq(4);
+        assert!(q.reserve() && q.reserve() && q.reserve());
+        // Unreserved completions only get the room nobody was promised.
+        assert!(q.push(entry(10)));
+        assert!(!q.push(entry(11)));
+        assert!(!q.push(entry(12)));
+        assert!(!q.reserve());
+        // The loss waits for room beyond the promises.
+        q.report_losses();
+        assert_eq!(drain(&q), [10]);
+        q.report_losses();
+        assert!(q.push_reserved(entry(1)));
+        assert!(q.push_reserved(entry(2)));
+        assert!(q.push_reserved(entry(3)));
+        assert_eq!(drain(&q), [-2, 1, 2, 3]);
+        // A promise given back frees its room, never more.
+        assert!(q.reserve());
+        q.unreserve();
+        q.unreserve();
+        for c in 20..24 {
+            assert!(q.push(entry(c)));
+        }
+        assert!(!q.push(entry(24)));
+        assert!(!q.reserve());
+        assert_eq!(drain(&q), [20, 21, 22, 23]);
+        // Reported beside a completion once there is room for both.
+        assert!(q.reserve());
+        assert!(q.push_reserved(entry(4)));
+        assert_eq!(drain(&q), [-1, 4]);
+    }
 }
