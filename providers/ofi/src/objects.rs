@@ -694,13 +694,20 @@ pub struct CqShared {
     mem: Block,
     pub size: u64,
     pub format: i32,
-    /// Serialises producers (progress threads of several endpoints).
+    /// Serialises writers of entries (progress threads of several
+    /// endpoints).
     lock: Mutex<()>,
-    /// Completions promised to operations taken from rings and not yet
-    /// written: the proxy takes an entry only when its completion is sure
+    /// Ring positions claimed: the entries written (`tail`) and the
+    /// completions promised to operations taken from rings and not yet
+    /// written. The proxy takes an entry only when its completion is sure
     /// to fit, so a queue nobody reaps stops the rings instead of dropping
-    /// completions.
-    reserved: AtomicU64,
+    /// completions. Every entry written takes a claim first (a promise, or
+    /// a claim of its own), and a claim is only taken while fewer than
+    /// `size` positions past `head` are claimed, so a writer never reaches
+    /// an entry not yet read. Only ever raised by a compare-and-swap that
+    /// checks that room (without the lock: a promise costs no lock) or
+    /// lowered, under the lock, by a promise given back.
+    claimed: AtomicU64,
     /// Dropped completions (the block's `overflow`) already reported in
     /// FI_EOVERRUN entries; written under `lock`.
     reported: AtomicU64,
@@ -742,7 +749,7 @@ impl CqShared {
             size,
             format,
             lock: Mutex::new(()),
-            reserved: AtomicU64::new(0),
+            claimed: AtomicU64::new(0),
             reported: AtomicU64::new(0),
         }))
     }
@@ -761,26 +768,48 @@ impl CqShared {
     }
 
     /// Promises room for one completion; false when the entries not yet
-    /// read and those already promised fill the queue.
+    /// read and those already promised fill the queue. Takes no lock.
     pub fn reserve(&self) -> bool {
-        let _g = self.lock.lock().unwrap();
+        self.claim()
+    }
+
+    /// Claims one ring position, if fewer than `size` past `head` are.
+    fn claim(&self) -> bool {
         let d = self.dev_ref();
-        let used = at64(&d.tail)
-            .load(Ordering::Relaxed)
-            .wrapping_sub(at64(&d.head).load(Ordering::Acquire));
-        let reserved = self.reserved.load(Ordering::Relaxed);
-        if used + reserved >= self.size {
-            return false;
+        let mut c = self.claimed.load(Ordering::Relaxed);
+        loop {
+            // `head` only grows (a reader that moves it back is refused
+            // room: the difference wraps to a huge number), so room seen
+            // for `c` is still there when the swap finds `c` unchanged.
+            let head = at64(&d.head).load(Ordering::Acquire);
+            if c.wrapping_sub(head) >= self.size {
+                return false;
+            }
+            match self
+                .claimed
+                .compare_exchange_weak(c, c + 1, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => c = now,
+            }
         }
-        self.reserved.store(reserved + 1, Ordering::Relaxed);
-        true
+    }
+
+    /// Gives back a claim that will not be written; lock held (`tail`
+    /// stays put), never below `tail`.
+    fn unclaim_locked(&self) {
+        let tail = at64(&self.dev_ref().tail).load(Ordering::Relaxed);
+        let _ = self
+            .claimed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                (c > tail).then(|| c - 1)
+            });
     }
 
     /// Gives back a promise that will not be used.
     pub fn unreserve(&self) {
         let _g = self.lock.lock().unwrap();
-        let r = self.reserved.load(Ordering::Relaxed);
-        self.reserved.store(r.saturating_sub(1), Ordering::Relaxed);
+        self.unclaim_locked();
     }
 
     /// Appends the completion a `reserve` promised.
@@ -810,23 +839,20 @@ impl CqShared {
     #[cold]
     fn report_losses_slow(&self) {
         let _g = self.lock.lock().unwrap();
-        self.report_losses_locked(self.reserved.load(Ordering::Relaxed));
+        self.report_losses_locked();
     }
 
-    /// `report_losses` with the lock held, leaving room for `keep` more
-    /// entries.
-    fn report_losses_locked(&self, keep: u64) {
+    /// `report_losses` with the lock held: the report takes a claim of its
+    /// own, so it never takes the room of a promise, nor of the entry a
+    /// caller claimed before.
+    fn report_losses_locked(&self) {
         let d = self.dev_ref();
         let lost = at64(&d.overflow).load(Ordering::Relaxed);
         let reported = self.reported.load(Ordering::Relaxed);
-        if lost == reported {
+        if lost == reported || !self.claim() {
             return;
         }
         let tail = at64(&d.tail).load(Ordering::Relaxed);
-        let head = at64(&d.head).load(Ordering::Acquire);
-        if tail.wrapping_sub(head).saturating_add(keep) >= self.size {
-            return;
-        }
         self.write_at(
             tail,
             &Cqe {
@@ -842,37 +868,41 @@ impl CqShared {
 
     fn push_inner(&self, mut e: Cqe, reserved: bool) -> bool {
         let _g = self.lock.lock().unwrap();
-        if reserved {
-            let r = self.reserved.load(Ordering::Relaxed);
-            self.reserved.store(r.saturating_sub(1), Ordering::Relaxed);
+        // A completion nobody reserved room for (a peer's remote CQ data,
+        // as many as the peer likes) claims room beyond every promise:
+        // never the room promised to the operations of this process, which
+        // would otherwise be dropped.
+        if !reserved && !self.claim() {
+            self.overflow();
+            return false;
         }
         // A loss reported first, if there is room for it beside this entry
         // and every promise.
-        self.report_losses_locked(self.reserved.load(Ordering::Relaxed) + 1);
+        self.report_losses_locked();
         let d = self.dev_ref();
         let tail = at64(&d.tail).load(Ordering::Relaxed);
         let head = at64(&d.head).load(Ordering::Acquire);
-        // A completion nobody reserved room for (a peer's remote CQ data,
-        // as many as the peer likes) never takes the room promised to the
-        // operations of this process: those would otherwise be dropped.
-        let promised = if reserved {
-            0
-        } else {
-            self.reserved.load(Ordering::Relaxed)
-        };
-        if tail.wrapping_sub(head).saturating_add(promised) >= self.size {
-            let dropped = at64(&d.overflow).fetch_add(1, Ordering::Relaxed) + 1;
-            // One line per power of two: a flood does not flood the log.
-            if dropped.is_power_of_two() {
-                core::warn(&format!(
-                    "completion queue overflow: {dropped} completion(s) dropped so far"
-                ));
-            }
+        // Only a reader that moved `head` where no reader may (past `tail`,
+        // or back) leaves a claimed position unwritable.
+        if tail.wrapping_sub(head) >= self.size {
+            self.unclaim_locked();
+            self.overflow();
             return false;
         }
         e.seq = 0;
         self.write_at(tail, &e);
         true
+    }
+
+    /// Counts a dropped completion.
+    fn overflow(&self) {
+        let dropped = at64(&self.dev_ref().overflow).fetch_add(1, Ordering::Relaxed) + 1;
+        // One line per power of two: a flood does not flood the log.
+        if dropped.is_power_of_two() {
+            core::warn(&format!(
+                "completion queue overflow: {dropped} completion(s) dropped so far"
+            ));
+        }
     }
 
     /// Writes `e` at position `tail` (free: the caller checked, lock held)
