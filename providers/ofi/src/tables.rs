@@ -44,19 +44,25 @@ impl Tables {
             (a as *const AvInner as usize, a.gen.load(Ordering::Acquire))
         });
         if mr_gen != self.mr_gen || addr != self.av || av_gen != self.av_gen {
-            self.copy(dom, av, mr_gen, av_gen);
+            self.copy(dom, av, mr_gen, (addr, av_gen));
         }
     }
 
     /// The copying of `refresh`, of the tables whose generation moved
-    /// (`mr_gen`, `av_gen`: as `refresh` read them).
+    /// (`mr_gen`, and the AV's address and generation: as `refresh` read
+    /// them).
     #[cold]
-    fn copy(&mut self, dom: &DomInner, av: Option<&AvInner>, mr_gen: u64, av_gen: u64) {
+    fn copy(
+        &mut self,
+        dom: &DomInner,
+        av: Option<&AvInner>,
+        mr_gen: u64,
+        (addr, av_gen): (usize, u64),
+    ) {
         if mr_gen != self.mr_gen {
             self.mrs.clone_from(&dom.mrs.lock());
             self.mr_gen = mr_gen;
         }
-        let addr = av.map_or(0, |a| a as *const AvInner as usize);
         if addr != self.av || av_gen != self.av_gen {
             match av {
                 Some(a) => self.live.clone_from(&a.live.lock().unwrap()),
