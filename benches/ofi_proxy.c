@@ -10,18 +10,22 @@
  *   xpu    the same writes posted by device code (a CPU thread standing in
  *          for the device, iface FI_HMEM_SYSTEM) through fi_xpu/device.h on
  *          the ofi provider: one device thread and the domain's progress
- *          thread (the proxy), nothing else.
+ *          thread (the proxy), nothing else;
+ *   ring   a bare ring between two threads: 64-byte entries one way, the
+ *          second thread copying the bytes each names, 16-byte completions
+ *          back. No checks and no libfabric: the least any proxy pays on
+ *          this machine to move an entry to another core and back.
  *
  * Both write from one endpoint to a second one of the same domain.
  *
- * Figures (one "name value unit" line each, prefixed host_ or xpu_), each
+ * Figures (one "name value unit" line each, prefixed host_, xpu_ or ring_), each
  * the median of `rounds` measurements, host and xpu taking turns so that
  * both see the same load:
  *   latency_8B_us     an 8-byte write from post to its completion
  *   rate_8B_mps       8-byte writes per second, window of 64
  *   bw_<size>_MBps    write bandwidth at 64 KiB, 1 MiB and 16 MiB, window 8
  *
- * usage: ofi_proxy <libfabric-provider> [iterations [rounds [host|xpu]]]
+ * usage: ofi_proxy <libfabric-provider> [iterations [rounds [host|xpu|ring]]]
  *        ofi_proxy <libfabric-provider> --post N   N 8-byte writes through
  *                                                  xpu_post, one at a time
  *                                                  (for callgrind, valgrind)
@@ -49,6 +53,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(2); } while (0)
@@ -79,7 +85,23 @@ struct path {
 	int (*reap)(void *self);                                      /* completions read */
 	void *self;
 	uint8_t *heap;
+	/* Around each measurement, where the path has a thread of its own
+	 * that must not run between them (NULL otherwise). */
+	void (*start)(void *self);
+	void (*stop)(void *self);
 };
+
+static void path_start(struct path *p)
+{
+	if (p->start)
+		p->start(p->self);
+}
+
+static void path_stop(struct path *p)
+{
+	if (p->stop)
+		p->stop(p->self);
+}
 
 static void reap_to(struct path *p, int *out, int target)
 {
@@ -98,7 +120,7 @@ static void write_at(struct path *p, size_t src, size_t dst, size_t len, int *ou
 }
 
 /* Figure `f` of path `p` (see `fig_names`), one measurement. */
-static double figure(struct path *p, int f, int iters)
+static double figure_of(struct path *p, int f, int iters)
 {
 	int out = 0;
 	uint64_t *word = (uint64_t *)(p->heap + WORDS), *dst = word + 1;
@@ -143,6 +165,14 @@ static double figure(struct path *p, int f, int iters)
 	return (double)len * reps / (now() - t0) / 1e6;
 }
 
+static double figure(struct path *p, int f, int iters)
+{
+	path_start(p);
+	double v = figure_of(p, f, iters);
+	path_stop(p);
+	return v;
+}
+
 static const char *fig_names[] = { "latency_8B_us", "rate_8B_mps", "bw_64KiB_MBps", "bw_1MiB_MBps",
 				   "bw_16MiB_MBps" };
 static const char *fig_units[] = { "us", "Mmsg/s", "MB/s", "MB/s", "MB/s" };
@@ -159,16 +189,18 @@ static int cmp_double(const void *a, const void *b)
  * same load; prints the median of each. */
 static void measure(struct path **paths, const char **prefixes, int npaths, int iters, int rounds)
 {
-	static double v[2][FIGS][MAX_ROUNDS];
+	static double v[3][FIGS][MAX_ROUNDS];
 	for (int k = 0; k < npaths; k++) {
 		int out = 0;
 		/* Warm-up: connections, first touches of every buffer. */
 		if (getenv("OFI_PROXY_VERBOSE"))
 			fprintf(stderr, "%s: warm-up\n", prefixes[k]);
+		path_start(paths[k]);
 		for (int i = 0; i < 100; i++) {
 			write_at(paths[k], WORDS, WORDS + 8, 8, &out);
 			reap_to(paths[k], &out, 0);
 		}
+		path_stop(paths[k]);
 	}
 	for (int f = 0; f < FIGS; f++)
 		for (int r = 0; r < rounds; r++)
@@ -409,10 +441,115 @@ static void xpu_close(struct xpu *x)
 	XTRY(fi_xpu_close(&x->dom->fid));
 }
 
+/* ---- a bare ring between the same two threads (the bound of any proxy) ----
+ *
+ * The device thread posts 64-byte entries into a ring and reads 16-byte
+ * completions; a second thread takes each entry, copies the bytes it
+ * names and writes the completion. No checks, no libfabric: what moving an
+ * entry to another core and its completion back costs on this machine. */
+
+#define RING 1024
+
+struct ring_entry {
+	uint64_t seq; /* position + 1, stored last */
+	uint64_t src, dst, len;
+	uint64_t pad[4];
+};
+
+struct ring_comp {
+	uint64_t seq; /* position + 1, stored last */
+	uint64_t ctx;
+};
+
+struct ring {
+	_Alignas(64) struct ring_entry e[RING];
+	_Alignas(64) struct ring_comp c[RING];
+	_Alignas(64) uint64_t cons; /* consumer's position, for room */
+	_Alignas(64) uint64_t prod, cons_seen, reaped;
+	int stop, running;
+	pthread_t thread;
+	uint8_t *heap;
+};
+
+static void *ring_consumer(void *arg)
+{
+	struct ring *r = arg;
+	uint64_t pos = __atomic_load_n(&r->cons, __ATOMIC_RELAXED);
+	unsigned idle = 0;
+	__atomic_store_n(&r->running, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		struct ring_entry *s = &r->e[pos % RING];
+		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != pos + 1) {
+			/* Spins: the measurement has the two threads alone. */
+			if (++idle > (1u << 16)) {
+				sched_yield();
+				idle = 0;
+			}
+			continue;
+		}
+		idle = 0;
+		struct ring_entry w = *s;
+		memcpy(r->heap + w.dst, r->heap + w.src, w.len);
+		struct ring_comp *c = &r->c[pos % RING];
+		c->ctx = w.seq;
+		__atomic_store_n(&c->seq, pos + 1, __ATOMIC_RELEASE);
+		pos++;
+		__atomic_store_n(&r->cons, pos, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void ring_start(void *self)
+{
+	struct ring *r = self;
+	__atomic_store_n(&r->stop, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->running, 0, __ATOMIC_RELEASE);
+	if (pthread_create(&r->thread, NULL, ring_consumer, r))
+		DIE("pthread_create");
+	/* Its start is not part of the measurement. */
+	while (!__atomic_load_n(&r->running, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void ring_stop(void *self)
+{
+	struct ring *r = self;
+	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(r->thread, NULL);
+}
+
+static int ring_post(void *self, size_t src, size_t dst, size_t len)
+{
+	struct ring *r = self;
+	if (r->prod - r->cons_seen >= RING) {
+		r->cons_seen = __atomic_load_n(&r->cons, __ATOMIC_ACQUIRE);
+		if (r->prod - r->cons_seen >= RING)
+			return -FI_EAGAIN;
+	}
+	struct ring_entry *s = &r->e[r->prod % RING];
+	s->src = src;
+	s->dst = dst;
+	s->len = len;
+	__atomic_store_n(&s->seq, r->prod + 1, __ATOMIC_RELEASE);
+	r->prod++;
+	return 0;
+}
+
+static int ring_reap(void *self)
+{
+	struct ring *r = self;
+	int n = 0;
+	while (n < 16 && __atomic_load_n(&r->c[r->reaped % RING].seq, __ATOMIC_ACQUIRE) == r->reaped + 1) {
+		r->reaped++;
+		n++;
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		DIE("usage: %s <libfabric-provider> [iterations [rounds [host|xpu]]] | --post N", argv[0]);
+		DIE("usage: %s <libfabric-provider> [iterations [rounds [host|xpu|ring]]] | --post N", argv[0]);
 	/* The ofi provider runs on the libfabric provider named here. */
 	setenv("FI_XPU_OFI_PROVIDER", argv[1], 1);
 	if (argc > 3 && strcmp(argv[2], "--post") == 0) {
@@ -420,7 +557,7 @@ int main(int argc, char **argv)
 		int out = 0, n = atoi(argv[3]);
 		memset(&x, 0, sizeof(x));
 		xpu_open(&x);
-		struct path p = { xpu_post, xpu_reap, &x, x.heap };
+		struct path p = { xpu_post, xpu_reap, &x, x.heap, NULL, NULL };
 		for (int i = 0; i < n; i++) {
 			write_at(&p, WORDS, WORDS + 8, 8, &out);
 			reap_to(&p, &out, 0);
@@ -435,7 +572,7 @@ int main(int argc, char **argv)
 		uint64_t *word = NULL, *sig = NULL;
 		memset(&x, 0, sizeof(x));
 		xpu_open(&x);
-		struct path p = { xpu_post, xpu_reap, &x, x.heap };
+		struct path p = { xpu_post, xpu_reap, &x, x.heap, NULL, NULL };
 		word = (uint64_t *)(x.heap + WORDS);
 		sig = word + 3;
 		for (int i = 0; i < 100; i++) {
@@ -476,26 +613,38 @@ int main(int argc, char **argv)
 		DIE("iterations must be positive, rounds 1 to %d", MAX_ROUNDS);
 	static struct host h;
 	static struct xpu x;
-	struct path hp, xp, *paths[2];
-	const char *prefixes[2];
+	static struct ring rg;
+	struct path hp, xp, rp, *paths[3];
+	const char *prefixes[3];
 	int n = 0;
-	if (strcmp(only, "xpu") != 0) {
+	if (strcmp(only, "xpu") != 0 && strcmp(only, "ring") != 0) {
 		host_open(&h, argv[1]);
-		hp = (struct path){ host_post, host_reap, &h, h.buf };
+		hp = (struct path){ host_post, host_reap, &h, h.buf, NULL, NULL };
 		paths[n] = &hp;
 		prefixes[n++] = "host";
 	}
-	if (strcmp(only, "host") != 0) {
+	if (strcmp(only, "host") != 0 && strcmp(only, "ring") != 0) {
 		memset(&x, 0, sizeof(x));
 		xpu_open(&x);
-		xp = (struct path){ xpu_post, xpu_reap, &x, x.heap };
+		xp = (struct path){ xpu_post, xpu_reap, &x, x.heap, NULL, NULL };
 		paths[n] = &xp;
 		prefixes[n++] = "xpu";
 	}
+	if (strcmp(only, "") == 0 || strcmp(only, "ring") == 0) {
+		rg.heap = mmap(NULL, HEAP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (rg.heap == MAP_FAILED)
+			DIE("mmap");
+		memset(rg.heap, 0, HEAP);
+		rp = (struct path){ ring_post, ring_reap, &rg, rg.heap, ring_start, ring_stop };
+		paths[n] = &rp;
+		prefixes[n++] = "ring";
+	}
 	measure(paths, prefixes, n, iters, rounds);
-	if (strcmp(only, "xpu") != 0)
+	if (strcmp(only, "xpu") != 0 && strcmp(only, "ring") != 0)
 		host_close(&h);
-	if (strcmp(only, "host") != 0)
+	if (strcmp(only, "host") != 0 && strcmp(only, "ring") != 0)
 		xpu_close(&x);
+	if (rg.heap)
+		munmap(rg.heap, HEAP);
 	return 0;
 }

@@ -78,8 +78,43 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
             );
         }
     }
+    ring_bound(&runs);
     put_signal(&exe, quick);
     per_entry(lib, dir, quick)
+}
+
+/// The 8-byte rate of a bare ring between the same two threads (no
+/// checks, no libfabric), and the rate a proxy would reach if it added
+/// nothing to that ring and to host-direct libfabric's own work per entry:
+/// the two costs per entry added up, since the proxy thread pays both.
+fn ring_bound(runs: &[(&str, Figures)]) {
+    println!("\n8-byte rate of a bare ring between the same two threads (`ring_rate_8B_mps`: entries one way, completions back, no checks, no libfabric), and the bound it sets on any proxy: one thread paying both the ring's and host-direct libfabric's time per entry.\n");
+    println!("| libfabric provider | bare ring (Mmsg/s) | host-direct (Mmsg/s) | bound: 1 / (1/ring + 1/host) (Mmsg/s) | bound / host-direct | device code through the proxy / bound |");
+    println!("|---|---|---|---|---|---|");
+    for (fabric, f) in runs {
+        let g = |k: &str| f.get(k).copied();
+        let (r, h, x) = (
+            g("ring_rate_8B_mps"),
+            g("host_rate_8B_mps"),
+            g("xpu_rate_8B_mps"),
+        );
+        let bound = match (r, h) {
+            (Some(r), Some(h)) if r > 0.0 && h > 0.0 => Some(1.0 / (1.0 / r + 1.0 / h)),
+            _ => None,
+        };
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+            _ => "n/a".into(),
+        };
+        println!(
+            "| {fabric} | {} | {} | {} | {} | {} |",
+            cell(r, 1),
+            cell(h, 3),
+            cell(bound, 3),
+            ratio(bound, h),
+            ratio(x, bound)
+        );
+    }
 }
 
 /// Latency of an 8-byte put with signal, post to completion: its data
