@@ -11,10 +11,11 @@
  *          for the device, iface FI_HMEM_SYSTEM) through fi_xpu/device.h on
  *          the ofi provider: one device thread and the domain's progress
  *          thread (the proxy), nothing else;
- *   ring   a bare ring between two threads: 64-byte entries one way, the
- *          second thread copying the bytes each names, 16-byte completions
- *          back. No checks and no libfabric: the least any proxy pays on
- *          this machine to move an entry to another core and back.
+ *   ring   (only when asked for: `ring` or `all`) a bare ring
+ *          between two threads: 64-byte entries one way, the second thread
+ *          copying the bytes each names, 16-byte completions back. No
+ *          checks and no libfabric: the least any proxy pays on this
+ *          machine to move an entry to another core and back.
  *
  * Both write from one endpoint to a second one of the same domain.
  *
@@ -25,7 +26,7 @@
  *   rate_8B_mps       8-byte writes per second, window of 64
  *   bw_<size>_MBps    write bandwidth at 64 KiB, 1 MiB and 16 MiB, window 8
  *
- * usage: ofi_proxy <libfabric-provider> [iterations [rounds [host|xpu|ring]]]
+ * usage: ofi_proxy <libfabric-provider> [iterations [rounds [host|xpu|ring|all]]]
  *        ofi_proxy <libfabric-provider> --post N   N 8-byte writes through
  *                                                  xpu_post, one at a time
  *                                                  (for callgrind, valgrind)
@@ -549,7 +550,7 @@ static int ring_reap(void *self)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		DIE("usage: %s <libfabric-provider> [iterations [rounds [host|xpu|ring]]] | --post N", argv[0]);
+		DIE("usage: %s <libfabric-provider> [iterations [rounds [host|xpu|ring|all]]] | --post N", argv[0]);
 	/* The ofi provider runs on the libfabric provider named here. */
 	setenv("FI_XPU_OFI_PROVIDER", argv[1], 1);
 	if (argc > 3 && strcmp(argv[2], "--post") == 0) {
@@ -617,20 +618,22 @@ int main(int argc, char **argv)
 	struct path hp, xp, rp, *paths[3];
 	const char *prefixes[3];
 	int n = 0;
-	if (strcmp(only, "xpu") != 0 && strcmp(only, "ring") != 0) {
+	int want_host = !strcmp(only, "") || !strcmp(only, "host") || !strcmp(only, "all");
+	int want_xpu = !strcmp(only, "") || !strcmp(only, "xpu") || !strcmp(only, "all");
+	if (want_host) {
 		host_open(&h, argv[1]);
 		hp = (struct path){ host_post, host_reap, &h, h.buf, NULL, NULL };
 		paths[n] = &hp;
 		prefixes[n++] = "host";
 	}
-	if (strcmp(only, "host") != 0 && strcmp(only, "ring") != 0) {
+	if (want_xpu) {
 		memset(&x, 0, sizeof(x));
 		xpu_open(&x);
 		xp = (struct path){ xpu_post, xpu_reap, &x, x.heap, NULL, NULL };
 		paths[n] = &xp;
 		prefixes[n++] = "xpu";
 	}
-	if (strcmp(only, "") == 0 || strcmp(only, "ring") == 0) {
+	if (strcmp(only, "ring") == 0 || strcmp(only, "all") == 0) {
 		rg.heap = mmap(NULL, HEAP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (rg.heap == MAP_FAILED)
 			DIE("mmap");
@@ -640,9 +643,9 @@ int main(int argc, char **argv)
 		prefixes[n++] = "ring";
 	}
 	measure(paths, prefixes, n, iters, rounds);
-	if (strcmp(only, "xpu") != 0 && strcmp(only, "ring") != 0)
+	if (want_host)
 		host_close(&h);
-	if (strcmp(only, "host") != 0 && strcmp(only, "ring") != 0)
+	if (want_xpu)
 		xpu_close(&x);
 	if (rg.heap)
 		munmap(rg.heap, HEAP);
