@@ -30,6 +30,9 @@
  *        ofi_proxy <libfabric-provider> --post N   N 8-byte writes through
  *                                                  xpu_post, one at a time
  *                                                  (for callgrind, valgrind)
+ *        ofi_proxy <libfabric-provider> --host-post N
+ *                                                  the same N writes from
+ *                                                  the host, one at a time
  *        ofi_proxy <libfabric-provider> --put-signal N
  *                                                  latency of an 8-byte put
  *                                                  with signal (SET), post
@@ -564,6 +567,18 @@ int main(int argc, char **argv)
 			reap_to(&p, &out, 0);
 		}
 		xpu_close(&x);
+		return 0;
+	}
+	if (argc > 3 && strcmp(argv[2], "--host-post") == 0) {
+		static struct host h;
+		int out = 0, n = atoi(argv[3]);
+		host_open(&h, argv[1]);
+		struct path p = { host_post, host_reap, &h, h.buf, NULL, NULL };
+		for (int i = 0; i < n; i++) {
+			write_at(&p, WORDS, WORDS + 8, 8, &out);
+			reap_to(&p, &out, 0);
+		}
+		host_close(&h);
 		return 0;
 	}
 	if (argc > 3 && strcmp(argv[2], "--put-signal") == 0) {
