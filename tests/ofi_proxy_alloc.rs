@@ -68,3 +68,40 @@ fn proxy_allocates_nothing_per_entry() {
         many as i64 - few as i64
     );
 }
+
+/// The benchmark's other paths run to the end and print their figures:
+/// the bare ring (`ring`), and the host-direct writes one at a time
+/// (`--host-post`) that system-call counts compare with `--post`.
+#[test]
+fn bench_ring_and_host_post_run() {
+    if !ofi::have_libfabric() {
+        eprintln!("skipped: libfabric is not installed");
+        return;
+    }
+    let exe = common::scratch("ofi-proxy-paths").join("ofi_proxy");
+    common::cc(
+        &[&common::root().join("benches/ofi_proxy.c")],
+        &exe,
+        &["-Wl,--no-as-needed", "-lfabric"],
+    );
+    let out = common::run_ok(
+        Command::new(&exe)
+            .args(["shm", "20", "1", "ring"])
+            .env("FI_XPU_LOG_LEVEL", "none"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for name in ["latency_8B_us", "rate_8B_mps", "bw_16MiB_MBps"] {
+        let value = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("ring_{name} ")))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no ring_{name} figure:\n{stdout}"));
+        assert!(value > 0.0, "ring_{name} {value}");
+    }
+    assert!(!stdout.contains("host_") && !stdout.contains("xpu_"), "{stdout}");
+    common::run_ok(
+        Command::new(&exe)
+            .args(["shm", "--host-post", "50"])
+            .env("FI_XPU_LOG_LEVEL", "none"),
+    );
+}
