@@ -13,6 +13,7 @@ pub mod capi;
 mod dl;
 pub mod error;
 pub mod flags;
+mod fork;
 pub mod launcher;
 pub mod log;
 pub mod memory;

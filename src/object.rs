@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -128,9 +128,29 @@ impl Object {
 
 type Registry = HashMap<usize, Arc<Object>>;
 
+static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
+
 fn registry() -> MutexGuard<'static, Registry> {
-    static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+    REGISTRY
+        .get_or_init(|| {
+            crate::fork::hold_locks_across_fork();
+            Mutex::default()
+        })
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The registry, held by a forking thread (`crate::fork`); nothing before
+/// its first use.
+pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
+    REGISTRY
+        .get()
+        .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The close hand-off's lock, held by a forking thread (`crate::fork`).
+pub(crate) fn drained_for_fork() -> impl std::any::Any {
+    DRAINED.0.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Where `close` waits for calls in flight to end; the last `Use` of a

@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 const SHELL: usize = std::mem::size_of::<fid>();
 /// Live objects the arena holds at once.
@@ -44,18 +44,32 @@ struct Arena {
 static BASE: AtomicUsize = AtomicUsize::new(0);
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
+static ARENA: OnceLock<Mutex<Arena>> = OnceLock::new();
+
 fn arena() -> MutexGuard<'static, Arena> {
-    static ARENA: LazyLock<Mutex<Arena>> = LazyLock::new(|| {
-        let base = map_views().unwrap_or(0);
-        BASE.store(base, Ordering::Release);
-        Mutex::new(Arena {
-            base,
-            next: 0,
-            free: VecDeque::new(),
-            kept: Vec::new(),
+    ARENA
+        .get_or_init(|| {
+            crate::fork::hold_locks_across_fork();
+            let base = map_views().unwrap_or(0);
+            BASE.store(base, Ordering::Release);
+            Mutex::new(Arena {
+                base,
+                next: 0,
+                free: VecDeque::new(),
+                kept: Vec::new(),
+            })
         })
-    });
-    ARENA.lock().unwrap_or_else(|e| e.into_inner())
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The arena, held by a forking thread (`crate::fork`); nothing before its
+/// first use (setting it up registers a fork handler, which cannot be done
+/// inside one).
+pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
+    ARENA
+        .get()
+        .map(|a| a.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// A new memfd of `VIEW_BYTES` (sparse: pages appear as slots are written).

@@ -56,6 +56,32 @@ fn object_model() {
     run(false);
 }
 
+/// A forked child starts with none of the library's process-wide locks
+/// held, even when another thread of the parent was inside a call that
+/// holds one as it forked (tests/c/fork_objects.c, 300 forks).
+#[test]
+fn fork_while_another_thread_opens_and_closes_objects() {
+    let dir = common::scratch("fork-objects");
+    plugins::chmod(&dir, 0o755);
+    plugins::build_plugin(&dir, PROV, &plugins::named(PROV, PROV_ID));
+    let exe = dir.join("fork_objects");
+    let src = common::root().join("tests/c/fork_objects.c");
+    common::cc(&[Path::new(&src)], &exe, &[]);
+    let out = common::run_ok(
+        Command::new(&exe)
+            .arg("300")
+            .env("FI_XPU_PROVIDER_PATH", &dir)
+            .env("FI_XPU_PROVIDER", PROV)
+            .env_remove("FI_XPU_LOG_LEVEL"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "fork_objects: ok\n",
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn object_model_under_asan() {
     if !common::asan_works() {

@@ -98,7 +98,10 @@ fn bench_ring_and_host_post_run() {
             .unwrap_or_else(|| panic!("no ring_{name} figure:\n{stdout}"));
         assert!(value > 0.0, "ring_{name} {value}");
     }
-    assert!(!stdout.contains("host_") && !stdout.contains("xpu_"), "{stdout}");
+    assert!(
+        !stdout.contains("host_") && !stdout.contains("xpu_"),
+        "{stdout}"
+    );
     common::run_ok(
         Command::new(&exe)
             .args(["shm", "--host-post", "50"])

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use fi_xpu_abi::*;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// A live world: the world itself (taken out when it closes) and its
 /// windows by shell address. Calls on one world run one at a time.
@@ -25,9 +25,21 @@ struct Registry {
     windows: HashMap<usize, usize>,
 }
 
+static R: OnceLock<Mutex<Registry>> = OnceLock::new();
+
 fn registry() -> MutexGuard<'static, Registry> {
-    static R: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
-    R.lock().unwrap_or_else(|e| e.into_inner())
+    R.get_or_init(|| {
+        crate::fork::hold_locks_across_fork();
+        Mutex::default()
+    })
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The registry, held by a forking thread (`crate::fork`); nothing before
+/// its first use.
+pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
+    R.get().map(|r| r.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn shell(fclass: usize, ops: &'static fi_ops, context: *mut c_void) -> usize {

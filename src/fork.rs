@@ -1,0 +1,48 @@
+//! The library's process-wide locks are held by the forking thread across
+//! `fork`, so that a child never starts with one of them locked by a
+//! thread it does not have (its first call would wait forever).
+//!
+//! The locks are taken in the order the library nests them: a world's
+//! handle registry before the handle arena; the object registry before
+//! the close hand-off; standard error last (logging happens under the
+//! others). The parameter registry and the launcher's idle list have
+//! handlers of their own.
+use std::any::Any;
+use std::cell::RefCell;
+use std::sync::Once;
+
+thread_local! {
+    static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Installs the fork handlers, once per process; cheap after the first
+/// call. Every process-wide lock's accessor calls it.
+pub fn hold_locks_across_fork() {
+    static ONCE: Once = Once::new();
+    // SAFETY: the handlers only take and release the library's own locks.
+    ONCE.call_once(|| unsafe {
+        libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
+    });
+}
+
+extern "C" fn before_fork() {
+    let held: Vec<Box<dyn Any>> = vec![
+        Box::new(crate::world::handles::lock_for_fork()),
+        Box::new(crate::object::lock_for_fork()),
+        Box::new(crate::shell::lock_for_fork()),
+        Box::new(crate::object::drained_for_fork()),
+        Box::new(std::io::stderr().lock()),
+    ];
+    HELD.with(|h| *h.borrow_mut() = held);
+}
+
+/// In the parent and in the child: the forking thread lets go, in the
+/// reverse order.
+extern "C" fn after_fork() {
+    HELD.with(|h| {
+        let mut held = h.borrow_mut();
+        while let Some(g) = held.pop() {
+            drop(g);
+        }
+    });
+}
