@@ -50,3 +50,56 @@ fn dmabuf_shared_between_processes_under_asan() {
     }
     run(&["-fsanitize=address", "-fno-omit-frame-pointer"], "asan");
 }
+
+/// Which memory interfaces each provider serves, met as a GPU user meets
+/// it (tests/c/iface_support.c): an `FI_HMEM_CUDA` context with
+/// application callbacks over host memory (no driver needed). shm serves
+/// `FI_HMEM_SYSTEM` only; ofi serves device memory only where its
+/// libfabric provider offers `FI_HMEM`, which Debian's libfabric 1.17 does
+/// not. Each refusal is `-FI_EOPNOTSUPP` with one log line naming what is
+/// missing, and so is a system context whose callbacks cannot map a file
+/// descriptor, which shm needs.
+#[test]
+fn providers_refuse_memory_they_cannot_serve_and_say_why() {
+    let dir = common::scratch("iface-support");
+    let exe = dir.join("iface_support");
+    common::cc(
+        &[&common::root().join("tests/c/iface_support.c")],
+        &exe,
+        &[],
+    );
+    let run = |prov: &str, env: &[(&str, &str)]| {
+        let mut cmd = Command::new(&exe);
+        cmd.arg(prov)
+            .env("FI_XPU_LOG_LEVEL", "warn")
+            .env("FI_XPU_PROVIDER", prov);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = common::run_ok(&mut cmd);
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (out, log) = run("shm", &[]);
+    assert_eq!(out, "shm system=-95 cuda=-95\n", "{log}");
+    assert!(log.contains("shm:warn: does not serve iface cuda"), "{log}");
+    assert!(
+        log.contains("the application's import callback must map an fd"),
+        "{log}"
+    );
+    if !common::ofi::have_libfabric() {
+        eprintln!("skipped the ofi half: libfabric is not installed");
+        return;
+    }
+    let (out, log) = run(
+        "ofi",
+        &[("FI_XPU_OFI_PROVIDER", "tcp"), ("FI_TCP_IFACE", "lo")],
+    );
+    assert_eq!(out, "ofi system=0 cuda=-95\n", "{log}");
+    assert!(
+        log.contains("does not offer FI_HMEM: cannot serve iface cuda"),
+        "{log}"
+    );
+}

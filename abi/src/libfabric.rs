@@ -16,6 +16,19 @@ pub const FI_HMEM_ZE: fi_hmem_iface = 3;
 pub const FI_HMEM_NEURON: fi_hmem_iface = 4;
 pub const FI_HMEM_SYNAPSEAI: fi_hmem_iface = 5;
 
+/// The name log lines give an iface ("cuda" for `FI_HMEM_CUDA`).
+pub fn fi_hmem_iface_name(iface: fi_hmem_iface) -> &'static str {
+    match iface {
+        FI_HMEM_SYSTEM => "system",
+        FI_HMEM_CUDA => "cuda",
+        FI_HMEM_ROCR => "rocr",
+        FI_HMEM_ZE => "ze",
+        FI_HMEM_NEURON => "neuron",
+        FI_HMEM_SYNAPSEAI => "synapseai",
+        _ => "unknown",
+    }
+}
+
 /// `enum fi_cq_format`
 pub type fi_cq_format = c_int;
 pub const FI_CQ_FORMAT_UNSPEC: fi_cq_format = 0;

@@ -370,17 +370,7 @@ fn fd_is_open(fd: RawFd) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
-pub fn iface_name(iface: fi_hmem_iface) -> &'static str {
-    match iface {
-        FI_HMEM_SYSTEM => "system",
-        FI_HMEM_CUDA => "cuda",
-        FI_HMEM_ROCR => "rocr",
-        FI_HMEM_ZE => "ze",
-        FI_HMEM_NEURON => "neuron",
-        FI_HMEM_SYNAPSEAI => "synapseai",
-        _ => "unknown",
-    }
-}
+pub use fi_xpu_abi::fi_hmem_iface_name as iface_name;
 
 #[cfg(test)]
 mod tests {

@@ -381,8 +381,11 @@ impl XpuCtx {
     pub fn open(dom: &Arc<DomInner>, a: &fi_xpu_prov_ctx_args) -> Result<XpuCtx> {
         if a.iface != FI_HMEM_SYSTEM && !dom.has(FI_HMEM) {
             core::warn(&format!(
-                "libfabric provider {} does not offer FI_HMEM: cannot serve iface {}",
-                dom.prov, a.iface
+                "libfabric provider {} does not offer FI_HMEM: cannot serve iface {} \
+                 (this libfabric was built without that interface's memory support; \
+                 an FI_HMEM_SYSTEM context with host memory works)",
+                dom.prov,
+                fi_hmem_iface_name(a.iface)
             ));
             return Err(Error::OPNOTSUPP);
         }

@@ -77,7 +77,14 @@ impl XpuCtx {
         let table_fd = table.fd().try_clone_to_owned().map_err(|_| Error::MFILE)?;
         // The lanes are written by device code: through an import of the
         // table, made before the seal forbids writable mappings.
-        let stage = core::import(core_ctx, table.fd().as_raw_fd(), 0, table.len())?;
+        let stage =
+            core::import(core_ctx, table.fd().as_raw_fd(), 0, table.len()).inspect_err(|e| {
+                core::warn(&format!(
+                    "fi_xpu_ctx_open: shm maps memory into the context from file descriptors \
+                 (fi_xpu_import with FI_XPU_IMPORT_DMABUF of a memfd), and the context's memory \
+                 refused one ({e}): the application's import callback must map an fd"
+                ))
+            })?;
         if let Err(e) = table.seal() {
             core::unimport(core_ctx, stage);
             return Err(e);
@@ -93,6 +100,11 @@ impl XpuCtx {
         let (heap, fd) = match core::alloc(core_ctx, size, true) {
             Ok((heap, Some(fd))) => (heap, fd),
             Ok((heap, None)) => {
+                core::warn(
+                    "fi_xpu_ctx_open: shm shares the context's heap with peers as a file \
+                     descriptor, and the context's memory gave none: the application's alloc \
+                     callback must return an fd (a memfd or DMA-BUF) for FI_XPU_ALLOC_DMABUF",
+                );
                 core::free(core_ctx, heap);
                 core::unimport(core_ctx, stage);
                 return Err(Error::OPNOTSUPP);
