@@ -27,10 +27,12 @@
  *   bw_<size>_MBps    write bandwidth at 64 KiB, 1 MiB and 16 MiB, window 8
  *
  * usage: ofi_proxy <libfabric-provider> [iterations [rounds [host|xpu|ring|all]]]
- *        ofi_proxy <libfabric-provider> --post N   N 8-byte writes through
- *                                                  xpu_post, one at a time
- *                                                  (for callgrind, valgrind)
- *        ofi_proxy <libfabric-provider> --host-post N
+ *        ofi_proxy <libfabric-provider> --post N [BYTES]
+ *                                                  N writes (8 bytes unless
+ *                                                  told) through xpu_post,
+ *                                                  one at a time (for
+ *                                                  callgrind, valgrind)
+ *        ofi_proxy <libfabric-provider> --host-post N [BYTES]
  *                                                  the same N writes from
  *                                                  the host, one at a time
  *        ofi_proxy <libfabric-provider> --put-signal N
@@ -167,6 +169,22 @@ static double figure_of(struct path *p, int f, int iters)
 	}
 	reap_to(p, &out, 0);
 	return (double)len * reps / (now() - t0) / 1e6;
+}
+
+/* `n` writes of `len` bytes (at most 16 MiB), each completed before the
+ * next is posted. */
+static void one_at_a_time(struct path *p, int n, size_t len)
+{
+	int out = 0;
+	if (len < 1 || len > BIG)
+		DIE("a write is 1 byte to 16 MiB");
+	for (int i = 0; i < n; i++) {
+		if (len <= 8)
+			write_at(p, WORDS, WORDS + 8, len, &out);
+		else
+			write_at(p, SRC, DST, len, &out);
+		reap_to(p, &out, 0);
+	}
 }
 
 static double figure(struct path *p, int f, int iters)
@@ -558,26 +576,18 @@ int main(int argc, char **argv)
 	setenv("FI_XPU_OFI_PROVIDER", argv[1], 1);
 	if (argc > 3 && strcmp(argv[2], "--post") == 0) {
 		struct xpu x;
-		int out = 0, n = atoi(argv[3]);
 		memset(&x, 0, sizeof(x));
 		xpu_open(&x);
 		struct path p = { xpu_post, xpu_reap, &x, x.heap, NULL, NULL };
-		for (int i = 0; i < n; i++) {
-			write_at(&p, WORDS, WORDS + 8, 8, &out);
-			reap_to(&p, &out, 0);
-		}
+		one_at_a_time(&p, atoi(argv[3]), argc > 4 ? strtoul(argv[4], NULL, 0) : 8);
 		xpu_close(&x);
 		return 0;
 	}
 	if (argc > 3 && strcmp(argv[2], "--host-post") == 0) {
 		static struct host h;
-		int out = 0, n = atoi(argv[3]);
 		host_open(&h, argv[1]);
 		struct path p = { host_post, host_reap, &h, h.buf, NULL, NULL };
-		for (int i = 0; i < n; i++) {
-			write_at(&p, WORDS, WORDS + 8, 8, &out);
-			reap_to(&p, &out, 0);
-		}
+		one_at_a_time(&p, atoi(argv[3]), argc > 4 ? strtoul(argv[4], NULL, 0) : 8);
 		host_close(&h);
 		return 0;
 	}

@@ -71,7 +71,8 @@ fn proxy_allocates_nothing_per_entry() {
 
 /// The benchmark's other paths run to the end and print their figures:
 /// the bare ring (`ring`), and the host-direct writes one at a time
-/// (`--host-post`) that system-call counts compare with `--post`.
+/// (`--host-post`, 8 bytes or a size given) that system-call and
+/// instruction counts compare with `--post`.
 #[test]
 fn bench_ring_and_host_post_run() {
     if !ofi::have_libfabric() {
@@ -102,9 +103,15 @@ fn bench_ring_and_host_post_run() {
         !stdout.contains("host_") && !stdout.contains("xpu_"),
         "{stdout}"
     );
-    common::run_ok(
-        Command::new(&exe)
-            .args(["shm", "--host-post", "50"])
-            .env("FI_XPU_LOG_LEVEL", "none"),
-    );
+    for args in [
+        &["shm", "--host-post", "50"][..],
+        &["shm", "--host-post", "20", "65536"],
+        &["shm", "--post", "20", "65536"],
+    ] {
+        common::run_ok(
+            Command::new(&exe)
+                .args(args)
+                .env("FI_XPU_LOG_LEVEL", "none"),
+        );
+    }
 }
