@@ -923,3 +923,38 @@ fn relative_search_path_entries_are_refused() {
     );
     assert_eq!(opened(&mark), ["abs"]);
 }
+
+/// Plugins are loaded through the descriptor that was checked,
+/// `/proc/self/fd/N`. In a mount namespace whose /proc is an empty tmpfs
+/// (a container that does not mount it), every plugin is refused with that
+/// reason; `dlopen` alone said the plugin file did not exist. Needs root
+/// (or user namespaces) for `unshare`; skipped without.
+#[test]
+fn plugins_without_proc_are_refused_saying_so() {
+    let dir = scratch("noproc");
+    build_plugin(&dir, "nop", &named("nop", 271));
+    let tool = info_tool();
+    let script = format!("mount -t tmpfs none /proc && exec {} -v", path_str(tool));
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .current_dir(tool.parent().unwrap())
+        .env("FI_XPU_PROVIDER_PATH", path_str(&dir))
+        .env("FI_XPU_PROVIDER", "nop")
+        .env_remove("FI_XPU_LOG_LEVEL")
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skipped: no unshare");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("unshare failed") || stderr.contains("mount:") {
+        eprintln!("skipped: cannot make a mount namespace here: {stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("plugin refused: cannot reach it through /proc/self/fd/")
+            && stderr.contains("which needs /proc mounted"),
+        "{stderr}"
+    );
+}

@@ -48,7 +48,18 @@ impl PluginFile {
             file.read_exact_at(&mut buf, offset)?;
             Ok(buf)
         })?;
-        Ok(PluginFile { file })
+        let plugin = PluginFile { file };
+        // Without /proc (a container that does not mount it) `dlopen`
+        // would say only that the file does not exist.
+        let via = plugin.load_path();
+        if let Err(e) = std::fs::metadata(&via) {
+            return Err(format!(
+                "cannot reach it through {} ({e}): plugins are loaded through the \
+                 descriptor that was checked, which needs /proc mounted",
+                via.display()
+            ));
+        }
+        Ok(plugin)
     }
 
     /// The path through which `dlopen` loads this very descriptor.
