@@ -9,15 +9,45 @@
 //! handlers of their own.
 use std::any::Any;
 use std::cell::RefCell;
-use std::sync::Once;
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
+
+/// A process-wide lock that the forking thread holds across `fork`, made
+/// at its first use.
+pub struct ForkSafe<T>(OnceLock<Mutex<T>>);
+
+impl<T> ForkSafe<T> {
+    pub const fn new() -> Self {
+        ForkSafe(OnceLock::new())
+    }
+
+    /// Locks it, making it with `make` at the first use (which installs
+    /// the fork handlers).
+    pub fn lock(&self, make: impl FnOnce() -> T) -> MutexGuard<'_, T> {
+        self.0
+            .get_or_init(|| {
+                hold_locks_across_fork();
+                Mutex::new(make())
+            })
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Locks it for the fork handler; nothing before its first use (making
+    /// it may register a fork handler, which cannot be done inside one).
+    pub fn lock_if_made(&self) -> Option<MutexGuard<'_, T>> {
+        self.0
+            .get()
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
 
 thread_local! {
     static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Installs the fork handlers, once per process; cheap after the first
-/// call. Every process-wide lock's accessor calls it.
-pub fn hold_locks_across_fork() {
+/// call.
+fn hold_locks_across_fork() {
     static ONCE: Once = Once::new();
     // SAFETY: the handlers only take and release the library's own locks.
     ONCE.call_once(|| unsafe {

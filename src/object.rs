@@ -16,6 +16,7 @@
 //! memory callback closing its own context) gets `FI_EBUSY` instead of
 //! waiting for itself.
 use crate::error::{Error, Result};
+use crate::fork::ForkSafe;
 use crate::memory::Memory;
 use crate::prov_call;
 use crate::provider::Provider;
@@ -26,7 +27,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -128,24 +129,15 @@ impl Object {
 
 type Registry = HashMap<usize, Arc<Object>>;
 
-static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
+static REGISTRY: ForkSafe<Registry> = ForkSafe::new();
 
 fn registry() -> MutexGuard<'static, Registry> {
-    REGISTRY
-        .get_or_init(|| {
-            crate::fork::hold_locks_across_fork();
-            Mutex::default()
-        })
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    REGISTRY.lock(Registry::default)
 }
 
-/// The registry, held by a forking thread (`crate::fork`); nothing before
-/// its first use.
+/// The registry, held by a forking thread (`crate::fork`).
 pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    REGISTRY
-        .get()
-        .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()))
+    REGISTRY.lock_if_made()
 }
 
 /// The close hand-off's lock, held by a forking thread (`crate::fork`).

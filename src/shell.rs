@@ -13,6 +13,7 @@
 //! slot. Past `SLOTS` live objects, or where the mapping cannot be made,
 //! shells are allocated singly and kept for the rest of the process (never
 //! reused), as before.
+use crate::fork::ForkSafe;
 use fi_xpu_abi::fid;
 use fi_xpu_os::rustix::fs::{ftruncate, MemfdFlags};
 use fi_xpu_os::rustix::mm::{self, MapFlags, ProtFlags};
@@ -20,7 +21,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::MutexGuard;
 
 const SHELL: usize = std::mem::size_of::<fid>();
 /// Live objects the arena holds at once.
@@ -44,32 +45,24 @@ struct Arena {
 static BASE: AtomicUsize = AtomicUsize::new(0);
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-static ARENA: OnceLock<Mutex<Arena>> = OnceLock::new();
+static ARENA: ForkSafe<Arena> = ForkSafe::new();
 
 fn arena() -> MutexGuard<'static, Arena> {
-    ARENA
-        .get_or_init(|| {
-            crate::fork::hold_locks_across_fork();
-            let base = map_views().unwrap_or(0);
-            BASE.store(base, Ordering::Release);
-            Mutex::new(Arena {
-                base,
-                next: 0,
-                free: VecDeque::new(),
-                kept: Vec::new(),
-            })
-        })
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    ARENA.lock(|| {
+        let base = map_views().unwrap_or(0);
+        BASE.store(base, Ordering::Release);
+        Arena {
+            base,
+            next: 0,
+            free: VecDeque::new(),
+            kept: Vec::new(),
+        }
+    })
 }
 
-/// The arena, held by a forking thread (`crate::fork`); nothing before its
-/// first use (setting it up registers a fork handler, which cannot be done
-/// inside one).
+/// The arena, held by a forking thread (`crate::fork`).
 pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    ARENA
-        .get()
-        .map(|a| a.lock().unwrap_or_else(|e| e.into_inner()))
+    ARENA.lock_if_made()
 }
 
 /// A new memfd of `VIEW_BYTES` (sparse: pages appear as slots are written).

@@ -6,10 +6,11 @@
 use super::window::Window;
 use super::World;
 use crate::error::{Error, Result};
+use crate::fork::ForkSafe;
 use fi_xpu_abi::*;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A live world: the world itself (taken out when it closes) and its
 /// windows by shell address. Calls on one world run one at a time.
@@ -25,21 +26,15 @@ struct Registry {
     windows: HashMap<usize, usize>,
 }
 
-static R: OnceLock<Mutex<Registry>> = OnceLock::new();
+static R: ForkSafe<Registry> = ForkSafe::new();
 
 fn registry() -> MutexGuard<'static, Registry> {
-    R.get_or_init(|| {
-        crate::fork::hold_locks_across_fork();
-        Mutex::default()
-    })
-    .lock()
-    .unwrap_or_else(|e| e.into_inner())
+    R.lock(Registry::default)
 }
 
-/// The registry, held by a forking thread (`crate::fork`); nothing before
-/// its first use.
+/// The registry, held by a forking thread (`crate::fork`).
 pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    R.get().map(|r| r.lock().unwrap_or_else(|e| e.into_inner()))
+    R.lock_if_made()
 }
 
 fn shell(fclass: usize, ops: &'static fi_ops, context: *mut c_void) -> usize {
