@@ -45,6 +45,21 @@ thread_local! {
     static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// When the library is loaded, before any thread can be inside one of its
+/// calls: the fork handlers, and the tables they hold. A table still being
+/// made by one thread when another forks would stay half made in the
+/// child, and its first call would wait for it forever; made here, none
+/// is made later.
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+extern "C" fn at_load() {
+    crate::world::handles::make();
+    crate::object::make();
+    crate::shell::make();
+}
+
 /// Installs the fork handlers, once per process; cheap after the first
 /// call.
 fn hold_locks_across_fork() {

@@ -140,6 +140,11 @@ pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
     REGISTRY.lock_if_made()
 }
 
+/// Makes the registry (`crate::fork`, at load).
+pub(crate) fn make() {
+    drop(registry());
+}
+
 /// The close hand-off's lock, held by a forking thread (`crate::fork`).
 pub(crate) fn drained_for_fork() -> impl std::any::Any {
     DRAINED.0.lock().unwrap_or_else(|e| e.into_inner())

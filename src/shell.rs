@@ -65,6 +65,11 @@ pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
     ARENA.lock_if_made()
 }
 
+/// Makes the arena (`crate::fork`, at load).
+pub(crate) fn make() {
+    drop(arena());
+}
+
 /// A new memfd of `VIEW_BYTES` (sparse: pages appear as slots are written).
 fn new_fd() -> Option<OwnedFd> {
     let fd = fi_xpu_os::file::memfd(c"fi_xpu-shells", MemfdFlags::empty()).ok()?;

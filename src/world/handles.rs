@@ -37,6 +37,11 @@ pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
     R.lock_if_made()
 }
 
+/// Makes the registry (`crate::fork`, at load).
+pub(crate) fn make() {
+    drop(registry());
+}
+
 fn shell(fclass: usize, ops: &'static fi_ops, context: *mut c_void) -> usize {
     crate::shell::alloc(fid {
         fclass,
