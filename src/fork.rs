@@ -11,8 +11,9 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
-/// A process-wide lock that the forking thread holds across `fork`, made
-/// at its first use.
+/// A process-wide lock that the forking thread holds across `fork`. The
+/// library's own are made when it is loaded (`AT_LOAD`); `lock` makes one
+/// at its first use otherwise.
 pub struct ForkSafe<T>(OnceLock<Mutex<T>>);
 
 impl<T> ForkSafe<T> {
