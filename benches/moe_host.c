@@ -7,7 +7,8 @@
  * and shm move data only inside the target's calls) and write the results
  * back the same way. A host-initiated all-to-allv on the same transport.
  *
- * usage: moe_host <libfabric-provider> [-n ranks] [-T tokens] [-8] [-i iterations]
+ * usage: moe_host <libfabric-provider> [-n ranks] [-T tokens] [-8] [-i iterations] [-b]
+ * (-b: each rank on one CPU, as moe -b).
  * Prints "moe_us <mean us per dispatch+combine>" and "moe_host ...: ok".
  */
 #include "../examples/moe/moe.h"
@@ -231,7 +232,7 @@ int main(int argc, char **argv)
 	struct world w;
 	struct lf r;
 	struct moe_layout l;
-	int c, n = 2, fp8 = 0, iters = 3, it, k;
+	int c, n = 2, fp8 = 0, iters = 3, bind = 0, it, k;
 	uint32_t T = 32;
 	double sum = 0, t0, all[WORLD_MAXP];
 	long bad, bads[WORLD_MAXP];
@@ -240,12 +241,13 @@ int main(int argc, char **argv)
 		return 2;
 	prov = argv[1];
 	optind = 2;
-	while ((c = getopt(argc, argv, "n:T:8i:")) != -1) {
+	while ((c = getopt(argc, argv, "n:T:8i:b")) != -1) {
 		switch (c) {
 		case 'n': n = atoi(optarg); break;
 		case 'T': T = (uint32_t)atoi(optarg); break;
 		case '8': fp8 = 1; break;
 		case 'i': iters = atoi(optarg); break;
+		case 'b': bind = 1; break;
 		default: return 2;
 		}
 	}
@@ -254,6 +256,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	memset(&w, 0, sizeof(w));
 	memset(&r, 0, sizeof(r));
+	w.bind = bind;
 	world_spawn(&w, n);
 	moe_plan(&l, (uint32_t)n, T, 7168, 4, 3, fp8);
 	setup(&r, &w, prov, l.size);

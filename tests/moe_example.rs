@@ -149,3 +149,20 @@ fn allreduce_on_every_transport() {
         allreduce("4", t);
     }
 }
+
+/// `-b` binds each forked rank (and the progress thread it starts) to one
+/// CPU, as the benchmark runs it; ranks outnumbering the CPUs share them.
+#[test]
+fn moe_with_ranks_bound_to_cpus() {
+    for t in ["shm", "tcp"] {
+        let Some(mut args) = transport(t) else {
+            continue;
+        };
+        args.extend(["-n", "4", "-T", "8", "-i", "2", "-b"]);
+        check(
+            "moe",
+            &args,
+            &["moe n=4 ", "dtype=bf16 T=8 H=7168 E=4 K=3: ok"],
+        );
+    }
+}

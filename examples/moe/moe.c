@@ -6,7 +6,9 @@
  *
  *   moe [-n ranks] [-p shm|ofi] [-f tcp|shm] [-T tokens] [-H hidden]
  *       [-E experts per rank] [-K top-k] [-8] [-i iterations] [-g groups]
- *       [-w items per group]
+ *       [-w items per group] [-b]
+ *   -b         forked ranks each on one CPU, as MPI launchers bind ranks
+ *              (world_bind in world.h)
  *   moe -a     every combination the README lists: 2, 4 and 8 ranks; shm,
  *              ofi over tcp and ofi over libfabric's shm; BF16 and FP8.
  *
@@ -22,7 +24,7 @@
 #include <getopt.h>
 
 struct opts {
-	int n, fp8, iters;
+	int n, fp8, iters, bind;
 	const char *prov, *fabric;
 	uint32_t T, H, E, K, groups, items;
 };
@@ -138,6 +140,7 @@ static int run(const struct opts *o)
 	w.name = "moe";
 	w.prov = o->prov;
 	w.fabric = o->fabric;
+	w.bind = o->bind;
 	world_spawn(&w, o->n);
 	rc = rank_main(&w, o);
 	if (w.rank != 0)
@@ -185,7 +188,7 @@ int main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	o.n = 2, o.prov = "shm", o.iters = 3;
 	o.T = 32, o.H = 7168, o.E = 4, o.K = 3, o.groups = 2, o.items = 2;
-	while ((c = getopt(argc, argv, "an:p:f:T:H:E:K:8i:g:w:")) != -1) {
+	while ((c = getopt(argc, argv, "an:p:f:T:H:E:K:8i:g:w:b")) != -1) {
 		switch (c) {
 		case 'a': all = 1; break;
 		case 'n': o.n = atoi(optarg); break;
@@ -199,10 +202,11 @@ int main(int argc, char **argv)
 		case 'i': o.iters = atoi(optarg); break;
 		case 'g': o.groups = (uint32_t)atoi(optarg); break;
 		case 'w': o.items = (uint32_t)atoi(optarg); break;
+		case 'b': o.bind = 1; break;
 		default:
 			fprintf(stderr, "usage: %s [-a] [-n ranks] [-p shm|ofi] [-f fabric] [-T tokens] "
 					"[-H hidden] [-E experts] [-K topk] [-8] [-i iters] [-g groups] "
-					"[-w items]\n", argv[0]);
+					"[-w items] [-b]\n", argv[0]);
 			return 2;
 		}
 	}

@@ -24,6 +24,7 @@
 #include <fi_xpu/device_world.h>
 
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,7 @@ struct world {
 	int down[WORLD_MAXP];  /* rank 0: sockets to the others */
 	pid_t pids[WORLD_MAXP];
 	const char *name; /* printed with the ranks' pids ("<name> pids ...") */
+	int bind;         /* forked ranks: each on one CPU (world_bind) */
 	const char *prov, *fabric;
 	struct fid_xpu_world *world;
 	struct fid_xpu_window *win;
@@ -111,6 +113,31 @@ static inline void world_barrier(struct world *w)
 	world_allgather(w, &m, b, 1);
 }
 
+/* Binds the calling rank, and the threads it starts later (an ofi
+ * provider's progress thread among them), to one CPU of those the process
+ * may use: the (rank mod count)-th, as MPI launchers bind ranks to cores.
+ * Ranks then stop trading places on the CPUs, and each rank's work items
+ * and progress thread share its CPU. */
+static inline void world_bind(const struct world *w)
+{
+	cpu_set_t mine, one;
+	int cpu, seen = 0, count;
+	if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || (count = CPU_COUNT(&mine)) < 1) {
+		fprintf(stderr, "rank %d: no CPU set to bind to\n", w->rank);
+		exit(1);
+	}
+	CPU_ZERO(&one);
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &mine) && seen++ == w->rank % count) {
+			CPU_SET(cpu, &one);
+			break;
+		}
+	if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+		fprintf(stderr, "rank %d: binding to CPU %d failed\n", w->rank, cpu);
+		exit(1);
+	}
+}
+
 /* Forks n - 1 ranks; returns in every process with w->rank set. Under a
  * launcher (FI_XPU_BOOTSTRAP_RANK set) forks nothing: the rank and the
  * number of ranks come from the environment. */
@@ -145,11 +172,15 @@ static inline void world_spawn(struct world *w, int n)
 			close(sv[0]);
 			w->rank = i;
 			w->up = sv[1];
+			if (w->bind)
+				world_bind(w);
 			return;
 		}
 		close(sv[1]);
 		w->down[i] = sv[0];
 	}
+	if (w->bind)
+		world_bind(w);
 	/* Who to clean up after: libfabric's shm provider leaves files named
 	 * after the pid in /dev/shm when a process dies. */
 	if (w->name) {
