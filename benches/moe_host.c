@@ -7,8 +7,9 @@
  * and shm move data only inside the target's calls) and write the results
  * back the same way. A host-initiated all-to-allv on the same transport.
  *
- * usage: moe_host <libfabric-provider> [-n ranks] [-T tokens] [-8] [-i iterations] [-b]
- * (-b: each rank on one CPU, as moe -b).
+ * usage: moe_host <libfabric-provider> [-n ranks] [-T tokens] [-8] [-i iterations]
+ *                 [-W warm-up iterations] [-b]
+ * (-W and -b as in moe: untimed iterations first; each rank on one CPU).
  * Prints "moe_us <mean us per dispatch+combine>" and "moe_host ...: ok".
  */
 #include "../examples/moe/moe.h"
@@ -232,7 +233,7 @@ int main(int argc, char **argv)
 	struct world w;
 	struct lf r;
 	struct moe_layout l;
-	int c, n = 2, fp8 = 0, iters = 3, bind = 0, it, k;
+	int c, n = 2, fp8 = 0, iters = 3, warmup = 0, bind = 0, it, k;
 	uint32_t T = 32;
 	double sum = 0, t0, all[WORLD_MAXP];
 	long bad, bads[WORLD_MAXP];
@@ -241,17 +242,18 @@ int main(int argc, char **argv)
 		return 2;
 	prov = argv[1];
 	optind = 2;
-	while ((c = getopt(argc, argv, "n:T:8i:b")) != -1) {
+	while ((c = getopt(argc, argv, "n:T:8i:W:b")) != -1) {
 		switch (c) {
 		case 'n': n = atoi(optarg); break;
 		case 'T': T = (uint32_t)atoi(optarg); break;
 		case '8': fp8 = 1; break;
 		case 'i': iters = atoi(optarg); break;
+		case 'W': warmup = atoi(optarg); break;
 		case 'b': bind = 1; break;
 		default: return 2;
 		}
 	}
-	if (n < 2 || n > WORLD_MAXP || iters < 1)
+	if (n < 2 || n > WORLD_MAXP || iters < 1 || warmup < 0)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	memset(&w, 0, sizeof(w));
@@ -262,12 +264,13 @@ int main(int argc, char **argv)
 	setup(&r, &w, prov, l.size);
 	memcpy(r.buf + WORLD_HDR, &l, sizeof(l));
 	moe_fill(&l, r.buf, (uint32_t)n, (uint32_t)w.rank);
-	for (it = 0; it < iters; it++) {
+	for (it = -warmup; it < iters; it++) {
 		moe_reset(&l, r.buf, (uint32_t)n);
 		world_barrier(&w);
 		t0 = world_now();
 		moe_host_exchange(&r, &l, (uint32_t)n, (uint32_t)w.rank);
-		sum += world_now() - t0;
+		if (it >= 0)
+			sum += world_now() - t0;
 		world_barrier(&w);
 	}
 	bad = moe_verify(&l, r.buf, (uint32_t)n, (uint32_t)w.rank);

@@ -151,14 +151,15 @@ fn allreduce_on_every_transport() {
 }
 
 /// `-b` binds each forked rank (and the progress thread it starts) to one
-/// CPU, as the benchmark runs it; ranks outnumbering the CPUs share them.
+/// CPU, and `-W` runs untimed iterations first, as the benchmark runs it;
+/// ranks outnumbering the CPUs share them.
 #[test]
 fn moe_with_ranks_bound_to_cpus() {
     for t in ["shm", "tcp"] {
         let Some(mut args) = transport(t) else {
             continue;
         };
-        args.extend(["-n", "4", "-T", "8", "-i", "2", "-b"]);
+        args.extend(["-n", "4", "-T", "8", "-i", "2", "-b", "-W", "1"]);
         check(
             "moe",
             &args,

@@ -5,8 +5,10 @@
  * fi_xpu_host_launch, on N processes of one machine.
  *
  *   moe [-n ranks] [-p shm|ofi] [-f tcp|shm] [-T tokens] [-H hidden]
- *       [-E experts per rank] [-K top-k] [-8] [-i iterations] [-g groups]
- *       [-w items per group] [-b]
+ *       [-E experts per rank] [-K top-k] [-8] [-i iterations]
+ *       [-W warm-up iterations] [-g groups] [-w items per group] [-b]
+ *   -W         iterations run first and not timed (0 by default); the
+ *              last iteration's bytes are checked, as without -W
  *   -b         forked ranks each on one CPU, as MPI launchers bind ranks
  *              (world_bind in world.h)
  *   moe -a     every combination the README lists: 2, 4 and 8 ranks; shm,
@@ -24,7 +26,7 @@
 #include <getopt.h>
 
 struct opts {
-	int n, fp8, iters, bind;
+	int n, fp8, iters, warmup, bind;
 	const char *prov, *fabric;
 	uint32_t T, H, E, K, groups, items;
 };
@@ -93,7 +95,7 @@ static int rank_main(struct world *w, const struct opts *o)
 	a.sym = w->sym;
 	a.l = (struct moe_layout *)(void *)(w->sym + WORLD_HDR);
 	moe_fill(a.l, w->sym, (uint32_t)w->n, (uint32_t)w->rank);
-	for (it = 0; it < o->iters; it++) {
+	for (it = -o->warmup; it < o->iters; it++) {
 		double dt;
 		moe_reset(a.l, w->sym, (uint32_t)w->n);
 		world_barrier(w);
@@ -103,6 +105,8 @@ static int rank_main(struct world *w, const struct opts *o)
 		launch(o, moe_phase_expert_combine, &a);
 		launch(o, moe_phase_combine_signal, &a);
 		launch(o, moe_phase_combine_reduce, &a);
+		if (it < 0)
+			continue;
 		dt = world_now() - t0;
 		sum += dt;
 		best = dt < best ? dt : best;
@@ -188,7 +192,7 @@ int main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	o.n = 2, o.prov = "shm", o.iters = 3;
 	o.T = 32, o.H = 7168, o.E = 4, o.K = 3, o.groups = 2, o.items = 2;
-	while ((c = getopt(argc, argv, "an:p:f:T:H:E:K:8i:g:w:b")) != -1) {
+	while ((c = getopt(argc, argv, "an:p:f:T:H:E:K:8i:W:g:w:b")) != -1) {
 		switch (c) {
 		case 'a': all = 1; break;
 		case 'n': o.n = atoi(optarg); break;
@@ -202,18 +206,19 @@ int main(int argc, char **argv)
 		case 'i': o.iters = atoi(optarg); break;
 		case 'g': o.groups = (uint32_t)atoi(optarg); break;
 		case 'w': o.items = (uint32_t)atoi(optarg); break;
+		case 'W': o.warmup = atoi(optarg); break;
 		case 'b': o.bind = 1; break;
 		default:
 			fprintf(stderr, "usage: %s [-a] [-n ranks] [-p shm|ofi] [-f fabric] [-T tokens] "
-					"[-H hidden] [-E experts] [-K topk] [-8] [-i iters] [-g groups] "
-					"[-w items] [-b]\n", argv[0]);
+					"[-H hidden] [-E experts] [-K topk] [-8] [-i iters] [-W warmup] "
+					"[-g groups] [-w items] [-b]\n", argv[0]);
 			return 2;
 		}
 	}
 	/* Every token needs K distinct experts on other ranks, one of them
 	 * fixed for rank 0 and one excluded (see moe_route). */
 	if (o.n < 2 || o.n > WORLD_MAXP || o.E < 2 || o.K < 1 || o.K > MOE_MAX_K || o.K + 2 > o.E * (uint32_t)(o.n - 1) + 1 ||
-	    o.T < 1 || o.H < 1 || o.iters < 1 || o.groups < 1 || o.items < 1) {
+	    o.T < 1 || o.H < 1 || o.iters < 1 || o.warmup < 0 || o.groups < 1 || o.items < 1) {
 		fprintf(stderr, "moe: bad shape (2 <= n <= %d, K <= E * (n - 1) - 1, K <= %d)\n", WORLD_MAXP,
 			MOE_MAX_K);
 		return 2;

@@ -80,7 +80,7 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
     let (iters, runs) = if quick { ("3", 1) } else { ("10", 3) };
     let t = TOKENS.to_string();
     println!(
-        "\n### MoE dispatch+combine: {TOKENS} tokens of 7168 BF16 per rank, top-{TOPK} of 4 experts per rank ({}; {iters} iterations, mean of the slowest rank; median of {runs} runs taking turns; fi_xpu launches 1 group of {} and {} work items per rank at 2 and 4 ranks, as many as the CPUs give each rank; the baseline runs 1 thread per rank; in both programs each rank is bound to one CPU, as MPI launchers bind ranks, with its progress thread)\n",
+        "\n### MoE dispatch+combine: {TOKENS} tokens of 7168 BF16 per rank, top-{TOPK} of 4 experts per rank ({}; {iters} iterations after 1 untimed, mean of the slowest rank; median of {runs} runs taking turns; fi_xpu launches 1 group of {} and {} work items per rank at 2 and 4 ranks, as many as the CPUs give each rank; the baseline runs 1 thread per rank; in both programs each rank is bound to one CPU, as MPI launchers bind ranks, with its progress thread)\n",
         super::proxy::load(),
         work_items(2),
         work_items(4)
@@ -100,7 +100,7 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
         for (prov, fabric, lf, target) in rows {
             let mut x = Command::new(&xpu);
             x.args(["-n", &ranks, "-p", prov, "-T", &t, "-i", iters]);
-            x.args(["-g", "1", "-w", &items, "-b"]);
+            x.args(["-g", "1", "-w", &items, "-b", "-W", "1"]);
             if let Some(f) = fabric {
                 x.args(["-f", f]);
             }
@@ -109,7 +109,7 @@ pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
                 None => prov.to_string(),
             };
             let mut base = Command::new(&host);
-            base.args([lf, "-n", &ranks, "-T", &t, "-i", iters, "-b"]);
+            base.args([lf, "-n", &ranks, "-T", &t, "-i", iters, "-b", "-W", "1"]);
             // Taking turns, so that a slow spell of the machine falls on
             // both programs.
             let (mut a, mut b) = (Vec::new(), Vec::new());
