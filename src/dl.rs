@@ -1,8 +1,90 @@
 //! A library opened with `dlopen` (through `libloading`): provider plugins
 //! (by path) and vendor runtimes (by soname, through the dynamic linker's
 //! own search, so that libfi_xpu.so never links a vendor runtime).
+//!
+//! A thread that forks waits (`settle_for_fork`) until no thread of the
+//! library is inside `dlopen`: glibc does not hold its loader's state
+//! across `fork`, and a child forked in the middle of another thread's
+//! `dlopen` fails an assertion in its own first one.
 use libloading::os::unix::{Library as Lib, RTLD_GLOBAL, RTLD_LOCAL, RTLD_NOW};
 use std::path::Path;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Threads of the library inside `dlopen`, and whether this process was
+/// forked while one of its parent's was (then it must not call `dlopen`).
+pub(crate) struct Opening {
+    inside: u32,
+    forked_inside: bool,
+}
+
+static OPENING: Mutex<Opening> = Mutex::new(Opening {
+    inside: 0,
+    forked_inside: false,
+});
+static OPENED: Condvar = Condvar::new();
+
+/// How long a forking thread waits for a `dlopen` to end. Bounded: a
+/// library's constructor that registers a fork handler waits for the fork
+/// to end (glibc holds its handler list across the fork handlers).
+const SETTLE: Duration = Duration::from_secs(1);
+
+fn opening() -> MutexGuard<'static, Opening> {
+    OPENING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `open` counted as a thread inside `dlopen`.
+fn counted<T>(open: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    {
+        let mut st = opening();
+        if st.forked_inside {
+            return Err(
+                "dlopen refused: this process was forked while another thread of its \
+                        parent was inside dlopen, and the dynamic loader's state is left \
+                        inconsistent in it"
+                    .into(),
+            );
+        }
+        st.inside += 1;
+    }
+    struct Out;
+    impl Drop for Out {
+        fn drop(&mut self) {
+            opening().inside -= 1;
+            OPENED.notify_all();
+        }
+    }
+    let _out = Out;
+    open()
+}
+
+/// For the forking thread (`crate::fork`): waits, for `SETTLE` at most,
+/// until no thread of the library is inside `dlopen`, and holds the count
+/// across the fork, so that none starts one meanwhile.
+pub(crate) fn settle_for_fork() -> MutexGuard<'static, Opening> {
+    let deadline = Instant::now() + SETTLE;
+    let mut st = opening();
+    while st.inside > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        st = OPENED
+            .wait_timeout(st, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    st
+}
+
+/// In a forked child, with the count held: the `dlopen` calls counted
+/// were other threads', which the child does not have.
+pub(crate) fn forget_opening_in_child(st: &mut Opening) {
+    if st.inside > 0 {
+        st.inside = 0;
+        st.forked_inside = true;
+    }
+}
 
 pub struct Library(Lib);
 
@@ -10,25 +92,29 @@ impl Library {
     /// Opens `path`: a path with a `/`, or a soname the dynamic linker
     /// searches for (`LD_LIBRARY_PATH`, the cache, the default directories).
     pub fn open(path: &Path) -> Result<Library, String> {
-        // SAFETY: the library's constructors run here, which is the trust
-        // the caller established (a checked plugin file, or the system's
-        // vendor runtime).
-        let lib = unsafe { Lib::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
-        lib.map(Library).map_err(|e| match e {
-            libloading::Error::DlOpenUnknown => "dlopen failed: unknown error".into(),
-            // dlerror's message
-            e => format!("dlopen failed: {e}"),
+        counted(|| {
+            // SAFETY: the library's constructors run here, which is the
+            // trust the caller established (a checked plugin file, or the
+            // system's vendor runtime).
+            let lib = unsafe { Lib::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
+            lib.map(Library).map_err(|e| match e {
+                libloading::Error::DlOpenUnknown => "dlopen failed: unknown error".into(),
+                // dlerror's message
+                e => format!("dlopen failed: {e}"),
+            })
         })
     }
 
     /// `open` with `RTLD_GLOBAL`: the library's symbols resolve the
     /// libraries loaded after it (an MPI library's plugins).
     pub fn open_global(path: &Path) -> Result<Library, String> {
-        // SAFETY: as in `open`.
-        let lib = unsafe { Lib::open(Some(path), RTLD_NOW | RTLD_GLOBAL) };
-        lib.map(Library).map_err(|e| match e {
-            libloading::Error::DlOpenUnknown => String::new(),
-            e => e.to_string(),
+        counted(|| {
+            // SAFETY: as in `open`.
+            let lib = unsafe { Lib::open(Some(path), RTLD_NOW | RTLD_GLOBAL) };
+            lib.map(Library).map_err(|e| match e {
+                libloading::Error::DlOpenUnknown => String::new(),
+                e => e.to_string(),
+            })
         })
     }
 

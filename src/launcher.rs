@@ -500,7 +500,9 @@ pub fn broadcast(scope: i32, value: u64) -> Result<u64> {
 /// Nanoseconds on a monotonic clock (its origin is the first call).
 pub fn clock_ns() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let ns = EPOCH.get_or_init(Instant::now).elapsed().as_nanos();
+    let ns = crate::fork::made_once(&EPOCH, Instant::now)
+        .elapsed()
+        .as_nanos();
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 

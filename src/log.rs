@@ -9,6 +9,7 @@
 //! by `FI_XPU_LOG_LEVEL` (`warn` (default), `info`, `debug`, or `none`) and
 //! `FI_XPU_LOG_PROV` (`shm,core` keeps only those sources, `^ofi` drops
 //! those).
+use crate::fork::made_once;
 use crate::param;
 use crate::provider::filter::Filter;
 use fi_xpu_abi::{FI_XPU_LOG_DEBUG, FI_XPU_LOG_INFO, FI_XPU_LOG_WARN};
@@ -19,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 fn threshold() -> i32 {
     static LEVEL: OnceLock<i32> = OnceLock::new();
-    *LEVEL.get_or_init(|| match param::core(param::LOG_LEVEL).as_deref() {
+    *made_once(&LEVEL, || match param::core(param::LOG_LEVEL).as_deref() {
         Some("none") | Some("0") => 0,
         Some("info") | Some("2") => FI_XPU_LOG_INFO,
         Some("debug") | Some("trace") | Some("3") => FI_XPU_LOG_DEBUG,
@@ -29,23 +30,22 @@ fn threshold() -> i32 {
 
 fn source_filter() -> Option<&'static Filter> {
     static FILTER: OnceLock<Option<Filter>> = OnceLock::new();
-    FILTER
-        .get_or_init(|| Filter::parse(&param::core(param::LOG_PROV)?))
-        .as_ref()
+    made_once(&FILTER, || Filter::parse(&param::core(param::LOG_PROV)?)).as_ref()
 }
 
 /// The host name, once per process.
 fn host() -> &'static str {
     static HOST: OnceLock<String> = OnceLock::new();
-    HOST.get_or_init(|| {
+    made_once(&HOST, || {
         // gethostname(2) is uname's nodename on Linux.
         let name = fi_xpu_os::rustix::system::uname();
         let name = name.nodename().to_bytes();
         if name.is_empty() {
-            return "?".into();
+            return String::from("?");
         }
         String::from_utf8_lossy(name).into_owned()
     })
+    .as_str()
 }
 
 pub fn enabled(level: i32) -> bool {

@@ -9,9 +9,9 @@
 //! parameter `name` is the variable `FI_XPU_<PROVIDER>_<NAME>`, so providers
 //! cannot read or shadow each other's variables, nor the core's.
 use crate::error::Error;
+use crate::fork::ForkSafe;
 use crate::provider::env;
-use std::cell::RefCell;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::MutexGuard;
 
 /// Owner of the core's own parameters.
 pub const CORE: &str = "core";
@@ -144,47 +144,33 @@ fn value_of(var: &str) -> Option<String> {
     env::var(var).filter(|v| !v.is_empty())
 }
 
-static REGISTRY: OnceLock<Mutex<Vec<Param>>> = OnceLock::new();
-
-thread_local! {
-    /// The registry's lock while this thread forks (`before_fork`).
-    static HELD_ACROSS_FORK: RefCell<Option<MutexGuard<'static, Vec<Param>>>> =
-        const { RefCell::new(None) };
-}
-
-/// A thread that forks holds the registry's lock across the fork, so that
-/// a child never starts with it held by a thread it does not have (every
-/// parameter read, a launch's among them, would wait for ever).
-extern "C" fn before_fork() {
-    let held = registry();
-    HELD_ACROSS_FORK.with(|h| *h.borrow_mut() = Some(held));
-}
-
-extern "C" fn after_fork() {
-    HELD_ACROSS_FORK.with(|h| h.borrow_mut().take());
-}
+/// The parameters defined so far; a leaf lock (nothing else is locked
+/// under it), held by a forking thread (`crate::fork`).
+static REGISTRY: ForkSafe<Vec<Param>> = ForkSafe::new();
 
 fn registry() -> MutexGuard<'static, Vec<Param>> {
-    REGISTRY
-        .get_or_init(|| {
-            // SAFETY: registered once; the handlers only lock and unlock
-            // the registry, which exists from here on.
-            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
-            Mutex::new(
-                CORE_PARAMS
-                    .iter()
-                    .map(|(var, default, help)| Param {
-                        owner: CORE.into(),
-                        name: (*var).into(),
-                        var: (*var).into(),
-                        default: (*default).into(),
-                        help: (*help).into(),
-                    })
-                    .collect(),
-            )
-        })
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    REGISTRY.lock(|| {
+        CORE_PARAMS
+            .iter()
+            .map(|(var, default, help)| Param {
+                owner: CORE.into(),
+                name: (*var).into(),
+                var: (*var).into(),
+                default: (*default).into(),
+                help: (*help).into(),
+            })
+            .collect()
+    })
+}
+
+/// Makes the registry (`crate::fork`, at load).
+pub(crate) fn make() {
+    drop(registry());
+}
+
+/// The registry's lock, held by a forking thread (`crate::fork`).
+pub(crate) fn lock_for_fork() -> Option<MutexGuard<'static, Vec<Param>>> {
+    REGISTRY.lock_if_made()
 }
 
 fn plain_name(s: &str) -> bool {

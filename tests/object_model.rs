@@ -82,6 +82,96 @@ fn fork_while_another_thread_opens_and_closes_objects() {
     );
 }
 
+/// A child forked while another thread of its parent makes the process's
+/// first call (which loads the plugins) loads them itself, instead of
+/// waiting for ever for a load its parent's thread was making
+/// (tests/c/fork_first_call.c: 200 fresh processes, forking until their
+/// first call returns).
+#[test]
+fn fork_while_another_thread_loads_the_providers() {
+    let dir = common::scratch("fork-first-call");
+    plugins::chmod(&dir, 0o755);
+    plugins::build_plugin(&dir, PROV, &plugins::named(PROV, PROV_ID));
+    let exe = dir.join("fork_first_call");
+    let src = common::root().join("tests/c/fork_first_call.c");
+    common::cc(&[Path::new(&src)], &exe, &[]);
+    let out = common::run_ok(
+        Command::new(&exe)
+            .args(["200", "5"])
+            .env("FI_XPU_PROVIDER_PATH", &dir)
+            .env("FI_XPU_PROVIDER", PROV)
+            .env_remove("FI_XPU_LOG_LEVEL"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "fork_first_call: ok\n",
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Forks 100 ms after another thread started the process's first call,
+/// while that thread is inside the `dlopen` of a plugin whose constructor
+/// sleeps `ctor_ms`, then registers fork handlers; returns the program's
+/// standard output and error.
+fn fork_in_dlopen(ctor_ms: u32) -> (String, String) {
+    let dir = common::scratch(&format!("fork-in-dlopen-{ctor_ms}"));
+    plugins::chmod(&dir, 0o755);
+    let mut defines = plugins::named(PROV, PROV_ID);
+    defines.push(format!("-DTP_CTOR_ATFORK_MS={ctor_ms}"));
+    plugins::build_plugin(&dir, PROV, &defines);
+    let exe = dir.join("fork_in_dlopen");
+    let src = common::root().join("tests/c/fork_in_dlopen.c");
+    common::cc(&[Path::new(&src)], &exe, &[]);
+    let out = common::run_ok(
+        Command::new(&exe)
+            .arg("100")
+            .env("FI_XPU_PROVIDER_PATH", &dir)
+            .env("FI_XPU_PROVIDER", PROV)
+            .env_remove("FI_XPU_LOG_LEVEL"),
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fork while another thread is inside a plugin's `dlopen` waits for
+/// it to end, so that the child's dynamic loader is whole: its own first
+/// call loads the plugin.
+#[test]
+fn fork_waits_for_a_plugins_dlopen() {
+    let (stdout, stderr) = fork_in_dlopen(400);
+    assert_eq!(
+        stdout,
+        format!("child: fi_xpu_getinfo 0\nparent: found {PROV}\n"),
+        "stderr:\n{stderr}"
+    );
+}
+
+/// ... for one second at most (a constructor may wait for the fork): a
+/// child forked in the middle of a longer `dlopen` gets an error and the
+/// reason from its first call, instead of the dynamic loader's assertion.
+#[test]
+fn fork_in_a_long_dlopen_leaves_the_child_an_error() {
+    let (stdout, stderr) = fork_in_dlopen(1500);
+    assert_eq!(
+        stdout,
+        format!(
+            "child: fi_xpu_getinfo -{}\nparent: found {PROV}\n",
+            fi_xpu_abi::errno::FI_ENODATA
+        ),
+        "stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "plugin refused: dlopen refused: this process was forked while another thread \
+             of its parent was inside dlopen"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn object_model_under_asan() {
     if !common::asan_works() {

@@ -13,13 +13,14 @@ use super::plugin_file::{self, PluginFile};
 use super::services::CORE_SERVICES;
 use crate::dl::Library;
 use crate::error::strerror;
+use crate::fork::ForkSafe;
 use crate::param;
 use crate::{info, warn};
 use fi_xpu_abi::*;
 use std::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, MutexGuard, OnceLock};
 
 /// A loaded, checked and initialised provider.
 pub struct Provider {
@@ -79,9 +80,75 @@ impl Providers {
 }
 
 /// The providers of this process, loaded on first use.
+///
+/// Loaded by the first thread that needs them, outside any lock: a child
+/// forked while another thread of its parent was loading them (a thread it
+/// does not have) loads them itself, where a `OnceLock` being initialised
+/// would have made its first call wait forever.
 pub fn providers() -> &'static Providers {
-    static PROVIDERS: OnceLock<Providers> = OnceLock::new();
-    PROVIDERS.get_or_init(load_all)
+    if let Some(p) = LOADED.get() {
+        return p;
+    }
+    let mut st = LOADING.lock(Loading::default);
+    loop {
+        if let Some(p) = LOADED.get() {
+            return p;
+        }
+        if !st.busy {
+            break;
+        }
+        st = CHANGED.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
+    st.busy = true;
+    drop(st);
+    let unwinding = NotBusy;
+    let p: &'static Providers = Box::leak(Box::new(load_all()));
+    std::mem::forget(unwinding);
+    let mut st = LOADING.lock(Loading::default);
+    let _ = LOADED.set(p);
+    st.busy = false;
+    drop(st);
+    CHANGED.notify_all();
+    p
+}
+
+/// The loaded providers; set once, under `LOADING`'s lock (so never while
+/// a thread forks).
+static LOADED: OnceLock<&'static Providers> = OnceLock::new();
+/// Whether a thread is loading them now.
+static LOADING: ForkSafe<Loading> = ForkSafe::new();
+/// Signalled when a load ends.
+static CHANGED: Condvar = Condvar::new();
+
+#[derive(Default)]
+pub(crate) struct Loading {
+    busy: bool,
+}
+
+/// Ends a load that unwinds: a waiting thread then loads itself.
+struct NotBusy;
+
+impl Drop for NotBusy {
+    fn drop(&mut self) {
+        LOADING.lock(Loading::default).busy = false;
+        CHANGED.notify_all();
+    }
+}
+
+/// Makes the load's lock (`crate::fork`, at load).
+pub(crate) fn make() {
+    drop(LOADING.lock(Loading::default));
+}
+
+/// The load's lock, held by a forking thread (`crate::fork`).
+pub(crate) fn lock_for_fork() -> Option<MutexGuard<'static, Loading>> {
+    LOADING.lock_if_made()
+}
+
+/// In a forked child, with the lock still held: a load another thread of
+/// the parent was making will never end here.
+pub(crate) fn forget_load_in_child(st: &mut Loading) {
+    st.busy = false;
 }
 
 /// The directories to search, and the refused entries of

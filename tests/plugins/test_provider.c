@@ -20,6 +20,9 @@
  *   TP_MARK="path"       a constructor appends the name to that file, so a
  *                        test can tell whether the loader opened the file
  *   TP_MARK_ID           ... followed by the prov_id
+ *   TP_CTOR_ATFORK_MS=n  a constructor sleeps n ms, then registers (empty)
+ *                        fork handlers, which waits while a fork is
+ *                        running its handlers
  *   TP_SLOW_HOST_CALLS   host reads of CQs and counters sleep inside the
  *                        provider, so that a close racing them is likely
  *   TP_PARAM             init defines the parameter "depth" (default "4")
@@ -43,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* TP_IFACES: the memory interfaces served (bits 1 << enum fi_hmem_iface);
@@ -72,6 +76,15 @@
 
 #define TP_VERSION FI_XPU_VERSION(1, 2)
 #define TP_STATE_ALIGN 64
+
+#ifdef TP_CTOR_ATFORK_MS
+__attribute__((constructor)) static void tp_ctor_atfork(void)
+{
+	struct timespec ts = { TP_CTOR_ATFORK_MS / 1000, (TP_CTOR_ATFORK_MS % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	pthread_atfork(NULL, NULL, NULL);
+}
+#endif
 
 #ifdef TP_MARK
 __attribute__((constructor)) static void tp_mark(void)
