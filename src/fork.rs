@@ -2,13 +2,13 @@
 //! `fork`, so that a child never starts with one of them locked by a
 //! thread it does not have (its first call would wait forever).
 //!
-//! First the forking thread waits for the library's `dlopen` calls to end
-//! (`crate::dl`). Then the locks are taken in the order the library nests
-//! them: a world's handle registry before the handle arena; the object
-//! registry before the close hand-off; then the provider load's state and
-//! the parameter registry (each held for moments, around no other lock);
-//! standard error last (logging happens under the others). The launcher's
-//! idle list has a handler of its own.
+//! The locks are taken in the order the library nests them: a world's
+//! handle registry before the handle arena; the object registry before
+//! the close hand-off; then the provider load's state and the parameter
+//! registry (each held for moments, around no other lock); standard error
+//! (logging happens under the others). Last the forking thread waits for
+//! the library's `dlopen` calls to end (`crate::dl`). The launcher's idle
+//! list has a handler of its own.
 use std::any::Any;
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
@@ -96,7 +96,6 @@ fn hold_locks_across_fork() {
 }
 
 extern "C" fn before_fork() {
-    DL_HELD.with(|h| *h.borrow_mut() = Some(crate::dl::settle_for_fork()));
     let held: Vec<Box<dyn Any>> = vec![
         Box::new(crate::world::handles::lock_for_fork()),
         Box::new(crate::object::lock_for_fork()),
@@ -112,6 +111,9 @@ extern "C" fn before_fork() {
             Box::new(std::io::stderr().lock()),
         ])
     });
+    // Last: a thread may load a library while it holds one of the locks
+    // above, never the other way round.
+    DL_HELD.with(|h| *h.borrow_mut() = Some(crate::dl::settle_for_fork()));
 }
 
 /// In the parent: the forking thread lets go.
