@@ -154,20 +154,20 @@ impl Driver {
     /// error says what is missing; the caller logs it.
     pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
         static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
-        DRIVER
-            .get_or_init(|| {
-                let lib = Library::open(Path::new(LIBRARY))
-                    .map_err(|e| (Error::NODEV, format!("no CUDA driver: {LIBRARY}: {e}")))?;
-                let d = Driver::load(lib)?;
-                // SAFETY: cuInit takes flags 0.
-                let r = unsafe { (d.init)(0) };
-                if r != CUDA_SUCCESS {
-                    return Err((error(r), format!("cuInit failed: {}", d.name(r))));
-                }
-                Ok(d)
-            })
-            .as_ref()
-            .map_err(|e| e.clone())
+        // Made outside the OnceLock: see `made_once`.
+        crate::fork::made_once(&DRIVER, || {
+            let lib = Library::open(Path::new(LIBRARY))
+                .map_err(|e| (Error::NODEV, format!("no CUDA driver: {LIBRARY}: {e}")))?;
+            let d = Driver::load(lib)?;
+            // SAFETY: cuInit takes flags 0.
+            let r = unsafe { (d.init)(0) };
+            if r != CUDA_SUCCESS {
+                return Err((error(r), format!("cuInit failed: {}", d.name(r))));
+            }
+            Ok(d)
+        })
+        .as_ref()
+        .map_err(|e| e.clone())
     }
 
     /// `CUDA_ERROR_OUT_OF_MEMORY (2)`, or the number alone.

@@ -88,39 +88,39 @@ impl Driver {
     /// The process's runtime, opened and initialised (`hsa_init`) once.
     pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
         static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
-        DRIVER
-            .get_or_init(|| {
-                let lib = Library::open(Path::new(LIBRARY))
-                    .map_err(|e| (Error::NODEV, format!("no ROCm runtime: {LIBRARY}: {e}")))?;
-                let api = Api::resolve(&lib)
-                    .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
-                // SAFETY: the prototype of upstream's hsa_ext_amd.h.
-                let export_dmabuf =
-                    unsafe { lib.function::<ExportDmabuf>("hsa_amd_portable_export_dmabuf") };
-                // SAFETY: the prototype of hsa.h.
-                let status_string = unsafe {
-                    lib.function::<unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t>(
-                        "hsa_status_string",
-                    )
-                };
-                let d = Driver {
-                    api,
-                    export_dmabuf,
-                    status_string,
-                    _lib: lib,
-                };
-                // SAFETY: hsa_init takes no arguments.
-                let r = unsafe { (d.init)() };
-                if r != HSA_STATUS_SUCCESS {
-                    return Err((
-                        init_error(r),
-                        format!("hsa_init failed: {} (no GPU or no /dev/kfd?)", d.name(r)),
-                    ));
-                }
-                Ok(d)
-            })
-            .as_ref()
-            .map_err(|e| e.clone())
+        // Made outside the OnceLock: see `made_once`.
+        crate::fork::made_once(&DRIVER, || {
+            let lib = Library::open(Path::new(LIBRARY))
+                .map_err(|e| (Error::NODEV, format!("no ROCm runtime: {LIBRARY}: {e}")))?;
+            let api = Api::resolve(&lib)
+                .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
+            // SAFETY: the prototype of upstream's hsa_ext_amd.h.
+            let export_dmabuf =
+                unsafe { lib.function::<ExportDmabuf>("hsa_amd_portable_export_dmabuf") };
+            // SAFETY: the prototype of hsa.h.
+            let status_string = unsafe {
+                lib.function::<unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t>(
+                    "hsa_status_string",
+                )
+            };
+            let d = Driver {
+                api,
+                export_dmabuf,
+                status_string,
+                _lib: lib,
+            };
+            // SAFETY: hsa_init takes no arguments.
+            let r = unsafe { (d.init)() };
+            if r != HSA_STATUS_SUCCESS {
+                return Err((
+                    init_error(r),
+                    format!("hsa_init failed: {} (no GPU or no /dev/kfd?)", d.name(r)),
+                ));
+            }
+            Ok(d)
+        })
+        .as_ref()
+        .map_err(|e| e.clone())
     }
 
     /// `0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES: ...)`, or the number alone.

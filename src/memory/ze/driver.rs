@@ -127,28 +127,28 @@ impl Driver {
     /// The process's loader, opened and initialised (`zeInit`) once.
     pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
         static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
-        DRIVER
-            .get_or_init(|| {
-                let lib = Library::open(Path::new(LIBRARY)).map_err(|e| {
-                    (
-                        Error::NODEV,
-                        format!("no Level Zero loader: {LIBRARY}: {e}"),
-                    )
-                })?;
-                let api = Api::resolve(&lib)
-                    .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
-                // SAFETY: zeInit takes flags.
-                let r = unsafe { (api.init)(ZE_INIT_FLAG_GPU_ONLY) };
-                if r != ZE_RESULT_SUCCESS {
-                    return Err((
-                        error(r),
-                        format!("zeInit failed: {} (no GPU driver?)", name(r)),
-                    ));
-                }
-                Ok(Driver { api, _lib: lib })
-            })
-            .as_ref()
-            .map_err(|e| e.clone())
+        // Made outside the OnceLock: see `made_once`.
+        crate::fork::made_once(&DRIVER, || {
+            let lib = Library::open(Path::new(LIBRARY)).map_err(|e| {
+                (
+                    Error::NODEV,
+                    format!("no Level Zero loader: {LIBRARY}: {e}"),
+                )
+            })?;
+            let api = Api::resolve(&lib)
+                .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
+            // SAFETY: zeInit takes flags.
+            let r = unsafe { (api.init)(ZE_INIT_FLAG_GPU_ONLY) };
+            if r != ZE_RESULT_SUCCESS {
+                return Err((
+                    error(r),
+                    format!("zeInit failed: {} (no GPU driver?)", name(r)),
+                ));
+            }
+            Ok(Driver { api, _lib: lib })
+        })
+        .as_ref()
+        .map_err(|e| e.clone())
     }
 
     pub fn check(&self, what: &str, r: ze_result_t) -> Result<()> {
