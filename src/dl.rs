@@ -24,9 +24,9 @@ static OPENING: Mutex<Opening> = Mutex::new(Opening {
 });
 static OPENED: Condvar = Condvar::new();
 
-/// How long a forking thread waits for a `dlopen` to end. Bounded: a
-/// library's constructor that registers a fork handler waits for the fork
-/// to end (glibc holds its handler list across the fork handlers).
+/// How long a forking thread waits for a `dlopen` to end. Bounded: the
+/// library's constructors run inside it, and one may wait for something
+/// the fork holds meanwhile (a lock another fork handler took).
 const SETTLE: Duration = Duration::from_secs(1);
 
 fn opening() -> MutexGuard<'static, Opening> {
