@@ -2,13 +2,14 @@
 /*
  * Forks while another thread is inside the dlopen of a provider plugin
  * whose constructor sleeps, then registers fork handlers (the test
- * plugin's TP_CTOR_ATFORK_MS): glibc holds its handler list while a fork
- * runs its handlers, so that constructor waits for the fork, and a fork
- * that waited for the dlopen to end would never end. The fork must end
- * (the library waits for a dlopen a bounded time), the parent's load must
- * succeed, and the child, whose dynamic loader state is left mid-dlopen,
- * must get an error from fi_xpu_getinfo (the plugin refused, with the
- * reason logged) instead of a crash in the dynamic loader.
+ * plugin's TP_CTOR_ATFORK_MS). The library makes a fork wait for its own
+ * dlopen calls, for one second at most (a constructor may wait for the
+ * fork). With a short constructor the child starts with a whole dynamic
+ * loader and its first call loads the plugin; with a long one the fork
+ * goes ahead, the parent's load still succeeds, and the child, whose
+ * dynamic loader is left mid-dlopen, gets an error from fi_xpu_getinfo
+ * (the plugin refused, with the reason logged) instead of a crash in the
+ * dynamic loader.
  *
  * Prints "parent: found <provider>" and "child: fi_xpu_getinfo <rc>".
  *

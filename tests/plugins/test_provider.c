@@ -21,8 +21,8 @@
  *                        test can tell whether the loader opened the file
  *   TP_MARK_ID           ... followed by the prov_id
  *   TP_CTOR_ATFORK_MS=n  a constructor sleeps n ms, then registers (empty)
- *                        fork handlers, which waits while a fork is
- *                        running its handlers
+ *                        fork handlers: a dlopen that lasts, and registers
+ *                        handlers, while another thread may be forking
  *   TP_SLOW_HOST_CALLS   host reads of CQs and counters sleep inside the
  *                        provider, so that a close racing them is likely
  *   TP_PARAM             init defines the parameter "depth" (default "4")
