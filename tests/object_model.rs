@@ -56,30 +56,43 @@ fn object_model() {
     run(false);
 }
 
+/// Builds tests/c/`program`.c and the test plugin (with `defines` besides
+/// its name) into a scratch directory `tag`, runs the program with `args`
+/// on that plugin alone, and returns its standard output and error.
+fn run_fork_program(
+    tag: &str,
+    program: &str,
+    args: &[&str],
+    defines: &[String],
+) -> (String, String) {
+    let dir = common::scratch(tag);
+    plugins::chmod(&dir, 0o755);
+    let mut all = plugins::named(PROV, PROV_ID);
+    all.extend_from_slice(defines);
+    plugins::build_plugin(&dir, PROV, &all);
+    let exe = dir.join(program);
+    let src = common::root().join(format!("tests/c/{program}.c"));
+    common::cc(&[Path::new(&src)], &exe, &[]);
+    let out = common::run_ok(
+        Command::new(&exe)
+            .args(args)
+            .env("FI_XPU_PROVIDER_PATH", &dir)
+            .env("FI_XPU_PROVIDER", PROV)
+            .env_remove("FI_XPU_LOG_LEVEL"),
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A forked child starts with none of the library's process-wide locks
 /// held, even when another thread of the parent was inside a call that
 /// holds one as it forked (tests/c/fork_objects.c, 300 forks).
 #[test]
 fn fork_while_another_thread_opens_and_closes_objects() {
-    let dir = common::scratch("fork-objects");
-    plugins::chmod(&dir, 0o755);
-    plugins::build_plugin(&dir, PROV, &plugins::named(PROV, PROV_ID));
-    let exe = dir.join("fork_objects");
-    let src = common::root().join("tests/c/fork_objects.c");
-    common::cc(&[Path::new(&src)], &exe, &[]);
-    let out = common::run_ok(
-        Command::new(&exe)
-            .arg("300")
-            .env("FI_XPU_PROVIDER_PATH", &dir)
-            .env("FI_XPU_PROVIDER", PROV)
-            .env_remove("FI_XPU_LOG_LEVEL"),
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "fork_objects: ok\n",
-        "stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, stderr) = run_fork_program("fork-objects", "fork_objects", &["300"], &[]);
+    assert_eq!(stdout, "fork_objects: ok\n", "stderr:\n{stderr}");
 }
 
 /// A child forked while another thread of its parent makes the process's
@@ -89,25 +102,9 @@ fn fork_while_another_thread_opens_and_closes_objects() {
 /// first call returns).
 #[test]
 fn fork_while_another_thread_loads_the_providers() {
-    let dir = common::scratch("fork-first-call");
-    plugins::chmod(&dir, 0o755);
-    plugins::build_plugin(&dir, PROV, &plugins::named(PROV, PROV_ID));
-    let exe = dir.join("fork_first_call");
-    let src = common::root().join("tests/c/fork_first_call.c");
-    common::cc(&[Path::new(&src)], &exe, &[]);
-    let out = common::run_ok(
-        Command::new(&exe)
-            .args(["200", "5"])
-            .env("FI_XPU_PROVIDER_PATH", &dir)
-            .env("FI_XPU_PROVIDER", PROV)
-            .env_remove("FI_XPU_LOG_LEVEL"),
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "fork_first_call: ok\n",
-        "stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, stderr) =
+        run_fork_program("fork-first-call", "fork_first_call", &["200", "5"], &[]);
+    assert_eq!(stdout, "fork_first_call: ok\n", "stderr:\n{stderr}");
 }
 
 /// Forks 100 ms after another thread started the process's first call,
@@ -115,24 +112,11 @@ fn fork_while_another_thread_loads_the_providers() {
 /// sleeps `ctor_ms`, then registers fork handlers; returns the program's
 /// standard output and error.
 fn fork_in_dlopen(ctor_ms: u32) -> (String, String) {
-    let dir = common::scratch(&format!("fork-in-dlopen-{ctor_ms}"));
-    plugins::chmod(&dir, 0o755);
-    let mut defines = plugins::named(PROV, PROV_ID);
-    defines.push(format!("-DTP_CTOR_ATFORK_MS={ctor_ms}"));
-    plugins::build_plugin(&dir, PROV, &defines);
-    let exe = dir.join("fork_in_dlopen");
-    let src = common::root().join("tests/c/fork_in_dlopen.c");
-    common::cc(&[Path::new(&src)], &exe, &[]);
-    let out = common::run_ok(
-        Command::new(&exe)
-            .arg("100")
-            .env("FI_XPU_PROVIDER_PATH", &dir)
-            .env("FI_XPU_PROVIDER", PROV)
-            .env_remove("FI_XPU_LOG_LEVEL"),
-    );
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    run_fork_program(
+        &format!("fork-in-dlopen-{ctor_ms}"),
+        "fork_in_dlopen",
+        &["100"],
+        &[format!("-DTP_CTOR_ATFORK_MS={ctor_ms}")],
     )
 }
 
