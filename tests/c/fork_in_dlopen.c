@@ -26,13 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); \
-			exit(1);                                              \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 static int getinfo(struct fi_xpu_info **info)
 {

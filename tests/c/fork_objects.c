@@ -20,13 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); \
-			exit(1);                                              \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 static struct fi_xpu_info *discover(void)
 {
