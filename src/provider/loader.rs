@@ -101,14 +101,13 @@ pub fn providers() -> &'static Providers {
     }
     st.busy = true;
     drop(st);
-    let unwinding = NotBusy;
+    let done = NotBusy;
     let p: &'static Providers = Box::leak(Box::new(load_all()));
-    std::mem::forget(unwinding);
-    let mut st = LOADING.lock(Loading::default);
+    // Set under the lock, so that no fork sees it half set.
+    let held = LOADING.lock(Loading::default);
     let _ = LOADED.set(p);
-    st.busy = false;
-    drop(st);
-    CHANGED.notify_all();
+    drop(held);
+    drop(done);
     p
 }
 
@@ -125,7 +124,8 @@ pub(crate) struct Loading {
     busy: bool,
 }
 
-/// Ends a load that unwinds: a waiting thread then loads itself.
+/// Ends a load, also one that unwinds (a waiting thread then loads
+/// itself), and wakes the waiting threads.
 struct NotBusy;
 
 impl Drop for NotBusy {
