@@ -448,6 +448,12 @@ struct fid_xpu_window {
 };
 
 #if !defined(__CUDACC_RTC__) /* the host API; NVRTC compiles device code only */
+#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
+/* Functions named as the structs they return (fi_xpu_host_item): no
+ * "hides constructor" from g++'s -Wshadow in users' C++ builds. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -935,6 +941,9 @@ int fi_xpu_prepare_wr(struct fid_xpu_host_ep *ep, struct fi_wr_attr *work);
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
+#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif /* !__CUDACC_RTC__ */
 
 #endif  /* FI_XPU_INCLUDED_FI_XPU_H */

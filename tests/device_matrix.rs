@@ -262,6 +262,76 @@ fn every_device_header_alone_and_twice() {
     }
 }
 
+/// Warnings strict C and C++ projects turn on in their own builds (MPI and
+/// collective libraries, NCCL-style kernels), which every file that
+/// includes the headers then gets: on top of `WARN`, for both languages.
+/// Not here: -Wold-style-cast and -Wuseless-cast (the headers are C, with
+/// C casts).
+pub const STRICT: &[&str] = &[
+    "-Wpedantic",
+    "-Wshadow",
+    "-Wundef",
+    "-Wcast-qual",
+    "-Wcast-align",
+    "-Wconversion",
+    "-Wsign-conversion",
+    "-Wfloat-equal",
+    "-Wdouble-promotion",
+];
+/// C++ only.
+pub const STRICT_CXX: &[&str] = &["-Wzero-as-null-pointer-constant", "-Wextra-semi"];
+
+/// One translation unit as a strict user's file: the host header, every
+/// device header, the example kernel and the kernel written from
+/// libfabric's device API alone (through the compatibility directory).
+pub fn strict_user_file(dir: &Path) -> PathBuf {
+    let mut text = String::from("#include <fi_xpu.h>\n");
+    for h in device_headers() {
+        text += &format!("#include <{h}>\n");
+    }
+    for f in [example(), upstream_kernel()] {
+        text += &format!("#include \"{}\"\n", f.display());
+    }
+    let src = dir.join("strict.c");
+    std::fs::write(&src, text).unwrap();
+    src
+}
+
+/// That file compiles without a warning under `STRICT` (and `STRICT_CXX`
+/// in C++) for every device target, and on the host as C99, C11 and C17
+/// and as C++11, C++17 and C++20, with gcc and clang.
+#[test]
+fn headers_compile_under_strict_user_warnings() {
+    if !clang_or_skip() {
+        return;
+    }
+    let dir = scratch("device-matrix-strict");
+    let src = strict_user_file(&dir);
+    let compat = compat_flag();
+    let out = dir.join("out");
+    let cxx: Vec<&str> = STRICT.iter().chain(STRICT_CXX).copied().collect();
+    for &t in DEVICE_TARGETS.iter().chain(&[CudaHostPass]) {
+        let mut extra = cxx.clone();
+        extra.push(&compat);
+        compile(t, &src, &extra, &out);
+    }
+    for t in host_targets() {
+        let Host { cxx: is_cxx, .. } = t else {
+            continue;
+        };
+        let (stds, flags) = if is_cxx {
+            (&["-std=c++11", "-std=c++17", "-std=c++20"][..], &cxx[..])
+        } else {
+            (&["-std=c99", "-std=c11", "-std=c17"][..], STRICT)
+        };
+        for std in stds {
+            let mut extra = flags.to_vec();
+            extra.extend([*std, compat.as_str()]);
+            compile(t, &src, &extra, &out);
+        }
+    }
+}
+
 const TESTPROV: &[&str] = &[
     "-DFI_XPU_DEVICE_EXTRA_HEADER=<testprov/fi_xpu_device_testprov.h>",
     "-DFI_XPU_DEVICE_PROVIDERS(P)=P(testprov)",

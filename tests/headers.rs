@@ -156,12 +156,31 @@ fn host_functions_only_on_host(header: String) -> String {
         _ => panic!("cbindgen's extern \"C\" block not found"),
     };
     format!(
-        "{}#if !defined(__CUDACC_RTC__) /* the host API; NVRTC compiles device code only */\n{}#endif /* !__CUDACC_RTC__ */\n{}",
+        "{}#if !defined(__CUDACC_RTC__) /* the host API; NVRTC compiles device code only */\n{}{}{}#endif /* !__CUDACC_RTC__ */\n{}",
         &header[..start],
+        GXX_SHADOW_OFF,
         &header[start..end],
+        GXX_SHADOW_ON,
         &header[end..]
     )
 }
+
+/// Some functions of the API have the name of the struct they return
+/// (`fi_xpu_host_item`), which C allows and C++ too; g++ alone reports it
+/// under `-Wshadow` ("hides constructor"), in every C++ file of a project
+/// built with that flag that includes the header. The declarations are
+/// wrapped so that it does not.
+const GXX_SHADOW_OFF: &str =
+    "#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)\n\
+    /* Functions named as the structs they return (fi_xpu_host_item): no\n \
+    * \"hides constructor\" from g++'s -Wshadow in users' C++ builds. */\n\
+    #pragma GCC diagnostic push\n\
+    #pragma GCC diagnostic ignored \"-Wshadow\"\n\
+    #endif\n";
+const GXX_SHADOW_ON: &str =
+    "#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)\n\
+    #pragma GCC diagnostic pop\n\
+    #endif\n";
 
 fn public_header() -> String {
     let prelude = std::fs::read_to_string(root().join("cbindgen/prelude.h")).unwrap();

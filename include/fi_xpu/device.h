@@ -593,11 +593,11 @@ fi_xpu_peer_ptr(struct fid_xpu_ep *ep, void *dest_addr, uint64_t addr, uint64_t 
 	FI_XPU_I_DEVICE_WHEN(FI_XPU_I_DEVICE_IS(FI_XPU_DEVICE_SIGNAL_##p))(    \
 		case FI_XPU_DEVICE_ID_##p: return fi_xpu_peer_ptr_##p(ep, dest_addr, addr, key, len);)
 	if (!ep || ep->fid.fclass != (uint32_t)FI_CLASS_EP)
-		return (void *)0;
+		return FI_XPU_I_NULL;
 	switch (ep->fid.prov_id) {
 	FI_XPU_DEVICE_PROVIDERS(FI_XPU_I_DEVICE_PTR_CASE)
 	default:
-		return (void *)0;
+		return FI_XPU_I_NULL;
 	}
 #undef FI_XPU_I_DEVICE_PTR_CASE
 }
@@ -625,7 +625,7 @@ fi_xpu_peer_ptr(struct fid_xpu_ep *ep, void *dest_addr, uint64_t addr, uint64_t 
 FI_XPU_FUNC struct fi_xpu_wr *fi_xpu_i_wr(void *wr_buf)
 {
 	struct fi_xpu_wr *w = (struct fi_xpu_wr *)wr_buf;
-	return w && w->magic == FI_XPU_I_WR_WORD ? w : (struct fi_xpu_wr *)0;
+	return w && w->magic == FI_XPU_I_WR_WORD ? w : FI_XPU_I_NULL;
 }
 
 /* Setters: 0, or -FI_EINVAL when wr_buf holds no prepared request. The
@@ -680,21 +680,21 @@ FI_XPU_FUNC int fi_xpu_wr_set_context(void *wr_buf, void *context)
 FI_XPU_FUNC int fi_xpu_queue_wr(struct fid_xpu_ep *ep, void *wr_buf, size_t wr_len, int scope)
 {
 	struct fi_xpu_wr *w = wr_len >= sizeof(struct fi_xpu_wr) ? fi_xpu_i_wr(wr_buf)
-								  : (struct fi_xpu_wr *)0;
+								  : FI_XPU_I_NULL;
 	void *peer, *desc, *ctx, *buf;
 	uint64_t flags;
 	if (!w || !ep || w->prov_id != ep->fid.prov_id)
-		w = (struct fi_xpu_wr *)0;
+		w = FI_XPU_I_NULL;
 	if (!w) {
 		/* Refused: -FI_EINVAL from the write every provider refuses
 		 * alike, so that a group still meets. */
 		if (scope == FI_XPU_WORK_ITEM)
 			return -FI_EINVAL;
-		return fi_xpu_write(ep, (const void *)0, 1, (void *)0, 0, (void *)0, 0, 0,
-				    (void *)0, 0, scope);
+		return fi_xpu_write(ep, FI_XPU_I_NULL, 1, FI_XPU_I_NULL, 0, FI_XPU_I_NULL, 0, 0,
+				    FI_XPU_I_NULL, 0, scope);
 	}
-	peer = (w->present & FI_XPU_WR_PEER) ? (void *)w->peer : (void *)0;
-	desc = (w->present & FI_XPU_WR_DESC) ? (void *)w->desc : (void *)0;
+	peer = (w->present & FI_XPU_WR_PEER) ? (void *)w->peer : FI_XPU_I_NULL;
+	desc = (w->present & FI_XPU_WR_DESC) ? (void *)w->desc : FI_XPU_I_NULL;
 	ctx = (void *)(uintptr_t)w->context;
 	buf = (void *)(uintptr_t)w->buf;
 	flags = w->flags | FI_MORE;
@@ -718,14 +718,14 @@ FI_XPU_FUNC int fi_xpu_queue_wr(struct fid_xpu_ep *ep, void *wr_buf, size_t wr_l
 	case FI_XPU_WR_OP_FETCH_ATOMIC:
 		return fi_xpu_fetch_atomic(
 			ep, buf, w->len, desc, (void *)(uintptr_t)w->result,
-			(w->present & FI_XPU_WR_RESULT_DESC) ? (void *)w->result_desc : (void *)0,
+			(w->present & FI_XPU_WR_RESULT_DESC) ? (void *)w->result_desc : FI_XPU_I_NULL,
 			peer, w->addr, w->key, (int)w->datatype, (int)w->atomic_op, ctx, flags, scope);
 	default: /* FI_XPU_WR_OP_COMPARE_ATOMIC: the host prepares no other */
 		return fi_xpu_compare_atomic(
 			ep, buf, w->len, desc, (const void *)(uintptr_t)w->compare,
-			(w->present & FI_XPU_WR_COMPARE_DESC) ? (void *)w->compare_desc : (void *)0,
+			(w->present & FI_XPU_WR_COMPARE_DESC) ? (void *)w->compare_desc : FI_XPU_I_NULL,
 			(void *)(uintptr_t)w->result,
-			(w->present & FI_XPU_WR_RESULT_DESC) ? (void *)w->result_desc : (void *)0,
+			(w->present & FI_XPU_WR_RESULT_DESC) ? (void *)w->result_desc : FI_XPU_I_NULL,
 			peer, w->addr, w->key, (int)w->datatype, (int)w->atomic_op, ctx, flags, scope);
 	}
 }

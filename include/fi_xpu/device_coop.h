@@ -275,7 +275,7 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, const uint64_t *r,
 		if (fi_xpu_i_aborted(abort))
 			return FI_XPU_ABORT_ERR;
 		if (timeout_ms >= 0 &&
-		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
+		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
 			return -FI_ETIMEDOUT;
 		fi_xpu_arch_pause();
 	}

@@ -115,7 +115,7 @@ FI_XPU_FUNC int fi_xpu_group_check(const struct fi_xpu_group *g, const char *cal
 #if defined(FI_XPU_DEVICE_DEBUG)
 	uint32_t arrived = 0;
 	int rc = fi_xpu_arch_barrier_timeout(
-		g->scope, (uint64_t)FI_XPU_DEVICE_DEBUG_TIMEOUT_MS * 1000000ULL, &arrived);
+		g->scope, (uint64_t)FI_XPU_DEVICE_DEBUG_TIMEOUT_MS * (uint64_t)1000000, &arrived);
 	if (rc == -FI_ETIMEDOUT)
 		FI_XPU_DEVICE_DEBUG_REPORT(call, fi_xpu_group_scope_name(g->scope),
 					   (unsigned)arrived, (unsigned)g->size,
@@ -227,7 +227,7 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 			rc_ = read_item(cq, (unsigned char *)(buf) + got_ * esz_,        \
 					(count) - got_,                                  \
 					(src_addr) ? (uint64_t *)(src_addr) + got_       \
-						   : (uint64_t *)0);                     \
+						   : FI_XPU_I_NULL);                     \
 			if (rc_ > 0)                                                     \
 				got_ += (size_t)rc_;                                     \
 			else if (rc_ != -FI_EAGAIN)                                      \
@@ -236,8 +236,8 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 				return (int64_t)got_;                                    \
 			if (fi_xpu_i_aborted(abort))                                     \
 				return got_ ? (int64_t)got_ : FI_XPU_ABORT_ERR;          \
-			if (to_ >= 0 &&                                                  \
-			    fi_xpu_arch_clock_ns() - start_ >= (uint64_t)to_ * 1000000ULL) \
+			if (to_ >= 0 && fi_xpu_arch_clock_ns() - start_ >=               \
+					      (uint64_t)to_ * (uint64_t)1000000)         \
 				return got_ ? (int64_t)got_ : -FI_ETIMEDOUT;             \
 			fi_xpu_arch_pause();                                             \
 		}                                                                        \
@@ -248,7 +248,7 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 					       int scope)                                \
 	{                                                                                \
 		FI_XPU_GROUP_LEADER_SERVES(scope, "fi_xpu_cq_read",                      \
-					   read_item(cq, buf, count, (uint64_t *)0));    \
+					   read_item(cq, buf, count, FI_XPU_I_NULL));    \
 	}                                                                                \
 	FI_XPU_FUNC int64_t fi_xpu_cq_readfrom_##p(struct fid_xpu_cq *cq, void *buf,     \
 						   size_t count, void *src_addr, int scope) \
@@ -273,7 +273,7 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 						uint64_t threshold, int scope)           \
 	{                                                                                \
 		FI_XPU_GROUP_LEADER_SERVES(scope, "fi_xpu_cq_sread",                     \
-					   sread_item(cq, buf, count, (void *)0, threshold)); \
+					   sread_item(cq, buf, count, FI_XPU_I_NULL, threshold)); \
 	}
 
 #define FI_XPU_GROUP_CNTR_ENTRY_POINTS(p, locate, abort_of, mscope)                               \

@@ -149,9 +149,9 @@ FI_XPU_FUNC struct fi_xpu_ofi_ep_dev *fi_xpu_ofi_ep(const struct fid_xpu_ep *ep)
 {
 	struct fi_xpu_ofi_ep_dev *d =
 		ep ? FI_XPU_OFI_P(struct fi_xpu_ofi_ep_dev, ep->fid.prov_ctx)
-		   : (struct fi_xpu_ofi_ep_dev *)0;
+		   : FI_XPU_I_NULL;
 	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_EP) ? d
-								     : (struct fi_xpu_ofi_ep_dev *)0;
+								     : FI_XPU_I_NULL;
 }
 
 /* The abort word of an endpoint's context (0: none), for the waits that
@@ -166,9 +166,9 @@ FI_XPU_FUNC struct fi_xpu_ofi_cq_dev *fi_xpu_ofi_cq(const struct fid_xpu_cq *cq)
 {
 	struct fi_xpu_ofi_cq_dev *d =
 		cq ? FI_XPU_OFI_P(struct fi_xpu_ofi_cq_dev, cq->fid.prov_ctx)
-		   : (struct fi_xpu_ofi_cq_dev *)0;
+		   : FI_XPU_I_NULL;
 	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_CQ) ? d
-								     : (struct fi_xpu_ofi_cq_dev *)0;
+								     : FI_XPU_I_NULL;
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_ofi_desc_id(const void *desc)
@@ -294,7 +294,7 @@ FI_XPU_FUNC void fi_xpu_ofi_fill(struct fi_xpu_ofi_ep_dev *ep, uint64_t pos,
 {
 	struct fi_xpu_ofi_wqe *e =
 		FI_XPU_OFI_P(struct fi_xpu_ofi_wqe, ep->ring) + (pos & (ep->size - 1));
-	unsigned char *stage = (unsigned char *)0;
+	unsigned char *stage = FI_XPU_I_NULL;
 	if (w->flags & FI_INJECT) {
 		int64_t n = fi_xpu_ofi_inject_bytes(w);
 		stage = FI_XPU_OFI_P(unsigned char, ep->stage) +
@@ -558,8 +558,8 @@ FI_XPU_FUNC int fi_xpu_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, size_t
 					     (int)datatype, 0);
 	if (!own && (op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP)))
 		own = -FI_EINVAL;
-	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_ATOMIC, buf, count, desc, (const void *)0,
-				     (void *)0, (void *)0, dest_addr, addr, key, (int)datatype,
+	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_ATOMIC, buf, count, desc, FI_XPU_I_NULL,
+				     FI_XPU_I_NULL, FI_XPU_I_NULL, dest_addr, addr, key, (int)datatype,
 				     (int)op, context, flags, own, scope, "fi_xpu_atomic");
 }
 
@@ -574,7 +574,7 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_ofi(struct fid_xpu_ep *ep, const void *buf, 
 	if (!own && op >= FI_CSWAP && op <= FI_MSWAP)
 		own = -FI_EINVAL;
 	return fi_xpu_ofi_atomic_any(ep, FI_XPU_OFI_OP_FETCH_ATOMIC, buf, count, desc,
-				     (const void *)0, result, result_desc, dest_addr, addr, key,
+				     FI_XPU_I_NULL, result, result_desc, dest_addr, addr, key,
 				     (int)datatype, (int)op, context, flags, own, scope,
 				     "fi_xpu_fetch_atomic");
 }
@@ -613,7 +613,7 @@ FI_XPU_FUNC int fi_xpu_flush_ofi(struct fid_xpu_ep *hep, uint64_t flags, int sco
 		uint64_t snap = fi_xpu_ofi_ld(&ep->prod), start = fi_xpu_arch_clock_ns();
 		while (fi_xpu_ofi_ld(&ep->flushed) < snap) {
 			if (fi_xpu_arch_clock_ns() - start >=
-			    (uint64_t)FI_XPU_OFI_FLUSH_TIMEOUT_MS * 1000000ULL) {
+			    (uint64_t)FI_XPU_OFI_FLUSH_TIMEOUT_MS * (uint64_t)1000000) {
 				rc = -FI_ETIMEDOUT;
 				break;
 			}
@@ -696,7 +696,7 @@ FI_XPU_FUNC void *fi_xpu_peer_ptr_ofi(struct fid_xpu_ep *ep, void *dest_addr, ui
 	(void)addr;
 	(void)key;
 	(void)len;
-	return (void *)0;
+	return FI_XPU_I_NULL;
 }
 
 /* Commits requests queued with FI_MORE (fi_xpu_queue_wr): the leader rings
@@ -802,7 +802,7 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 			/* libfabric reports a positive errno here. */
 			o.err = (int)-e->err;
 			o.prov_errno = e->prov_errno ? (int)e->prov_errno : (int)e->err;
-			o.err_data = (void *)0;
+			o.err_data = FI_XPU_I_NULL;
 			o.err_data_size = 0;
 			/* Hands the slot back to the proxy. */
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ,
@@ -844,17 +844,17 @@ FI_XPU_GROUP_CQ_ENTRY_POINTS(ofi, fi_xpu_ofi_cq_read_item, fi_xpu_ofi_cq_readerr
 			     fi_xpu_ofi_cq_sread_item)
 
 /* ---- counters ------------------------------------------------------------ */
-FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr(const struct fid_xpu_cntr *c)
+FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr_value(const struct fid_xpu_cntr *c)
 {
 	struct fi_xpu_ofi_cntr *k = c ? FI_XPU_OFI_P(struct fi_xpu_ofi_cntr, c->fid.prov_ctx)
-				      : (struct fi_xpu_ofi_cntr *)0;
-	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR) ? &k->value : (uint64_t *)0;
+				      : FI_XPU_I_NULL;
+	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR) ? &k->value : FI_XPU_I_NULL;
 }
 
 /* The abort word of the counter's context (0: none). */
 FI_XPU_FUNC uint64_t fi_xpu_ofi_cntr_abort(const struct fid_xpu_cntr *c)
 {
-	uint64_t *k = fi_xpu_ofi_cntr(c);
+	uint64_t *k = fi_xpu_ofi_cntr_value(c);
 	return k ? ((const struct fi_xpu_ofi_cntr *)(void *)k)->abort : 0;
 }
 
@@ -862,8 +862,8 @@ FI_XPU_FUNC uint64_t fi_xpu_ofi_cntr_abort(const struct fid_xpu_cntr *c)
  * device code update (no second pair). */
 FI_XPU_FUNC uint64_t *fi_xpu_ofi_cntr_words(const struct fid_xpu_cntr *c, const uint64_t **remote)
 {
-	*remote = (const uint64_t *)0;
-	return fi_xpu_ofi_cntr(c);
+	*remote = FI_XPU_I_NULL;
+	return fi_xpu_ofi_cntr_value(c);
 }
 
 FI_XPU_GROUP_CNTR_ENTRY_POINTS(ofi, fi_xpu_ofi_cntr_words, fi_xpu_ofi_cntr_abort, FI_XPU_OFI_SYS)

@@ -463,9 +463,18 @@ FI_XPU_FUNC struct fi_xpu_shm_cqe_in fi_xpu_shm_cqe_zero(void)
 	in.flags = in.context = in.len = in.buf = in.data = in.tag = 0;
 	in.olen = in.src_nonce = in.src_ep = 0;
 	in.err = 0;
-	in.key = (const uint64_t *)0;
+	in.key = FI_XPU_I_NULL;
 	in.src_conn = in.roff = 0;
 	return in;
+}
+
+/* Entry `pos` of a ring of `size` entries (a power of two): the entries
+ * follow the 192-byte header, so they are 8-byte aligned. */
+FI_XPU_FUNC struct fi_xpu_shm_cqe *fi_xpu_shm_ring_entry(struct fi_xpu_shm_cq_ring *r, uint64_t size,
+							  uint64_t pos)
+{
+	return (struct fi_xpu_shm_cqe *)(void *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
+	       (pos & (size - 1));
 }
 
 /* Claims a slot of a ring with `size` entries (a power of two) and
@@ -498,7 +507,7 @@ FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
 		if (fi_xpu_shm_cas(&r->head, h, h + 1))
 			break;
 	}
-	e = (struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) + (h & (size - 1));
+	e = fi_xpu_shm_ring_entry(r, size, h);
 	e->flags = in->flags;
 	e->context = in->context;
 	e->len = in->len;
@@ -549,7 +558,7 @@ FI_XPU_FUNC const struct fi_xpu_shm_peer_map *fi_xpu_shm_conn_map(uint64_t cx, u
 {
 	const struct fi_xpu_shm_ctx_dev *c = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, cx);
 	if (!c || conn >= FI_XPU_SHM_MAX_CONNS)
-		return (const struct fi_xpu_shm_peer_map *)0;
+		return FI_XPU_I_NULL;
 	return FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, fi_xpu_shm_ld(&c->maps[conn]));
 }
 
@@ -570,8 +579,7 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 		return;
 	for (;;) {
 		uint64_t t = fi_xpu_shm_ld(&q->rtail);
-		struct fi_xpu_shm_cqe *e =
-			(struct fi_xpu_shm_cqe *)((unsigned char *)rr + FI_XPU_SHM_CQ_HDR) + (t & (q->size - 1));
+		struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(rr, q->size, t);
 		struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
 		const struct fi_xpu_shm_peer_map *map;
 		uint64_t conn, stamp;
@@ -664,6 +672,8 @@ struct fi_xpu_shm_target {
 	struct fi_xpu_shm_ep_block *ep;
 	const struct fi_xpu_shm_ep_info *info;
 };
+#define FI_XPU_SHM_NO_TARGET                                                              \
+	{ FI_XPU_I_NULL, FI_XPU_I_NULL, FI_XPU_I_NULL, 0, FI_XPU_I_NULL, FI_XPU_I_NULL }
 
 /* A raw AV address points into the context's table of peer addresses
  * (fi_xpu_av_lookup hands out nothing else); anything else is refused
@@ -673,19 +683,19 @@ FI_XPU_FUNC const struct fi_xpu_shm_peer_addr *fi_xpu_shm_peer(const struct fi_x
 {
 	const struct fi_xpu_shm_ctx_dev *c =
 		ep ? FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx)
-		   : (const struct fi_xpu_shm_ctx_dev *)0;
+		   : FI_XPU_I_NULL;
 	uint64_t base = c ? c->peer_addrs : 0, off = raw - base;
 	if (!base || raw < base ||
 	    off >= (uint64_t)FI_XPU_SHM_PEER_ADDRS * sizeof(struct fi_xpu_shm_peer_addr) ||
 	    off % sizeof(struct fi_xpu_shm_peer_addr))
-		return (const struct fi_xpu_shm_peer_addr *)0;
+		return FI_XPU_I_NULL;
 	return FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw);
 }
 
 /* Resolves a raw AV address: the peer endpoint's information (read-only
  * here), its heap and its block there. Whatever the information says is
  * checked against the heap before use. */
-FI_XPU_FUNC int fi_xpu_shm_target(const struct fi_xpu_shm_ep_dev *ep, const void *dest_addr,
+FI_XPU_FUNC int fi_xpu_shm_target_of(const struct fi_xpu_shm_ep_dev *ep, const void *dest_addr,
 				  struct fi_xpu_shm_target *t)
 {
 	uint64_t isize = 0, hrid, boff;
@@ -790,7 +800,7 @@ FI_XPU_FUNC uint64_t *fi_xpu_shm_tcntr(const struct fi_xpu_shm_target *t, const 
 {
 	uint64_t off = fi_xpu_shm_ldr(offp);
 	if (!fi_xpu_shm_theap_ok(t, off, sizeof(struct fi_xpu_shm_cntr)))
-		return (uint64_t *)0;
+		return FI_XPU_I_NULL;
 	return (uint64_t *)(void *)(t->heap + off);
 }
 
@@ -822,9 +832,9 @@ FI_XPU_FUNC struct fi_xpu_shm_ep_dev *fi_xpu_shm_ep(const struct fid_xpu_ep *ep)
 {
 	struct fi_xpu_shm_ep_dev *d =
 		ep ? FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, ep->fid.prov_ctx)
-		   : (struct fi_xpu_shm_ep_dev *)0;
+		   : FI_XPU_I_NULL;
 	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_EP) ? d
-								     : (struct fi_xpu_shm_ep_dev *)0;
+								     : FI_XPU_I_NULL;
 }
 
 /* The abort word of an endpoint's context (0: none), for the waits that
@@ -839,9 +849,9 @@ FI_XPU_FUNC struct fi_xpu_shm_cq_dev *fi_xpu_shm_cq(const struct fid_xpu_cq *cq)
 {
 	struct fi_xpu_shm_cq_dev *d =
 		cq ? FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, cq->fid.prov_ctx)
-		   : (struct fi_xpu_shm_cq_dev *)0;
+		   : FI_XPU_I_NULL;
 	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_CQ) ? d
-								     : (struct fi_xpu_shm_cq_dev *)0;
+								     : FI_XPU_I_NULL;
 }
 
 /* ---- scopes ------------------------------------------------------------- */
@@ -877,8 +887,8 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			       uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
-	unsigned char *mem = 0;
+	struct fi_xpu_shm_target t = FI_XPU_SHM_NO_TARGET;
+	unsigned char *mem = FI_XPU_I_NULL;
 	int64_t rc = 0;
 	uint64_t cflags = (is_write ? FI_WRITE : FI_READ) | FI_RMA;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
@@ -886,7 +896,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 		return -FI_EINVAL;
 	if (rank == 0) {
 		/* A bad address is the caller's error, returned as such. */
-		rc = fi_xpu_shm_target(ep, dest_addr, &t);
+		rc = fi_xpu_shm_target_of(ep, dest_addr, &t);
 		if (rc == 0 && len)
 			rc = fi_xpu_shm_rkey(&t, addr, len, key,
 					     is_write ? FI_REMOTE_WRITE : FI_REMOTE_READ, &mem);
@@ -976,7 +986,7 @@ FI_XPU_FUNC struct fi_xpu_shm_num fi_xpu_shm_decode(int dt, uint64_t bits)
 	case FI_UINT16: n.kind = 1; n.u = (uint16_t)bits; break;
 	case FI_UINT32: n.kind = 1; n.u = (uint32_t)bits; break;
 	case FI_UINT64: n.kind = 1; n.u = bits; break;
-	case FI_FLOAT: n.kind = 2; f32.u = (uint32_t)bits; n.f = f32.f; break;
+	case FI_FLOAT: n.kind = 2; f32.u = (uint32_t)bits; n.f = (double)f32.f; break;
 	default: n.kind = 2; f64.u = bits; n.f = f64.f; break;
 	}
 	return n;
@@ -995,7 +1005,9 @@ FI_XPU_FUNC int fi_xpu_shm_cmp(struct fi_xpu_shm_num a, struct fi_xpu_shm_num b)
 FI_XPU_FUNC int fi_xpu_shm_truth(int dt, uint64_t bits)
 {
 	struct fi_xpu_shm_num n = fi_xpu_shm_decode(dt, bits);
-	return n.kind == 2 ? n.f != 0.0 : (n.kind == 0 ? n.s != 0 : n.u != 0);
+	/* A float's truth as C's: not zero, NaN included (written without ==
+	 * for builds with -Wfloat-equal). */
+	return n.kind == 2 ? !(n.f >= 0.0 && n.f <= 0.0) : (n.kind == 0 ? n.s != 0 : n.u != 0);
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_shm_mask(int dt)
@@ -1116,8 +1128,8 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 				      uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
-	unsigned char *mem = 0;
+	struct fi_xpu_shm_target t = FI_XPU_SHM_NO_TARGET;
+	unsigned char *mem = FI_XPU_I_NULL;
 	int64_t rc = 0;
 	int sz = fi_xpu_shm_dt_size(datatype);
 	int is_cmp = op >= FI_CSWAP && op <= FI_MSWAP;
@@ -1137,7 +1149,7 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 	need = op == FI_ATOMIC_READ ? FI_REMOTE_READ
 				    : (result ? FI_REMOTE_READ | FI_REMOTE_WRITE : FI_REMOTE_WRITE);
 	if (rank == 0) {
-		rc = fi_xpu_shm_target(ep, dest_addr, &t);
+		rc = fi_xpu_shm_target_of(ep, dest_addr, &t);
 		if (rc == 0)
 			rc = fi_xpu_shm_rkey(&t, addr, count * (size_t)sz, key, need, &mem);
 		/* The registration's base comes from the target: the element
@@ -1151,11 +1163,12 @@ FI_XPU_FUNC int fi_xpu_shm_atomic_any(const struct fid_xpu_ep *hep, const void *
 		}
 		if (rc == 0) {
 			for (i = 0; i < count; i++) {
-				uint64_t v = buf ? fi_xpu_shm_get((const unsigned char *)buf + i * sz, sz) : 0;
-				uint64_t c = compare ? fi_xpu_shm_get((const unsigned char *)compare + i * sz, sz) : 0;
-				uint64_t old = fi_xpu_shm_atomic1(mem + i * sz, op, datatype, v, c);
+				size_t off = i * (size_t)sz;
+				uint64_t v = buf ? fi_xpu_shm_get((const unsigned char *)buf + off, sz) : 0;
+				uint64_t c = compare ? fi_xpu_shm_get((const unsigned char *)compare + off, sz) : 0;
+				uint64_t old = fi_xpu_shm_atomic1(mem + off, op, datatype, v, c);
 				if (result)
-					fi_xpu_shm_put((unsigned char *)result + i * sz, sz, old);
+					fi_xpu_shm_put((unsigned char *)result + off, sz, old);
 				old1 = old;
 			}
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, op == FI_ATOMIC_READ ? &t.info->rem_read_cntr
@@ -1232,7 +1245,7 @@ FI_XPU_FUNC const struct fi_xpu_shm_peer_map *fi_xpu_shm_src_map(const struct fi
 {
 	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, conn);
 	if (!map || fi_xpu_shm_ld(&map->gen) != gen)
-		return 0;
+		return FI_XPU_I_NULL;
 	return map;
 }
 
@@ -1246,8 +1259,8 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 				    uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
-	struct fi_xpu_shm_msg *m = 0;
+	struct fi_xpu_shm_target t = FI_XPU_SHM_NO_TARGET;
+	struct fi_xpu_shm_msg *m = FI_XPU_I_NULL;
 	uint64_t h = 0, tl, src_region = 0, src_off = 0, lane = 0;
 	uint64_t cflags = FI_SEND | ((flags & FI_TAGGED) ? FI_TAGGED : FI_MSG);
 	int64_t rc = 0;
@@ -1260,7 +1273,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 	if ((flags & FI_INJECT) && len > FI_XPU_SHM_EAGER_MAX)
 		return -FI_EMSGSIZE;
 	if (rank == 0) {
-		rc = fi_xpu_shm_target(ep, dest_addr, &t);
+		rc = fi_xpu_shm_target_of(ep, dest_addr, &t);
 		if (rc == 0 && len > FI_XPU_SHM_EAGER_MAX) {
 			const struct fi_xpu_shm_mr_desc *d = (const struct fi_xpu_shm_mr_desc *)desc;
 			uint64_t a = (uint64_t)(uintptr_t)buf;
@@ -1413,10 +1426,10 @@ FI_XPU_FUNC const uint64_t *fi_xpu_shm_msg_key(const struct fi_xpu_shm_ep_dev *e
 {
 	const struct fi_xpu_shm_peer_map *map = fi_xpu_shm_conn_map(ep->ctx, h->src_conn);
 	if (!map || (h->src_ep >> 32))
-		return (const uint64_t *)0;
+		return FI_XPU_I_NULL;
 	*prev = h->src_gen != fi_xpu_shm_ld(&map->gen);
 	if (*prev && h->src_gen != fi_xpu_shm_ld(&map->prev_gen))
-		return (const uint64_t *)0;
+		return FI_XPU_I_NULL;
 	return *prev ? map->prev_key : map->key;
 }
 
@@ -1513,7 +1526,7 @@ FI_XPU_FUNC void fi_xpu_shm_stream_rx(struct fi_xpu_shm_ep_dev *ep, struct fi_xp
 {
 	struct fi_xpu_shm_msg *m = FI_XPU_SHM_P(struct fi_xpu_shm_msg, p->slot);
 	const struct fi_xpu_shm_peer_map *map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, p->map);
-	const uint64_t *key = fi_xpu_shm_ld(&map->gen) == p->seq ? map->key : (const uint64_t *)0;
+	const uint64_t *key = fi_xpu_shm_ld(&map->gen) == p->seq ? map->key : FI_XPU_I_NULL;
 	uint64_t produced, pst, done = p->done;
 	if (fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_STREAMING) {
 		/* Someone rewrote the slot: its bytes are lost. */
@@ -1717,7 +1730,7 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 	for (pos = tail; pos != head; pos++) {
 		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, pos);
 		struct fi_xpu_shm_msg_seen h;
-		struct fi_xpu_shm_posted *best = 0;
+		struct fi_xpu_shm_posted *best = FI_XPU_I_NULL;
 		if (fi_xpu_shm_ld(&m->seq) != pos + 1)
 			break;
 		if (fi_xpu_shm_ld(&m->state) != FI_XPU_SHM_SLOT_NEW)
@@ -1800,7 +1813,7 @@ FI_XPU_FUNC int fi_xpu_shm_recv_any(const struct fid_xpu_ep *hep, void *buf, siz
 				    uint64_t flags, void *context, int scope)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	const struct fi_xpu_shm_peer_addr *src = 0;
+	const struct fi_xpu_shm_peer_addr *src = FI_XPU_I_NULL;
 	int64_t rc = 0;
 	int i;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
@@ -1878,9 +1891,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 		fi_xpu_shm_report_overrun(r, q->size);
 		while (n < count) {
 			uint64_t t = fi_xpu_shm_ld(&r->tail);
-			struct fi_xpu_shm_cqe *e =
-				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
-				(t & (q->size - 1));
+			struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(r, q->size, t);
 			struct fi_cq_tagged_entry out;
 			int claimed;
 			if (fi_xpu_shm_ld(&e->seq) != t + 1)
@@ -1927,9 +1938,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 		fi_xpu_shm_report_overrun(r, q->size);
 		for (;;) {
 			uint64_t t = fi_xpu_shm_ld(&r->tail);
-			struct fi_xpu_shm_cqe *e =
-				(struct fi_xpu_shm_cqe *)((unsigned char *)r + FI_XPU_SHM_CQ_HDR) +
-				(t & (q->size - 1));
+			struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(r, q->size, t);
 			struct fi_cq_err_entry out;
 			int claimed;
 			if (fi_xpu_shm_ld(&e->seq) != t + 1 || !e->is_err)
@@ -1944,7 +1953,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 			/* libfabric reports a positive errno here. */
 			out.err = (int)-e->err;
 			out.prov_errno = (int)e->err;
-			out.err_data = (void *)0;
+			out.err_data = FI_XPU_I_NULL;
 			out.err_data_size = 0;
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, claimed = fi_xpu_shm_cas(&r->tail, t, t + 1));
 			if (!claimed)
@@ -1989,12 +1998,12 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 					   int sig_op, void *context)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
-	unsigned char *mem = 0, *sig = 0;
+	struct fi_xpu_shm_target t = FI_XPU_SHM_NO_TARGET;
+	unsigned char *mem = FI_XPU_I_NULL, *sig = FI_XPU_I_NULL;
 	int rc;
 	if (!ep || (!buf && len) || !dest_addr)
 		return -FI_EINVAL;
-	rc = fi_xpu_shm_target(ep, dest_addr, &t);
+	rc = fi_xpu_shm_target_of(ep, dest_addr, &t);
 	if (rc == 0 && len)
 		rc = fi_xpu_shm_rkey(&t, addr, len, key, FI_REMOTE_WRITE, &mem);
 	if (rc == 0)
@@ -2029,11 +2038,11 @@ FI_XPU_FUNC void *fi_xpu_shm_peer_ptr_item(struct fid_xpu_ep *hep, const void *d
 					   uint64_t addr, uint64_t key, size_t len)
 {
 	struct fi_xpu_shm_ep_dev *ep = fi_xpu_shm_ep(hep);
-	struct fi_xpu_shm_target t = { 0, 0, 0, 0, 0, 0 };
-	unsigned char *mem = 0;
-	if (!ep || fi_xpu_shm_target(ep, dest_addr, &t) != 0 ||
+	struct fi_xpu_shm_target t = FI_XPU_SHM_NO_TARGET;
+	unsigned char *mem = FI_XPU_I_NULL;
+	if (!ep || fi_xpu_shm_target_of(ep, dest_addr, &t) != 0 ||
 	    fi_xpu_shm_rkey(&t, addr, len, key, FI_REMOTE_READ | FI_REMOTE_WRITE, &mem) != 0)
-		return (void *)0;
+		return FI_XPU_I_NULL;
 	return mem;
 }
 
@@ -2146,8 +2155,8 @@ FI_XPU_FUNC int fi_xpu_atomic_shm(struct fid_xpu_ep *ep, const void *buf, size_t
 	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_atomic", fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_ATOMIC_FLAGS, count, addr, (int)datatype, 0),
 			     op == FI_ATOMIC_READ || (op >= FI_CSWAP && op <= FI_MSWAP)
 				     ? -FI_EINVAL
-				     : fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0,
-							     (void *)0, dest_addr, addr, key,
+				     : fi_xpu_shm_atomic_any(ep, buf, count, FI_XPU_I_NULL,
+							     FI_XPU_I_NULL, dest_addr, addr, key,
 							     (int)datatype, (int)op, flags, context,
 							     FI_XPU_WORK_ITEM));
 }
@@ -2163,7 +2172,7 @@ FI_XPU_FUNC int fi_xpu_fetch_atomic_shm(struct fid_xpu_ep *ep, const void *buf, 
 	FI_XPU_SHM_EACH_CHECKED(scope, "fi_xpu_fetch_atomic", fi_xpu_device_check_atomic(flags, FI_XPU_DEVICE_FETCH_FLAGS, count, addr, (int)datatype, !result),
 			     op >= FI_CSWAP && op <= FI_MSWAP
 				     ? -FI_EINVAL
-				     : fi_xpu_shm_atomic_any(ep, buf, count, (const void *)0, result,
+				     : fi_xpu_shm_atomic_any(ep, buf, count, FI_XPU_I_NULL, result,
 							     dest_addr, addr, key, (int)datatype,
 							     (int)op, flags, context,
 							     FI_XPU_WORK_ITEM));
@@ -2325,30 +2334,30 @@ FI_XPU_GROUP_CQ_ENTRY_POINTS(shm, fi_xpu_shm_cq_read_item, fi_xpu_shm_cq_readerr
  * peers increment (fi_xpu/device_coop.h reads their sum), behind a local
  * device block; every work item of a scope may call these (reads are
  * idempotent, and updates are made once, by the scope's leader). */
-FI_XPU_FUNC const struct fi_xpu_shm_cntr_dev *fi_xpu_shm_cntr_dev(const struct fid_xpu_cntr *c)
+FI_XPU_FUNC const struct fi_xpu_shm_cntr_dev *fi_xpu_shm_cntr_of(const struct fid_xpu_cntr *c)
 {
 	const struct fi_xpu_shm_cntr_dev *k =
 		c ? FI_XPU_SHM_P(const struct fi_xpu_shm_cntr_dev, c->fid.prov_ctx)
-		  : (const struct fi_xpu_shm_cntr_dev *)0;
+		  : FI_XPU_I_NULL;
 	return k && fi_xpu_handle_live(&k->magic, FI_XPU_HANDLE_CNTR)
 		       ? k
-		       : (const struct fi_xpu_shm_cntr_dev *)0;
+		       : FI_XPU_I_NULL;
 }
 
-FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr(const struct fid_xpu_cntr *c, const uint64_t **remote)
+FI_XPU_FUNC uint64_t *fi_xpu_shm_cntr_words(const struct fid_xpu_cntr *c, const uint64_t **remote)
 {
-	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_dev(c);
-	*remote = k ? FI_XPU_SHM_P(const uint64_t, fi_xpu_shm_ld(&k->rcntr)) : (const uint64_t *)0;
-	return k ? FI_XPU_SHM_P(uint64_t, k->cntr) : (uint64_t *)0;
+	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_of(c);
+	*remote = k ? FI_XPU_SHM_P(const uint64_t, fi_xpu_shm_ld(&k->rcntr)) : FI_XPU_I_NULL;
+	return k ? FI_XPU_SHM_P(uint64_t, k->cntr) : FI_XPU_I_NULL;
 }
 
 /* The abort word of the counter's context (0: none). */
 FI_XPU_FUNC uint64_t fi_xpu_shm_cntr_abort(const struct fid_xpu_cntr *c)
 {
-	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_dev(c);
+	const struct fi_xpu_shm_cntr_dev *k = fi_xpu_shm_cntr_of(c);
 	return k ? k->abort : 0;
 }
 
-FI_XPU_GROUP_CNTR_ENTRY_POINTS(shm, fi_xpu_shm_cntr, fi_xpu_shm_cntr_abort, FI_XPU_SHM_SYS)
+FI_XPU_GROUP_CNTR_ENTRY_POINTS(shm, fi_xpu_shm_cntr_words, fi_xpu_shm_cntr_abort, FI_XPU_SHM_SYS)
 
 #endif /* FI_XPU_INCLUDED_DEVICE_SHM_H */

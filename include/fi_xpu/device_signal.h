@@ -73,7 +73,7 @@ FI_XPU_FUNC int fi_xpu_signal_wait_item(uint64_t abort, const uint64_t *sig, int
 		if (fi_xpu_i_aborted(abort))
 			return FI_XPU_ABORT_ERR;
 		if (timeout_ms >= 0 &&
-		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * 1000000ULL)
+		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
 			return -FI_ETIMEDOUT;
 		fi_xpu_arch_pause();
 	}

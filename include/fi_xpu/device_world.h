@@ -163,10 +163,10 @@ FI_XPU_FUNC const struct fi_xpu_world_dev *fi_xpu_i_world_of(const struct fi_xpu
 {
 	const struct fi_xpu_world_dev *wd;
 	if (!w || w->valid != FI_XPU_WINDOW_VALID)
-		return (const struct fi_xpu_world_dev *)0;
+		return FI_XPU_I_NULL;
 	wd = FI_XPU_I_WORLD_P(const struct fi_xpu_world_dev, w->world);
 	if (!wd || wd->valid != FI_XPU_WORLD_VALID || wd->nlanes > FI_XPU_WORLD_LANES)
-		return (const struct fi_xpu_world_dev *)0;
+		return FI_XPU_I_NULL;
 	return wd;
 }
 
@@ -174,7 +174,7 @@ FI_XPU_FUNC const struct fi_xpu_window_peer *fi_xpu_i_world_peer(const struct fi
 								 int peer)
 {
 	if (!fi_xpu_i_world_of(w) || peer < 0 || (uint32_t)peer >= w->nranks)
-		return (const struct fi_xpu_window_peer *)0;
+		return FI_XPU_I_NULL;
 	return FI_XPU_I_WORLD_P(const struct fi_xpu_window_peer, w->peer) + peer;
 }
 
@@ -182,14 +182,30 @@ FI_XPU_FUNC const struct fi_xpu_world_route *fi_xpu_world_rma_route(const struct
 								    int peer)
 {
 	const struct fi_xpu_window_peer *p = fi_xpu_i_world_peer(w, peer);
-	return p ? &p->rma : (const struct fi_xpu_world_route *)0;
+	return p ? &p->rma : FI_XPU_I_NULL;
 }
 
 FI_XPU_FUNC const struct fi_xpu_world_route *fi_xpu_world_amo_route(const struct fi_xpu_window_dev *w,
 								    int peer)
 {
 	const struct fi_xpu_window_peer *p = fi_xpu_i_world_peer(w, peer);
-	return p ? &p->amo : (const struct fi_xpu_world_route *)0;
+	return p ? &p->amo : FI_XPU_I_NULL;
+}
+
+/* A lane's endpoint and counter handles. Kernels see the world's table
+ * as const, but post and count through the handles in it (their state
+ * lives behind them); the cast goes through an integer so that builds
+ * with -Wcast-qual stay quiet. */
+FI_XPU_FUNC struct fid_xpu_ep *fi_xpu_i_world_lane_ep(const struct fi_xpu_world_dev *wd,
+						      uint32_t lane)
+{
+	return (struct fid_xpu_ep *)(uintptr_t)&wd->lane[lane].ep;
+}
+
+FI_XPU_FUNC struct fid_xpu_cntr *fi_xpu_i_world_lane_cntr(const struct fi_xpu_world_dev *wd,
+							  uint32_t lane)
+{
+	return (struct fid_xpu_cntr *)(uintptr_t)&wd->lane[lane].cntr;
 }
 
 /* The endpoint of a route's lane. */
@@ -197,8 +213,8 @@ FI_XPU_FUNC struct fid_xpu_ep *fi_xpu_world_route_ep(const struct fi_xpu_world_d
 						     const struct fi_xpu_world_route *r)
 {
 	if (!wd || !r || r->lane >= wd->nlanes)
-		return (struct fid_xpu_ep *)0;
-	return (struct fid_xpu_ep *)&wd->lane[r->lane].ep;
+		return FI_XPU_I_NULL;
+	return fi_xpu_i_world_lane_ep(wd, r->lane);
 }
 
 /* `p` in lane `lane`'s terms: inside this rank's part of the window, the
@@ -212,7 +228,7 @@ FI_XPU_FUNC void *fi_xpu_i_world_local(const struct fi_xpu_window_dev *w, uint32
 		*desc = (void *)(uintptr_t)w->local[lane].desc;
 		return FI_XPU_I_WORLD_P(void, w->local[lane].addr + (a - w->addr));
 	}
-	*desc = (void *)0;
+	*desc = FI_XPU_I_NULL;
 	return (void *)(uintptr_t)a;
 }
 
@@ -229,9 +245,9 @@ FI_XPU_FUNC const struct fi_xpu_world_route *fi_xpu_i_world_route(const struct f
 	const struct fi_xpu_window_peer *p = fi_xpu_i_world_peer(w, peer);
 	const struct fi_xpu_world_route *r;
 	if (!p || offset > w->size || len > w->size - offset)
-		return (const struct fi_xpu_world_route *)0;
+		return FI_XPU_I_NULL;
 	r = amo ? &p->amo : &p->rma;
-	return r->lane < fi_xpu_i_world_of(w)->nlanes ? r : (const struct fi_xpu_world_route *)0;
+	return r->lane < fi_xpu_i_world_of(w)->nlanes ? r : FI_XPU_I_NULL;
 }
 
 /*
@@ -251,8 +267,8 @@ FI_XPU_FUNC const struct fi_xpu_world_route *fi_xpu_i_world_route(const struct f
 	r_ = fi_xpu_i_world_route(w, peer, offset, len, amo);                                \
 	for (l_ = 0; l_ < wd_->nlanes; l_++) {                                               \
 		int mine_ = r_ && r_->lane == l_;                                            \
-		struct fid_xpu_ep *ep = (struct fid_xpu_ep *)&wd_->lane[l_].ep;              \
-		void *dest = mine_ ? (void *)(uintptr_t)&r_->addr : (void *)0;               \
+		struct fid_xpu_ep *ep = fi_xpu_i_world_lane_ep(wd_, l_);                     \
+		void *dest = mine_ ? (void *)(uintptr_t)&r_->addr : FI_XPU_I_NULL;               \
 		uint64_t base = mine_ ? r_->base + (offset) : 0;                             \
 		uint64_t key = mine_ ? r_->key : 0;                                          \
 		uint64_t lflags = mine_ ? (flags) : FI_XPU_I_WORLD_NO_POST;                  \
@@ -284,10 +300,10 @@ FI_XPU_FUNC int fi_xpu_world_put(const struct fi_xpu_window_dev *w, int peer, ui
 {
 	FI_XPU_I_WORLD_OP(w, peer, offset, len, 0, flags, scope, {
 		void *ldesc;
-		void *buf = mine_ ? fi_xpu_i_world_local(w, l_, src, &ldesc) : (void *)0;
+		void *buf = mine_ ? fi_xpu_i_world_local(w, l_, src, &ldesc) : FI_XPU_I_NULL;
 		if (!mine_)
-			ldesc = (void *)0;
-		rc_ = fi_xpu_write(ep, buf, mine_ ? len : 0, ldesc, 0, dest, base, key, (void *)0,
+			ldesc = FI_XPU_I_NULL;
+		rc_ = fi_xpu_write(ep, buf, mine_ ? len : 0, ldesc, 0, dest, base, key, FI_XPU_I_NULL,
 				   lflags, scope);
 	});
 }
@@ -297,10 +313,10 @@ FI_XPU_FUNC int fi_xpu_world_get(const struct fi_xpu_window_dev *w, int peer, ui
 {
 	FI_XPU_I_WORLD_OP(w, peer, offset, len, 0, flags | FI_XPU_I_WORLD_NO_DC, scope, {
 		void *ldesc;
-		void *buf = mine_ ? fi_xpu_i_world_local(w, l_, dst, &ldesc) : (void *)0;
+		void *buf = mine_ ? fi_xpu_i_world_local(w, l_, dst, &ldesc) : FI_XPU_I_NULL;
 		if (!mine_)
-			ldesc = (void *)0;
-		rc_ = fi_xpu_read(ep, buf, mine_ ? len : 0, ldesc, dest, base, key, (void *)0,
+			ldesc = FI_XPU_I_NULL;
+		rc_ = fi_xpu_read(ep, buf, mine_ ? len : 0, ldesc, dest, base, key, FI_XPU_I_NULL,
 				  lflags & ~FI_XPU_I_WORLD_NO_DC, scope);
 	});
 }
@@ -313,11 +329,11 @@ FI_XPU_FUNC int fi_xpu_world_atomic(const struct fi_xpu_window_dev *w, int peer,
 			  scope, {
 				  void *ldesc;
 				  void *b = mine_ ? fi_xpu_i_world_local(w, l_, buf, &ldesc)
-						  : (void *)0;
+						  : FI_XPU_I_NULL;
 				  if (!mine_)
-					  ldesc = (void *)0;
+					  ldesc = FI_XPU_I_NULL;
 				  rc_ = fi_xpu_atomic(ep, b, mine_ ? count : 1, ldesc, dest, base, key,
-						      datatype, op, (void *)0, lflags, scope);
+						      datatype, op, FI_XPU_I_NULL, lflags, scope);
 			  });
 }
 
@@ -330,14 +346,14 @@ FI_XPU_FUNC int fi_xpu_world_fetch_atomic(const struct fi_xpu_window_dev *w, int
 			  scope, {
 				  void *ldesc, *rdesc;
 				  void *b = mine_ ? fi_xpu_i_world_local(w, l_, buf, &ldesc)
-						  : (void *)0;
+						  : FI_XPU_I_NULL;
 				  void *res = mine_ ? fi_xpu_i_world_local(w, l_, result, &rdesc)
-						    : (void *)0;
+						    : FI_XPU_I_NULL;
 				  if (!mine_)
-					  ldesc = rdesc = (void *)0;
+					  ldesc = rdesc = FI_XPU_I_NULL;
 				  rc_ = fi_xpu_fetch_atomic(ep, b, mine_ ? count : 1, ldesc, res,
 							    rdesc, dest, base, key, datatype, op,
-							    (void *)0, lflags, scope);
+							    FI_XPU_I_NULL, lflags, scope);
 			  });
 }
 
@@ -350,16 +366,16 @@ FI_XPU_FUNC int fi_xpu_world_compare_atomic(const struct fi_xpu_window_dev *w, i
 			  scope, {
 				  void *ldesc, *cdesc, *rdesc;
 				  void *b = mine_ ? fi_xpu_i_world_local(w, l_, buf, &ldesc)
-						  : (void *)0;
+						  : FI_XPU_I_NULL;
 				  void *cmp = mine_ ? fi_xpu_i_world_local(w, l_, compare, &cdesc)
-						    : (void *)0;
+						    : FI_XPU_I_NULL;
 				  void *res = mine_ ? fi_xpu_i_world_local(w, l_, result, &rdesc)
-						    : (void *)0;
+						    : FI_XPU_I_NULL;
 				  if (!mine_)
-					  ldesc = cdesc = rdesc = (void *)0;
+					  ldesc = cdesc = rdesc = FI_XPU_I_NULL;
 				  rc_ = fi_xpu_compare_atomic(ep, b, mine_ ? count : 1, ldesc, cmp,
 							      cdesc, res, rdesc, dest, base, key,
-							      datatype, op, (void *)0, lflags, scope);
+							      datatype, op, FI_XPU_I_NULL, lflags, scope);
 			  });
 }
 
@@ -368,13 +384,13 @@ FI_XPU_FUNC int fi_xpu_world_compare_atomic(const struct fi_xpu_window_dev *w, i
 FI_XPU_FUNC int fi_xpu_i_world_expired(uint64_t start, int timeout_ms)
 {
 	return timeout_ms >= 0 &&
-	       fi_xpu_arch_clock_ns() - start > (uint64_t)timeout_ms * 1000000ULL;
+	       fi_xpu_arch_clock_ns() - start > (uint64_t)timeout_ms * (uint64_t)1000000;
 }
 
 /* Milliseconds left of `timeout_ms` since `start` (negative: no limit). */
 FI_XPU_FUNC int fi_xpu_i_world_left_ms(uint64_t start, int timeout_ms)
 {
-	uint64_t spent_ms = (fi_xpu_arch_clock_ns() - start) / 1000000ULL;
+	uint64_t spent_ms = (fi_xpu_arch_clock_ns() - start) / (uint64_t)1000000;
 	if (timeout_ms < 0)
 		return -1;
 	return spent_ms >= (uint64_t)timeout_ms ? 0 : (int)((uint64_t)timeout_ms - spent_ms);
@@ -387,7 +403,7 @@ FI_XPU_FUNC int fi_xpu_i_world_quiet(const struct fi_xpu_world_dev *wd, int time
 	uint32_t l;
 	int rc = 0;
 	for (l = 0; l < wd->nlanes; l++) {
-		struct fid_xpu_cntr *c = (struct fid_xpu_cntr *)&wd->lane[l].cntr;
+		struct fid_xpu_cntr *c = fi_xpu_i_world_lane_cntr(wd, l);
 		uint64_t *seen = (uint64_t *)(uintptr_t)&wd->lane[l].errors_seen;
 		uint64_t want = fi_xpu_arch_load_u64(fi_xpu_i_world_issued(wd, l),
 						     FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM);

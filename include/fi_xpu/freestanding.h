@@ -6,6 +6,10 @@
  * no C library headers: there they are defined here exactly as CCCL's
  * <cuda/std/cstdint> defines them for NVRTC, so a kernel may include both in
  * either order. size_t is built into NVRTC.
+ *
+ * FI_XPU_I_NULL is the headers' null pointer: nullptr in C++11 and later,
+ * so that C++ projects built with -Wzero-as-null-pointer-constant include
+ * them cleanly, ((void *)0) in C.
  */
 #ifndef FI_XPU_FREESTANDING_H
 #define FI_XPU_FREESTANDING_H
@@ -27,6 +31,14 @@ typedef uint64_t uintptr_t;
 #else
 #include <stddef.h>
 #include <stdint.h>
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define FI_XPU_I_NULL nullptr
+#elif defined(__cplusplus)
+#define FI_XPU_I_NULL 0
+#else
+#define FI_XPU_I_NULL ((void *)0)
 #endif
 
 #endif /* FI_XPU_FREESTANDING_H */

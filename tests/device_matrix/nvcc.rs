@@ -5,7 +5,10 @@
 //! per architecture (the table in BENCHMARKS.md).
 use super::common::scratch;
 use super::vendor::{cuda_or_skip, run_clean};
-use super::{compat_flag, device_headers, example, include_flags, upstream_kernel, TESTPROV};
+use super::{
+    compat_flag, device_headers, example, include_flags, strict_user_file, upstream_kernel, STRICT,
+    STRICT_CXX, TESTPROV,
+};
 use std::path::Path;
 use std::process::Command;
 
@@ -114,6 +117,36 @@ fn nvcc_compiles_every_device_header() {
             .arg("-o")
             .arg(dir.join("headers.o")),
         "nvcc headers",
+    );
+}
+
+/// The strict user's file of the clang part through nvcc, its host half
+/// through gcc with the same warnings, less those CUDA's own headers do
+/// not pass (`-Wpedantic`, `-Wundef`, `-Wzero-as-null-pointer-constant`:
+/// a user with them cannot include `cuda_runtime.h` either).
+#[test]
+fn nvcc_compiles_the_headers_under_strict_user_warnings() {
+    let Some(cuda) = cuda_or_skip("nvcc") else {
+        return;
+    };
+    let dir = scratch("nvcc-strict");
+    let src = strict_user_file(&dir);
+    let cuda_passes = ["-Wpedantic", "-Wundef", "-Wzero-as-null-pointer-constant"];
+    let host: Vec<&str> = STRICT
+        .iter()
+        .chain(STRICT_CXX)
+        .filter(|f| !cuda_passes.contains(f))
+        .copied()
+        .collect();
+    run_clean(
+        nvcc(&cuda)
+            .args(["-arch=sm_90", "-c", "-Xcompiler"])
+            .arg(host.join(","))
+            .arg(compat_flag())
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join("strict.o")),
+        "nvcc strict",
     );
 }
 
