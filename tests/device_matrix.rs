@@ -277,9 +277,16 @@ pub const STRICT: &[&str] = &[
     "-Wsign-conversion",
     "-Wfloat-equal",
     "-Wdouble-promotion",
+    "-Wredundant-decls",
 ];
 /// C++ only.
 pub const STRICT_CXX: &[&str] = &["-Wzero-as-null-pointer-constant", "-Wextra-semi"];
+/// C only (not -Wmissing-prototypes: it is about the user's own functions).
+const STRICT_C: &[&str] = &[
+    "-Wstrict-prototypes",
+    "-Wold-style-definition",
+    "-Wnested-externs",
+];
 
 /// One translation unit as a strict user's file: the host header, every
 /// device header, the example kernel and the kernel written from
@@ -298,7 +305,7 @@ pub fn strict_user_file(dir: &Path) -> PathBuf {
 }
 
 /// That file compiles without a warning under `STRICT` (and `STRICT_CXX`
-/// in C++) for every device target, and on the host as C99, C11 and C17
+/// in C++, `STRICT_C` in C) for every device target, and on the host as C99, C11 and C17
 /// and as C++11, C++17 and C++20, with gcc and clang.
 #[test]
 fn headers_compile_under_strict_user_warnings() {
@@ -310,6 +317,7 @@ fn headers_compile_under_strict_user_warnings() {
     let compat = compat_flag();
     let out = dir.join("out");
     let cxx: Vec<&str> = STRICT.iter().chain(STRICT_CXX).copied().collect();
+    let c: Vec<&str> = STRICT.iter().chain(STRICT_C).copied().collect();
     for &t in DEVICE_TARGETS.iter().chain(&[CudaHostPass]) {
         let mut extra = cxx.clone();
         extra.push(&compat);
@@ -322,7 +330,7 @@ fn headers_compile_under_strict_user_warnings() {
         let (stds, flags) = if is_cxx {
             (&["-std=c++11", "-std=c++17", "-std=c++20"][..], &cxx[..])
         } else {
-            (&["-std=c99", "-std=c11", "-std=c17"][..], STRICT)
+            (&["-std=c99", "-std=c11", "-std=c17"][..], &c[..])
         };
         for std in stds {
             let mut extra = flags.to_vec();

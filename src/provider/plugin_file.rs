@@ -15,10 +15,9 @@
 //! others cannot rename or remove what is in it.
 use super::elf;
 use std::fs::{File, Metadata};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 /// An open, checked plugin file.
 pub struct PluginFile {
@@ -71,11 +70,13 @@ impl PluginFile {
     /// has seen it. The dynamic loader knows an object by the name it was
     /// opened under, `/proc/self/fd/N`; were N reused for the next plugin,
     /// `dlopen` would hand back the earlier object instead of loading it.
+    ///
+    /// The descriptor is let go of, not kept in a table: a table's lock,
+    /// taken by a loading thread just after its `dlopen` (when a fork
+    /// waiting for that `dlopen` goes ahead), would be inherited held by the
+    /// child, whose own load would then wait for it forever.
     pub fn keep_open(self) {
-        static KEPT: Mutex<Vec<File>> = Mutex::new(Vec::new());
-        KEPT.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(self.file);
+        let _kept_for_the_process: RawFd = self.file.into_raw_fd();
     }
 }
 

@@ -122,8 +122,9 @@ fn nvcc_compiles_every_device_header() {
 
 /// The strict user's file of the clang part through nvcc, its host half
 /// through gcc with the same warnings, less those CUDA's own headers do
-/// not pass (`-Wpedantic`, `-Wundef`, `-Wzero-as-null-pointer-constant`:
-/// a user with them cannot include `cuda_runtime.h` either).
+/// not pass (`-Wpedantic`, `-Wundef`, `-Wredundant-decls`,
+/// `-Wzero-as-null-pointer-constant`: a user with them cannot include
+/// `cuda_runtime.h` either).
 #[test]
 fn nvcc_compiles_the_headers_under_strict_user_warnings() {
     let Some(cuda) = cuda_or_skip("nvcc") else {
@@ -131,7 +132,12 @@ fn nvcc_compiles_the_headers_under_strict_user_warnings() {
     };
     let dir = scratch("nvcc-strict");
     let src = strict_user_file(&dir);
-    let cuda_passes = ["-Wpedantic", "-Wundef", "-Wzero-as-null-pointer-constant"];
+    let cuda_passes = [
+        "-Wpedantic",
+        "-Wundef",
+        "-Wredundant-decls",
+        "-Wzero-as-null-pointer-constant",
+    ];
     let host: Vec<&str> = STRICT
         .iter()
         .chain(STRICT_CXX)
