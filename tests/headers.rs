@@ -147,7 +147,8 @@ fn generate(sources: &[&str], mut config: cbindgen::Config) -> String {
 
 /// Hides the function declarations of a generated header from NVRTC, which
 /// compiles device code only and rejects host functions: the device headers
-/// include `fi_xpu.h` for its types and constants.
+/// include `fi_xpu.h` for its types and constants. On the host they are
+/// kept from g++'s `-Wshadow` (`GXX_SHADOW_OFF`).
 fn host_functions_only_on_host(header: String) -> String {
     const OPEN: &str = "#ifdef __cplusplus\nextern \"C\" {\n#endif // __cplusplus\n";
     const CLOSE: &str = "#ifdef __cplusplus\n}  // extern \"C\"\n#endif  // __cplusplus\n";
