@@ -240,6 +240,8 @@ fn load_all() -> Providers {
         skipped: refused,
         ..Default::default()
     };
+    // The names of every plugin file seen, loaded or not.
+    let mut found: Vec<String> = Vec::new();
     for dir in out.searched.clone() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -264,6 +266,9 @@ fn load_all() -> Providers {
         files.sort();
         for (file, path) in files {
             let name = plugin_name(&file).expect("filtered above").to_string();
+            if !found.contains(&name) {
+                found.push(name.clone());
+            }
             if let Some(f) = &filter {
                 if !f.allows(&name) {
                     info!("{}: excluded by FI_XPU_PROVIDER", path.display());
@@ -282,7 +287,42 @@ fn load_all() -> Providers {
             }
         }
     }
+    say_what_is_missing(&out, &found, filter.as_ref());
     out
+}
+
+/// Warns when a `FI_XPU_PROVIDER` keep-list names a provider that is not
+/// there (listing those that are), and when no plugin was found at all
+/// (listing the directories searched).
+fn say_what_is_missing(out: &Providers, found: &[String], filter: Option<&Filter>) {
+    let listed = if found.is_empty() {
+        "none".to_string()
+    } else {
+        found.join(", ")
+    };
+    if let Some(f) = filter {
+        let unmatched = f.unmatched(found);
+        if !unmatched.is_empty() {
+            warn!(
+                "{}={:?}: no provider named {}; found: {listed}",
+                param::PROVIDER,
+                param::core(param::PROVIDER).unwrap_or_default(),
+                unmatched.join(", ")
+            );
+        }
+    }
+    if found.is_empty() {
+        let dirs: Vec<String> = out
+            .searched
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        warn!(
+            "no provider plugin (libfi_xpu-<name>.so) found in {}: set {} to the directory that holds them",
+            dirs.join(", "),
+            param::PROVIDER_PATH
+        );
+    }
 }
 
 fn duplicate_name(name: &str, loaded: &[Arc<Provider>]) -> Result<(), String> {
