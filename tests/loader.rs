@@ -255,6 +255,42 @@ fn search_order_and_duplicate_names() {
     assert_eq!(opened(&mark), ["dup 221"]);
 }
 
+/// A second copy of a loaded plugin (a moved prefix whose original is still
+/// in place) is skipped with one debug line, not refused with a warning.
+#[test]
+fn a_copy_of_a_loaded_plugin_is_skipped_quietly() {
+    let root = scratch("copy");
+    let first = private_dir(&root, "first");
+    let second = private_dir(&root, "second");
+    let a = build_plugin(&first, "cp", &named("cp", 222));
+    let b = second.join("libfi_xpu-cp.so");
+    std::fs::copy(&a, &b).unwrap();
+    let path = format!("{}:{}", path_str(&first), path_str(&second));
+
+    let run = info(Some(&path), None, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    assert_eq!(run.providers(), ["cp"], "{}", run.dump());
+    assert_eq!(run.field("cp", "path"), Some(path_str(&a)));
+    assert!(run.skipped().is_empty(), "{}", run.dump());
+    assert!(run.stderr.is_empty(), "{}", run.dump());
+
+    let cwd = info_tool_dir();
+    let run = info_env(
+        cwd,
+        info_tool(),
+        Some(&path),
+        None,
+        &[],
+        &[("FI_XPU_LOG_LEVEL", "debug")],
+    );
+    let want = format!(
+        "fi_xpu:core:debug: {}: the same file as the loaded {}: skipped",
+        b.display(),
+        a.display()
+    );
+    assert!(run.log().contains(&want), "no line\n  {want}\n{}", run.dump());
+}
+
 /// `FI_XPU_PROVIDER_PATH` comes before the directory of the library itself.
 #[test]
 fn provider_path_wins_over_own_directory() {
@@ -405,6 +441,21 @@ fn exit_status_without_usable_provider() {
     assert!(
         run.stderr.contains("fi_xpu_info: no usable provider"),
         "{}",
+        run.dump()
+    );
+    // The loader says where it looked, and how to point it elsewhere.
+    let searched: Vec<&str> = run
+        .searched()
+        .into_iter()
+        .map(|d| d.trim_end_matches(" (not found)"))
+        .collect();
+    let searched = searched.join(", ");
+    let want = format!(
+        "fi_xpu:core:warn: no provider plugin (libfi_xpu-<name>.so) found in {searched}: set FI_XPU_PROVIDER_PATH to the directory that holds them"
+    );
+    assert!(
+        run.stderr.lines().filter_map(log_body).any(|l| l == want),
+        "no line\n  {want}\n{}",
         run.dump()
     );
 
