@@ -394,11 +394,21 @@ fn opened(obj: &Object) {
     if !crate::log::enabled(FI_XPU_LOG_DEBUG) {
         return;
     }
-    let on = match obj.holds.lock().unwrap().iter().find(|o| o.kind != Kind::Domain) {
+    let on = match obj
+        .holds
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|o| o.kind != Kind::Domain)
+    {
         Some(c) => format!(" on {}", c.describe()),
         None => String::new(),
     };
-    let xpu = if obj.xpu && obj.kind != Kind::Ep { " (XPU)" } else { "" };
+    let xpu = if obj.xpu && obj.kind != Kind::Ep {
+        " (XPU)"
+    } else {
+        ""
+    };
     crate::debug!(
         "opened {}{xpu}{on}, provider {}",
         obj.describe(),
@@ -431,7 +441,11 @@ fn busy_reason(reg: &Registry, obj: &Arc<Object>) -> String {
     match by.as_slice() {
         [] => format!("{} is still in use by an open in progress", obj.describe()),
         [(Kind::Ep, n)] if matches!(obj.kind, Kind::Av | Kind::Cq | Kind::Cntr) => {
-            format!("{} still bound to {}", obj.describe(), plural(*n, "endpoint"))
+            format!(
+                "{} still bound to {}",
+                obj.describe(),
+                plural(*n, "endpoint")
+            )
         }
         _ => {
             by.sort_by_key(|(k, _)| *k as u8);

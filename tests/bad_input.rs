@@ -227,7 +227,10 @@ fn misuse(tag: &str, prov: &str, case: &str, env: &[(&str, &str)]) -> Said {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if case != "discover" {
-        assert!(stdout.contains("misuse: all checks passed"), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("misuse: all checks passed"),
+            "{stdout}\n{stderr}"
+        );
     }
     Said {
         values: stdout
@@ -309,7 +312,12 @@ fn close_says_what_still_holds_the_object() {
 #[test]
 fn the_debug_level_logs_objects_bindings_and_registrations() {
     // Any case of the level's name.
-    let s = misuse("debug", "shm", "lifecycle", &[("FI_XPU_LOG_LEVEL", "DeBuG")]);
+    let s = misuse(
+        "debug",
+        "shm",
+        "lifecycle",
+        &[("FI_XPU_LOG_LEVEL", "DeBuG")],
+    );
     let (ep, ctx, cq, av) = (s.value("ep"), s.value("ctx"), s.value("cq"), s.value("av"));
     s.has(&format!(
         "fi_xpu:core:debug: opened ep {ep} on ctx {ctx}, provider shm"
@@ -341,17 +349,32 @@ fn the_debug_level_logs_objects_bindings_and_registrations() {
 
 #[test]
 fn an_unknown_log_level_is_warned_about() {
-    let s = misuse("log-level", "shm", "discover", &[("FI_XPU_LOG_LEVEL", "loud")]);
+    let s = misuse(
+        "log-level",
+        "shm",
+        "discover",
+        &[("FI_XPU_LOG_LEVEL", "loud")],
+    );
     s.has(
         "fi_xpu:core:warn: FI_XPU_LOG_LEVEL=\"loud\" is not a level (none, warn, info or debug, in any case): logging warnings",
     );
-    let s = misuse("log-level-none", "shm", "discover", &[("FI_XPU_LOG_LEVEL", "NONE")]);
+    let s = misuse(
+        "log-level-none",
+        "shm",
+        "discover",
+        &[("FI_XPU_LOG_LEVEL", "NONE")],
+    );
     assert!(s.stderr.is_empty(), "{}", s.stderr);
 }
 
 #[test]
 fn a_provider_filter_that_matches_nothing_lists_what_exists() {
-    let s = misuse("filter", "shm", "discover", &[("FI_XPU_PROVIDER", "nosuch")]);
+    let s = misuse(
+        "filter",
+        "shm",
+        "discover",
+        &[("FI_XPU_PROVIDER", "nosuch")],
+    );
     assert_eq!(s.value("getinfo"), "-61", "FI_ENODATA");
     let line = s
         .log
@@ -364,8 +387,5 @@ fn a_provider_filter_that_matches_nothing_lists_what_exists() {
         .unwrap_or_else(|| panic!("no warning in:\n{}", s.stderr));
     let found = line.rsplit("found: ").next().unwrap();
     let found: Vec<&str> = found.split(", ").collect();
-    assert!(
-        found.contains(&"test") && found.contains(&"shm"),
-        "{line}"
-    );
+    assert!(found.contains(&"test") && found.contains(&"shm"), "{line}");
 }

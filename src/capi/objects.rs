@@ -802,11 +802,17 @@ pub unsafe extern "C" fn fi_xpu_ep_bind(
             return Err(err);
         }
         if b.kind == Kind::Cq {
-            e.cq_bound
-                .fetch_or(flags & (fi_xpu_abi::flags::FI_TRANSMIT | fi_xpu_abi::flags::FI_RECV), Ordering::AcqRel);
+            e.cq_bound.fetch_or(
+                flags & (fi_xpu_abi::flags::FI_TRANSMIT | fi_xpu_abi::flags::FI_RECV),
+                Ordering::AcqRel,
+            );
         }
         object::add_hold(&e, Arc::clone(&b));
-        crate::debug!("bound {} to {} (flags {flags:#x})", b.describe(), e.describe());
+        crate::debug!(
+            "bound {} to {} (flags {flags:#x})",
+            b.describe(),
+            e.describe()
+        );
         Ok(0)
     })
 }
