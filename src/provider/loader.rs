@@ -425,11 +425,38 @@ fn duplicate_name(name: &str, loaded: &[Arc<Provider>]) -> Result<(), String> {
     }
 }
 
+fn duplicate_prov_id(prov_id: u32, loaded: &[Arc<Provider>]) -> Result<(), String> {
+    match loaded.iter().find(|p| p.desc.prov_id == prov_id) {
+        Some(other) => Err(format!(
+            "duplicate prov_id {prov_id} (already used by '{}')",
+            other.name
+        )),
+        None => Ok(()),
+    }
+}
+
 fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Provider, String> {
     let file = PluginFile::open(path)?;
     // The descriptor must carry the file's name, so a later file of a loaded
     // name is refused without running any of its code.
     duplicate_name(file_name, loaded)?;
+    // So is a plugin whose ELF note says what the descriptor would: another
+    // ABI, another name, a loaded prov_id. Without the note (older
+    // plugins) those are known only once dlopen has run its constructors.
+    let note = file.note().cloned();
+    if let Some(n) = &note {
+        check_header(n.abi_major, n.abi_minor, FI_XPU_PROV_MIN_SIZE)?;
+        if n.name != file_name {
+            return Err(format!(
+                "its fi_xpu note names provider '{}' but the file is for '{file_name}'",
+                n.name
+            ));
+        }
+        if n.prov_id == 0 {
+            return Err("prov_id 0 is reserved".into());
+        }
+        duplicate_prov_id(n.prov_id, loaded)?;
+    }
     let load_path = file.load_path();
     let lib = Library::open(&load_path).map_err(|e| {
         e.replace(
@@ -465,12 +492,13 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
             "descriptor names provider '{name}' but the file is for '{file_name}'"
         ));
     }
-    if let Some(other) = loaded.iter().find(|p| p.desc.prov_id == desc.prov_id) {
+    if let Some(n) = note.filter(|n| n.prov_id != desc.prov_id) {
         return Err(format!(
-            "duplicate prov_id {} (already used by '{}')",
-            desc.prov_id, other.name
+            "descriptor's prov_id {} differs from its fi_xpu note's {}",
+            desc.prov_id, n.prov_id
         ));
     }
+    duplicate_prov_id(desc.prov_id, loaded)?;
     let init = desc.init.expect("checked");
     let mut handle: *mut c_void = std::ptr::null_mut();
     // SAFETY: init receives the core's static service table and an out-pointer.
