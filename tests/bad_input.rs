@@ -388,4 +388,19 @@ fn a_provider_filter_that_matches_nothing_lists_what_exists() {
     let found = line.rsplit("found: ").next().unwrap();
     let found: Vec<&str> = found.split(", ").collect();
     assert!(found.contains(&"test") && found.contains(&"shm"), "{line}");
+    // A drop-list that drops everything found says so too.
+    let s = misuse(
+        "filter-all",
+        "shm",
+        "discover",
+        &[("FI_XPU_PROVIDER", "^test,shm,ofi")],
+    );
+    assert_eq!(s.value("getinfo"), "-61", "FI_ENODATA");
+    assert!(
+        s.log.iter().any(|l| l.starts_with(
+            "fi_xpu:core:warn: FI_XPU_PROVIDER=\"^test,shm,ofi\" leaves no provider; found: "
+        )),
+        "{}",
+        s.stderr
+    );
 }

@@ -285,8 +285,10 @@ fn load_all() -> Providers {
         skipped: refused,
         ..Default::default()
     };
-    // The names of every plugin file seen, loaded or not.
+    // The names of every plugin file seen, loaded or not, and how many
+    // files the filter let through.
     let mut found: Vec<String> = Vec::new();
+    let mut passed = 0;
     for dir in out.searched.clone() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -320,6 +322,7 @@ fn load_all() -> Providers {
                     continue;
                 }
             }
+            passed += 1;
             // A second copy of a loaded plugin (a moved prefix, whose
             // original still lies at the compiled-in directory) is no
             // conflict; a different file of the same name still is.
@@ -345,14 +348,14 @@ fn load_all() -> Providers {
             }
         }
     }
-    say_what_is_missing(&out, &found, filter.as_ref());
+    say_what_is_missing(&out, &found, filter.as_ref(), passed);
     out
 }
 
 /// Warns when a `FI_XPU_PROVIDER` keep-list names a provider that is not
 /// there (listing those that are), and when no plugin was found at all
 /// (listing the directories searched).
-fn say_what_is_missing(out: &Providers, found: &[String], filter: Option<&Filter>) {
+fn say_what_is_missing(out: &Providers, found: &[String], filter: Option<&Filter>, passed: usize) {
     let listed = if found.is_empty() {
         "none".to_string()
     } else {
@@ -360,12 +363,17 @@ fn say_what_is_missing(out: &Providers, found: &[String], filter: Option<&Filter
     };
     if let Some(f) = filter {
         let unmatched = f.unmatched(found);
+        let spec = param::core(param::PROVIDER).unwrap_or_default();
         if !unmatched.is_empty() {
             warn!(
-                "{}={:?}: no provider named {}; found: {listed}",
+                "{}={spec:?}: no provider named {}; found: {listed}",
                 param::PROVIDER,
-                param::core(param::PROVIDER).unwrap_or_default(),
                 unmatched.join(", ")
+            );
+        } else if passed == 0 && !found.is_empty() {
+            warn!(
+                "{}={spec:?} leaves no provider; found: {listed}",
+                param::PROVIDER
             );
         }
     }
