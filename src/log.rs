@@ -6,7 +6,8 @@
 //!
 //! The pid, host and wall-clock time tell apart the ranks of one job that
 //! share a terminal; `<source>` is `core` or the provider's name. Filtered
-//! by `FI_XPU_LOG_LEVEL` (`warn` (default), `info`, `debug`, or `none`) and
+//! by `FI_XPU_LOG_LEVEL` (`warn` (default), `info`, `debug`, or `none`, in
+//! any case; another value is warned about once) and
 //! `FI_XPU_LOG_PROV` (`shm,core` keeps only those sources, `^ofi` drops
 //! those).
 use crate::fork::made_once;
@@ -18,14 +19,39 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A `FI_XPU_LOG_LEVEL` value as a level, whatever its case; `None` for
+/// a value that names no level.
+fn parse_level(value: &str) -> Option<i32> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "none" | "0" => Some(0),
+        "" | "warn" | "warning" | "1" => Some(FI_XPU_LOG_WARN),
+        "info" | "2" => Some(FI_XPU_LOG_INFO),
+        "debug" | "trace" | "3" => Some(FI_XPU_LOG_DEBUG),
+        _ => None,
+    }
+}
+
 fn threshold() -> i32 {
-    static LEVEL: OnceLock<i32> = OnceLock::new();
-    *made_once(&LEVEL, || match param::core(param::LOG_LEVEL).as_deref() {
-        Some("none") | Some("0") => 0,
-        Some("info") | Some("2") => FI_XPU_LOG_INFO,
-        Some("debug") | Some("trace") | Some("3") => FI_XPU_LOG_DEBUG,
-        _ => FI_XPU_LOG_WARN,
-    })
+    static LEVEL: OnceLock<(i32, Option<String>)> = OnceLock::new();
+    let (level, unknown) = made_once(&LEVEL, || {
+        let value = param::core(param::LOG_LEVEL);
+        match value.as_deref().map(parse_level) {
+            None => (FI_XPU_LOG_WARN, None),
+            Some(Some(level)) => (level, None),
+            Some(None) => (FI_XPU_LOG_WARN, value),
+        }
+    });
+    // Said once the level is set: the warning itself asks for the level.
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if let Some(v) = unknown {
+        if !SAID.swap(true, Ordering::AcqRel) {
+            crate::warn!(
+                "{}={v:?} is not a level (none, warn, info or debug, in any case): logging warnings",
+                param::LOG_LEVEL
+            );
+        }
+    }
+    *level
 }
 
 fn source_filter() -> Option<&'static Filter> {
@@ -123,6 +149,16 @@ macro_rules! debug {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn levels_in_any_case() {
+        assert_eq!(parse_level("DEBUG"), Some(FI_XPU_LOG_DEBUG));
+        assert_eq!(parse_level(" Info "), Some(FI_XPU_LOG_INFO));
+        assert_eq!(parse_level("Warn"), Some(FI_XPU_LOG_WARN));
+        assert_eq!(parse_level("NONE"), Some(0));
+        assert_eq!(parse_level("loud"), None);
+        assert_eq!(parse_level("4"), None);
+    }
 
     #[test]
     fn line_carries_pid_host_and_time() {

@@ -26,7 +26,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +50,19 @@ impl Kind {
             Kind::Cq => FI_CLASS_CQ,
             Kind::Cntr => FI_CLASS_CNTR,
             Kind::Ep => FI_CLASS_EP,
+        }
+    }
+
+    /// The name a libfabric user knows the object by, for log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Domain => "domain",
+            Kind::Ctx => "ctx",
+            Kind::Av => "av",
+            Kind::Mr => "mr",
+            Kind::Cq => "cq",
+            Kind::Cntr => "cntr",
+            Kind::Ep => "ep",
         }
     }
 }
@@ -78,6 +91,8 @@ pub struct Object {
     pub range: Option<(usize, usize)>,
     /// Endpoints: enabled. CQs and counters: exported.
     pub flag: AtomicBool,
+    /// Endpoints: the `FI_TRANSMIT` and `FI_RECV` bits of the CQs bound.
+    pub cq_bound: AtomicU64,
 }
 
 impl Object {
@@ -117,6 +132,12 @@ impl Object {
 
     pub fn memory_device(&self) -> u64 {
         self.memory.as_ref().map_or(0, |m| m.device)
+    }
+
+    /// `cq 0x5581...`: the kind and the application's handle, as log
+    /// lines name an object.
+    pub fn describe(&self) -> String {
+        format!("{} {:#x}", self.kind.name(), self.shell)
     }
 
     pub fn same_domain(&self, other: &Object) -> bool {
@@ -327,6 +348,7 @@ pub fn finish_pending(shell: *mut fid, handle: Result<*mut c_void>) -> Result<()
         Ok(h) => {
             obj.handle.store(h as usize, Ordering::Release);
             obj.closing.store(false, Ordering::Release);
+            opened(&obj);
             Ok(())
         }
         Err(e) => {
@@ -358,9 +380,87 @@ fn insert(new: New, pending: bool) -> *mut fid {
         xpu: new.xpu,
         range: new.range,
         flag: AtomicBool::new(false),
+        cq_bound: AtomicU64::new(0),
     });
+    if !pending {
+        opened(&obj);
+    }
     registry().insert(shell as usize, obj);
     shell
+}
+
+/// The debug line of a new object.
+fn opened(obj: &Object) {
+    if !crate::log::enabled(FI_XPU_LOG_DEBUG) {
+        return;
+    }
+    let on = match obj
+        .holds
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|o| o.kind != Kind::Domain)
+    {
+        Some(c) => format!(" on {}", c.describe()),
+        None => String::new(),
+    };
+    let xpu = if obj.xpu && obj.kind != Kind::Ep {
+        " (XPU)"
+    } else {
+        ""
+    };
+    crate::debug!(
+        "opened {}{xpu}{on}, provider {}",
+        obj.describe(),
+        obj.prov.name
+    );
+}
+
+/// Why `obj` cannot close yet, for the `FI_EBUSY` log line: what still
+/// holds it.
+fn busy_reason(reg: &Registry, obj: &Arc<Object>) -> String {
+    let mut by: Vec<(Kind, usize)> = Vec::new();
+    for o in reg.values() {
+        let n = o
+            .holds
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|h| Arc::ptr_eq(h, obj))
+            .count();
+        if n == 0 {
+            continue;
+        }
+        match by.iter_mut().find(|(k, _)| *k == o.kind) {
+            Some((_, c)) => *c += n,
+            None => by.push((o.kind, n)),
+        }
+    }
+    let total: usize = by.iter().map(|(_, n)| n).sum();
+    let plural = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+    match by.as_slice() {
+        [] => format!("{} is still in use by an open in progress", obj.describe()),
+        [(Kind::Ep, n)] if matches!(obj.kind, Kind::Av | Kind::Cq | Kind::Cntr) => {
+            format!(
+                "{} still bound to {}",
+                obj.describe(),
+                plural(*n, "endpoint")
+            )
+        }
+        _ => {
+            by.sort_by_key(|(k, _)| *k as u8);
+            let list: Vec<String> = by
+                .iter()
+                .map(|(k, n)| format!("{n} {}", k.name()))
+                .collect();
+            format!(
+                "{} still in use by {} ({}): close those first",
+                obj.describe(),
+                plural(total, "object"),
+                list.join(", ")
+            )
+        }
+    }
 }
 
 /// An endpoint keeps a use on what is bound to it until it closes.
@@ -392,9 +492,15 @@ pub fn close(ptr: *const c_void) -> Result<()> {
         if obj.closing.load(Ordering::Acquire) {
             return Err(Error::INVAL);
         }
-        if obj.users.load(Ordering::Acquire) != 0
-            || IN_CALL.with(|c| c.borrow().contains(&obj.shell))
-        {
+        if obj.users.load(Ordering::Acquire) != 0 {
+            crate::warn!("fi_xpu_close: {}", busy_reason(&reg, &obj));
+            return Err(Error::BUSY);
+        }
+        if IN_CALL.with(|c| c.borrow().contains(&obj.shell)) {
+            crate::warn!(
+                "fi_xpu_close: {} is closed from inside a call on it (a memory callback?)",
+                obj.describe()
+            );
             return Err(Error::BUSY);
         }
         obj.closing.store(true, Ordering::Release);
@@ -415,8 +521,14 @@ pub fn close(ptr: *const c_void) -> Result<()> {
     };
     if let Err(e) = Error::check(ret) {
         obj.closing.store(false, Ordering::Release);
+        crate::warn!(
+            "fi_xpu_close: {}: provider {} refused: -{e:?} ({e})",
+            obj.describe(),
+            obj.prov.name
+        );
         return Err(e);
     }
+    crate::debug!("closed {}", obj.describe());
     if let Some(mem) = &obj.memory {
         mem.release_all();
     }

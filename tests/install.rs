@@ -204,7 +204,10 @@ fn pkg_config_consumer(dir: &Path, libdir: &Path, moved: bool) -> String {
     let static_plugins = moved.then_some(plugins.as_path());
     std::fs::create_dir_all(dir).unwrap();
     let mut flags = pkg_config(libdir, &["--cflags", "--libs"]);
-    flags.push(format!("-Wl,-rpath,{}", libdir.display()));
+    // The run path the README gives: pkg-config's libdir variable.
+    let rpath = pkg_config(libdir, &["--variable=libdir"]);
+    assert_eq!(resolved(&rpath[0], ""), libdir, "{rpath:?}");
+    flags.push(format!("-Wl,-rpath,{}", rpath[0]));
     let (exe, log) = build_and_run(dir, "smoke-shared", &flags, None);
     assert!(readelf_dynamic(&exe).contains("Shared library: [libfi_xpu.so.0]"));
 
@@ -662,6 +665,19 @@ fn installed_tree_works_alone() {
             dbg.display()
         );
     }
+    // A copy of the first prefix elsewhere, the original still in place:
+    // the copy's plugins come from beside its own library, and the
+    // original's at the compiled-in directory (the same files) are skipped
+    // without a warning.
+    let relocated = base.join("relocated");
+    common::run_ok(Command::new("cp").arg("-a").arg(&prefix).arg(&relocated));
+    let rlib = relocated.join("lib");
+    let rshm = rlib.join("fi_xpu/libfi_xpu-shm.so");
+    let log = pkg_config_consumer(&base.join("pc-relocated"), &rlib, true);
+    assert!(log.contains(&format!("from {}", rshm.display())), "{log}");
+    assert!(!log.contains("duplicate provider name"), "{log}");
+    assert!(!log.contains("plugin refused"), "{log}");
+
     // Neither the original prefix nor the compiled-in one serves the moved
     // tree: its plugins come from beside its library.
     std::fs::rename(&prefix, base.join("prefix-hidden")).unwrap();
@@ -669,4 +685,22 @@ fn installed_tree_works_alone() {
     assert!(log.contains(&format!("from {}", shm.display())), "{log}");
     let log = cmake_consumer(&base.join("cmake-moved"), &moved, &lib, true);
     assert!(log.contains(&format!("from {}", shm.display())), "{log}");
+
+    // The original removed: the copy still finds its own plugins, and so
+    // does its fi_xpu_info, which has the core linked in statically (it
+    // looks in ../lib*/fi_xpu from its own directory).
+    std::fs::remove_dir_all(base.join("prefix-hidden")).unwrap();
+    let log = pkg_config_consumer(&base.join("pc-relocated-alone"), &rlib, true);
+    assert!(log.contains(&format!("from {}", rshm.display())), "{log}");
+    let o = common::run_ok(
+        Command::new(relocated.join("bin/fi_xpu_info"))
+            .env_remove("FI_XPU_PROVIDER_PATH")
+            .env_remove("FI_XPU_PROVIDER")
+            .env("FI_XPU_LOG_LEVEL", "info"),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(out.contains("provider: shm"), "{out}\n{err}");
+    assert!(out.contains(&rshm.display().to_string()), "{out}\n{err}");
+    assert!(!err.contains("duplicate provider name"), "{err}");
 }

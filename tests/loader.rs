@@ -142,7 +142,7 @@ fn refusals_are_recorded_logged_and_not_fatal() {
         (
             "misnamed",
             named("other", 209),
-            "descriptor names provider 'other' but the file is for 'misnamed'".into(),
+            "its fi_xpu note names provider 'other' but the file is for 'misnamed'".into(),
         ),
         (
             "initfail",
@@ -192,6 +192,13 @@ fn refusals_are_recorded_logged_and_not_fatal() {
         run.dump()
     );
     assert_eq!(run.skipped().len(), cases.len() + 1, "{}", run.dump());
+    // What the files' ELF notes refuse is refused before dlopen: none of
+    // those plugins' constructors ran.
+    let ran = opened(&mark);
+    for name in ["major", "minor", "other", "zero", "samepid"] {
+        assert!(!ran.iter().any(|n| n == name), "{name} was loaded: {ran:?}");
+    }
+    assert!(ran.iter().any(|n| n == "good"), "{ran:?}");
     // A plugin that fails to initialise says why through the core's log.
     assert!(
         run.logged("fi_xpu:initfail:warn: refusing to initialise (built with TP_INIT_FAIL)"),
@@ -253,6 +260,86 @@ fn search_order_and_duplicate_names() {
     );
     assert_eq!(run.reason(&a), Some(reason.as_str()), "{}", run.dump());
     assert_eq!(opened(&mark), ["dup 221"]);
+}
+
+/// A plugin whose ELF note gives a loaded provider's prov_id is refused
+/// before dlopen, so its constructors never run; a plugin without the note
+/// (built before it) is refused only after they ran; a note that the
+/// descriptor contradicts is refused.
+#[test]
+fn duplicate_prov_id_is_refused_before_its_constructors_run() {
+    let root = scratch("dup-id");
+    let dir = private_dir(&root, "plugins");
+    let mark = root.join("opened");
+    let m = mark_define(&mark);
+    build_plugin(&dir, "aaa", &with(named("aaa", 230), &[&m]));
+    let noted = build_plugin(&dir, "bbb", &with(named("bbb", 230), &[&m]));
+    let run = info(Some(path_str(&dir)), None, &[]);
+    assert_eq!(run.providers(), ["aaa"], "{}", run.dump());
+    let reason = "duplicate prov_id 230 (already used by 'aaa')";
+    assert_eq!(run.reason(&noted), Some(reason), "{}", run.dump());
+    assert!(run.logged_plugin_refusal(&noted, reason), "{}", run.dump());
+    assert_eq!(opened(&mark), ["aaa"]);
+
+    std::fs::remove_file(&mark).unwrap();
+    build_plugin(&dir, "bbb", &with(named("bbb", 230), &[&m, "-DTP_NO_NOTE"]));
+    let run = info(Some(path_str(&dir)), None, &[]);
+    assert_eq!(run.reason(&noted), Some(reason), "{}", run.dump());
+    assert_eq!(opened(&mark), ["aaa", "bbb"], "without the note it ran");
+
+    std::fs::remove_file(&noted).unwrap();
+    let liar = build_plugin(
+        &dir,
+        "ccc",
+        &with(named("ccc", 232), &["-DTP_NOTE_PROV_ID=231"]),
+    );
+    let run = info(Some(path_str(&dir)), None, &[]);
+    assert_eq!(
+        run.reason(&liar),
+        Some("descriptor's prov_id 232 differs from its fi_xpu note's 231"),
+        "{}",
+        run.dump()
+    );
+}
+
+/// A second copy of a loaded plugin (a moved prefix whose original is still
+/// in place) is skipped with one debug line, not refused with a warning.
+#[test]
+fn a_copy_of_a_loaded_plugin_is_skipped_quietly() {
+    let root = scratch("copy");
+    let first = private_dir(&root, "first");
+    let second = private_dir(&root, "second");
+    let a = build_plugin(&first, "cp", &named("cp", 222));
+    let b = second.join("libfi_xpu-cp.so");
+    std::fs::copy(&a, &b).unwrap();
+    let path = format!("{}:{}", path_str(&first), path_str(&second));
+
+    let run = info(Some(&path), None, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    assert_eq!(run.providers(), ["cp"], "{}", run.dump());
+    assert_eq!(run.field("cp", "path"), Some(path_str(&a)));
+    assert!(run.skipped().is_empty(), "{}", run.dump());
+    assert!(run.stderr.is_empty(), "{}", run.dump());
+
+    let cwd = info_tool_dir();
+    let run = info_env(
+        cwd,
+        info_tool(),
+        Some(&path),
+        None,
+        &[],
+        &[("FI_XPU_LOG_LEVEL", "debug")],
+    );
+    let want = format!(
+        "fi_xpu:core:debug: {}: the same file as the loaded {}: skipped",
+        b.display(),
+        a.display()
+    );
+    assert!(
+        run.log().contains(&want),
+        "no line\n  {want}\n{}",
+        run.dump()
+    );
 }
 
 /// `FI_XPU_PROVIDER_PATH` comes before the directory of the library itself.
@@ -405,6 +492,21 @@ fn exit_status_without_usable_provider() {
     assert!(
         run.stderr.contains("fi_xpu_info: no usable provider"),
         "{}",
+        run.dump()
+    );
+    // The loader says where it looked, and how to point it elsewhere.
+    let searched: Vec<&str> = run
+        .searched()
+        .into_iter()
+        .map(|d| d.trim_end_matches(" (not found)"))
+        .collect();
+    let searched = searched.join(", ");
+    let want = format!(
+        "fi_xpu:core:warn: no provider plugin (libfi_xpu-<name>.so) found in {searched}: set FI_XPU_PROVIDER_PATH to the directory that holds them"
+    );
+    assert!(
+        run.stderr.lines().filter_map(log_body).any(|l| l == want),
+        "no line\n  {want}\n{}",
         run.dump()
     );
 

@@ -46,9 +46,20 @@ fn run(asan: bool) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stdout, "object_model: ok\n", "stderr:\n{stderr}");
-    // Nothing logged: in particular no context closed with the provider's
-    // device state still allocated.
-    assert!(stderr.is_empty(), "unexpected log output:\n{stderr}");
+    // Nothing logged but the misuse the program makes on purpose (an
+    // endpoint enabled with no CQ, objects closed while in use): in
+    // particular no context closed with the provider's device state still
+    // allocated.
+    let on_purpose = |l: &str| {
+        common::log_body(l).is_some_and(|b| {
+            b.starts_with("fi_xpu:core:warn: fi_xpu_enable: ") && b.contains("(-FI_ENOCQ)")
+                || b.starts_with("fi_xpu:core:warn: fi_xpu_close: ") && b.contains(" still ")
+        })
+    };
+    assert!(
+        stderr.lines().all(on_purpose),
+        "unexpected log output:\n{stderr}"
+    );
 }
 
 #[test]

@@ -335,6 +335,42 @@ pub struct fi_xpu_prov_desc {
 /// Smallest descriptor the core accepts: through `ep_close`.
 pub const FI_XPU_PROV_MIN_SIZE: usize = std::mem::size_of::<fi_xpu_prov_desc>();
 
+/// The plugin's identity as an ELF note (section `.note.fi_xpu`, in a
+/// `PT_NOTE` segment), which the core reads from the file before `dlopen`
+/// runs any of the plugin's code: a plugin whose name or `prov_id`
+/// duplicates a loaded one, or whose ABI is not this library's, is then
+/// refused without its constructors running. The fields follow the ELF
+/// note header; the descriptor must agree with them.
+#[repr(C)]
+pub struct fi_xpu_prov_note {
+    /// `FI_XPU_PROV_NOTE_NAMESZ`: the owner "fi_xpu" with its NUL.
+    pub namesz: u32,
+    /// `FI_XPU_PROV_NOTE_DESCSZ`: the bytes from `abi_major` to the end.
+    pub descsz: u32,
+    /// `FI_XPU_PROV_NOTE_TYPE`.
+    pub type_: u32,
+    /// "fi_xpu", NUL-padded.
+    pub owner: [c_char; 8],
+    /// `FI_XPU_PROV_ABI_MAJOR` and `FI_XPU_PROV_ABI_MINOR` the plugin was built for.
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    /// The descriptor's `prov_id` and `version`.
+    pub prov_id: u32,
+    pub version: u32,
+    /// The descriptor's `name`, NUL-terminated.
+    pub name: [c_char; 32],
+}
+
+/// `fi_xpu_prov_note.namesz`.
+pub const FI_XPU_PROV_NOTE_NAMESZ: u32 = 7;
+/// `fi_xpu_prov_note.descsz`.
+pub const FI_XPU_PROV_NOTE_DESCSZ: u32 = 48;
+/// `fi_xpu_prov_note.type_`.
+pub const FI_XPU_PROV_NOTE_TYPE: u32 = 0x5850_0001;
+
+const _: () =
+    assert!(std::mem::size_of::<fi_xpu_prov_note>() == 20 + FI_XPU_PROV_NOTE_DESCSZ as usize);
+
 /// `cntr_host_update` selectors.
 pub const FI_XPU_CNTR_ADD: u32 = 0;
 pub const FI_XPU_CNTR_SET: u32 = 1;

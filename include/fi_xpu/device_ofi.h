@@ -385,6 +385,11 @@ FI_XPU_FUNC int fi_xpu_ofi_submit(const struct fid_xpu_ep *hep, const struct fi_
 		else if (!ep->stage || (uint64_t)n > ep->inject_size)
 			own = -FI_EMSGSIZE;
 	}
+	/* FI_COMPLETION with no CQ bound for transmit: the completion would go
+	 * nowhere, and whoever waits for it would wait forever. */
+	if (!own && ep && (w->flags & FI_COMPLETION) && !ep->tx_cq &&
+	    (w->op == FI_XPU_OFI_OP_WRITE || w->op == FI_XPU_OFI_OP_READ))
+		own = -FI_ENOCQ;
 	if (g.size == 1 && own)
 		return own;
 	if (fi_xpu_group_leader(&g))

@@ -894,6 +894,10 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	if (!ep || (!buf && len))
 		return -FI_EINVAL;
+	/* FI_COMPLETION with no CQ bound for transmit: the completion would go
+	 * nowhere, and whoever waits for it would wait forever. */
+	if ((flags & FI_COMPLETION) && !ep->tx_cq)
+		return -FI_ENOCQ;
 	if (rank == 0) {
 		/* A bad address is the caller's error, returned as such. */
 		rc = fi_xpu_shm_target_of(ep, dest_addr, &t);

@@ -32,6 +32,21 @@
 #define FI_XPU_LOG_DEBUG 3
 
 /**
+ * `fi_xpu_prov_note.namesz`.
+ */
+#define FI_XPU_PROV_NOTE_NAMESZ 7
+
+/**
+ * `fi_xpu_prov_note.descsz`.
+ */
+#define FI_XPU_PROV_NOTE_DESCSZ 48
+
+/**
+ * `fi_xpu_prov_note.type_`.
+ */
+#define FI_XPU_PROV_NOTE_TYPE 1481637889
+
+/**
  * `cntr_host_update` selectors.
  */
 #define FI_XPU_CNTR_ADD 0
@@ -282,6 +297,47 @@ struct fi_xpu_prov_desc {
   int (*ep_getname)(fi_xpu_prov_handle ep, void *addr, size_t *len);
   int (*ep_export)(fi_xpu_prov_handle ep, uint64_t flags, struct fid_xpu *out);
   int (*ep_close)(fi_xpu_prov_handle ep);
+};
+
+/**
+ * The plugin's identity as an ELF note (section `.note.fi_xpu`, in a
+ * `PT_NOTE` segment), which the core reads from the file before `dlopen`
+ * runs any of the plugin's code: a plugin whose name or `prov_id`
+ * duplicates a loaded one, or whose ABI is not this library's, is then
+ * refused without its constructors running. The fields follow the ELF
+ * note header; the descriptor must agree with them.
+ */
+struct fi_xpu_prov_note {
+  /**
+   * `FI_XPU_PROV_NOTE_NAMESZ`: the owner "fi_xpu" with its NUL.
+   */
+  uint32_t namesz;
+  /**
+   * `FI_XPU_PROV_NOTE_DESCSZ`: the bytes from `abi_major` to the end.
+   */
+  uint32_t descsz;
+  /**
+   * `FI_XPU_PROV_NOTE_TYPE`.
+   */
+  uint32_t type_;
+  /**
+   * "fi_xpu", NUL-padded.
+   */
+  char owner[8];
+  /**
+   * `FI_XPU_PROV_ABI_MAJOR` and `FI_XPU_PROV_ABI_MINOR` the plugin was built for.
+   */
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  /**
+   * The descriptor's `prov_id` and `version`.
+   */
+  uint32_t prov_id;
+  uint32_t version;
+  /**
+   * The descriptor's `name`, NUL-terminated.
+   */
+  char name[32];
 };
 
 /**

@@ -62,6 +62,20 @@ fn non_null<T>(p: *const T) -> Result<()> {
     }
 }
 
+/// An attribute struct's `.size` against this library's: a mismatch
+/// (an application built against another `fi_xpu.h`, or `.size` left
+/// unset) is refused with `-FI_EINVAL` and said in a log line.
+fn attr_size<T>(call: &str, name: &str, size: usize) -> Result<()> {
+    let want = std::mem::size_of::<T>();
+    if size == want {
+        return Ok(());
+    }
+    crate::warn!(
+        "{call}: struct {name}: .size is {size}, this library's is {want}: set it to sizeof(struct {name}) (-FI_EINVAL)"
+    );
+    Err(Error::INVAL)
+}
+
 /// Reads an input struct the application passed, if it is not NULL.
 ///
 /// # Safety

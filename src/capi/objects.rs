@@ -1,7 +1,7 @@
 //! Host objects: domain, XPU context, AV, MR, CQ, counter, endpoint, export
 //! and close.
 use super::info::provider_of;
-use super::{guard, guard_ssize, non_null, put, read_opt};
+use super::{attr_size, guard, guard_ssize, non_null, put, read_opt};
 use crate::error::{Error, Result};
 use crate::flags::{
     self, AbortFlags, CntrBind, CqBind, DomainFlags, EpCaps, MrAccess, XpuFormFlags,
@@ -73,10 +73,8 @@ pub unsafe extern "C" fn fi_xpu_domain(
         // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
         let attr = match unsafe { read_opt(attr) } {
             None => &defaults,
-            Some(a) if a.size != std::mem::size_of::<fi_xpu_domain_attr>() => {
-                return Err(Error::INVAL)
-            }
             Some(a) => {
+                attr_size::<fi_xpu_domain_attr>("fi_xpu_domain", "fi_xpu_domain_attr", a.size)?;
                 flags::accept::<DomainFlags>(a.flags)?;
                 a
             }
@@ -257,10 +255,23 @@ pub unsafe extern "C" fn fi_xpu_av_insert(
             let one = (addr as usize + i * addrlen) as *const c_void;
             let mut out: fi_addr_t = FI_ADDR_UNSPEC;
             match Error::check(prov_call!(a.prov, av_insert(a.handle(), one, &mut out, 0))) {
-                Ok(()) => inserted += 1,
+                Ok(()) => {
+                    inserted += 1;
+                    crate::debug!("{}: inserted fi_addr {out}", a.describe());
+                }
                 Err(e) => {
                     out = FI_ADDR_UNSPEC;
                     first_err.get_or_insert(e);
+                    crate::warn!(
+                        "fi_xpu_av_insert: {}: address {i} of {count} refused by provider {}: -{e:?} ({e}){}",
+                        a.describe(),
+                        a.prov.name,
+                        if e == Error::INVAL {
+                            ": not an address this provider's fi_xpu_getname gave (garbage, or another provider's)"
+                        } else {
+                            ""
+                        }
+                    );
                 }
             }
             if !fi_addr.is_null() {
@@ -430,6 +441,10 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
             context,
             |d, x, h| prov_call!(dom.prov, mr_reg(d, x, &args, h)),
         )?;
+        crate::debug!(
+            "mr {fid:p}: registered [{buf:p}, +{len:#x}) access {access:#x} on {}",
+            dom.describe()
+        );
         // SAFETY: `mr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(mr, fid as *mut fid_xpu_mr) };
         Ok(0)
@@ -786,7 +801,18 @@ pub unsafe extern "C" fn fi_xpu_ep_bind(
             release(&[Arc::clone(&b)]);
             return Err(err);
         }
+        if b.kind == Kind::Cq {
+            e.cq_bound.fetch_or(
+                flags & (fi_xpu_abi::flags::FI_TRANSMIT | fi_xpu_abi::flags::FI_RECV),
+                Ordering::AcqRel,
+            );
+        }
         object::add_hold(&e, Arc::clone(&b));
+        crate::debug!(
+            "bound {} to {} (flags {flags:#x})",
+            b.describe(),
+            e.describe()
+        );
         Ok(0)
     })
 }
@@ -799,8 +825,34 @@ pub extern "C" fn fi_xpu_enable(ep: *mut fid_xpu_host_ep) -> c_int {
         if e.flag.load(Ordering::Acquire) {
             return Err(Error::OPBADSTATE);
         }
-        Error::check(prov_call!(e.prov, ep_enable(e.handle())))?;
+        // Without a CQ nothing the endpoint does could report, not even
+        // an error: libfabric's -FI_ENOCQ. Whether an AV is needed is the
+        // provider's to say (-FI_ENOAV), logged here alike.
+        if e.cq_bound.load(Ordering::Acquire) == 0 {
+            crate::warn!(
+                "fi_xpu_enable: {}: no CQ bound (-FI_ENOCQ): bind one with FI_TRANSMIT and/or FI_RECV first",
+                e.describe()
+            );
+            return Err(Error::NOCQ);
+        }
+        if let Err(err) = Error::check(prov_call!(e.prov, ep_enable(e.handle()))) {
+            match err {
+                Error::NOAV => crate::warn!(
+                    "fi_xpu_enable: {}: no AV bound (-FI_ENOAV): provider {} addresses peers through it; bind one first",
+                    e.describe(),
+                    e.prov.name
+                ),
+                Error::NOCQ => crate::warn!(
+                    "fi_xpu_enable: {}: provider {} needs another CQ bound (-FI_ENOCQ)",
+                    e.describe(),
+                    e.prov.name
+                ),
+                _ => {}
+            }
+            return Err(err);
+        }
         e.flag.store(true, Ordering::Release);
+        crate::debug!("enabled {}", e.describe());
         Ok(0)
     })
 }

@@ -160,9 +160,7 @@ pub unsafe extern "C" fn fi_xpu_world_open(
         };
         // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
         let a = unsafe { read_opt(attr) }.unwrap_or(&defaults);
-        if a.size != std::mem::size_of::<fi_xpu_world_attr>() {
-            return Err(Error::INVAL);
-        }
+        super::attr_size::<fi_xpu_world_attr>("fi_xpu_world_open", "fi_xpu_world_attr", a.size)?;
         if a.flags != 0 {
             return Err(Error::BADFLAGS);
         }

@@ -384,6 +384,29 @@ unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_w
     Ok(())
 }
 
+/// A request that asks for a completion (`FI_COMPLETION`) needs a CQ bound
+/// for its direction (`FI_RECV` for receives, `FI_TRANSMIT` otherwise):
+/// without one its completion would go nowhere, and whoever waits for it
+/// would wait forever.
+fn completion_has_cq(e: &object::Object, op: u32, flags: u64) -> Result<()> {
+    use fi_xpu_abi::flags::{FI_COMPLETION, FI_RECV, FI_TRANSMIT};
+    if flags & FI_COMPLETION == 0 {
+        return Ok(());
+    }
+    let (need, dir) = match op {
+        FI_OP_RECV | FI_OP_TRECV => (FI_RECV, "FI_RECV"),
+        _ => (FI_TRANSMIT, "FI_TRANSMIT"),
+    };
+    if e.cq_bound.load(std::sync::atomic::Ordering::Acquire) & need != 0 {
+        return Ok(());
+    }
+    crate::warn!(
+        "fi_xpu_prepare_wr: {}: FI_COMPLETION asked, but no CQ is bound with {dir} (-FI_ENOCQ)",
+        e.describe()
+    );
+    Err(Error::NOCQ)
+}
+
 /// Sets `work->wr_len`.
 ///
 /// # Safety
@@ -425,6 +448,7 @@ unsafe fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
     w.prov_id = e.prov.desc().prov_id;
     // SAFETY: the application's pointers are passed on as this function's contract gives them.
     unsafe { convert(ep, &attr, &conv, &mut w) }?;
+    completion_has_cq(&e, w.op_type, w.flags)?;
     // SAFETY: wr_buf holds wr_len >= FI_XPU_WR_SIZE writable bytes (the
     // API's contract); the request is written whole, unaligned allowed.
     unsafe { (attr.wr_buf as *mut fi_xpu_wr).write_unaligned(w) };

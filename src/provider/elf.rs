@@ -152,6 +152,96 @@ pub fn check(
     Ok(())
 }
 
+const PT_NOTE: u32 = 4;
+/// Notes read at most: a plugin's note segments are a few hundred bytes.
+const MAX_NOTE_BYTES: u64 = 64 * 1024;
+
+/// What a plugin's `fi_xpu` ELF note says (`fi_xpu_prov_note`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub abi_major: u32,
+    pub abi_minor: u32,
+    pub prov_id: u32,
+    pub version: u32,
+    pub name: String,
+}
+
+/// The `fi_xpu` note of a file `check` accepted, from its `PT_NOTE`
+/// segments; `None` when it has none (a plugin built before the note, or
+/// without the SDK's or the header's macro). A malformed note is refused.
+pub fn provider_note(
+    file_size: u64,
+    read: impl Fn(u64, usize) -> std::io::Result<Vec<u8>>,
+) -> Result<Option<Note>, String> {
+    let eh = read(0, EHDR_SIZE).map_err(|e| format!("cannot read the ELF header: {e}"))?;
+    let (phoff, phnum) = (u64_at(&eh, 32), u16_at(&eh, 56));
+    let ph = read(phoff, phnum as usize * PHDR_SIZE)
+        .map_err(|e| format!("cannot read the program headers: {e}"))?;
+    for p in ph.chunks_exact(PHDR_SIZE) {
+        if u32_at(p, 0) != PT_NOTE {
+            continue;
+        }
+        let (offset, filesz, align) = (u64_at(p, 8), u64_at(p, 32), u64_at(p, 48));
+        let inside = offset
+            .checked_add(filesz)
+            .is_some_and(|end| end <= file_size);
+        if !inside || filesz > MAX_NOTE_BYTES {
+            return Err(format!("bad note segment ({filesz} bytes at {offset})"));
+        }
+        let notes =
+            read(offset, filesz as usize).map_err(|e| format!("cannot read the notes: {e}"))?;
+        if let Some(n) = find_note(&notes, if align == 8 { 8 } else { 4 })? {
+            return Ok(Some(n));
+        }
+    }
+    Ok(None)
+}
+
+/// The `fi_xpu` note among the notes of one segment, whose entries are
+/// aligned to `align` bytes.
+fn find_note(b: &[u8], align: usize) -> Result<Option<Note>, String> {
+    use fi_xpu_abi::{FI_XPU_PROV_NOTE_DESCSZ, FI_XPU_PROV_NOTE_NAMESZ, FI_XPU_PROV_NOTE_TYPE};
+    let up = |n: usize| n.div_ceil(align) * align;
+    let mut at = 0;
+    while at + 12 <= b.len() {
+        let (namesz, descsz, ty) = (
+            u32_at(b, at) as usize,
+            u32_at(b, at + 4) as usize,
+            u32_at(b, at + 8),
+        );
+        let name_at = at + 12;
+        let desc_at = name_at.saturating_add(up(namesz));
+        let next = desc_at.saturating_add(up(descsz));
+        if next > b.len() {
+            return Err("malformed note (runs past its segment)".into());
+        }
+        if &b[name_at..name_at + namesz] == b"fi_xpu\0" && ty == FI_XPU_PROV_NOTE_TYPE {
+            if namesz != FI_XPU_PROV_NOTE_NAMESZ as usize
+                || descsz != FI_XPU_PROV_NOTE_DESCSZ as usize
+            {
+                return Err(format!("malformed fi_xpu note ({descsz} bytes)"));
+            }
+            let d = &b[desc_at..desc_at + descsz];
+            let raw = &d[16..48];
+            let len = raw
+                .iter()
+                .position(|&c| c == 0)
+                .ok_or("fi_xpu note: name not NUL-terminated")?;
+            let name = std::str::from_utf8(&raw[..len])
+                .map_err(|_| "fi_xpu note: name is not UTF-8".to_string())?;
+            return Ok(Some(Note {
+                abi_major: u32_at(d, 0),
+                abi_minor: u32_at(d, 4),
+                prov_id: u32_at(d, 8),
+                version: u32_at(d, 12),
+                name: name.to_string(),
+            }));
+        }
+        at = next;
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +271,55 @@ mod tests {
             let off = off as usize;
             Ok(b[off..off + len].to_vec())
         })
+    }
+
+    /// One note entry (4-byte aligned).
+    fn note_entry(owner: &[u8], ty: u32, desc: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend((owner.len() as u32).to_ne_bytes());
+        v.extend((desc.len() as u32).to_ne_bytes());
+        v.extend(ty.to_ne_bytes());
+        v.extend(owner);
+        v.resize(v.len().div_ceil(4) * 4, 0);
+        v.extend(desc);
+        v.resize(v.len().div_ceil(4) * 4, 0);
+        v
+    }
+
+    #[test]
+    fn reads_the_fi_xpu_note_among_others() {
+        let mut desc = Vec::new();
+        for w in [1u32, 3, 201, 0x10002] {
+            desc.extend(w.to_ne_bytes());
+        }
+        let mut name = b"shm".to_vec();
+        name.resize(32, 0);
+        desc.extend(&name);
+        let mut seg = note_entry(b"GNU\0", 3, &[7; 20]);
+        seg.extend(note_entry(
+            b"fi_xpu\0",
+            fi_xpu_abi::FI_XPU_PROV_NOTE_TYPE,
+            &desc,
+        ));
+        assert_eq!(
+            find_note(&seg, 4),
+            Ok(Some(Note {
+                abi_major: 1,
+                abi_minor: 3,
+                prov_id: 201,
+                version: 0x10002,
+                name: "shm".into()
+            }))
+        );
+        assert_eq!(find_note(&seg[..36], 4), Ok(None));
+        assert!(find_note(&seg[..seg.len() - 4], 4).is_err());
+        let mut bad = desc.clone();
+        bad[16..48].fill(b'x');
+        let seg = note_entry(b"fi_xpu\0", fi_xpu_abi::FI_XPU_PROV_NOTE_TYPE, &bad);
+        assert_eq!(
+            find_note(&seg, 4),
+            Err("fi_xpu note: name not NUL-terminated".into())
+        );
     }
 
     #[test]

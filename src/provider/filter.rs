@@ -29,6 +29,19 @@ impl Filter {
     pub fn allows(&self, name: &str) -> bool {
         self.names.iter().any(|n| n == name) != self.exclude
     }
+
+    /// The names a keep-list gives that are not among `found` (none for a
+    /// drop-list: dropping what is absent changes nothing).
+    pub fn unmatched<'a>(&'a self, found: &[String]) -> Vec<&'a str> {
+        if self.exclude {
+            return Vec::new();
+        }
+        self.names
+            .iter()
+            .filter(|n| !found.contains(n))
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -42,5 +55,8 @@ mod tests {
         assert!(keep.allows("shm") && keep.allows("core") && !keep.allows("ofi"));
         let drop = Filter::parse("^ofi").unwrap();
         assert!(drop.allows("shm") && !drop.allows("ofi"));
+        let found = vec!["shm".to_string()];
+        assert_eq!(keep.unmatched(&found), vec!["core"]);
+        assert!(drop.unmatched(&found).is_empty());
     }
 }

@@ -1,9 +1,12 @@
 //! Finds, opens and checks provider plugins (`libfi_xpu-<name>.so`).
 //!
-//! Search order: `FI_XPU_PROVIDER_PATH` (colon-separated), the directory
-//! compiled in at install time, `fi_xpu/` beside the loaded fi_xpu library
-//! (the installed layout, wherever the prefix was moved to), then the
-//! directory of the library itself. Every refusal is logged with its reason
+//! Search order: `FI_XPU_PROVIDER_PATH` (colon-separated), `fi_xpu/`
+//! beside the loaded fi_xpu library (the installed layout, wherever the
+//! prefix was moved to; for a program the core is linked into statically,
+//! also `../lib*/fi_xpu` from the program's directory), the directory
+//! compiled in at install time, then the directory of the library itself.
+//! A second copy of a loaded plugin (the same bytes) is skipped with a
+//! debug line; a different file of a loaded name is refused. Every refusal is logged with its reason
 //! and recorded for `fi_xpu_info`; none aborts the process. Plugins are never unloaded.
 //! Relative directories in the path are refused: they would make the
 //! plugins depend on the working directory. Each file is opened and checked
@@ -15,7 +18,7 @@ use crate::dl::Library;
 use crate::error::strerror;
 use crate::fork::ForkSafe;
 use crate::param;
-use crate::{info, warn};
+use crate::{debug, info, warn};
 use fi_xpu_abi::*;
 use std::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
@@ -168,12 +171,21 @@ pub(crate) fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
             }
         }
     }
+    let own = own_object();
+    // The installed layout wherever the prefix lies now: `fi_xpu/` beside
+    // the library, or, for a program the core is linked into statically
+    // (`bin/fi_xpu_info`), `../lib*/fi_xpu` from the program's directory.
+    if let Some((dir, exe)) = &own {
+        dirs.push(dir.join("fi_xpu"));
+        if *exe {
+            dirs.extend(beside_libdirs(dir));
+        }
+    }
     let builtin = env!("FI_XPU_BUILTIN_PROVIDER_DIR");
     if !builtin.is_empty() {
         dirs.push(PathBuf::from(builtin));
     }
-    if let Some(dir) = own_directory() {
-        dirs.push(dir.join("fi_xpu"));
+    if let Some((dir, _)) = own {
         dirs.push(dir);
     }
     let mut seen = Vec::new();
@@ -189,10 +201,40 @@ pub(crate) fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
     (dirs, refused)
 }
 
-/// Directory of the object (shared library or executable) this code is in.
-fn own_directory() -> Option<PathBuf> {
+/// `fi_xpu/` in each library directory next to a program's directory
+/// `bin`: `../lib*/fi_xpu` and the multiarch `../lib/<tuple>/fi_xpu`,
+/// those that exist, in name order.
+fn beside_libdirs(bin: &Path) -> Vec<PathBuf> {
+    let Some(prefix) = bin.parent() else {
+        return Vec::new();
+    };
+    let subdirs = |dir: &Path, keep: &dyn Fn(&str) -> bool| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_str().is_some_and(keep))
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut libdirs = subdirs(prefix, &|n| n.starts_with("lib"));
+    libdirs.extend(subdirs(&prefix.join("lib"), &|n| n.contains("-linux-")));
+    libdirs
+        .into_iter()
+        .map(|d| d.join("fi_xpu"))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// Directory of the object (shared library or executable) this code is in,
+/// and whether that object is the program itself (the core linked in
+/// statically).
+fn own_object() -> Option<(PathBuf, bool)> {
     let mut info: libc::Dl_info = unsafe_zeroed_dl_info();
-    let addr = own_directory as *const c_void;
+    let addr = own_object as *const c_void;
     // SAFETY: dladdr only reads the loader's tables; `info` is a valid out-parameter.
     let found = unsafe { libc::dladdr(addr, &mut info) };
     if found == 0 || info.dli_fname.is_null() {
@@ -202,7 +244,10 @@ fn own_directory() -> Option<PathBuf> {
     let fname = unsafe { CStr::from_ptr(info.dli_fname) };
     let path = Path::new(std::ffi::OsStr::from_bytes(fname.to_bytes()));
     let path = std::fs::canonicalize(path).ok()?;
-    path.parent().map(Path::to_path_buf)
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .is_ok_and(|e| e == path);
+    Some((path.parent()?.to_path_buf(), exe))
 }
 
 fn unsafe_zeroed_dl_info() -> libc::Dl_info {
@@ -240,6 +285,10 @@ fn load_all() -> Providers {
         skipped: refused,
         ..Default::default()
     };
+    // The names of every plugin file seen, loaded or not, and how many
+    // files the filter let through.
+    let mut found: Vec<String> = Vec::new();
+    let mut passed = 0;
     for dir in out.searched.clone() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -264,9 +313,26 @@ fn load_all() -> Providers {
         files.sort();
         for (file, path) in files {
             let name = plugin_name(&file).expect("filtered above").to_string();
+            if !found.contains(&name) {
+                found.push(name.clone());
+            }
             if let Some(f) = &filter {
                 if !f.allows(&name) {
                     info!("{}: excluded by FI_XPU_PROVIDER", path.display());
+                    continue;
+                }
+            }
+            passed += 1;
+            // A second copy of a loaded plugin (a moved prefix, whose
+            // original still lies at the compiled-in directory) is no
+            // conflict; a different file of the same name still is.
+            if let Some(other) = out.loaded.iter().find(|p| p.name == name) {
+                if same_content(&path, &other.path) {
+                    debug!(
+                        "{}: the same file as the loaded {}: skipped",
+                        path.display(),
+                        other.path.display()
+                    );
                     continue;
                 }
             }
@@ -282,7 +348,79 @@ fn load_all() -> Providers {
             }
         }
     }
+    say_what_is_missing(&out, &found, filter.as_ref(), passed);
     out
+}
+
+/// Warns when a `FI_XPU_PROVIDER` keep-list names a provider that is not
+/// there (listing those that are), and when no plugin was found at all
+/// (listing the directories searched).
+fn say_what_is_missing(out: &Providers, found: &[String], filter: Option<&Filter>, passed: usize) {
+    let listed = if found.is_empty() {
+        "none".to_string()
+    } else {
+        found.join(", ")
+    };
+    if let Some(f) = filter {
+        let unmatched = f.unmatched(found);
+        let spec = param::core(param::PROVIDER).unwrap_or_default();
+        if !unmatched.is_empty() {
+            warn!(
+                "{}={spec:?}: no provider named {}; found: {listed}",
+                param::PROVIDER,
+                unmatched.join(", ")
+            );
+        } else if passed == 0 && !found.is_empty() {
+            warn!(
+                "{}={spec:?} leaves no provider; found: {listed}",
+                param::PROVIDER
+            );
+        }
+    }
+    if found.is_empty() {
+        let dirs: Vec<String> = out
+            .searched
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        warn!(
+            "no provider plugin (libfi_xpu-<name>.so) found in {}: set {} to the directory that holds them",
+            dirs.join(", "),
+            param::PROVIDER_PATH
+        );
+    }
+}
+
+/// Whether two files hold the same bytes (the same file, or a copy).
+fn same_content(a: &Path, b: &Path) -> bool {
+    use std::io::Read;
+    let (Ok(fa), Ok(fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else {
+        return false;
+    };
+    let (Ok(ma), Ok(mb)) = (fa.metadata(), fb.metadata()) else {
+        return false;
+    };
+    use std::os::unix::fs::MetadataExt;
+    if (ma.dev(), ma.ino()) == (mb.dev(), mb.ino()) {
+        return true;
+    }
+    if ma.len() != mb.len() {
+        return false;
+    }
+    let (mut ra, mut rb) = (std::io::BufReader::new(fa), std::io::BufReader::new(fb));
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let n = match ra.read(&mut ba) {
+            Ok(n) => n,
+            Err(_) => return false,
+        };
+        if n == 0 {
+            return true;
+        }
+        if rb.read_exact(&mut bb[..n]).is_err() || ba[..n] != bb[..n] {
+            return false;
+        }
+    }
 }
 
 fn duplicate_name(name: &str, loaded: &[Arc<Provider>]) -> Result<(), String> {
@@ -295,11 +433,38 @@ fn duplicate_name(name: &str, loaded: &[Arc<Provider>]) -> Result<(), String> {
     }
 }
 
+fn duplicate_prov_id(prov_id: u32, loaded: &[Arc<Provider>]) -> Result<(), String> {
+    match loaded.iter().find(|p| p.desc.prov_id == prov_id) {
+        Some(other) => Err(format!(
+            "duplicate prov_id {prov_id} (already used by '{}')",
+            other.name
+        )),
+        None => Ok(()),
+    }
+}
+
 fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Provider, String> {
     let file = PluginFile::open(path)?;
     // The descriptor must carry the file's name, so a later file of a loaded
     // name is refused without running any of its code.
     duplicate_name(file_name, loaded)?;
+    // So is a plugin whose ELF note says what the descriptor would: another
+    // ABI, another name, a loaded prov_id. Without the note (older
+    // plugins) those are known only once dlopen has run its constructors.
+    let note = file.note().cloned();
+    if let Some(n) = &note {
+        check_header(n.abi_major, n.abi_minor, FI_XPU_PROV_MIN_SIZE)?;
+        if n.name != file_name {
+            return Err(format!(
+                "its fi_xpu note names provider '{}' but the file is for '{file_name}'",
+                n.name
+            ));
+        }
+        if n.prov_id == 0 {
+            return Err("prov_id 0 is reserved".into());
+        }
+        duplicate_prov_id(n.prov_id, loaded)?;
+    }
     let load_path = file.load_path();
     let lib = Library::open(&load_path).map_err(|e| {
         e.replace(
@@ -335,12 +500,13 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
             "descriptor names provider '{name}' but the file is for '{file_name}'"
         ));
     }
-    if let Some(other) = loaded.iter().find(|p| p.desc.prov_id == desc.prov_id) {
+    if let Some(n) = note.filter(|n| n.prov_id != desc.prov_id) {
         return Err(format!(
-            "duplicate prov_id {} (already used by '{}')",
-            desc.prov_id, other.name
+            "descriptor's prov_id {} differs from its fi_xpu note's {}",
+            desc.prov_id, n.prov_id
         ));
     }
+    duplicate_prov_id(desc.prov_id, loaded)?;
     let init = desc.init.expect("checked");
     let mut handle: *mut c_void = std::ptr::null_mut();
     // SAFETY: init receives the core's static service table and an out-pointer.

@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 /// An open, checked plugin file.
 pub struct PluginFile {
     file: File,
+    /// Its `fi_xpu` ELF note, read from the same descriptor.
+    note: Option<elf::Note>,
 }
 
 impl PluginFile {
@@ -42,12 +44,14 @@ impl PluginFile {
             check_ancestors(dir)?;
         }
         let size = meta.len();
-        elf::check(size, |offset, len| {
+        let read = |offset, len| {
             let mut buf = vec![0u8; len];
             file.read_exact_at(&mut buf, offset)?;
             Ok(buf)
-        })?;
-        let plugin = PluginFile { file };
+        };
+        elf::check(size, read)?;
+        let note = elf::provider_note(size, read)?;
+        let plugin = PluginFile { file, note };
         // Without /proc (a container that does not mount it) `dlopen`
         // would say only that the file does not exist.
         let via = plugin.load_path();
@@ -59,6 +63,11 @@ impl PluginFile {
             ));
         }
         Ok(plugin)
+    }
+
+    /// What the file's `fi_xpu` ELF note says, if it has one.
+    pub fn note(&self) -> Option<&elf::Note> {
+        self.note.as_ref()
     }
 
     /// The path through which `dlopen` loads this very descriptor.

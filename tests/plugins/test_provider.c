@@ -20,6 +20,8 @@
  *   TP_MARK="path"       a constructor appends the name to that file, so a
  *                        test can tell whether the loader opened the file
  *   TP_MARK_ID           ... followed by the prov_id
+ *   TP_NO_NOTE           no fi_xpu ELF note (a plugin built before it)
+ *   TP_NOTE_PROV_ID=n    the note's prov_id, when it is to differ
  *   TP_CTOR_ATFORK_MS=n  a constructor sleeps n ms, then registers (empty)
  *                        fork handlers: a dlopen that lasts, and registers
  *                        handlers, while another thread may be forking
@@ -76,6 +78,27 @@
 
 #define TP_VERSION FI_XPU_VERSION(1, 2)
 #define TP_STATE_ALIGN 64
+
+/* The plugin's identity as an ELF note (struct fi_xpu_prov_note in a
+ * section named .note.fi_xpu, which the linker puts in a PT_NOTE segment):
+ * the core reads it from the file before dlopen runs any of this code. */
+#ifndef TP_NOTE_PROV_ID
+#define TP_NOTE_PROV_ID TP_PROV_ID
+#endif
+#ifndef TP_NO_NOTE
+__attribute__((section(".note.fi_xpu"), used, aligned(4))) static const struct fi_xpu_prov_note
+	tp_note = {
+		.namesz = FI_XPU_PROV_NOTE_NAMESZ,
+		.descsz = FI_XPU_PROV_NOTE_DESCSZ,
+		.type_ = FI_XPU_PROV_NOTE_TYPE,
+		.owner = "fi_xpu",
+		.abi_major = TP_ABI_MAJOR,
+		.abi_minor = TP_ABI_MINOR,
+		.prov_id = TP_NOTE_PROV_ID,
+		.version = TP_VERSION,
+		.name = TP_NAME,
+	};
+#endif
 
 #ifdef TP_CTOR_ATFORK_MS
 __attribute__((constructor)) static void tp_ctor_atfork(void)

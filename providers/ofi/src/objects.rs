@@ -1316,10 +1316,8 @@ impl Ep {
     }
 
     pub fn enable(&mut self) -> Result<()> {
-        let av = self.pending.av.clone().ok_or_else(|| {
-            core::warn("fi_xpu_enable: bind an AV first");
-            Error::NOAV
-        })?;
+        // The core says it in its log line for -FI_ENOAV.
+        let av = self.pending.av.clone().ok_or(Error::NOAV)?;
         let inner = Arc::get_mut(&mut self.inner).ok_or(Error::BUSY)?;
         let dom = inner.dom.clone();
         inner.open_fabric_ep()?;

@@ -205,6 +205,38 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The static descriptor `fi_xpu_prov_ini` returns.
+/// The ELF note of provider `P` (`fi_xpu_prov_note`), which
+/// `export_provider!` places in `.note.fi_xpu`: the core reads the name,
+/// `prov_id` and ABI from the file, before `dlopen`.
+pub const fn note<P: Provider>() -> abi::fi_xpu_prov_note {
+    let bytes = P::NAME.to_bytes();
+    assert!(bytes.len() < 32, "a provider name has at most 31 bytes");
+    let mut name = [0 as std::ffi::c_char; 32];
+    let mut i = 0;
+    while i < bytes.len() {
+        name[i] = bytes[i] as std::ffi::c_char;
+        i += 1;
+    }
+    let mut owner = [0 as std::ffi::c_char; 8];
+    let fi_xpu = b"fi_xpu";
+    let mut i = 0;
+    while i < fi_xpu.len() {
+        owner[i] = fi_xpu[i] as std::ffi::c_char;
+        i += 1;
+    }
+    abi::fi_xpu_prov_note {
+        namesz: abi::FI_XPU_PROV_NOTE_NAMESZ,
+        descsz: abi::FI_XPU_PROV_NOTE_DESCSZ,
+        type_: abi::FI_XPU_PROV_NOTE_TYPE,
+        owner,
+        abi_major: abi::FI_XPU_PROV_ABI_MAJOR,
+        abi_minor: abi::FI_XPU_PROV_ABI_MINOR,
+        prov_id: P::PROV_ID,
+        version: P::VERSION,
+        name,
+    }
+}
+
 pub struct Descriptor(fi_xpu_prov_desc);
 
 // SAFETY: the descriptor is immutable static data: pointers to a static
@@ -228,6 +260,11 @@ impl Descriptor {
 macro_rules! export_provider {
     ($p:ty) => {
         static FI_XPU_PROV_DESCRIPTOR: $crate::Descriptor = $crate::Descriptor::of::<$p>();
+
+        /// The plugin's identity, read by the core before it loads the file.
+        #[used]
+        #[link_section = ".note.fi_xpu"]
+        static FI_XPU_PROV_NOTE: $crate::abi::fi_xpu_prov_note = $crate::note::<$p>();
 
         /// The plugin's entry point.
         #[no_mangle]
