@@ -20,9 +20,21 @@ pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// 1: `fi_xpu_core` gained `param_define` and `param_get`.
 /// 2: `fi_xpu_core` gained `ctx_abort_word`.
 /// 3: `fi_xpu_core` gained `mem_retire`.
-pub const FI_XPU_PROV_ABI_MINOR: u32 = 3;
+/// 4: `fi_xpu_core` gained `mem_access`.
+pub const FI_XPU_PROV_ABI_MINOR: u32 = 4;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
+
+/// Operations of `fi_xpu_core.mem_access`.
+/// Copies `size` bytes from host memory at `host` to the device address.
+pub const FI_XPU_MEM_ACCESS_WRITE: c_int = 0;
+/// Copies `size` bytes from the device address to host memory at `host`.
+pub const FI_XPU_MEM_ACCESS_READ: c_int = 1;
+/// Sets `size` bytes at the device address to the byte `value`.
+pub const FI_XPU_MEM_ACCESS_SET: c_int = 2;
+/// Stores the 64-bit `value` at the 8-byte aligned device address, as one
+/// store (`size` is 8): how the host raises a flag device code polls.
+pub const FI_XPU_MEM_ACCESS_STORE64: c_int = 3;
 
 /// Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
 pub const FI_XPU_LOG_WARN: c_int = 1;
@@ -149,6 +161,26 @@ pub struct fi_xpu_core {
     /// backend cannot do it (the import is then left in place). (ABI 1.3)
     pub mem_retire:
         Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int>,
+    /// Host access to the context's device memory, which the host must not
+    /// load from or store to through a pointer: `op` (`FI_XPU_MEM_ACCESS_*`)
+    /// on `[dev_addr, dev_addr + size)`, which must lie inside one
+    /// allocation or import of the context, done by the memory backend on
+    /// a stream of its own that does not synchronise with others, and
+    /// waited for. `size` 0 asks whether the context's memory needs this
+    /// at all: 0 when it does, `-FI_EOPNOTSUPP` when the host reaches it
+    /// by plain loads and stores (host memory, or application callbacks,
+    /// which give no way to reach device memory). `-FI_EINVAL`: a bad
+    /// context, op or range. (ABI 1.4)
+    pub mem_access: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_host_ctx,
+            op: c_int,
+            dev_addr: *mut c_void,
+            host: *mut c_void,
+            size: u64,
+            value: u64,
+        ) -> c_int,
+    >,
 }
 
 /// Opaque provider-side handle.

@@ -47,6 +47,31 @@ pub struct Import<'a> {
     pub exportable: bool,
 }
 
+/// A host access to device memory that the host does not reach through
+/// pointers (`fi_xpu_core.mem_access`).
+pub enum Access<'a> {
+    /// Whether the backend's memory needs this way at all.
+    Probe,
+    Write { dev: usize, src: &'a [u8] },
+    Read { dev: usize, dst: &'a mut [u8] },
+    Set { dev: usize, len: usize, byte: u8 },
+    /// One 64-bit store at an 8-byte aligned address.
+    Store64 { dev: usize, value: u64 },
+}
+
+impl Access<'_> {
+    /// The device range touched.
+    fn range(&self) -> Option<(usize, u64)> {
+        match self {
+            Access::Probe => None,
+            Access::Write { dev, src } => Some((*dev, src.len() as u64)),
+            Access::Read { dev, dst } => Some((*dev, dst.len() as u64)),
+            Access::Set { dev, len, .. } => Some((*dev, *len as u64)),
+            Access::Store64 { dev, .. } => Some((*dev, 8)),
+        }
+    }
+}
+
 /// One way of reaching a device's memory.
 pub trait Backend: Send + Sync {
     fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation>;
@@ -62,6 +87,13 @@ pub trait Backend: Send + Sync {
     }
     /// A DMA-BUF (memfd for system memory) for `[addr, addr + size)`.
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)>;
+    /// Host access to memory of this backend that the host must not
+    /// dereference (device memory), in range of a live allocation or
+    /// import (checked by the caller). `OPNOTSUPP`: the host reaches this
+    /// backend's memory with plain loads and stores.
+    fn access(&self, _access: Access) -> Result<()> {
+        Err(Error::OPNOTSUPP)
+    }
 }
 
 /// Largest alignment an allocation may ask for.
@@ -267,6 +299,21 @@ impl Memory {
             return Err(Error::INVAL);
         }
         self.backend.export(addr, size)
+    }
+
+    /// Host access to the context's device memory (`Backend::access`);
+    /// the range must lie inside one live allocation or import.
+    pub fn access(&self, access: Access) -> Result<()> {
+        if let Some((dev, len)) = access.range() {
+            if !self.contains(dev, len) {
+                warn!("device memory access: [{dev:#x}, +{len}) is not memory of this context");
+                return Err(Error::INVAL);
+            }
+            if matches!(access, Access::Store64 { .. }) && dev % 8 != 0 {
+                return Err(Error::INVAL);
+            }
+        }
+        self.backend.access(access)
     }
 
     /// Address of the context's abort word: 64 bytes the device reads and the

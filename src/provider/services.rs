@@ -224,6 +224,48 @@ unsafe extern "C" fn ctx_abort_word(ctx: *mut fid_xpu_host_ctx) -> *mut u64 {
         .map_or(std::ptr::null_mut(), |w| w as *mut u64)
 }
 
+unsafe extern "C" fn mem_access(
+    ctx: *mut fid_xpu_host_ctx,
+    op: c_int,
+    dev_addr: *mut c_void,
+    host: *mut c_void,
+    size: u64,
+    value: u64,
+) -> c_int {
+    guard(|| {
+        let c = memory_of(ctx)?;
+        let mem = c.memory.as_ref().ok_or(Error::INVAL)?;
+        let dev = dev_addr as usize;
+        let len = usize::try_from(size).map_err(|_| Error::INVAL)?;
+        let access = match op {
+            _ if size == 0 => return mem.access(crate::memory::Access::Probe).map(|_| 0),
+            FI_XPU_MEM_ACCESS_WRITE | FI_XPU_MEM_ACCESS_READ if host.is_null() => {
+                return Err(Error::INVAL)
+            }
+            FI_XPU_MEM_ACCESS_WRITE => {
+                // SAFETY: the provider passes `size` readable bytes at `host`
+                // (the contract of fi_xpu_core.mem_access).
+                let src = unsafe { std::slice::from_raw_parts(host as *const u8, len) };
+                crate::memory::Access::Write { dev, src }
+            }
+            FI_XPU_MEM_ACCESS_READ => {
+                // SAFETY: as above, `size` writable bytes.
+                let dst = unsafe { std::slice::from_raw_parts_mut(host as *mut u8, len) };
+                crate::memory::Access::Read { dev, dst }
+            }
+            FI_XPU_MEM_ACCESS_SET => crate::memory::Access::Set {
+                dev,
+                len,
+                byte: u8::try_from(value).map_err(|_| Error::INVAL)?,
+            },
+            FI_XPU_MEM_ACCESS_STORE64 if size == 8 => crate::memory::Access::Store64 { dev, value },
+            _ => return Err(Error::INVAL),
+        };
+        mem.access(access)?;
+        Ok(0)
+    })
+}
+
 pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     abi_major: FI_XPU_PROV_ABI_MAJOR,
     abi_minor: FI_XPU_PROV_ABI_MINOR,
@@ -240,4 +282,5 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     mem_known: Some(mem_known),
     ctx_abort_word: Some(ctx_abort_word),
     mem_retire: Some(mem_retire),
+    mem_access: Some(mem_access),
 };

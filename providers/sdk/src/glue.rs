@@ -793,6 +793,7 @@ mod tests {
             mem_known: None,
             ctx_abort_word: None,
             mem_retire: None,
+            mem_access: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.

@@ -7,7 +7,7 @@
 use crate::{Error, Result};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -235,6 +235,29 @@ pub fn mem_unimport(ctx: CoreCtx, dev: usize) {
     if let Some(f) = core().and_then(|c| c.mem_unimport) {
         // SAFETY: the core validates ctx and looks dev up among its imports.
         unsafe { f(ctx.0, dev as *mut c_void) };
+    }
+}
+
+/// Host access to the context's device memory through its backend
+/// (`fi_xpu_core.mem_access`).
+///
+/// # Safety
+/// For `FI_XPU_MEM_ACCESS_WRITE` and `_READ`, `host` is valid for `size`
+/// bytes of reading, respectively writing.
+pub unsafe fn mem_access(
+    ctx: CoreCtx,
+    op: c_int,
+    dev: usize,
+    host: *mut c_void,
+    size: u64,
+    value: u64,
+) -> Result<()> {
+    let f = core().and_then(|c| c.mem_access).ok_or(Error::NOSYS)?;
+    // SAFETY: the core validates ctx, op and the range; `host` is the
+    // caller's promise.
+    match unsafe { f(ctx.0, op, dev as *mut c_void, host, size, value) } {
+        0 => Ok(()),
+        e => Err(Error::from_code(e)),
     }
 }
 

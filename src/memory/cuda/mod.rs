@@ -16,10 +16,15 @@
 //! - Exporting device memory the context did not allocate (an application's
 //!   `cuMemAlloc`) gives a DMA-BUF (`cuMemGetHandleForAddressRange`) of its
 //!   whole allocation, for NIC registration.
+//! - The host reaches device memory only through the driver (`access`):
+//!   asynchronous copies, memsets and `cuStreamWriteValue64` on a stream
+//!   of the backend's own, created `CU_STREAM_NON_BLOCKING` so that it
+//!   never waits for (or makes wait) the legacy stream a running kernel
+//!   may sit on, each followed by a wait on that stream alone.
 mod driver;
 
 use super::pinned::{Pin, PinHow, Pinned};
-use super::{Allocation, Backend, Import};
+use super::{Access, Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
@@ -52,6 +57,8 @@ pub struct Cuda {
     mapped: Mutex<HashMap<usize, DevMapping>>,
     /// Host allocations, host-mapped fds and host imports.
     pinned: Pinned,
+    /// The private stream of `access` (as an address; 0 until first use).
+    stream: Mutex<usize>,
 }
 
 // SAFETY: CUcontext is an opaque driver handle, usable from any thread once
@@ -99,6 +106,7 @@ impl Cuda {
             allocs: Mutex::default(),
             mapped: Mutex::default(),
             pinned: Pinned::default(),
+            stream: Mutex::new(0),
         };
         c.current()?;
         let mut g = 0usize;
@@ -257,6 +265,53 @@ impl Cuda {
         }
         // SAFETY: the driver hands us a new descriptor.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// The backend's own non-blocking stream, created on first use.
+    fn stream(&self) -> Result<CUstream> {
+        let mut s = self.stream.lock().unwrap();
+        if *s == 0 {
+            let mut st: CUstream = std::ptr::null_mut();
+            // SAFETY: out-pointer to a local; the context is current.
+            self.drv.check("cuStreamCreate", unsafe {
+                (self.drv.stream_create)(&mut st, CU_STREAM_NON_BLOCKING)
+            })?;
+            *s = st as usize;
+        }
+        Ok(*s as CUstream)
+    }
+
+    /// One host access on the private stream, waited for there.
+    fn access_on_stream(&self, a: Access) -> Result<()> {
+        let d = self.drv;
+        let st = self.stream()?;
+        // SAFETY: the range is live memory of this context (checked by
+        // `Memory::access`); host buffers are the borrowed slices, valid
+        // until the synchronisation below returns.
+        let (what, r) = unsafe {
+            match a {
+                Access::Probe => return Ok(()),
+                Access::Write { dev, src } => (
+                    "cuMemcpyHtoDAsync",
+                    (d.memcpy_htod_async)(dev as CUdeviceptr, src.as_ptr().cast(), src.len(), st),
+                ),
+                Access::Read { dev, dst } => (
+                    "cuMemcpyDtoHAsync",
+                    (d.memcpy_dtoh_async)(dst.as_mut_ptr().cast(), dev as CUdeviceptr, dst.len(), st),
+                ),
+                Access::Set { dev, len, byte } => (
+                    "cuMemsetD8Async",
+                    (d.memset_d8_async)(dev as CUdeviceptr, byte, len, st),
+                ),
+                Access::Store64 { dev, value } => (
+                    "cuStreamWriteValue64",
+                    (d.stream_write_value64)(st, dev as CUdeviceptr, value, CU_STREAM_WRITE_VALUE_DEFAULT),
+                ),
+            }
+        };
+        d.check(what, r)?;
+        // SAFETY: the stream created above.
+        d.check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(st) })
     }
 
     /// Whether `[addr, addr + size)` is device memory of this context.
@@ -443,6 +498,11 @@ impl Backend for Cuda {
         }
         self.dmabuf(addr, size)
     }
+
+    fn access(&self, a: Access) -> Result<()> {
+        self.current()?;
+        self.access_on_stream(a)
+    }
 }
 
 impl Pin for Cuda {
@@ -488,6 +548,11 @@ impl Drop for Cuda {
             self.unmap(m.base, m.len);
         }
         self.pinned.release(self);
+        let st = *self.stream.get_mut().unwrap();
+        if st != 0 {
+            // SAFETY: the stream `stream` created, destroyed once.
+            unsafe { (self.drv.stream_destroy)(st as CUstream) };
+        }
         // SAFETY: the primary context retained in `open`, released once.
         unsafe { (self.drv.primary_ctx_release)(self.dev) };
     }
