@@ -761,7 +761,7 @@ mod tests {
     #[test]
     fn descriptor_carries_identity_and_every_entry_point() {
         let d = descriptor::<Mock>();
-        assert_eq!((d.abi_major, d.abi_minor), (1, 3));
+        assert_eq!((d.abi_major, d.abi_minor), (1, 4));
         assert_eq!(d.size, std::mem::size_of::<fi_xpu_prov_desc>());
         // SAFETY: the name is a static C string.
         assert_eq!(unsafe { std::ffi::CStr::from_ptr(d.name) }, c"mock");
