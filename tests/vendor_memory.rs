@@ -264,6 +264,148 @@ mod cuda {
         let (out, logs) = run(drv, &["cuda", "share"], &[("FI_XPU_LOG_LEVEL", "none")]);
         assert!(out.contains("vendor_memory share: ok"), "{out}\n{logs:#?}");
     }
+
+    /// shm on an `FI_HMEM_CUDA` context without callbacks, over the double
+    /// in strict mode (device memory out of the host's reach, opened only
+    /// while a kernel runs; tests/c/device_on_cuda.h brackets every launch
+    /// and every device call of a program with it).
+    mod shm_device_heap {
+        use super::*;
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::Output;
+
+        /// `src` compiled to run on a CUDA context (device_on_cuda.h).
+        fn program(src: &str, name: &str) -> Option<PathBuf> {
+            let inc = cuda_include()?;
+            let dir = common::scratch(&format!("shm-device-heap-{name}"));
+            let out = dir.join(name);
+            let include = common::root().join("tests/c/device_on_cuda.h");
+            common::cc(
+                &[&common::root().join(src)],
+                &out,
+                &[
+                    "-include",
+                    include.to_str().unwrap(),
+                    &format!("-I{}", inc.display()),
+                    "-ldl",
+                ],
+            );
+            Some(out)
+        }
+
+        fn run_strict(prog: &Path, args: &[&str]) -> Output {
+            let drv = driver().expect("the double was built");
+            let mut cmd = Command::new(prog);
+            cmd.args(args)
+                .env("LD_LIBRARY_PATH", drv)
+                .env("FAKE_CUDA_STRICT", "1")
+                .env("FI_XPU_PROVIDER", "shm")
+                .env("FI_XPU_LOG_LEVEL", "warn")
+                .env_remove("FI_XPU_PROVIDER_PATH")
+                .env_remove("FAKE_CUDA_FAIL")
+                .env_remove("FAKE_CUDA_DEVICES")
+                .env_remove("FI_XPU_SHM_HOST_PROGRESS");
+            common::run(&mut cmd)
+        }
+
+        fn show(o: &Output) -> String {
+            format!(
+                "{}\n--- stdout\n{}\n--- stderr\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        }
+
+        fn run_ok(prog: &Path, args: &[&str], want: &str) {
+            let o = run_strict(prog, args);
+            assert!(
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains(want),
+                "{}",
+                show(&o)
+            );
+        }
+
+        #[test]
+        fn peer_writable_structures_are_device_memory_and_carry_data_between_processes() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "placement") else {
+                return;
+            };
+            run_ok(&p, &["placement"], "shm_device_heap placement: ok");
+        }
+
+        /// The shm device tests, unchanged, on the CUDA context: scopes on
+        /// the host launcher (loopback), every operation between two
+        /// processes in two CQ formats, and large, directed and overrun
+        /// messages between two processes.
+        #[test]
+        fn the_device_suite_runs_without_host_access_to_device_memory() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(scope) = program("tests/c/device_scope_shm.c", "scope") else {
+                return;
+            };
+            run_ok(&scope, &[], "device_scope shm: ok");
+            let ops = program("tests/c/shm_ops.c", "ops").unwrap();
+            for format in ["1", "4"] {
+                run_ok(
+                    &ops,
+                    &["2", format],
+                    &format!("shm_ops n=2 format={format}: ok"),
+                );
+            }
+            let msg = program("tests/c/shm_msg.c", "msg").unwrap();
+            run_ok(&msg, &["2"], "shm_msg n=2: ok");
+        }
+
+        /// What makes the suite above mean something: the double fails a
+        /// program that stores to device memory from the host, and one
+        /// that copies on the legacy stream while a kernel runs.
+        #[test]
+        fn the_double_fails_host_access_and_legacy_stream_copies() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "double") else {
+                return;
+            };
+            let o = run_strict(&p, &["host-store"]);
+            assert_eq!(o.status.signal(), Some(libc::SIGSEGV), "{}", show(&o));
+            let o = run_strict(&p, &["legacy-copy"]);
+            assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{}", show(&o));
+            assert!(
+                String::from_utf8_lossy(&o.stderr)
+                    .contains("fake_cuda: cuMemcpyHtoD on the legacy stream while a kernel runs"),
+                "{}",
+                show(&o)
+            );
+        }
+
+        #[test]
+        fn host_progress_is_refused_with_device_heaps() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "progress") else {
+                return;
+            };
+            let o = run_strict(&p, &["host-progress"]);
+            assert!(o.status.success(), "{}", show(&o));
+            assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ctx=-95");
+            let logs: Vec<String> = String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter_map(common::log_body)
+                .collect();
+            has_line(
+                &logs,
+                "shm cannot run a host progress agent (FI_XPU_DOMAIN_HOST_PROGRESS, FI_XPU_SHM_HOST_PROGRESS) over a context whose heap is device memory",
+            );
+        }
+    }
 }
 
 mod ze {

@@ -52,11 +52,24 @@ pub struct Import<'a> {
 pub enum Access<'a> {
     /// Whether the backend's memory needs this way at all.
     Probe,
-    Write { dev: usize, src: &'a [u8] },
-    Read { dev: usize, dst: &'a mut [u8] },
-    Set { dev: usize, len: usize, byte: u8 },
+    Write {
+        dev: usize,
+        src: &'a [u8],
+    },
+    Read {
+        dev: usize,
+        dst: &'a mut [u8],
+    },
+    Set {
+        dev: usize,
+        len: usize,
+        byte: u8,
+    },
     /// One 64-bit store at an 8-byte aligned address.
-    Store64 { dev: usize, value: u64 },
+    Store64 {
+        dev: usize,
+        value: u64,
+    },
 }
 
 impl Access<'_> {

@@ -67,7 +67,26 @@ pub struct XpuCtx {
 }
 
 impl XpuCtx {
-    pub fn open(dom: &Arc<Inner>, core_ctx: Ctx) -> Result<XpuCtx> {
+    pub fn open(dom: &Arc<Inner>, core_ctx: Ctx, iface: fi_hmem_iface) -> Result<XpuCtx> {
+        let device = core::device_memory(core_ctx);
+        if iface != FI_HMEM_SYSTEM && !device {
+            core::warn(&format!(
+                "fi_xpu_ctx_open: shm serves iface {} through the library's built-in memory \
+                 backend only: with application memory callbacks the host has no way into the \
+                 context's device memory; open the context without callbacks",
+                fi_hmem_iface_name(iface)
+            ));
+            return Err(Error::OPNOTSUPP);
+        }
+        if device && dom.agent.is_some() {
+            core::warn(
+                "fi_xpu_ctx_open: shm cannot run a host progress agent (FI_XPU_DOMAIN_HOST_PROGRESS, \
+                 FI_XPU_SHM_HOST_PROGRESS) over a context whose heap is device memory: the agent \
+                 progresses inboxes through CPU pointers, which device memory does not have; \
+                 open the domain without host progress",
+            );
+            return Err(Error::OPNOTSUPP);
+        }
         let size = heap_size();
         // The registration table (and its header), then room for the
         // endpoints' staging lanes: what peers only read. The lanes take
@@ -126,11 +145,29 @@ impl XpuCtx {
         };
         // The heap's own header holds no registrations: a key naming the
         // heap finds no slot.
-        // SAFETY: heap is a fresh allocation of `size` >= 1 MiB bytes.
-        unsafe {
-            let h = heap as *mut HeapHdr;
-            (*h).size = size;
-            (*h).magic = HEAP_MAGIC;
+        let hdr = HeapHdr {
+            magic: HEAP_MAGIC,
+            size,
+            mr_off: 0,
+            mr_slots: 0,
+            _pad: [0; 4],
+        };
+        // SAFETY: HeapHdr is plain words (repr(C), no padding).
+        let hdr_bytes = unsafe {
+            std::slice::from_raw_parts((&hdr as *const HeapHdr).cast::<u8>(), size_of::<HeapHdr>())
+        };
+        if let Err(e) = core::heap_write(core_ctx, heap, hdr_bytes) {
+            core::free(core_ctx, dev);
+            core::free(core_ctx, heap);
+            core::unimport(core_ctx, stage);
+            return Err(e);
+        }
+        if device {
+            core::debug(&format!(
+                "XPU context: heap of {size} bytes in device memory ({}), reached by the host \
+                 through the memory backend only",
+                fi_hmem_iface_name(iface)
+            ));
         }
         let st = dom.lock();
         let region = match dom.share_region(st, fd, 0, size) {
@@ -232,8 +269,11 @@ impl XpuCtx {
             Error::NOMEM
         })?;
         let a = c.heap + off as usize;
-        // SAFETY: [a, a+size) lies inside the heap and was free.
-        unsafe { std::ptr::write_bytes(a as *mut u8, 0, size as usize) };
+        // [a, a+size) lies inside the heap and was free.
+        if let Err(e) = core::heap_zero(c.core, a, size) {
+            c.heap_alloc.release(off, size);
+            return Err(e);
+        }
         Ok((a, off))
     }
 
@@ -397,10 +437,14 @@ impl Cq {
         };
         let bytes = CQ_RING_HDR + self.size * size_of::<Cqe>() as u64;
         let (r, off) = c.heap_alloc(bytes)?;
-        // SAFETY: a fresh zeroed heap allocation of a ring of `size` entries.
-        unsafe {
-            (*(r as *mut CqRing)).size = self.size;
-            (*(r as *mut CqRing)).format = self.format as u64;
+        // A fresh zeroed heap allocation of a ring of `size` entries.
+        let hdr =
+            core::heap_store(c.core, r + offset_of!(CqRing, size), self.size).and_then(|_| {
+                core::heap_store(c.core, r + offset_of!(CqRing, format), self.format as u64)
+            });
+        if let Err(e) = hdr {
+            c.heap_free(off, bytes);
+            return Err(e);
         }
         // Whose peer maps attribute its entries, and the offset their
         // stamps name.
@@ -771,9 +815,14 @@ impl Counter {
         let Some((r, _)) = *self.remote_guard() else {
             return 0;
         };
-        // SAFETY: the remote block stays in the heap until the counter is
-        // dropped; both words are 8-byte aligned.
-        unsafe { load(r + if err { 8 } else { 0 }) }
+        let w = r + if err { 8 } else { 0 };
+        match &self.ctx {
+            // The remote block stays in the heap until the counter is
+            // dropped; both words are 8-byte aligned.
+            Some(c) => core::heap_load(c.core, w),
+            // SAFETY: as above (a block of the unit tests).
+            None => unsafe { load(w) },
+        }
     }
 
     /// The counter's value and error count: its own words plus, for a

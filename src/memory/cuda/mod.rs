@@ -297,7 +297,12 @@ impl Cuda {
                 ),
                 Access::Read { dev, dst } => (
                     "cuMemcpyDtoHAsync",
-                    (d.memcpy_dtoh_async)(dst.as_mut_ptr().cast(), dev as CUdeviceptr, dst.len(), st),
+                    (d.memcpy_dtoh_async)(
+                        dst.as_mut_ptr().cast(),
+                        dev as CUdeviceptr,
+                        dst.len(),
+                        st,
+                    ),
                 ),
                 Access::Set { dev, len, byte } => (
                     "cuMemsetD8Async",
@@ -305,7 +310,12 @@ impl Cuda {
                 ),
                 Access::Store64 { dev, value } => (
                     "cuStreamWriteValue64",
-                    (d.stream_write_value64)(st, dev as CUdeviceptr, value, CU_STREAM_WRITE_VALUE_DEFAULT),
+                    (d.stream_write_value64)(
+                        st,
+                        dev as CUdeviceptr,
+                        value,
+                        CU_STREAM_WRITE_VALUE_DEFAULT,
+                    ),
                 ),
             }
         };

@@ -801,6 +801,19 @@ void fake_cuda_kernel_end(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Test hook: whether [addr, addr + len) is device memory the host cannot
+ * reach (a VMM mapping in strict mode). */
+int fake_cuda_device_memory(const void *addr, size_t len)
+{
+	struct range *r;
+	int yes;
+	pthread_mutex_lock(&lock);
+	r = find(MAPPED, (uintptr_t)addr, len);
+	yes = r && r->alias;
+	pthread_mutex_unlock(&lock);
+	return yes;
+}
+
 /* Test hooks for the C test program: the number of live ranges of a kind
  * (leak checks), not part of the driver API. */
 int fake_cuda_live(int kind)

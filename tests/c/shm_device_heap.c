@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * shm on an FI_HMEM_CUDA context without callbacks, over the CUDA driver
+ * double in strict mode; compiled with `-include device_on_cuda.h`.
+ *
+ *   shm_device_heap placement
+ *       Two processes: where each structure of the context lives. Peer-
+ *       writable ones (the context heap, the endpoint's inbox block, the
+ *       CQ's remote ring, the counter's remote words, and the peer's heap
+ *       as imported here) are device memory the host cannot reach; the
+ *       device blocks the host initialises (EpDev, CqDev, CntrDev) are not.
+ *       Then rank 1 writes into rank 0 with remote CQ data, and sends it a
+ *       tagged message: the completion lands in rank 0's remote ring, the
+ *       count in its remote counter words and the message in its inbox,
+ *       all in device memory. Prints "shm_device_heap placement: ok".
+ *   shm_device_heap host-progress
+ *       A domain with FI_XPU_DOMAIN_HOST_PROGRESS: opening a CUDA context
+ *       on it fails. Prints "ctx=<rc>".
+ *   shm_device_heap host-store | legacy-copy
+ *       The double's own checks, which must fail the program: a host store
+ *       into device memory from fi_xpu_alloc (SIGSEGV), and a synchronous
+ *       copy on the legacy stream while a kernel runs (abort). Print
+ *       "survived" if they do not.
+ */
+#include "shm_common.h"
+
+#include <cuda.h>
+#include <signal.h>
+
+static struct world W;
+
+static int (*is_device)(const void *, size_t);
+
+static void *driver_sym(const char *name)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *f = h ? dlsym(h, name) : NULL;
+	REQUIRE(f != NULL, 1);
+	return f;
+}
+
+static int dev(uint64_t addr, size_t len)
+{
+	return addr != 0 && is_device((const void *)(uintptr_t)addr, len);
+}
+
+static int placement(void)
+{
+	const struct fi_xpu_shm_ep_dev *ed;
+	const struct fi_xpu_shm_ctx_dev *cd;
+	const struct fi_xpu_shm_cq_dev *qd;
+	const struct fi_xpu_shm_cntr_dev *kd;
+	unsigned char src[4096];
+	struct fi_cq_tagged_entry e;
+	uint64_t tagged = 0;
+	int peer_heaps = 0, c, r;
+	size_t i;
+
+	spawn(&W, 2);
+	open_world(&W, FI_CQ_FORMAT_DATA);
+	is_device = (int (*)(const void *, size_t))(uintptr_t)driver_sym("fake_cuda_device_memory");
+	ed = (const struct fi_xpu_shm_ep_dev *)(uintptr_t)W.ep.fid.prov_ctx;
+	cd = (const struct fi_xpu_shm_ctx_dev *)(uintptr_t)ed->ctx;
+	qd = (const struct fi_xpu_shm_cq_dev *)(uintptr_t)W.cq.fid.prov_ctx;
+	kd = (const struct fi_xpu_shm_cntr_dev *)(uintptr_t)W.rwcntr.fid.prov_ctx;
+	/* Peer-writable: device memory. */
+	EXPECT(dev(cd->heap_base, 64), 1);
+	EXPECT(dev(ed->block, sizeof(struct fi_xpu_shm_ep_block) +
+				      FI_XPU_SHM_INBOX_SLOTS * FI_XPU_SHM_SLOT_SIZE),
+	       1);
+	EXPECT(dev(qd->rring, FI_XPU_SHM_CQ_HDR), 1);
+	EXPECT(dev(kd->rcntr, sizeof(struct fi_xpu_shm_cntr)), 1);
+	/* What the host initialises, and the application's pinned buffers: not. */
+	EXPECT(dev((uint64_t)(uintptr_t)ed, sizeof(*ed)), 0);
+	EXPECT(dev((uint64_t)(uintptr_t)cd, sizeof(*cd)), 0);
+	EXPECT(dev((uint64_t)(uintptr_t)qd, sizeof(*qd)), 0);
+	EXPECT(dev((uint64_t)(uintptr_t)kd, sizeof(*kd)), 0);
+	EXPECT(dev((uint64_t)(uintptr_t)W.heap, 64), 0);
+	/* The peer's heap, imported here: device memory too. */
+	for (c = 0; c < FI_XPU_SHM_MAX_CONNS; c++) {
+		const struct fi_xpu_shm_peer_map *m =
+			(const struct fi_xpu_shm_peer_map *)(uintptr_t)cd->maps[c];
+		if (!m)
+			continue;
+		for (r = 1; r < FI_XPU_SHM_MAX_REGIONS; r++)
+			peer_heaps += m->size[r] >= (1u << 20) && dev(m->base[r], m->size[r]);
+	}
+	EXPECT(peer_heaps >= 1, 1);
+
+	/* Through them, between the processes. */
+	if (W.rank == 1) {
+		for (i = 0; i < sizeof(src); i++)
+			src[i] = (unsigned char)(i * 7 + 3);
+		EXPECT(fi_xpu_write(&W.ep, src, sizeof(src), NULL, 0x2a, &W.raw[0],
+				    W.cards[0].base + 512, W.cards[0].key, src, FI_REMOTE_CQ_DATA,
+				    FI_XPU_WORK_ITEM), 0);
+		EXPECT(next(&W, &e, NULL), 1);
+		EXPECT(e.op_context == src, 1);
+		tagged = 0x1122334455667788ULL;
+		EXPECT(fi_xpu_tsend(&W.ep, &tagged, 8, NULL, 0, &W.raw[0], 0x77, &tagged, 0,
+				    FI_XPU_WORK_ITEM), 0);
+		EXPECT(next(&W, &e, NULL), 1);
+		EXPECT(e.op_context == &tagged, 1);
+	} else {
+		EXPECT(next(&W, &e, NULL), 1);
+		EXPECT(e.flags, FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA);
+		EXPECT(e.data, 0x2a);
+		EXPECT(fi_xpu_cntr_read(&W.rwcntr, FI_XPU_WORK_ITEM), 1);
+		for (i = 0; i < sizeof(src); i++)
+			if (W.heap[512 + i] != (unsigned char)(i * 7 + 3)) {
+				EXPECT(W.heap[512 + i], (unsigned char)(i * 7 + 3));
+				break;
+			}
+		EXPECT(fi_xpu_trecv(&W.ep, &tagged, 8, NULL, NULL, 0x77, 0, &tagged, 0,
+				    FI_XPU_WORK_ITEM), 0);
+		EXPECT(next(&W, &e, NULL), 1);
+		EXPECT(e.flags, FI_RECV | FI_TAGGED);
+		EXPECT(tagged, 0x1122334455667788ULL);
+	}
+	close_world(&W);
+	return finish(&W, "shm_device_heap placement");
+}
+
+static struct fid_xpu_domain *shm_domain(uint64_t flags)
+{
+	struct fi_xpu_info *info, *i;
+	struct fi_xpu_domain_attr a = { .size = sizeof(a), .flags = flags };
+	struct fid_xpu_domain *dom;
+	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
+	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
+		;
+	REQUIRE(i != NULL, 1);
+	REQUIRE(fi_xpu_domain(i, &a, &dom, NULL), 0);
+	fi_xpu_freeinfo(info);
+	return dom;
+}
+
+static int host_progress(void)
+{
+	struct fid_xpu_domain *dom = shm_domain(FI_XPU_DOMAIN_HOST_PROGRESS);
+	struct fi_xpu_ctx_open_attr a = { .iface = FI_HMEM_CUDA, .device = 0, .ops = NULL };
+	struct fid_xpu_host_ctx *ctx = NULL;
+	int rc = fi_xpu_ctx_open(dom, &a, &ctx, NULL);
+	printf("ctx=%d\n", rc);
+	if (rc == 0)
+		EXPECT(fi_xpu_close(&ctx->fid), 0);
+	EXPECT(fi_xpu_close(&dom->fid), 0);
+	return failures != 0;
+}
+
+static int double_check(int legacy)
+{
+	struct fid_xpu_domain *dom = shm_domain(0);
+	struct fi_xpu_ctx_open_attr a = { .iface = FI_HMEM_CUDA, .device = 0, .ops = NULL };
+	struct fid_xpu_host_ctx *ctx;
+	unsigned char *p, byte = 1;
+	REQUIRE(fi_xpu_ctx_open(dom, &a, &ctx, NULL), 0);
+	REQUIRE(fi_xpu_alloc(ctx, 4096, 0, 0, (void **)&p, NULL, NULL), 0);
+	if (legacy) {
+		CUresult (*htod)(CUdeviceptr, const void *, size_t) =
+			(CUresult(*)(CUdeviceptr, const void *, size_t))(uintptr_t)driver_sym(
+				"cuMemcpyHtoD_v2");
+		void (*begin)(void) = (void (*)(void))(uintptr_t)driver_sym("fake_cuda_kernel_begin");
+		/* Outside a kernel the legacy stream is harmless. */
+		REQUIRE(htod((CUdeviceptr)(uintptr_t)p, &byte, 1), CUDA_SUCCESS);
+		begin();
+		htod((CUdeviceptr)(uintptr_t)p, &byte, 1);
+	} else {
+		*(volatile unsigned char *)p = byte;
+	}
+	printf("survived\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 2 && strcmp(argv[1], "placement") == 0)
+		return placement();
+	if (argc == 2 && strcmp(argv[1], "host-progress") == 0)
+		return host_progress();
+	if (argc == 2 && strcmp(argv[1], "host-store") == 0)
+		return double_check(0);
+	if (argc == 2 && strcmp(argv[1], "legacy-copy") == 0)
+		return double_check(1);
+	fprintf(stderr, "usage: shm_device_heap placement|host-progress|host-store|legacy-copy\n");
+	return 2;
+}
