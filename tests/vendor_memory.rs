@@ -386,6 +386,32 @@ mod cuda {
         }
 
         #[test]
+        fn cumemalloc_memory_is_refused_with_the_reason() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "register") else {
+                return;
+            };
+            let o = run_strict(&p, &["register"]);
+            assert!(o.status.success(), "{}", show(&o));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout).trim(),
+                "vmm=0 host=0 cumemalloc=-95",
+                "{}",
+                show(&o)
+            );
+            let logs: Vec<String> = String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter_map(common::log_body)
+                .collect();
+            has_line(
+                &logs,
+                "memory from cudaMalloc/cuMemAlloc exports only as a DMA-BUF, which no other process can map into its GPU",
+            );
+        }
+
+        #[test]
         fn host_progress_is_refused_with_device_heaps() {
             if driver().is_none() {
                 return;

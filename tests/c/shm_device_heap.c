@@ -16,6 +16,12 @@
  *   shm_device_heap host-progress
  *       A domain with FI_XPU_DOMAIN_HOST_PROGRESS: opening a CUDA context
  *       on it fails. Prints "ctx=<rc>".
+ *   shm_device_heap register
+ *       Registrations on a CUDA context: memory of the context (device
+ *       memory from fi_xpu_alloc, pinned host memory) registers; memory
+ *       from cuMemAlloc, which only exports as a DMA-BUF no other process
+ *       can map into its GPU, is refused. Prints "vmm=<rc> host=<rc>
+ *       cumemalloc=<rc>".
  *   shm_device_heap host-store | legacy-copy
  *       The double's own checks, which must fail the program: a host store
  *       into device memory from fi_xpu_alloc (SIGSEGV), and a synchronous
@@ -148,6 +154,39 @@ static int host_progress(void)
 	return failures != 0;
 }
 
+static int reg(void)
+{
+	struct fid_xpu_domain *dom = shm_domain(0);
+	struct fi_xpu_ctx_open_attr a = { .iface = FI_HMEM_CUDA, .device = 0, .ops = NULL };
+	struct fid_xpu_host_ctx *ctx;
+	struct fid_xpu_mr *mr[3] = { NULL, NULL, NULL };
+	CUresult (*cu_alloc)(CUdeviceptr *, size_t);
+	CUresult (*cu_free)(CUdeviceptr);
+	CUdeviceptr cm = 0;
+	void *d, *h;
+	int rc[3], i;
+	REQUIRE(fi_xpu_ctx_open(dom, &a, &ctx, NULL), 0);
+	cu_alloc = (CUresult(*)(CUdeviceptr *, size_t))(uintptr_t)driver_sym("cuMemAlloc_v2");
+	cu_free = (CUresult(*)(CUdeviceptr))(uintptr_t)driver_sym("cuMemFree_v2");
+	REQUIRE(fi_xpu_alloc(ctx, 65536, 0, 0, &d, NULL, NULL), 0);
+	REQUIRE(fi_xpu_alloc(ctx, 65536, 0, FI_XPU_ALLOC_HOST, &h, NULL, NULL), 0);
+	REQUIRE(cu_alloc(&cm, 65536), CUDA_SUCCESS);
+	rc[0] = fi_xpu_mr_reg(dom, ctx, d, 65536, FI_REMOTE_WRITE, 0, 0, 0, &mr[0], NULL);
+	rc[1] = fi_xpu_mr_reg(dom, ctx, h, 65536, FI_REMOTE_WRITE, 0, 0, 0, &mr[1], NULL);
+	rc[2] = fi_xpu_mr_reg(dom, ctx, (void *)(uintptr_t)cm, 65536, FI_REMOTE_WRITE, 0, 0, 0,
+			      &mr[2], NULL);
+	printf("vmm=%d host=%d cumemalloc=%d\n", rc[0], rc[1], rc[2]);
+	for (i = 0; i < 3; i++)
+		if (mr[i])
+			EXPECT(fi_xpu_close(&mr[i]->fid), 0);
+	EXPECT(cu_free(cm), CUDA_SUCCESS);
+	EXPECT(fi_xpu_free(ctx, h), 0);
+	EXPECT(fi_xpu_free(ctx, d), 0);
+	EXPECT(fi_xpu_close(&ctx->fid), 0);
+	EXPECT(fi_xpu_close(&dom->fid), 0);
+	return failures != 0;
+}
+
 static int double_check(int legacy)
 {
 	struct fid_xpu_domain *dom = shm_domain(0);
@@ -179,10 +218,12 @@ int main(int argc, char **argv)
 		return placement();
 	if (argc == 2 && strcmp(argv[1], "host-progress") == 0)
 		return host_progress();
+	if (argc == 2 && strcmp(argv[1], "register") == 0)
+		return reg();
 	if (argc == 2 && strcmp(argv[1], "host-store") == 0)
 		return double_check(0);
 	if (argc == 2 && strcmp(argv[1], "legacy-copy") == 0)
 		return double_check(1);
-	fprintf(stderr, "usage: shm_device_heap placement|host-progress|host-store|legacy-copy\n");
+	fprintf(stderr, "usage: shm_device_heap placement|host-progress|register|host-store|legacy-copy\n");
 	return 2;
 }

@@ -14,7 +14,7 @@
 use fi_xpu_abi::*;
 pub use fi_xpu_prov_sdk::services::{
     ctx_abort_word, debug, import_dmabuf as import, mem_export as export, mem_free as free,
-    mem_retire as retire, mem_unimport as unimport, warn, CoreCtx as Ctx,
+    mem_known as known, mem_retire as retire, mem_unimport as unimport, warn, CoreCtx as Ctx,
 };
 use fi_xpu_prov_sdk::services::{mem_access, mem_alloc};
 use fi_xpu_prov_sdk::Result;

@@ -1020,8 +1020,18 @@ pub struct Mr {
 impl Mr {
     pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr> {
         const RULE: &str = "fi_xpu_mr_reg: shm registers only memory its context can export as an fd (from fi_xpu_alloc or fi_xpu_import on that context)";
+        const DEVICE_RULE: &str = "fi_xpu_mr_reg: shm cannot share this memory with peers: on a device context it registers only memory of the context (fi_xpu_alloc, or fi_xpu_import of a CUDA VMM allocation's POSIX file descriptor or of host memory); memory from cudaMalloc/cuMemAlloc exports only as a DMA-BUF, which no other process can map into its GPU: allocate it with fi_xpu_alloc on the context, or cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR";
+        let device = core::device_memory(ctx.core);
+        if device && !core::known(ctx.core, args.buf as usize, args.len as u64) {
+            core::warn(DEVICE_RULE);
+            return Err(Error::OPNOTSUPP);
+        }
         let (fd, off) = core::export(ctx.core, args.buf as usize, args.len as u64)
             .inspect_err(|_| core::warn(RULE))?;
+        if device && fi_xpu_os::file::is_dmabuf(&fd) {
+            core::warn(DEVICE_RULE);
+            return Err(Error::OPNOTSUPP);
+        }
         let fd = shared_view(fd, args.access)?;
         let slot = {
             let mut st = dom.lock();
