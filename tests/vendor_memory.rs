@@ -337,6 +337,19 @@ mod cuda {
             run_ok(&p, &["placement"], "shm_device_heap placement: ok");
         }
 
+        /// A departed peer's heap leaves the peer map at once but stays
+        /// mapped, and readable by kernels, until the context closes.
+        #[test]
+        fn a_departed_peers_device_memory_stays_mapped_until_the_context_closes() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "departed") else {
+                return;
+            };
+            run_ok(&p, &["departed"], "shm_device_heap departed: ok");
+        }
+
         /// The shm device tests, unchanged, on the CUDA context: scopes on
         /// the host launcher (loopback), every operation between two
         /// processes in two CQ formats, and large, directed and overrun

@@ -13,6 +13,11 @@
  *       tagged message: the completion lands in rank 0's remote ring, the
  *       count in its remote counter words and the message in its inbox,
  *       all in device memory. Prints "shm_device_heap placement: ok".
+ *   shm_device_heap departed
+ *       Two processes; rank 1 dies without closing anything. Rank 0 sees
+ *       the peer's heap leave its peer map, but the import stays mapped
+ *       (a kernel still reads it, no fault) until rank 0's context
+ *       closes, and is unmapped then. Prints "shm_device_heap departed: ok".
  *   shm_device_heap host-progress
  *       A domain with FI_XPU_DOMAIN_HOST_PROGRESS: opening a CUDA context
  *       on it fails. Prints "ctx=<rc>".
@@ -35,6 +40,9 @@
 
 static struct world W;
 
+/* The magic word a context heap starts with (providers/shm/src/layout.rs). */
+#define HEAP_MAGIC 0x6669787075686570ULL
+
 static int (*is_device)(const void *, size_t);
 
 static void *driver_sym(const char *name)
@@ -50,6 +58,16 @@ static int dev(uint64_t addr, size_t len)
 	return addr != 0 && is_device((const void *)(uintptr_t)addr, len);
 }
 
+/* The peer heap in map `m`: its region id, or 0. */
+static int peer_heap(const struct fi_xpu_shm_peer_map *m)
+{
+	int r;
+	for (r = 1; r < FI_XPU_SHM_MAX_REGIONS; r++)
+		if (m->size[r] >= (1u << 20) && dev(m->base[r], m->size[r]))
+			return r;
+	return 0;
+}
+
 static int placement(void)
 {
 	const struct fi_xpu_shm_ep_dev *ed;
@@ -59,7 +77,6 @@ static int placement(void)
 	unsigned char src[4096];
 	struct fi_cq_tagged_entry e;
 	uint64_t tagged = 0;
-	int peer_heaps = 0, c, r;
 	size_t i;
 
 	spawn(&W, 2);
@@ -82,16 +99,12 @@ static int placement(void)
 	EXPECT(dev((uint64_t)(uintptr_t)qd, sizeof(*qd)), 0);
 	EXPECT(dev((uint64_t)(uintptr_t)kd, sizeof(*kd)), 0);
 	EXPECT(dev((uint64_t)(uintptr_t)W.heap, 64), 0);
-	/* The peer's heap, imported here: device memory too. */
-	for (c = 0; c < FI_XPU_SHM_MAX_CONNS; c++) {
-		const struct fi_xpu_shm_peer_map *m =
-			(const struct fi_xpu_shm_peer_map *)(uintptr_t)cd->maps[c];
-		if (!m)
-			continue;
-		for (r = 1; r < FI_XPU_SHM_MAX_REGIONS; r++)
-			peer_heaps += m->size[r] >= (1u << 20) && dev(m->base[r], m->size[r]);
-	}
-	EXPECT(peer_heaps >= 1, 1);
+	/* The peer's heap, imported here (the peer map its raw address
+	 * names): device memory too. */
+	EXPECT(peer_heap((const struct fi_xpu_shm_peer_map *)(uintptr_t)(
+				 (const struct fi_xpu_shm_peer_addr *)(uintptr_t)W.raw[1 - W.rank])
+				 ->map) != 0,
+	       1);
 
 	/* Through them, between the processes. */
 	if (W.rank == 1) {
@@ -125,6 +138,55 @@ static int placement(void)
 	}
 	close_world(&W);
 	return finish(&W, "shm_device_heap placement");
+}
+
+static int departed(void)
+{
+	const struct fi_xpu_shm_peer_map *m;
+	uint64_t base = 0, size = 0, word;
+	int r, waited;
+
+	spawn(&W, 2);
+	open_world(&W, FI_CQ_FORMAT_DATA);
+	is_device = (int (*)(const void *, size_t))(uintptr_t)driver_sym("fake_cuda_device_memory");
+	barrier(&W);
+	if (W.rank == 1)
+		_exit(0); /* gone, closing nothing */
+	/* Rank 1's raw address names its peer map. */
+	m = (const struct fi_xpu_shm_peer_map *)(uintptr_t)(
+		(const struct fi_xpu_shm_peer_addr *)(uintptr_t)W.raw[1])->map;
+	r = peer_heap(m);
+	REQUIRE(r != 0, 1);
+	base = m->base[r];
+	size = m->size[r];
+	for (waited = 0; waited < 10000 * time_scale() &&
+			 __atomic_load_n(&m->base[r], __ATOMIC_ACQUIRE) != 0;
+	     waited++)
+		usleep(1000);
+	/* Out of the map: device code no longer finds it... */
+	EXPECT(m->base[r], 0);
+	/* ...but what a kernel still holds stays mapped and readable. */
+	EXPECT(dev(base, size), 1);
+	doc_kernel(1);
+	word = *(volatile const uint64_t *)(uintptr_t)base;
+	doc_kernel(0);
+	EXPECT(word, HEAP_MAGIC); /* the departed peer's heap header, still there */
+	EXPECT(fi_xpu_close(&W.mr->fid), 0);
+	EXPECT(fi_xpu_close(&W.ro_mr->fid), 0);
+	EXPECT(fi_xpu_free(W.ctx, W.heap), 0);
+	EXPECT(fi_xpu_free(W.ctx, W.ro), 0);
+	EXPECT(fi_xpu_close(&W.hep->fid), 0);
+	EXPECT(fi_xpu_close(&W.hcq->fid), 0);
+	EXPECT(fi_xpu_close(&W.hwc->fid), 0);
+	EXPECT(fi_xpu_close(&W.hrwc->fid), 0);
+	EXPECT(fi_xpu_close(&W.hrc->fid), 0);
+	EXPECT(fi_xpu_close(&W.av->fid), 0);
+	EXPECT(dev(base, size), 1);
+	/* Once the context is closed, nothing of it runs: unmapped. */
+	EXPECT(fi_xpu_close(&W.ctx->fid), 0);
+	EXPECT(dev(base, size), 0);
+	EXPECT(fi_xpu_close(&W.dom->fid), 0);
+	return finish(&W, "shm_device_heap departed");
 }
 
 static struct fid_xpu_domain *shm_domain(uint64_t flags)
@@ -216,6 +278,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 2 && strcmp(argv[1], "placement") == 0)
 		return placement();
+	if (argc == 2 && strcmp(argv[1], "departed") == 0)
+		return departed();
 	if (argc == 2 && strcmp(argv[1], "host-progress") == 0)
 		return host_progress();
 	if (argc == 2 && strcmp(argv[1], "register") == 0)
@@ -224,6 +288,6 @@ int main(int argc, char **argv)
 		return double_check(0);
 	if (argc == 2 && strcmp(argv[1], "legacy-copy") == 0)
 		return double_check(1);
-	fprintf(stderr, "usage: shm_device_heap placement|host-progress|register|host-store|legacy-copy\n");
+	fprintf(stderr, "usage: shm_device_heap placement|departed|host-progress|register|host-store|legacy-copy\n");
 	return 2;
 }

@@ -509,6 +509,15 @@ impl Backend for Cuda {
         self.dmabuf(addr, size)
     }
 
+    /// Not done: a peer's device memory stays mapped until the context
+    /// closes. Unmapping it under a kernel that still holds an address
+    /// inside it faults the kernel (under MPS, a fatal fault ends every
+    /// client), and the driver has no zero-page stand-in; the context's
+    /// close comes after the application's last kernel on it.
+    fn retire(&self, _dev_addr: usize) -> Result<()> {
+        Err(Error::OPNOTSUPP)
+    }
+
     fn access(&self, a: Access) -> Result<()> {
         self.current()?;
         self.access_on_stream(a)
