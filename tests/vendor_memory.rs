@@ -294,6 +294,10 @@ mod cuda {
         }
 
         fn run_strict(prog: &Path, args: &[&str]) -> Output {
+            run_strict_with(prog, args, &[])
+        }
+
+        fn run_strict_with(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
             let drv = driver().expect("the double was built");
             let mut cmd = Command::new(prog);
             cmd.args(args)
@@ -304,7 +308,11 @@ mod cuda {
                 .env_remove("FI_XPU_PROVIDER_PATH")
                 .env_remove("FAKE_CUDA_FAIL")
                 .env_remove("FAKE_CUDA_DEVICES")
-                .env_remove("FI_XPU_SHM_HOST_PROGRESS");
+                .env_remove("FI_XPU_SHM_HOST_PROGRESS")
+                .env_remove("FAKE_CUDA_GPU_ID");
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
             common::run(&mut cmd)
         }
 
@@ -335,6 +343,36 @@ mod cuda {
                 return;
             };
             run_ok(&p, &["placement"], "shm_device_heap placement: ok");
+        }
+
+        /// Each context decides per peer pair whether the peer's context
+        /// is on its own device: yes for itself and for a peer on the same
+        /// GPU, no for a peer on another.
+        #[test]
+        fn the_same_device_is_decided_per_peer_pair() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "same-device") else {
+                return;
+            };
+            for (mode, on, not_on) in [("placement", 4, 0), ("placement-two-gpus", 2, 2)] {
+                let o = run_strict_with(&p, &[mode], &[("FI_XPU_LOG_LEVEL", "debug")]);
+                assert!(o.status.success(), "{}", show(&o));
+                let stderr = String::from_utf8_lossy(&o.stderr);
+                let count = |what: &str| {
+                    stderr
+                        .lines()
+                        .filter(|l| l.contains("fi_xpu_av_lookup: peer") && l.contains(what))
+                        .count()
+                };
+                assert_eq!(
+                    (count("is on this"), count("is not on this")),
+                    (on, not_on),
+                    "{mode}: {}",
+                    show(&o)
+                );
+            }
         }
 
         /// A departed peer's heap leaves the peer map at once but stays

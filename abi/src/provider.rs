@@ -20,7 +20,7 @@ pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// 1: `fi_xpu_core` gained `param_define` and `param_get`.
 /// 2: `fi_xpu_core` gained `ctx_abort_word`.
 /// 3: `fi_xpu_core` gained `mem_retire`.
-/// 4: `fi_xpu_core` gained `mem_access`.
+/// 4: `fi_xpu_core` gained `mem_access` and `ctx_device_uuid`.
 pub const FI_XPU_PROV_ABI_MINOR: u32 = 4;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
@@ -181,6 +181,13 @@ pub struct fi_xpu_core {
             value: u64,
         ) -> c_int,
     >,
+    /// The 16-byte UUID of the context's device (for CUDA, the GPU's or
+    /// its MIG instance's, `cuDeviceGetUuid`), which names one device the
+    /// same way in every process: two contexts are on the same device
+    /// when their UUIDs are equal. `-FI_ENODATA` for host memory and
+    /// application callbacks; `-FI_EINVAL` for a bad context. (ABI 1.4)
+    pub ctx_device_uuid:
+        Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) -> c_int>,
 }
 
 /// Opaque provider-side handle.

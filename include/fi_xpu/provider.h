@@ -19,7 +19,7 @@
  * 1: `fi_xpu_core` gained `param_define` and `param_get`.
  * 2: `fi_xpu_core` gained `ctx_abort_word`.
  * 3: `fi_xpu_core` gained `mem_retire`.
- * 4: `fi_xpu_core` gained `mem_access`.
+ * 4: `fi_xpu_core` gained `mem_access` and `ctx_device_uuid`.
  */
 #define FI_XPU_PROV_ABI_MINOR 4
 
@@ -196,6 +196,14 @@ struct fi_xpu_core {
                     void *host,
                     uint64_t size,
                     uint64_t value);
+  /**
+   * The 16-byte UUID of the context's device (for CUDA, the GPU's or
+   * its MIG instance's, `cuDeviceGetUuid`), which names one device the
+   * same way in every process: two contexts are on the same device
+   * when their UUIDs are equal. `-FI_ENODATA` for host memory and
+   * application callbacks; `-FI_EINVAL` for a bad context. (ABI 1.4)
+   */
+  int (*ctx_device_uuid)(struct fid_xpu_host_ctx *ctx, uint8_t *uuid);
 };
 
 /**

@@ -107,6 +107,11 @@ pub trait Backend: Send + Sync {
     fn access(&self, _access: Access) -> Result<()> {
         Err(Error::OPNOTSUPP)
     }
+    /// The UUID of the device this backend allocates on; `NODATA` for
+    /// host memory and callbacks.
+    fn device_uuid(&self) -> Result<[u8; 16]> {
+        Err(Error::NODATA)
+    }
 }
 
 /// Largest alignment an allocation may ask for.
@@ -327,6 +332,11 @@ impl Memory {
             }
         }
         self.backend.access(access)
+    }
+
+    /// The UUID of the context's device (`Backend::device_uuid`).
+    pub fn device_uuid(&self) -> Result<[u8; 16]> {
+        self.backend.device_uuid()
     }
 
     /// Address of the context's abort word: 64 bytes the device reads and the

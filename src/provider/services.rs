@@ -266,6 +266,23 @@ unsafe extern "C" fn mem_access(
     })
 }
 
+unsafe extern "C" fn ctx_device_uuid(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) -> c_int {
+    guard(|| {
+        if uuid.is_null() {
+            return Err(Error::INVAL);
+        }
+        let u = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .device_uuid()?;
+        // SAFETY: the provider passes 16 writable bytes (the contract of
+        // fi_xpu_core.ctx_device_uuid).
+        unsafe { std::ptr::copy_nonoverlapping(u.as_ptr(), uuid, 16) };
+        Ok(0)
+    })
+}
+
 pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     abi_major: FI_XPU_PROV_ABI_MAJOR,
     abi_minor: FI_XPU_PROV_ABI_MINOR,
@@ -283,4 +300,5 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     ctx_abort_word: Some(ctx_abort_word),
     mem_retire: Some(mem_retire),
     mem_access: Some(mem_access),
+    ctx_device_uuid: Some(ctx_device_uuid),
 };

@@ -13,6 +13,10 @@
  *       tagged message: the completion lands in rank 0's remote ring, the
  *       count in its remote counter words and the message in its inbox,
  *       all in device memory. Prints "shm_device_heap placement: ok".
+ *   shm_device_heap placement-two-gpus
+ *       The same with rank 1 on another GPU (the double's
+ *       FAKE_CUDA_GPU_ID): each context decides per peer whether the peer
+ *       is on its device (logged at debug level by fi_xpu_av_lookup).
  *   shm_device_heap departed
  *       Two processes; rank 1 dies without closing anything. Rank 0 sees
  *       the peer's heap leave its peer map, but the import stays mapped
@@ -68,7 +72,7 @@ static int peer_heap(const struct fi_xpu_shm_peer_map *m)
 	return 0;
 }
 
-static int placement(void)
+static int placement(int two_gpus)
 {
 	const struct fi_xpu_shm_ep_dev *ed;
 	const struct fi_xpu_shm_ctx_dev *cd;
@@ -80,6 +84,8 @@ static int placement(void)
 	size_t i;
 
 	spawn(&W, 2);
+	if (two_gpus && W.rank == 1)
+		setenv("FAKE_CUDA_GPU_ID", "other", 1);
 	open_world(&W, FI_CQ_FORMAT_DATA);
 	is_device = (int (*)(const void *, size_t))(uintptr_t)driver_sym("fake_cuda_device_memory");
 	ed = (const struct fi_xpu_shm_ep_dev *)(uintptr_t)W.ep.fid.prov_ctx;
@@ -277,7 +283,9 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 2 && strcmp(argv[1], "placement") == 0)
-		return placement();
+		return placement(0);
+	if (argc == 2 && strcmp(argv[1], "placement-two-gpus") == 0)
+		return placement(1);
 	if (argc == 2 && strcmp(argv[1], "departed") == 0)
 		return departed();
 	if (argc == 2 && strcmp(argv[1], "host-progress") == 0)
@@ -288,6 +296,6 @@ int main(int argc, char **argv)
 		return double_check(0);
 	if (argc == 2 && strcmp(argv[1], "legacy-copy") == 0)
 		return double_check(1);
-	fprintf(stderr, "usage: shm_device_heap placement|departed|host-progress|register|host-store|legacy-copy\n");
+	fprintf(stderr, "usage: shm_device_heap placement|placement-two-gpus|departed|host-progress|register|host-store|legacy-copy\n");
 	return 2;
 }

@@ -794,6 +794,7 @@ mod tests {
             ctx_abort_word: None,
             mem_retire: None,
             mem_access: None,
+            ctx_device_uuid: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.

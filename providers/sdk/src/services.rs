@@ -261,6 +261,15 @@ pub unsafe fn mem_access(
     }
 }
 
+/// The UUID of the context's device (`fi_xpu_core.ctx_device_uuid`);
+/// `None` for host memory, callbacks, or a core without the service.
+pub fn ctx_device_uuid(ctx: CoreCtx) -> Option<[u8; 16]> {
+    let f = core().and_then(|c| c.ctx_device_uuid)?;
+    let mut u = [0u8; 16];
+    // SAFETY: the core validates ctx and writes 16 bytes on success.
+    (unsafe { f(ctx.0, u.as_mut_ptr()) } == 0).then_some(u)
+}
+
 /// Undoes an import whose owner is gone, keeping its address range mapped
 /// to private zero pages until the context closes (`fi_xpu_core.mem_retire`).
 /// `Err` when the context's backend cannot: the import is then still live.

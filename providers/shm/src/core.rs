@@ -13,8 +13,9 @@
 //! are pinned host memory (`FI_XPU_ALLOC_HOST`) the host writes directly.
 use fi_xpu_abi::*;
 pub use fi_xpu_prov_sdk::services::{
-    ctx_abort_word, debug, import_dmabuf as import, mem_export as export, mem_free as free,
-    mem_known as known, mem_retire as retire, mem_unimport as unimport, warn, CoreCtx as Ctx,
+    ctx_abort_word, ctx_device_uuid, debug, import_dmabuf as import, mem_export as export,
+    mem_free as free, mem_known as known, mem_retire as retire, mem_unimport as unimport, warn,
+    CoreCtx as Ctx,
 };
 use fi_xpu_prov_sdk::services::{mem_access, mem_alloc};
 use fi_xpu_prov_sdk::Result;

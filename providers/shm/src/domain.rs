@@ -231,6 +231,9 @@ pub struct CtxSt {
     pub maps: HashMap<u32, usize>,
     /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.
     pub peer_addrs: HashMap<(u64, u64), usize>,
+    /// Whether the peer behind each of those addresses has its context on
+    /// this context's device (`device::same_device_for_peer_pair`).
+    pub peer_same_device: HashMap<(u64, u64), bool>,
     /// Which slots of the context's table of raw peer addresses are in use.
     pub peer_slots: Slots,
     /// Imports of departed peers that the memory backend could not retire:

@@ -8,6 +8,7 @@ use fi_xpu_prov_sdk::{Error, Result};
 mod agent;
 mod control;
 mod core;
+mod device;
 mod domain;
 #[cfg(test)]
 mod fuzz;

@@ -1,6 +1,7 @@
 //! Host objects of the shm provider: contexts, AVs, registrations, CQs,
 //! counters and endpoints, laid out in the shared structures of layout.rs.
 use crate::core::{self, Ctx};
+use crate::device::DeviceId;
 use crate::domain::{load, store, Addr, ConnRef, CtxSt, FreeList, Inner, Slots, ADDR_LEN};
 use crate::layout::*;
 use crate::table::Table;
@@ -64,6 +65,8 @@ pub struct XpuCtx {
     pub dom: Arc<Inner>,
     pub id: u64,
     pub core: Ctx,
+    /// The device the context's memory is on, as its endpoints publish it.
+    pub device_id: DeviceId,
 }
 
 impl XpuCtx {
@@ -218,6 +221,7 @@ impl XpuCtx {
                 mr_slots: Slots::new(MR_SLOTS),
                 maps: HashMap::new(),
                 peer_addrs: HashMap::new(),
+                peer_same_device: HashMap::new(),
                 peer_slots: Slots::new(PEER_ADDRS),
                 retired_imports: Vec::new(),
                 retired_dev: Vec::new(),
@@ -227,6 +231,7 @@ impl XpuCtx {
             dom: dom.clone(),
             id,
             core: core_ctx,
+            device_id: crate::device::of_ctx(core_ctx, iface),
         })
     }
 
@@ -305,6 +310,19 @@ impl XpuCtx {
 
     pub fn dev(&self) -> usize {
         self.dom.lock().ctxs.get(&self.id).map_or(0, |c| c.dev)
+    }
+
+    /// Whether the peer at `fi_addr` of AV `av` (once looked up on this
+    /// context) has its context on this context's device: the decision,
+    /// made per peer pair, that allows device scope between the two.
+    #[allow(dead_code)] // read by the choice of scope per object (fi_xpu_shm(7))
+    pub fn same_device_for_peer(&self, av: u64, fi_addr: u64) -> Option<bool> {
+        let st = self.dom.lock();
+        st.ctxs
+            .get(&self.id)?
+            .peer_same_device
+            .get(&(av, fi_addr))
+            .copied()
     }
 }
 
@@ -948,6 +966,14 @@ impl Av {
             (*r).key = ent.conn.tx_key;
         }
         c.peer_addrs.insert((self.id, fi_addr), p);
+        let same = peer_device(map, &ent.addr)
+            .is_some_and(|d| crate::device::same_device_for_peer_pair(&ctx.device_id, &d));
+        c.peer_same_device.insert((self.id, fi_addr), same);
+        core::debug(&format!(
+            "fi_xpu_av_lookup: peer {fi_addr} of AV {} is {} this context's device",
+            self.id,
+            if same { "on" } else { "not on" }
+        ));
         Ok(p as u64)
     }
 
@@ -955,6 +981,7 @@ impl Av {
         let mut st = self.dom.lock();
         for c in st.ctxs.values_mut() {
             let (table, slots) = (c.dev + size_of::<CtxDev>(), &mut c.peer_slots);
+            c.peer_same_device.retain(|(av, _), _| *av != self.id);
             c.peer_addrs.retain(|(av, _), p| {
                 if *av == self.id {
                     // SAFETY: a slot of the context's table, no longer handed out.
@@ -967,6 +994,32 @@ impl Av {
             });
         }
     }
+}
+
+/// The device of the peer endpoint at `addr`, read once from its
+/// information (in its table region, mapped read-only through `map`);
+/// `None` when the region is not mapped or too short.
+fn peer_device(map: usize, addr: &Addr) -> Option<DeviceId> {
+    let rid = addr.ep_region as usize;
+    if rid == 0 || rid >= MAX_REGIONS {
+        return None;
+    }
+    // SAFETY: `map` is a live PeerMap of the context; rid is in range.
+    let (base, size) = unsafe {
+        (
+            load(map + offset_of!(PeerMap, base) + 8 * rid),
+            load(map + offset_of!(PeerMap, size) + 8 * rid),
+        )
+    };
+    let end = (addr.ep_off as u64).checked_add(size_of::<EpInfo>() as u64)?;
+    if base == 0 || end > size {
+        return None;
+    }
+    let at = base as usize + addr.ep_off as usize + offset_of!(EpInfo, device);
+    // SAFETY: inside the peer's table region, mapped here at `base` for
+    // `size` bytes (checked above); host memory (a sealed memfd), read
+    // once, any value acceptable.
+    Some(std::array::from_fn(|i| unsafe { load(at + 8 * i) }))
 }
 
 /// Writes entry `idx` of the device AV table at `tab` (a bound
@@ -1165,6 +1218,7 @@ impl Ep {
             (*i).caps = caps;
             (*i).heap_region = heap_region as u64;
             (*i).block_off = block_off;
+            (*i).device = c.device_id;
             (*i).magic = EP_MAGIC;
             let d = dev as *mut EpDev;
             (*d).block = block as u64;

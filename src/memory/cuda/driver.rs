@@ -115,6 +115,7 @@ entry_points! {
         mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
         mem_host_get_device_pointer = "cuMemHostGetDevicePointer_v2":
             fn(*mut CUdeviceptr, *mut c_void, c_uint);
+        device_get_uuid = "cuDeviceGetUuid_v2": fn(*mut [u8; 16], CUdevice);
         stream_create = "cuStreamCreate": fn(*mut CUstream, c_uint);
         stream_destroy = "cuStreamDestroy_v2": fn(CUstream);
         stream_synchronize = "cuStreamSynchronize": fn(CUstream);
@@ -405,6 +406,8 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemGetAddressRange), C
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostRegister), CUresult (*)(void *, size_t, U)), "cuMemHostRegister");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostUnregister), CUresult (*)(void *)), "cuMemHostUnregister");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostGetDevicePointer), CUresult (*)(CUdeviceptr *, void *, U)), "cuMemHostGetDevicePointer");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuDeviceGetUuid), CUresult (*)(CUuuid *, CUdevice)), "cuDeviceGetUuid");
+_Static_assert(sizeof(CUuuid) == 16, "CUuuid");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamCreate), CUresult (*)(CUstream *, U)), "cuStreamCreate");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamDestroy), CUresult (*)(CUstream)), "cuStreamDestroy");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamSynchronize), CUresult (*)(CUstream)), "cuStreamSynchronize");
@@ -420,6 +423,7 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresul
             ("cuMemGetAddressRange", "cuMemGetAddressRange_v2"),
             ("cuMemHostRegister", "cuMemHostRegister_v2"),
             ("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2"),
+            ("cuDeviceGetUuid", "cuDeviceGetUuid_v2"),
             ("cuStreamDestroy", "cuStreamDestroy_v2"),
             ("cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2"),
             ("cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2"),

@@ -509,6 +509,15 @@ impl Backend for Cuda {
         self.dmabuf(addr, size)
     }
 
+    fn device_uuid(&self) -> Result<[u8; 16]> {
+        let mut u = [0u8; 16];
+        // SAFETY: out-pointer to 16 bytes (CUuuid); `dev` from cuDeviceGet.
+        self.drv.check("cuDeviceGetUuid", unsafe {
+            (self.drv.device_get_uuid)(&mut u, self.dev)
+        })?;
+        Ok(u)
+    }
+
     /// Not done: a peer's device memory stays mapped until the context
     /// closes. Unmapping it under a kernel that still holds an address
     /// inside it faults the kernel (under MPS, a fatal fault ends every

@@ -39,7 +39,8 @@
  *   host: the double prints the call and aborts.
  *
  * Environment: FAKE_CUDA_DEVICES (default 1; 0 makes cuInit fail with
- * CUDA_ERROR_NO_DEVICE), FAKE_CUDA_FAIL=<entry point>:<CUresult> makes that
+ * CUDA_ERROR_NO_DEVICE), FAKE_CUDA_GPU_ID (up to 5 characters in the
+ * devices' UUIDs: processes with different values have different GPUs), FAKE_CUDA_FAIL=<entry point>:<CUresult> makes that
  * entry point fail, FAKE_CUDA_STRICT (above). -DFAKE_CUDA_NO_VMM leaves
  * out cuMemCreate (an old driver).
  */
@@ -197,6 +198,19 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 	if (ordinal < 0 || ordinal >= devices() || ordinal >= 8)
 		return CUDA_ERROR_INVALID_DEVICE;
 	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+/* A device's UUID: "fake-gpu-<ordinal>" and FAKE_CUDA_GPU_ID (default
+ * empty), so that processes given different values see different GPUs. */
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	const char *id = getenv("FAKE_CUDA_GPU_ID");
+	ENTER("cuDeviceGetUuid");
+	if (!uuid || dev < 0 || dev >= devices() || dev >= 8)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(uuid->bytes, 0, sizeof(uuid->bytes));
+	snprintf(uuid->bytes, sizeof(uuid->bytes), "fake-gpu-%d%.5s", dev, id ? id : "");
 	return CUDA_SUCCESS;
 }
 
