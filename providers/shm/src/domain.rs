@@ -543,7 +543,14 @@ impl Inner {
             store(map + 8, conn.gen);
             store(map, PEER_ALIVE);
         }
+        let device_ctx = core::device_memory(core);
         for (&rid, (fd, off, size)) in conn.regions.iter() {
+            if !device_ctx && sealed::is_device_handle(fd.as_fd()) {
+                core::warn(&format!(
+                    "peer region {rid} is device memory, which a host-memory context cannot map"
+                ));
+                continue;
+            }
             match core::import(core, fd.as_raw_fd(), *off, *size) {
                 Ok(d) => {
                     set_map(map, rid, d, *size, maps_read_only(fd.as_fd()));
@@ -582,7 +589,19 @@ impl Inner {
             return;
         }
         Self::peer_remove(st, cid, gen, rid);
-        if let Err(e) = sealed::check(fd.as_fd(), off, size) {
+        // Device memory (a peer's heap or registration on its GPU) only
+        // device contexts can map; its driver checks the range.
+        let device = sealed::is_device_handle(fd.as_fd());
+        if device {
+            if off
+                .checked_add(size)
+                .is_none_or(|end| end > isize::MAX as u64)
+                || size == 0
+            {
+                core::warn(&format!("refused peer region {rid}: a bad range"));
+                return;
+            }
+        } else if let Err(e) = sealed::check(fd.as_fd(), off, size) {
             core::warn(&format!(
                 "refused peer region {rid}: its descriptor {} (error {e})",
                 if e == Error::PERM {
@@ -602,6 +621,12 @@ impl Inner {
             return;
         };
         for (ctx_id, core, map) in targets {
+            if device && !core::device_memory(core) {
+                core::warn(&format!(
+                    "peer region {rid} is device memory, which a host-memory context cannot map"
+                ));
+                continue;
+            }
             match core::import(core, fd.as_raw_fd(), off, size) {
                 Ok(d) => {
                     set_map(map, rid, d, size, maps_read_only(fd.as_fd()));

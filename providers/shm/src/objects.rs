@@ -1042,7 +1042,10 @@ fn write_av_ent(tab: usize, idx: usize, nonce: u64, ep_id: u64) {
 /// any memory where `/proc` cannot reopen it (logged).
 fn shared_view(fd: std::os::fd::OwnedFd, access: u64) -> Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
-    if access & FI_REMOTE_WRITE != 0 || fi_xpu_os::file::is_dmabuf(&fd) {
+    if access & FI_REMOTE_WRITE != 0
+        || fi_xpu_os::file::is_dmabuf(&fd)
+        || crate::sealed::is_device_handle(fd.as_fd())
+    {
         return Ok(fd);
     }
     crate::sealed::seal(fd.as_fd()).inspect_err(|_| {
