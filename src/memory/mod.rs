@@ -573,6 +573,38 @@ mod tests {
     }
 
     #[test]
+    fn host_memory_needs_no_access_and_ranges_are_checked() {
+        let m = system();
+        assert_eq!(m.access(Access::Probe).unwrap_err(), Error::OPNOTSUPP);
+        let a = m.alloc(4096, 0, 0).unwrap().addr;
+        let src = [1u8; 16];
+        assert_eq!(
+            m.access(Access::Write {
+                dev: a + 4090,
+                src: &src
+            })
+            .unwrap_err(),
+            Error::INVAL,
+            "past the allocation"
+        );
+        assert_eq!(
+            m.access(Access::Store64 {
+                dev: a + 4,
+                value: 1
+            })
+            .unwrap_err(),
+            Error::INVAL,
+            "unaligned"
+        );
+        // In range, the host-memory backend says plain access will do.
+        assert_eq!(
+            m.access(Access::Write { dev: a, src: &src }).unwrap_err(),
+            Error::OPNOTSUPP
+        );
+        m.free(a).unwrap();
+    }
+
+    #[test]
     fn vendor_without_ops() {
         assert_eq!(
             Memory::new(FI_HMEM_NEURON, 0, None).err(),
