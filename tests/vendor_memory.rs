@@ -297,7 +297,22 @@ mod cuda {
             run_strict_with(prog, args, &[])
         }
 
+        /// Runs `prog` over the strict double (under memcheck when the
+        /// suite asks for it).
         fn run_strict_with(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+            common::run(&mut strict_command(prog, args, env))
+        }
+
+        /// The program over the strict double, never under memcheck: it
+        /// is meant to fault.
+        fn run_faulting(prog: &Path, args: &[&str]) -> Output {
+            strict_command(prog, args, &[])
+                .current_dir(common::program_cwd())
+                .output()
+                .expect("run the program")
+        }
+
+        fn strict_command(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
             let drv = driver().expect("the double was built");
             let mut cmd = Command::new(prog);
             cmd.args(args)
@@ -313,7 +328,7 @@ mod cuda {
             for (k, v) in env {
                 cmd.env(k, v);
             }
-            common::run(&mut cmd)
+            cmd
         }
 
         fn show(o: &Output) -> String {
@@ -426,7 +441,7 @@ mod cuda {
             let Some(p) = program("tests/c/shm_device_heap.c", "double") else {
                 return;
             };
-            let o = run_strict(&p, &["host-store"]);
+            let o = run_faulting(&p, &["host-store"]);
             // Under AddressSanitizer its handler reports the fault and exits.
             let asan = String::from_utf8_lossy(&o.stderr).contains("SEGV on unknown address");
             assert!(
@@ -435,7 +450,7 @@ mod cuda {
                 show(&o)
             );
             assert!(!String::from_utf8_lossy(&o.stdout).contains("survived"));
-            let o = run_strict(&p, &["legacy-copy"]);
+            let o = run_faulting(&p, &["legacy-copy"]);
             assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{}", show(&o));
             assert!(
                 String::from_utf8_lossy(&o.stderr)
