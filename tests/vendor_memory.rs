@@ -460,8 +460,10 @@ mod cuda {
             );
         }
 
+        /// cudaMalloc memory registers through a legacy IPC handle, and
+        /// is refused with the reason where the driver gives none.
         #[test]
-        fn cumemalloc_memory_is_refused_with_the_reason() {
+        fn cumemalloc_memory_registers_through_ipc_or_is_refused_with_the_reason() {
             if driver().is_none() {
                 return;
             }
@@ -469,6 +471,18 @@ mod cuda {
                 return;
             };
             let o = run_strict(&p, &["register"]);
+            assert!(o.status.success(), "{}", show(&o));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout).trim(),
+                "vmm=0 host=0 cumemalloc=0",
+                "{}",
+                show(&o)
+            );
+            let o = run_strict_with(
+                &p,
+                &["register"],
+                &[("FAKE_CUDA_FAIL", "cuIpcGetMemHandle:801")],
+            );
             assert!(o.status.success(), "{}", show(&o));
             assert_eq!(
                 String::from_utf8_lossy(&o.stdout).trim(),
@@ -482,8 +496,24 @@ mod cuda {
                 .collect();
             has_line(
                 &logs,
-                "memory from cudaMalloc/cuMemAlloc exports only as a DMA-BUF, which no other process can map into its GPU",
+                "memory from cudaMalloc/cuMemAlloc through a legacy IPC handle where the driver gives one",
             );
+            has_line(
+                &logs,
+                "cuIpcGetMemHandle failed: CUDA_ERROR_NOT_SUPPORTED (801)",
+            );
+        }
+
+        /// A peer writes into cudaMalloc memory shared by its IPC handle.
+        #[test]
+        fn a_peer_writes_into_cumemalloc_memory_through_its_ipc_handle() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "ipc") else {
+                return;
+            };
+            run_ok(&p, &["ipc"], "shm_device_heap ipc: ok");
         }
 
         #[test]

@@ -20,7 +20,8 @@ pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// 1: `fi_xpu_core` gained `param_define` and `param_get`.
 /// 2: `fi_xpu_core` gained `ctx_abort_word`.
 /// 3: `fi_xpu_core` gained `mem_retire`.
-/// 4: `fi_xpu_core` gained `mem_access` and `ctx_device_uuid`.
+/// 4: `fi_xpu_core` gained `mem_access`, `ctx_device_uuid`,
+///    `mem_export_ipc` and `mem_import_ipc`.
 pub const FI_XPU_PROV_ABI_MINOR: u32 = 4;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
@@ -35,6 +36,9 @@ pub const FI_XPU_MEM_ACCESS_SET: c_int = 2;
 /// Stores the 64-bit `value` at the 8-byte aligned device address, as one
 /// store (`size` is 8): how the host raises a flag device code polls.
 pub const FI_XPU_MEM_ACCESS_STORE64: c_int = 3;
+
+/// Bytes of a legacy IPC handle (`fi_xpu_core.mem_export_ipc`).
+pub const FI_XPU_IPC_HANDLE_SIZE: usize = 64;
 
 /// Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
 pub const FI_XPU_LOG_WARN: c_int = 1;
@@ -188,6 +192,35 @@ pub struct fi_xpu_core {
     /// application callbacks; `-FI_EINVAL` for a bad context. (ABI 1.4)
     pub ctx_device_uuid:
         Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) -> c_int>,
+    /// A legacy IPC handle (`FI_XPU_IPC_HANDLE_SIZE` bytes at `handle`;
+    /// CUDA: `cuIpcGetMemHandle`) of the device allocation holding
+    /// `[addr, addr + size)`, memory the context neither allocated nor
+    /// imported (`cudaMalloc`), and the offset of `addr` in it: how such
+    /// memory is shared with another process, which opens it with
+    /// `mem_import_ipc`. `-FI_EOPNOTSUPP` when the backend has no such
+    /// handles or the memory is not such an allocation. (ABI 1.4)
+    pub mem_export_ipc: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_host_ctx,
+            addr: *mut c_void,
+            size: u64,
+            handle: *mut u8,
+            offset: *mut u64,
+        ) -> c_int,
+    >,
+    /// Opens a legacy IPC handle from another process into the context
+    /// (CUDA: `cuIpcOpenMemHandle`) and returns the device address of
+    /// `[offset, offset + size)` of its allocation, which must lie inside
+    /// it (`-FI_EINVAL` otherwise). Undone by `mem_unimport`. (ABI 1.4)
+    pub mem_import_ipc: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_host_ctx,
+            handle: *const u8,
+            offset: u64,
+            size: u64,
+            dev_addr: *mut *mut c_void,
+        ) -> c_int,
+    >,
 }
 
 /// Opaque provider-side handle.

@@ -19,7 +19,8 @@
  * 1: `fi_xpu_core` gained `param_define` and `param_get`.
  * 2: `fi_xpu_core` gained `ctx_abort_word`.
  * 3: `fi_xpu_core` gained `mem_retire`.
- * 4: `fi_xpu_core` gained `mem_access` and `ctx_device_uuid`.
+ * 4: `fi_xpu_core` gained `mem_access`, `ctx_device_uuid`,
+ *    `mem_export_ipc` and `mem_import_ipc`.
  */
 #define FI_XPU_PROV_ABI_MINOR 4
 
@@ -44,6 +45,11 @@
  * store (`size` is 8): how the host raises a flag device code polls.
  */
 #define FI_XPU_MEM_ACCESS_STORE64 3
+
+/**
+ * Bytes of a legacy IPC handle (`fi_xpu_core.mem_export_ipc`).
+ */
+#define FI_XPU_IPC_HANDLE_SIZE 64
 
 /**
  * Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
@@ -204,6 +210,31 @@ struct fi_xpu_core {
    * application callbacks; `-FI_EINVAL` for a bad context. (ABI 1.4)
    */
   int (*ctx_device_uuid)(struct fid_xpu_host_ctx *ctx, uint8_t *uuid);
+  /**
+   * A legacy IPC handle (`FI_XPU_IPC_HANDLE_SIZE` bytes at `handle`;
+   * CUDA: `cuIpcGetMemHandle`) of the device allocation holding
+   * `[addr, addr + size)`, memory the context neither allocated nor
+   * imported (`cudaMalloc`), and the offset of `addr` in it: how such
+   * memory is shared with another process, which opens it with
+   * `mem_import_ipc`. `-FI_EOPNOTSUPP` when the backend has no such
+   * handles or the memory is not such an allocation. (ABI 1.4)
+   */
+  int (*mem_export_ipc)(struct fid_xpu_host_ctx *ctx,
+                        void *addr,
+                        uint64_t size,
+                        uint8_t *handle,
+                        uint64_t *offset);
+  /**
+   * Opens a legacy IPC handle from another process into the context
+   * (CUDA: `cuIpcOpenMemHandle`) and returns the device address of
+   * `[offset, offset + size)` of its allocation, which must lie inside
+   * it (`-FI_EINVAL` otherwise). Undone by `mem_unimport`. (ABI 1.4)
+   */
+  int (*mem_import_ipc)(struct fid_xpu_host_ctx *ctx,
+                        const uint8_t *handle,
+                        uint64_t offset,
+                        uint64_t size,
+                        void **dev_addr);
 };
 
 /**

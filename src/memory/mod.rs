@@ -112,7 +112,20 @@ pub trait Backend: Send + Sync {
     fn device_uuid(&self) -> Result<[u8; 16]> {
         Err(Error::NODATA)
     }
+    /// A legacy IPC handle of the device allocation holding
+    /// `[addr, addr + size)` (memory not of this backend), and the offset.
+    fn export_ipc(&self, _addr: usize, _size: u64) -> Result<([u8; IPC_HANDLE], u64)> {
+        Err(Error::OPNOTSUPP)
+    }
+    /// Opens a peer's legacy IPC handle; `[offset, offset + size)` must lie
+    /// inside its allocation. Undone by `unimport` (mapped).
+    fn import_ipc(&self, _handle: &[u8; IPC_HANDLE], _offset: u64, _size: u64) -> Result<usize> {
+        Err(Error::OPNOTSUPP)
+    }
 }
+
+/// Bytes of a legacy IPC handle.
+pub const IPC_HANDLE: usize = FI_XPU_IPC_HANDLE_SIZE;
 
 /// Largest alignment an allocation may ask for.
 pub const MAX_ALIGNMENT: u64 = 1 << 30;
@@ -332,6 +345,34 @@ impl Memory {
             }
         }
         self.backend.access(access)
+    }
+
+    /// `Backend::export_ipc`.
+    pub fn export_ipc(&self, addr: usize, size: u64) -> Result<([u8; IPC_HANDLE], u64)> {
+        if size == 0 || (addr as u64).checked_add(size).is_none() {
+            return Err(Error::INVAL);
+        }
+        self.backend.export_ipc(addr, size)
+    }
+
+    /// `Backend::import_ipc`, recorded as an import (undone by
+    /// `unimport`).
+    pub fn import_ipc(&self, handle: &[u8; IPC_HANDLE], offset: u64, size: u64) -> Result<usize> {
+        if size == 0
+            || offset
+                .checked_add(size)
+                .is_none_or(|end| end > isize::MAX as u64)
+        {
+            return Err(Error::INVAL);
+        }
+        let dev = self.backend.import_ipc(handle, offset, size)?;
+        self.imports
+            .lock()
+            .unwrap()
+            .entry(dev)
+            .or_default()
+            .push(ImportRec { size, mapped: true });
+        Ok(dev)
     }
 
     /// The UUID of the context's device (`Backend::device_uuid`).

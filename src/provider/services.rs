@@ -283,6 +283,57 @@ unsafe extern "C" fn ctx_device_uuid(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) 
     })
 }
 
+unsafe extern "C" fn mem_export_ipc(
+    ctx: *mut fid_xpu_host_ctx,
+    addr: *mut c_void,
+    size: u64,
+    handle: *mut u8,
+    offset: *mut u64,
+) -> c_int {
+    guard(|| {
+        if handle.is_null() || offset.is_null() {
+            return Err(Error::INVAL);
+        }
+        let (h, off) = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .export_ipc(addr as usize, size)?;
+        // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE writable bytes
+        // and a writable offset (the contract of fi_xpu_core.mem_export_ipc).
+        unsafe {
+            std::ptr::copy_nonoverlapping(h.as_ptr(), handle, h.len());
+            *offset = off;
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn mem_import_ipc(
+    ctx: *mut fid_xpu_host_ctx,
+    handle: *const u8,
+    offset: u64,
+    size: u64,
+    dev_addr: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        if handle.is_null() || dev_addr.is_null() {
+            return Err(Error::INVAL);
+        }
+        let mut h = [0u8; FI_XPU_IPC_HANDLE_SIZE];
+        // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE readable bytes.
+        unsafe { std::ptr::copy_nonoverlapping(handle, h.as_mut_ptr(), h.len()) };
+        let d = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .import_ipc(&h, offset, size)?;
+        // SAFETY: a writable out-pointer (the contract).
+        unsafe { *dev_addr = d as *mut c_void };
+        Ok(0)
+    })
+}
+
 pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     abi_major: FI_XPU_PROV_ABI_MAJOR,
     abi_minor: FI_XPU_PROV_ABI_MINOR,
@@ -301,4 +352,6 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     mem_retire: Some(mem_retire),
     mem_access: Some(mem_access),
     ctx_device_uuid: Some(ctx_device_uuid),
+    mem_export_ipc: Some(mem_export_ipc),
+    mem_import_ipc: Some(mem_import_ipc),
 };

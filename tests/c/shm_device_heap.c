@@ -27,10 +27,13 @@
  *       on it fails. Prints "ctx=<rc>".
  *   shm_device_heap register
  *       Registrations on a CUDA context: memory of the context (device
- *       memory from fi_xpu_alloc, pinned host memory) registers; memory
- *       from cuMemAlloc, which only exports as a DMA-BUF no other process
- *       can map into its GPU, is refused. Prints "vmm=<rc> host=<rc>
- *       cumemalloc=<rc>".
+ *       memory from fi_xpu_alloc, pinned host memory) and memory from
+ *       cuMemAlloc (through a legacy IPC handle; refused where the driver
+ *       gives none). Prints "vmm=<rc> host=<rc> cumemalloc=<rc>".
+ *   shm_device_heap ipc
+ *       Two processes: rank 0 registers cuMemAlloc memory, rank 1 writes
+ *       into it through the legacy IPC handle it was shared by. Prints
+ *       "shm_device_heap ipc: ok".
  *   shm_device_heap host-store | legacy-copy
  *       The double's own checks, which must fail the program: a host store
  *       into device memory from fi_xpu_alloc (SIGSEGV), and a synchronous
@@ -195,6 +198,61 @@ static int departed(void)
 	return finish(&W, "shm_device_heap departed");
 }
 
+static int ipc(void)
+{
+	CUresult (*cu_alloc)(CUdeviceptr *, size_t);
+	CUresult (*cu_free)(CUdeviceptr) = NULL;
+	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+	struct fid_xpu_mr *mr = NULL;
+	struct fi_cq_tagged_entry e;
+	uint64_t card[2] = { 0, 0 }, cards[4];
+	unsigned char src[8192], got[8192];
+	CUdeviceptr cm = 0;
+	size_t i;
+
+	spawn(&W, 2);
+	open_world(&W, FI_CQ_FORMAT_DATA);
+	if (W.rank == 0) {
+		cu_alloc = (CUresult(*)(CUdeviceptr *, size_t))(uintptr_t)driver_sym("cuMemAlloc_v2");
+		REQUIRE(cu_alloc(&cm, 3 * 65536), CUDA_SUCCESS);
+		/* A registration that starts inside the allocation. */
+		REQUIRE(fi_xpu_mr_reg(W.dom, W.ctx, (void *)(uintptr_t)(cm + 65536), 65536,
+				      FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL), 0);
+		REQUIRE(fi_xpu_mr_key(mr, &card[1]), 0);
+		card[0] = (uint64_t)(cm + 65536);
+	}
+	allgather(&W, card, cards, sizeof(card));
+	if (W.rank == 1) {
+		for (i = 0; i < sizeof(src); i++)
+			src[i] = (unsigned char)(i * 13 + 1);
+		EXPECT(fi_xpu_write(&W.ep, src, sizeof(src), NULL, 0, &W.raw[0], cards[0] + 100,
+				    cards[1], src, 0, FI_XPU_WORK_ITEM), 0);
+		EXPECT(next(&W, &e, NULL), 1);
+		EXPECT(e.op_context == src, 1);
+		EXPECT(e.flags, FI_WRITE | FI_RMA);
+		/* Past the registration: refused by its bounds. */
+		EXPECT(fi_xpu_write(&W.ep, src, 64, NULL, 0, &W.raw[0], cards[0] + 65536 - 32,
+				    cards[1], src, 0, FI_XPU_WORK_ITEM), 0);
+		EXPECT(next(&W, &e, NULL), -FI_EAVAIL);
+	}
+	barrier(&W);
+	if (W.rank == 0) {
+		dtoh = (CUresult(*)(void *, CUdeviceptr, size_t))(uintptr_t)driver_sym("cuMemcpyDtoH_v2");
+		cu_free = (CUresult(*)(CUdeviceptr))(uintptr_t)driver_sym("cuMemFree_v2");
+		REQUIRE(dtoh(got, cm + 65536 + 100, sizeof(got)), CUDA_SUCCESS);
+		for (i = 0; i < sizeof(got); i++)
+			if (got[i] != (unsigned char)(i * 13 + 1)) {
+				EXPECT(got[i], (unsigned char)(i * 13 + 1));
+				break;
+			}
+		EXPECT(fi_xpu_close(&mr->fid), 0);
+	}
+	close_world(&W);
+	if (cu_free)
+		EXPECT(cu_free(cm), CUDA_SUCCESS);
+	return finish(&W, "shm_device_heap ipc");
+}
+
 static struct fid_xpu_domain *shm_domain(uint64_t flags)
 {
 	struct fi_xpu_info *info, *i;
@@ -290,12 +348,14 @@ int main(int argc, char **argv)
 		return departed();
 	if (argc == 2 && strcmp(argv[1], "host-progress") == 0)
 		return host_progress();
+	if (argc == 2 && strcmp(argv[1], "ipc") == 0)
+		return ipc();
 	if (argc == 2 && strcmp(argv[1], "register") == 0)
 		return reg();
 	if (argc == 2 && strcmp(argv[1], "host-store") == 0)
 		return double_check(0);
 	if (argc == 2 && strcmp(argv[1], "legacy-copy") == 0)
 		return double_check(1);
-	fprintf(stderr, "usage: shm_device_heap placement|placement-two-gpus|departed|host-progress|register|host-store|legacy-copy\n");
+	fprintf(stderr, "usage: shm_device_heap placement|placement-two-gpus|departed|host-progress|register|ipc|host-store|legacy-copy\n");
 	return 2;
 }

@@ -795,6 +795,8 @@ mod tests {
             mem_retire: None,
             mem_access: None,
             ctx_device_uuid: None,
+            mem_export_ipc: None,
+            mem_import_ipc: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.

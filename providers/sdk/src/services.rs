@@ -270,6 +270,41 @@ pub fn ctx_device_uuid(ctx: CoreCtx) -> Option<[u8; 16]> {
     (unsafe { f(ctx.0, u.as_mut_ptr()) } == 0).then_some(u)
 }
 
+/// A legacy IPC handle and offset for `[addr, addr + size)`
+/// (`fi_xpu_core.mem_export_ipc`).
+pub fn mem_export_ipc(
+    ctx: CoreCtx,
+    addr: usize,
+    size: u64,
+) -> Result<([u8; FI_XPU_IPC_HANDLE_SIZE], u64)> {
+    let f = core().and_then(|c| c.mem_export_ipc).ok_or(Error::NOSYS)?;
+    let mut h = [0u8; FI_XPU_IPC_HANDLE_SIZE];
+    let mut off = 0u64;
+    // SAFETY: the core validates ctx and the range; the out-pointers are
+    // a handle's bytes and a local.
+    match unsafe { f(ctx.0, addr as *mut c_void, size, h.as_mut_ptr(), &mut off) } {
+        0 => Ok((h, off)),
+        e => Err(Error::from_code(e)),
+    }
+}
+
+/// Opens a peer's legacy IPC handle into the context
+/// (`fi_xpu_core.mem_import_ipc`); undone by `mem_unimport`.
+pub fn mem_import_ipc(
+    ctx: CoreCtx,
+    handle: &[u8; FI_XPU_IPC_HANDLE_SIZE],
+    offset: u64,
+    size: u64,
+) -> Result<usize> {
+    let f = core().and_then(|c| c.mem_import_ipc).ok_or(Error::NOSYS)?;
+    let mut d: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the core validates ctx and reads the handle's bytes.
+    match unsafe { f(ctx.0, handle.as_ptr(), offset, size, &mut d) } {
+        0 => Ok(d as usize),
+        e => Err(Error::from_code(e)),
+    }
+}
+
 /// Undoes an import whose owner is gone, keeping its address range mapped
 /// to private zero pages until the context closes (`fi_xpu_core.mem_retire`).
 /// `Err` when the context's backend cannot: the import is then still live.

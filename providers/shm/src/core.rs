@@ -14,13 +14,16 @@
 use fi_xpu_abi::*;
 pub use fi_xpu_prov_sdk::services::{
     ctx_abort_word, ctx_device_uuid, debug, import_dmabuf as import, mem_export as export,
-    mem_free as free, mem_known as known, mem_retire as retire, mem_unimport as unimport, warn,
-    CoreCtx as Ctx,
+    mem_export_ipc as export_ipc, mem_free as free, mem_import_ipc as import_ipc,
+    mem_known as known, mem_retire as retire, mem_unimport as unimport, warn, CoreCtx as Ctx,
 };
 use fi_xpu_prov_sdk::services::{mem_access, mem_alloc};
 use fi_xpu_prov_sdk::Result;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of a legacy IPC handle.
+pub const IPC_HANDLE: usize = FI_XPU_IPC_HANDLE_SIZE;
 
 /// Whether the context's memory is device memory the host must reach
 /// through the core (`mem_access` answers its probe), rather than host

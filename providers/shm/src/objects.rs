@@ -173,7 +173,7 @@ impl XpuCtx {
             ));
         }
         let st = dom.lock();
-        let region = match dom.share_region(st, fd, 0, size) {
+        let region = match dom.share_region(st, fd, 0, size, false) {
             Ok(r) => r,
             Err(e) => {
                 core::free(core_ctx, dev);
@@ -183,7 +183,7 @@ impl XpuCtx {
             }
         };
         let st = dom.lock();
-        let table_region = match dom.share_region(st, table_fd, 0, table.len()) {
+        let table_region = match dom.share_region(st, table_fd, 0, table.len(), false) {
             Ok(r) => r,
             Err(e) => {
                 dom.unshare_region(&mut dom.lock(), region);
@@ -1076,26 +1076,31 @@ pub struct Mr {
 impl Mr {
     pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr> {
         const RULE: &str = "fi_xpu_mr_reg: shm registers only memory its context can export as an fd (from fi_xpu_alloc or fi_xpu_import on that context)";
-        const DEVICE_RULE: &str = "fi_xpu_mr_reg: shm cannot share this memory with peers: on a device context it registers only memory of the context (fi_xpu_alloc, or fi_xpu_import of a CUDA VMM allocation's POSIX file descriptor or of host memory); memory from cudaMalloc/cuMemAlloc exports only as a DMA-BUF, which no other process can map into its GPU: allocate it with fi_xpu_alloc on the context, or cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR";
+        const DEVICE_RULE: &str = "fi_xpu_mr_reg: shm cannot share this memory with peers: on a device context it registers memory of the context (fi_xpu_alloc, or fi_xpu_import of a CUDA VMM allocation's POSIX file descriptor or of host memory), and memory from cudaMalloc/cuMemAlloc through a legacy IPC handle where the driver gives one; a DMA-BUF no other process can map into its GPU: allocate the memory with fi_xpu_alloc on the context, or cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR";
         let device = core::device_memory(ctx.core);
-        if device && !core::known(ctx.core, args.buf as usize, args.len as u64) {
-            core::warn(DEVICE_RULE);
-            return Err(Error::OPNOTSUPP);
-        }
-        let (fd, off) = core::export(ctx.core, args.buf as usize, args.len as u64)
-            .inspect_err(|_| core::warn(RULE))?;
-        if device && fi_xpu_os::file::is_dmabuf(&fd) {
-            core::warn(DEVICE_RULE);
-            return Err(Error::OPNOTSUPP);
-        }
-        let fd = shared_view(fd, args.access)?;
+        let (buf, len) = (args.buf as usize, args.len as u64);
+        let (fd, off, ipc) = if device && !core::known(ctx.core, buf, len) {
+            // Device memory of the application's (cudaMalloc): shared
+            // through a legacy IPC handle, where the driver gives one.
+            let (h, off) = core::export_ipc(ctx.core, buf, len).inspect_err(|e| {
+                core::warn(&format!("{DEVICE_RULE} (no IPC handle either: {e})"))
+            })?;
+            (crate::domain::ipc_record(&h)?, off, true)
+        } else {
+            let (fd, off) = core::export(ctx.core, buf, len).inspect_err(|_| core::warn(RULE))?;
+            if device && fi_xpu_os::file::is_dmabuf(&fd) {
+                core::warn(DEVICE_RULE);
+                return Err(Error::OPNOTSUPP);
+            }
+            (shared_view(fd, args.access)?, off, false)
+        };
         let slot = {
             let mut st = dom.lock();
             let c = st.ctxs.get_mut(&ctx.id).ok_or(Error::INVAL)?;
             c.mr_slots.take().ok_or(Error::NOSPC)?
         };
         let st = dom.lock();
-        let region = match dom.share_region(st, fd, off, args.len as u64) {
+        let region = match dom.share_region(st, fd, off, args.len as u64, ipc) {
             Ok(r) => r,
             Err(e) => {
                 if let Some(c) = dom.lock().ctxs.get_mut(&ctx.id) {

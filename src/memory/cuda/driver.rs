@@ -44,6 +44,8 @@ pub const CU_MEM_ALLOCATION_TYPE_PINNED: c_int = 0x1;
 pub const CU_MEM_ALLOC_GRANULARITY_MINIMUM: c_int = 0x0;
 pub const CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: c_int = 0x1;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 0x1;
+pub const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: c_uint = 0x1;
+pub const CU_IPC_HANDLE_SIZE: usize = 64;
 pub const CU_STREAM_WRITE_VALUE_DEFAULT: c_uint = 0x0;
 
 #[repr(C)]
@@ -77,6 +79,13 @@ pub struct CUmemAllocationProp {
 pub struct CUmemAccessDesc {
     pub location: CUmemLocation,
     pub flags: c_int,
+}
+
+/// A legacy IPC handle of device memory (`cuIpcGetMemHandle`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUipcMemHandle {
+    pub reserved: [u8; CU_IPC_HANDLE_SIZE],
 }
 
 /// The soname the backend opens; the dynamic linker's search finds it.
@@ -116,6 +125,10 @@ entry_points! {
         mem_host_get_device_pointer = "cuMemHostGetDevicePointer_v2":
             fn(*mut CUdeviceptr, *mut c_void, c_uint);
         device_get_uuid = "cuDeviceGetUuid_v2": fn(*mut [u8; 16], CUdevice);
+        ipc_get_mem_handle = "cuIpcGetMemHandle": fn(*mut CUipcMemHandle, CUdeviceptr);
+        ipc_open_mem_handle = "cuIpcOpenMemHandle_v2":
+            fn(*mut CUdeviceptr, CUipcMemHandle, c_uint);
+        ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);
         stream_create = "cuStreamCreate": fn(*mut CUstream, c_uint);
         stream_destroy = "cuStreamDestroy_v2": fn(CUstream);
         stream_synchronize = "cuStreamSynchronize": fn(CUstream);
@@ -334,6 +347,12 @@ mod tests {
             ),
             ("CU_STREAM_NON_BLOCKING", CU_STREAM_NON_BLOCKING as i64),
             (
+                "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS",
+                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as i64,
+            ),
+            ("CU_IPC_HANDLE_SIZE", CU_IPC_HANDLE_SIZE as i64),
+            ("sizeof(CUipcMemHandle)", size_of::<CUipcMemHandle>() as i64),
+            (
                 "CU_STREAM_WRITE_VALUE_DEFAULT",
                 CU_STREAM_WRITE_VALUE_DEFAULT as i64,
             ),
@@ -408,6 +427,9 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostUnregister), CU
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostGetDevicePointer), CUresult (*)(CUdeviceptr *, void *, U)), "cuMemHostGetDevicePointer");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuDeviceGetUuid), CUresult (*)(CUuuid *, CUdevice)), "cuDeviceGetUuid");
 _Static_assert(sizeof(CUuuid) == 16, "CUuuid");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuIpcGetMemHandle), CUresult (*)(CUipcMemHandle *, CUdeviceptr)), "cuIpcGetMemHandle");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuIpcOpenMemHandle), CUresult (*)(CUdeviceptr *, CUipcMemHandle, U)), "cuIpcOpenMemHandle");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuIpcCloseMemHandle), CUresult (*)(CUdeviceptr)), "cuIpcCloseMemHandle");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamCreate), CUresult (*)(CUstream *, U)), "cuStreamCreate");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamDestroy), CUresult (*)(CUstream)), "cuStreamDestroy");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamSynchronize), CUresult (*)(CUstream)), "cuStreamSynchronize");
@@ -424,6 +446,7 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresul
             ("cuMemHostRegister", "cuMemHostRegister_v2"),
             ("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2"),
             ("cuDeviceGetUuid", "cuDeviceGetUuid_v2"),
+            ("cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2"),
             ("cuStreamDestroy", "cuStreamDestroy_v2"),
             ("cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2"),
             ("cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2"),

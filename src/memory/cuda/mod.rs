@@ -16,6 +16,10 @@
 //! - Exporting device memory the context did not allocate (an application's
 //!   `cuMemAlloc`) gives a DMA-BUF (`cuMemGetHandleForAddressRange`) of its
 //!   whole allocation, for NIC registration.
+//! - Device memory the context did not allocate (an application's
+//!   `cuMemAlloc`) is shared with another process through a legacy IPC
+//!   handle (`export_ipc`: `cuIpcGetMemHandle`; `import_ipc`:
+//!   `cuIpcOpenMemHandle`), which a DMA-BUF cannot do.
 //! - The host reaches device memory only through the driver (`access`):
 //!   asynchronous copies, memsets and `cuStreamWriteValue64` on a stream
 //!   of the backend's own, created `CU_STREAM_NON_BLOCKING` so that it
@@ -24,7 +28,7 @@
 mod driver;
 
 use super::pinned::{Pin, PinHow, Pinned};
-use super::{Access, Allocation, Backend, Import};
+use super::{Access, Allocation, Backend, Import, IPC_HANDLE};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
@@ -59,6 +63,11 @@ pub struct Cuda {
     pinned: Pinned,
     /// The private stream of `access` (as an address; 0 until first use).
     stream: Mutex<usize>,
+    /// Peers' allocations opened from IPC handles: device address handed
+    /// out -> the base `cuIpcOpenMemHandle` returned and how many opens
+    /// (the driver may hand out one mapping for a handle opened again),
+    /// each closed once.
+    ipc: Mutex<HashMap<usize, (usize, u32)>>,
 }
 
 // SAFETY: CUcontext is an opaque driver handle, usable from any thread once
@@ -107,6 +116,7 @@ impl Cuda {
             mapped: Mutex::default(),
             pinned: Pinned::default(),
             stream: Mutex::new(0),
+            ipc: Mutex::default(),
         };
         c.current()?;
         let mut g = 0usize;
@@ -466,6 +476,24 @@ impl Backend for Cuda {
     fn unimport(&self, dev_addr: usize, mapped: bool) -> Result<()> {
         self.current()?;
         if mapped {
+            let opened = {
+                let mut ipc = self.ipc.lock().unwrap();
+                let base = ipc.get_mut(&dev_addr).map(|(base, opens)| {
+                    *opens -= 1;
+                    (*base, *opens == 0)
+                });
+                if let Some((_, true)) = base {
+                    ipc.remove(&dev_addr);
+                }
+                base
+            };
+            if let Some((base, _)) = opened {
+                // SAFETY: a base cuIpcOpenMemHandle returned, closed once
+                // per open.
+                return self.drv.check("cuIpcCloseMemHandle", unsafe {
+                    (self.drv.ipc_close_mem_handle)(base as CUdeviceptr)
+                });
+            }
             if let Some(m) = self.mapped.lock().unwrap().remove(&dev_addr) {
                 self.unmap(m.base, m.len);
                 return Ok(());
@@ -507,6 +535,65 @@ impl Backend for Cuda {
             return r;
         }
         self.dmabuf(addr, size)
+    }
+
+    fn export_ipc(&self, addr: usize, size: u64) -> Result<([u8; IPC_HANDLE], u64)> {
+        self.current()?;
+        // Memory of the context has a file descriptor to share instead.
+        if self.owns(addr, size) || self.pinned.owns(addr, size) {
+            return Err(Error::OPNOTSUPP);
+        }
+        let d = self.drv;
+        let (mut base, mut len): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        if unsafe { (d.mem_get_address_range)(&mut base, &mut len, addr as CUdeviceptr) }
+            != CUDA_SUCCESS
+        {
+            return Err(Error::OPNOTSUPP);
+        }
+        let off = addr as u64 - base;
+        if off.checked_add(size).is_none_or(|e| e > len as u64) {
+            return Err(Error::INVAL);
+        }
+        let mut h = CUipcMemHandle {
+            reserved: [0; CU_IPC_HANDLE_SIZE],
+        };
+        // SAFETY: out-pointer to a local handle; `base` starts an allocation.
+        d.check("cuIpcGetMemHandle", unsafe {
+            (d.ipc_get_mem_handle)(&mut h, base)
+        })?;
+        Ok((h.reserved, off))
+    }
+
+    fn import_ipc(&self, handle: &[u8; IPC_HANDLE], offset: u64, size: u64) -> Result<usize> {
+        self.current()?;
+        let d = self.drv;
+        let mut base: CUdeviceptr = 0;
+        let h = CUipcMemHandle { reserved: *handle };
+        // SAFETY: out-pointer to a local; the handle is passed by value.
+        d.check("cuIpcOpenMemHandle", unsafe {
+            (d.ipc_open_mem_handle)(&mut base, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        })?;
+        let close = || {
+            // SAFETY: the base just opened, closed once.
+            unsafe { (d.ipc_close_mem_handle)(base) };
+        };
+        let (mut b, mut len): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        let r = unsafe { (d.mem_get_address_range)(&mut b, &mut len, base) };
+        if r != CUDA_SUCCESS || b != base || offset + size > len as u64 {
+            close();
+            crate::warn!("cuda: an IPC handle's allocation does not hold [+{offset}, +{size})");
+            return Err(Error::INVAL);
+        }
+        let dev = base as usize + offset as usize;
+        self.ipc
+            .lock()
+            .unwrap()
+            .entry(dev)
+            .or_insert((base as usize, 0))
+            .1 += 1;
+        Ok(dev)
     }
 
     fn device_uuid(&self) -> Result<[u8; 16]> {
@@ -574,6 +661,13 @@ impl Drop for Cuda {
         }
         for (_, m) in self.mapped.lock().unwrap().drain() {
             self.unmap(m.base, m.len);
+        }
+        for (_, (base, opens)) in self.ipc.lock().unwrap().drain() {
+            for _ in 0..opens {
+                // SAFETY: a base cuIpcOpenMemHandle returned, closed once
+                // per open.
+                unsafe { (self.drv.ipc_close_mem_handle)(base as CUdeviceptr) };
+            }
         }
         self.pinned.release(self);
         let st = *self.stream.get_mut().unwrap();

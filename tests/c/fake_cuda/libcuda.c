@@ -14,7 +14,10 @@
  *   memfd there still PROT_NONE, cuMemSetAccess makes it read-write: a
  *   backend that forgets a step faults.
  * - cuMemAlloc memory is a memfd mapping too; cuMemGetHandleForAddressRange
- *   returns a dup of it as the "DMA-BUF" (whole allocations only).
+ *   returns a dup of it as the "DMA-BUF" (whole allocations only). Its
+ *   legacy IPC handle (cuIpcGetMemHandle) names the owner's pid and the
+ *   memfd's descriptor there; cuIpcOpenMemHandle opens that memfd through
+ *   /proc (same user) and maps it.
  * - Memory calls need a current context on the calling thread
  *   (CUDA_ERROR_INVALID_CONTEXT otherwise).
  *
@@ -70,8 +73,9 @@ struct handle {
 	size_t size;
 };
 
-/* Reserved ranges, mapped ranges, cuMemAlloc'd ranges, host registrations. */
-enum kind { FREE = 0, RESERVED, MAPPED, ALLOCATED, REGISTERED };
+/* Reserved ranges, mapped ranges, cuMemAlloc'd ranges, host registrations,
+ * peers' cuMemAlloc'd ranges opened from IPC handles. */
+enum kind { FREE = 0, RESERVED, MAPPED, ALLOCATED, REGISTERED, IPC_OPENED };
 
 static struct range {
 	enum kind kind;
@@ -525,6 +529,87 @@ CUresult cuMemFree(CUdeviceptr dptr)
 	return CUDA_SUCCESS;
 }
 
+/* The double's IPC handle. */
+struct ipc {
+	char magic[8];
+	int32_t pid, fd;
+	uint64_t len;
+};
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+	struct range *r;
+	struct ipc h = { "fakeipc", 0, 0, 0 };
+	ENTER_CTX("cuIpcGetMemHandle");
+	if (!pHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	r = find(ALLOCATED, (uintptr_t)dptr, 0);
+	if (!r || r->base != (uintptr_t)dptr) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	h.pid = (int32_t)getpid();
+	h.fd = r->fd;
+	h.len = r->len;
+	pthread_mutex_unlock(&lock);
+	memset(pHandle, 0, sizeof(*pHandle));
+	memcpy(pHandle->reserved, &h, sizeof(h));
+	return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+	struct ipc h;
+	char path[64];
+	void *p;
+	int fd;
+	ENTER_CTX("cuIpcOpenMemHandle");
+	memcpy(&h, handle.reserved, sizeof(h));
+	if (!pdptr || (Flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ||
+	    memcmp(h.magic, "fakeipc", 8) != 0 || h.len == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (h.pid == (int32_t)getpid())
+		return CUDA_ERROR_INVALID_CONTEXT; /* as the driver: not in the owner */
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!is_our_memfd(fd)) {
+		close(fd);
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	p = mmap(NULL, (h.len + 4095) & ~(size_t)4095, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	pthread_mutex_lock(&lock);
+	if (p == MAP_FAILED || !add(IPC_OPENED, (uintptr_t)p, h.len, fd)) {
+		pthread_mutex_unlock(&lock);
+		if (p != MAP_FAILED)
+			munmap(p, (h.len + 4095) & ~(size_t)4095);
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&lock);
+	*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+	struct range *r;
+	ENTER_CTX("cuIpcCloseMemHandle");
+	pthread_mutex_lock(&lock);
+	r = find(IPC_OPENED, (uintptr_t)dptr, 0);
+	if (!r || r->base != (uintptr_t)dptr) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	munmap((void *)r->base, (r->len + 4095) & ~(size_t)4095);
+	close(r->fd);
+	r->kind = FREE;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
 CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
 	struct range *r;
@@ -533,6 +618,8 @@ CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dpt
 	r = find(ALLOCATED, (uintptr_t)dptr, 1);
 	if (!r)
 		r = find(MAPPED, (uintptr_t)dptr, 1);
+	if (!r)
+		r = find(IPC_OPENED, (uintptr_t)dptr, 1);
 	pthread_mutex_unlock(&lock);
 	if (!r)
 		return CUDA_ERROR_NOT_FOUND;
