@@ -1203,6 +1203,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ipc_records_round_trip_and_forged_ones_are_refused() {
+        use std::io::Write;
+        let h: [u8; core::IPC_HANDLE] = std::array::from_fn(|i| i as u8 ^ 0x5a);
+        let fd = ipc_record(&h).unwrap();
+        assert_eq!(read_ipc_record(&fd), Some(h));
+        // Sealed: it cannot shrink under the reader.
+        assert!(fi_xpu_os::rustix::fs::ftruncate(&fd, 0).is_err());
+        // An unsealed file, a wrong magic, a short record: refused.
+        let plain =
+            fi_xpu_os::file::memfd(c"t", fi_xpu_os::rustix::fs::MemfdFlags::empty()).unwrap();
+        let mut f = std::fs::File::from(plain);
+        f.write_all(&[0u8; IPC_RECORD]).unwrap();
+        assert_eq!(read_ipc_record(&OwnedFd::from(f)), None);
+        let bad = ipc_record(&h).unwrap();
+        {
+            use std::os::unix::fs::FileExt;
+            let g = std::fs::File::from(bad.try_clone().unwrap());
+            g.write_all_at(b"notmagic", 0).unwrap();
+        }
+        assert_eq!(read_ipc_record(&bad), None);
+        let short =
+            fi_xpu_os::file::memfd(c"t", fi_xpu_os::rustix::fs::MemfdFlags::ALLOW_SEALING).unwrap();
+        fi_xpu_os::rustix::fs::ftruncate(&short, 16).unwrap();
+        sealed::seal(short.as_fd()).unwrap();
+        assert_eq!(read_ipc_record(&short), None);
+    }
+
+    #[test]
     fn slots_are_taken_and_given_back() {
         let mut s = Slots::new(3);
         assert_eq!((s.take(), s.take()), (Some(0), Some(1)));
