@@ -358,6 +358,19 @@ mod cuda {
                 return;
             };
             run_ok(&p, &["placement"], "shm_device_heap placement: ok");
+            // A device without stream memory operations: the host's flag
+            // stores become 8-byte copies on the same stream.
+            let o = run_strict_with(
+                &p,
+                &["placement"],
+                &[("FAKE_CUDA_FAIL", "cuStreamWriteValue64:801")],
+            );
+            assert!(
+                o.status.success()
+                    && String::from_utf8_lossy(&o.stdout).contains("shm_device_heap placement: ok"),
+                "{}",
+                show(&o)
+            );
         }
 
         /// Each context decides per peer pair whether the peer's context

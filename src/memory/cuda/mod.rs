@@ -318,15 +318,24 @@ impl Cuda {
                     "cuMemsetD8Async",
                     (d.memset_d8_async)(dev as CUdeviceptr, byte, len, st),
                 ),
-                Access::Store64 { dev, value } => (
-                    "cuStreamWriteValue64",
-                    (d.stream_write_value64)(
+                Access::Store64 { dev, value } => {
+                    let r = (d.stream_write_value64)(
                         st,
                         dev as CUdeviceptr,
                         value,
                         CU_STREAM_WRITE_VALUE_DEFAULT,
-                    ),
-                ),
+                    );
+                    if r == CUDA_ERROR_NOT_SUPPORTED {
+                        // A device without stream memory operations: the
+                        // 8 bytes as one copy, still on this stream.
+                        let v = value.to_ne_bytes();
+                        let r = (d.memcpy_htod_async)(dev as CUdeviceptr, v.as_ptr().cast(), 8, st);
+                        d.check("cuMemcpyHtoDAsync", r)?;
+                        // `v` must outlive the copy: wait here.
+                        return d.check("cuStreamSynchronize", (d.stream_synchronize)(st));
+                    }
+                    ("cuStreamWriteValue64", r)
+                }
             }
         };
         d.check(what, r)?;
