@@ -12,7 +12,9 @@
  *       Then rank 1 writes into rank 0 with remote CQ data, and sends it a
  *       tagged message: the completion lands in rank 0's remote ring, the
  *       count in its remote counter words and the message in its inbox,
- *       all in device memory. Prints "shm_device_heap placement: ok".
+ *       all in device memory; then a put-with-signal into rank 0's device
+ *       memory from fi_xpu_alloc (data and signal word there), waited
+ *       for in a kernel. Prints "shm_device_heap placement: ok".
  *   shm_device_heap placement-two-gpus
  *       The same with rank 1 on another GPU (the double's
  *       FAKE_CUDA_GPU_ID): each context decides per peer whether the peer
@@ -144,6 +146,48 @@ static int placement(int two_gpus)
 		EXPECT(next(&W, &e, NULL), 1);
 		EXPECT(e.flags, FI_RECV | FI_TAGGED);
 		EXPECT(tagged, 0x1122334455667788ULL);
+	}
+	/* Put-with-signal into rank 0's device memory: data and signal word
+	 * there, the wait in a kernel, the check through the driver. */
+	{
+		struct fid_xpu_mr *mr = NULL;
+		unsigned char *d = NULL, got[4096];
+		uint64_t card[2] = { 0, 0 }, cards[4];
+		CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+		if (W.rank == 0) {
+			REQUIRE(fi_xpu_alloc(W.ctx, 65536, 0, 0, (void **)&d, NULL, NULL), 0);
+			EXPECT(dev((uint64_t)(uintptr_t)d, 65536), 1);
+			REQUIRE(fi_xpu_mr_reg(W.dom, W.ctx, d, 65536, FI_REMOTE_WRITE, 0, 0, 0, &mr,
+					      NULL), 0);
+			REQUIRE(fi_xpu_mr_key(mr, &card[1]), 0);
+			card[0] = (uint64_t)(uintptr_t)d;
+		}
+		allgather(&W, card, cards, sizeof(card));
+		if (W.rank == 1) {
+			EXPECT(fi_xpu_put_signal(&W.ep, src, sizeof(src), NULL, &W.raw[0],
+						 cards[0] + 4096, cards[1], cards[0], cards[1], 1,
+						 FI_XPU_SIGNAL_ADD, src, 0, FI_XPU_WORK_ITEM), 0);
+			EXPECT(next(&W, &e, NULL), 1);
+			EXPECT(e.op_context == src, 1);
+		} else {
+			EXPECT(fi_xpu_signal_wait_until(&W.ep, (const uint64_t *)(void *)d,
+							FI_XPU_CMP_GE, 1, 10000 * time_scale(),
+							FI_XPU_WORK_ITEM), 0);
+			dtoh = (CUresult(*)(void *, CUdeviceptr, size_t))(uintptr_t)driver_sym(
+				"cuMemcpyDtoH_v2");
+			REQUIRE(dtoh(got, (CUdeviceptr)(uintptr_t)(d + 4096), sizeof(got)),
+				CUDA_SUCCESS);
+			for (i = 0; i < sizeof(got); i++)
+				if (got[i] != (unsigned char)(i * 7 + 3)) {
+					EXPECT(got[i], (unsigned char)(i * 7 + 3));
+					break;
+				}
+		}
+		barrier(&W);
+		if (W.rank == 0) {
+			EXPECT(fi_xpu_close(&mr->fid), 0);
+			EXPECT(fi_xpu_free(W.ctx, d), 0);
+		}
 	}
 	close_world(&W);
 	return finish(&W, "shm_device_heap placement");
