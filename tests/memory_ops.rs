@@ -54,7 +54,8 @@ fn dmabuf_shared_between_processes_under_asan() {
 /// Which memory interfaces each provider serves, met as a GPU user meets
 /// it (tests/c/iface_support.c): an `FI_HMEM_CUDA` context with
 /// application callbacks over host memory (no driver needed). shm serves
-/// `FI_HMEM_SYSTEM` only; ofi serves device memory only where its
+/// `FI_HMEM_CUDA` only through the built-in backend (callbacks give the
+/// host no way into device memory); ofi serves device memory only where its
 /// libfabric provider offers `FI_HMEM`, which Debian's libfabric 1.17 does
 /// not. Each refusal is `-FI_EOPNOTSUPP` with one log line naming what is
 /// missing, and so is a system context whose callbacks cannot map a file
@@ -84,7 +85,10 @@ fn providers_refuse_memory_they_cannot_serve_and_say_why() {
     };
     let (out, log) = run("shm", &[]);
     assert_eq!(out, "shm system=-95 cuda=-95\n", "{log}");
-    assert!(log.contains("shm:warn: does not serve iface cuda"), "{log}");
+    assert!(
+        log.contains("shm:warn: fi_xpu_ctx_open: shm serves iface cuda through the library's built-in memory backend only"),
+        "{log}"
+    );
     assert!(
         log.contains("the application's import callback must map an fd"),
         "{log}"

@@ -264,6 +264,292 @@ mod cuda {
         let (out, logs) = run(drv, &["cuda", "share"], &[("FI_XPU_LOG_LEVEL", "none")]);
         assert!(out.contains("vendor_memory share: ok"), "{out}\n{logs:#?}");
     }
+
+    /// shm on an `FI_HMEM_CUDA` context without callbacks, over the double
+    /// in strict mode (device memory out of the host's reach, opened only
+    /// while a kernel runs; tests/c/device_on_cuda.h brackets every launch
+    /// and every device call of a program with it).
+    mod shm_device_heap {
+        use super::*;
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::Output;
+
+        /// `src` compiled to run on a CUDA context (device_on_cuda.h).
+        fn program(src: &str, name: &str) -> Option<PathBuf> {
+            let inc = cuda_include()?;
+            let dir = common::scratch(&format!("shm-device-heap-{name}"));
+            let out = dir.join(name);
+            let include = common::root().join("tests/c/device_on_cuda.h");
+            common::cc(
+                &[&common::root().join(src)],
+                &out,
+                &[
+                    "-include",
+                    include.to_str().unwrap(),
+                    &format!("-I{}", inc.display()),
+                    "-ldl",
+                ],
+            );
+            Some(out)
+        }
+
+        fn run_strict(prog: &Path, args: &[&str]) -> Output {
+            run_strict_with(prog, args, &[])
+        }
+
+        /// Runs `prog` over the strict double (under memcheck when the
+        /// suite asks for it).
+        fn run_strict_with(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+            common::run(&mut strict_command(prog, args, env))
+        }
+
+        /// The program over the strict double, never under memcheck: it
+        /// is meant to fault.
+        fn run_faulting(prog: &Path, args: &[&str]) -> Output {
+            strict_command(prog, args, &[])
+                .current_dir(common::program_cwd())
+                .output()
+                .expect("run the program")
+        }
+
+        fn strict_command(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+            let drv = driver().expect("the double was built");
+            let mut cmd = Command::new(prog);
+            cmd.args(args)
+                .env("LD_LIBRARY_PATH", drv)
+                .env("FAKE_CUDA_STRICT", "1")
+                .env("FI_XPU_PROVIDER", "shm")
+                .env("FI_XPU_LOG_LEVEL", "warn")
+                .env_remove("FI_XPU_PROVIDER_PATH")
+                .env_remove("FAKE_CUDA_FAIL")
+                .env_remove("FAKE_CUDA_DEVICES")
+                .env_remove("FI_XPU_SHM_HOST_PROGRESS")
+                .env_remove("FAKE_CUDA_GPU_ID");
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            cmd
+        }
+
+        fn show(o: &Output) -> String {
+            format!(
+                "{}\n--- stdout\n{}\n--- stderr\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        }
+
+        fn run_ok(prog: &Path, args: &[&str], want: &str) {
+            let o = run_strict(prog, args);
+            assert!(
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains(want),
+                "{}",
+                show(&o)
+            );
+        }
+
+        #[test]
+        fn peer_writable_structures_are_device_memory_and_carry_data_between_processes() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "placement") else {
+                return;
+            };
+            run_ok(&p, &["placement"], "shm_device_heap placement: ok");
+            // A device without stream memory operations: the host's flag
+            // stores become 8-byte copies on the same stream.
+            let o = run_strict_with(
+                &p,
+                &["placement"],
+                &[("FAKE_CUDA_FAIL", "cuStreamWriteValue64:801")],
+            );
+            assert!(
+                o.status.success()
+                    && String::from_utf8_lossy(&o.stdout).contains("shm_device_heap placement: ok"),
+                "{}",
+                show(&o)
+            );
+        }
+
+        /// Each context decides per peer pair whether the peer's context
+        /// is on its own device: yes for itself and for a peer on the same
+        /// GPU, no for a peer on another.
+        #[test]
+        fn the_same_device_is_decided_per_peer_pair() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "same-device") else {
+                return;
+            };
+            for (mode, on, not_on) in [("placement", 4, 0), ("placement-two-gpus", 2, 2)] {
+                let o = run_strict_with(&p, &[mode], &[("FI_XPU_LOG_LEVEL", "debug")]);
+                assert!(o.status.success(), "{}", show(&o));
+                let stderr = String::from_utf8_lossy(&o.stderr);
+                let count = |what: &str| {
+                    stderr
+                        .lines()
+                        .filter(|l| l.contains("fi_xpu_av_lookup: peer") && l.contains(what))
+                        .count()
+                };
+                assert_eq!(
+                    (count("is on this"), count("is not on this")),
+                    (on, not_on),
+                    "{mode}: {}",
+                    show(&o)
+                );
+            }
+        }
+
+        /// A departed peer's heap leaves the peer map at once but stays
+        /// mapped, and readable by kernels, until the context closes.
+        #[test]
+        fn a_departed_peers_device_memory_stays_mapped_until_the_context_closes() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "departed") else {
+                return;
+            };
+            run_ok(&p, &["departed"], "shm_device_heap departed: ok");
+        }
+
+        /// The shm device tests, unchanged, on the CUDA context: scopes on
+        /// the host launcher (loopback), every operation between two
+        /// processes in every CQ format and between four, and large,
+        /// directed and overrun messages between two processes. (The
+        /// hostile-peer tests write into peers' heaps from the host on
+        /// purpose, and so do not apply.)
+        #[test]
+        fn the_device_suite_runs_without_host_access_to_device_memory() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(scope) = program("tests/c/device_scope_shm.c", "scope") else {
+                return;
+            };
+            run_ok(&scope, &[], "device_scope shm: ok");
+            let ops = program("tests/c/shm_ops.c", "ops").unwrap();
+            for (n, format) in [("2", "1"), ("2", "2"), ("2", "3"), ("2", "4"), ("4", "1")] {
+                run_ok(
+                    &ops,
+                    &[n, format],
+                    &format!("shm_ops n={n} format={format}: ok"),
+                );
+            }
+            let msg = program("tests/c/shm_msg.c", "msg").unwrap();
+            run_ok(&msg, &["2"], "shm_msg n=2: ok");
+        }
+
+        /// What makes the suite above mean something: the double fails a
+        /// program that stores to device memory from the host, and one
+        /// that copies on the legacy stream while a kernel runs.
+        #[test]
+        fn the_double_fails_host_access_and_legacy_stream_copies() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "double") else {
+                return;
+            };
+            let o = run_faulting(&p, &["host-store"]);
+            // Under AddressSanitizer its handler reports the fault and exits.
+            let asan = String::from_utf8_lossy(&o.stderr).contains("SEGV on unknown address");
+            assert!(
+                o.status.signal() == Some(libc::SIGSEGV) || (asan && !o.status.success()),
+                "{}",
+                show(&o)
+            );
+            assert!(!String::from_utf8_lossy(&o.stdout).contains("survived"));
+            let o = run_faulting(&p, &["legacy-copy"]);
+            assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{}", show(&o));
+            assert!(
+                String::from_utf8_lossy(&o.stderr)
+                    .contains("fake_cuda: cuMemcpyHtoD on the legacy stream while a kernel runs"),
+                "{}",
+                show(&o)
+            );
+        }
+
+        /// cudaMalloc memory registers through a legacy IPC handle, and
+        /// is refused with the reason where the driver gives none.
+        #[test]
+        fn cumemalloc_memory_registers_through_ipc_or_is_refused_with_the_reason() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "register") else {
+                return;
+            };
+            let o = run_strict(&p, &["register"]);
+            assert!(o.status.success(), "{}", show(&o));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout).trim(),
+                "vmm=0 host=0 cumemalloc=0",
+                "{}",
+                show(&o)
+            );
+            let o = run_strict_with(
+                &p,
+                &["register"],
+                &[("FAKE_CUDA_FAIL", "cuIpcGetMemHandle:801")],
+            );
+            assert!(o.status.success(), "{}", show(&o));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout).trim(),
+                "vmm=0 host=0 cumemalloc=-95",
+                "{}",
+                show(&o)
+            );
+            let logs: Vec<String> = String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter_map(common::log_body)
+                .collect();
+            has_line(
+                &logs,
+                "memory from cudaMalloc/cuMemAlloc through a legacy IPC handle where the driver gives one",
+            );
+            has_line(
+                &logs,
+                "cuIpcGetMemHandle failed: CUDA_ERROR_NOT_SUPPORTED (801)",
+            );
+        }
+
+        /// A peer writes into cudaMalloc memory shared by its IPC handle.
+        #[test]
+        fn a_peer_writes_into_cumemalloc_memory_through_its_ipc_handle() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "ipc") else {
+                return;
+            };
+            run_ok(&p, &["ipc"], "shm_device_heap ipc: ok");
+        }
+
+        #[test]
+        fn host_progress_is_refused_with_device_heaps() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "progress") else {
+                return;
+            };
+            let o = run_strict(&p, &["host-progress"]);
+            assert!(o.status.success(), "{}", show(&o));
+            assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ctx=-95");
+            let logs: Vec<String> = String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter_map(common::log_body)
+                .collect();
+            has_line(
+                &logs,
+                "shm cannot run a host progress agent (FI_XPU_DOMAIN_HOST_PROGRESS, FI_XPU_SHM_HOST_PROGRESS) over a context whose heap is device memory",
+            );
+        }
+    }
 }
 
 mod ze {

@@ -20,9 +20,25 @@ pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// 1: `fi_xpu_core` gained `param_define` and `param_get`.
 /// 2: `fi_xpu_core` gained `ctx_abort_word`.
 /// 3: `fi_xpu_core` gained `mem_retire`.
-pub const FI_XPU_PROV_ABI_MINOR: u32 = 3;
+/// 4: `fi_xpu_core` gained `mem_access`, `ctx_device_uuid`,
+///    `mem_export_ipc` and `mem_import_ipc`.
+pub const FI_XPU_PROV_ABI_MINOR: u32 = 4;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
+
+/// Operations of `fi_xpu_core.mem_access`.
+/// Copies `size` bytes from host memory at `host` to the device address.
+pub const FI_XPU_MEM_ACCESS_WRITE: c_int = 0;
+/// Copies `size` bytes from the device address to host memory at `host`.
+pub const FI_XPU_MEM_ACCESS_READ: c_int = 1;
+/// Sets `size` bytes at the device address to the byte `value`.
+pub const FI_XPU_MEM_ACCESS_SET: c_int = 2;
+/// Stores the 64-bit `value` at the 8-byte aligned device address, as one
+/// store (`size` is 8): how the host raises a flag device code polls.
+pub const FI_XPU_MEM_ACCESS_STORE64: c_int = 3;
+
+/// Bytes of a legacy IPC handle (`fi_xpu_core.mem_export_ipc`).
+pub const FI_XPU_IPC_HANDLE_SIZE: usize = 64;
 
 /// Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
 pub const FI_XPU_LOG_WARN: c_int = 1;
@@ -149,6 +165,62 @@ pub struct fi_xpu_core {
     /// backend cannot do it (the import is then left in place). (ABI 1.3)
     pub mem_retire:
         Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int>,
+    /// Host access to the context's device memory, which the host must not
+    /// load from or store to through a pointer: `op` (`FI_XPU_MEM_ACCESS_*`)
+    /// on `[dev_addr, dev_addr + size)`, which must lie inside one
+    /// allocation or import of the context, done by the memory backend on
+    /// a stream of its own that does not synchronise with others, and
+    /// waited for. `size` 0 asks whether the context's memory needs this
+    /// at all: 0 when it does, `-FI_EOPNOTSUPP` when the host reaches it
+    /// by plain loads and stores (host memory, or application callbacks,
+    /// which give no way to reach device memory). `-FI_EINVAL`: a bad
+    /// context, op or range. (ABI 1.4)
+    pub mem_access: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_host_ctx,
+            op: c_int,
+            dev_addr: *mut c_void,
+            host: *mut c_void,
+            size: u64,
+            value: u64,
+        ) -> c_int,
+    >,
+    /// The 16-byte UUID of the context's device (for CUDA, the GPU's or
+    /// its MIG instance's, `cuDeviceGetUuid`), which names one device the
+    /// same way in every process: two contexts are on the same device
+    /// when their UUIDs are equal. `-FI_ENODATA` for host memory and
+    /// application callbacks; `-FI_EINVAL` for a bad context. (ABI 1.4)
+    pub ctx_device_uuid:
+        Option<unsafe extern "C" fn(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) -> c_int>,
+    /// A legacy IPC handle (`FI_XPU_IPC_HANDLE_SIZE` bytes at `handle`;
+    /// CUDA: `cuIpcGetMemHandle`) of the device allocation holding
+    /// `[addr, addr + size)`, memory the context neither allocated nor
+    /// imported (`cudaMalloc`), and the offset of `addr` in it: how such
+    /// memory is shared with another process, which opens it with
+    /// `mem_import_ipc`. `-FI_EOPNOTSUPP` when the backend has no such
+    /// handles or the memory is not such an allocation. (ABI 1.4)
+    pub mem_export_ipc: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_host_ctx,
+            addr: *mut c_void,
+            size: u64,
+            handle: *mut u8,
+            offset: *mut u64,
+        ) -> c_int,
+    >,
+    /// Opens a legacy IPC handle from another process into the context
+    /// (CUDA: `cuIpcOpenMemHandle`) and returns the device address of
+    /// `[offset, offset + size)` of its allocation, which must lie inside
+    /// it (`-FI_EINVAL` otherwise). Undone by `mem_unimport`. (ABI 1.4)
+    pub mem_import_ipc: Option<
+        unsafe extern "C" fn(
+            ctx: *mut fid_xpu_host_ctx,
+            handle: *const u8,
+            offset: u64,
+            size: u64,
+            dev_addr: *mut *mut c_void,
+        ) -> c_int,
+    >,
 }
 
 /// Opaque provider-side handle.

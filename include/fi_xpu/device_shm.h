@@ -74,7 +74,8 @@ struct fi_xpu_shm_cntr {
 struct fi_xpu_shm_ep_info {
 	uint64_t magic, nonce, ep_id, caps;
 	uint64_t rx_cq, rem_write_cntr, rem_read_cntr, heap_region, block_off;
-	uint64_t pad[7];
+	uint64_t device[3]; /* the context's device: iface and UUID (0: host) */
+	uint64_t pad[4];
 };
 /* An endpoint's inbox in the heap: head (senders claim slots by moving
  * it) and tail (its owner retires slots); the slots follow. */

@@ -19,8 +19,37 @@
  * 1: `fi_xpu_core` gained `param_define` and `param_get`.
  * 2: `fi_xpu_core` gained `ctx_abort_word`.
  * 3: `fi_xpu_core` gained `mem_retire`.
+ * 4: `fi_xpu_core` gained `mem_access`, `ctx_device_uuid`,
+ *    `mem_export_ipc` and `mem_import_ipc`.
  */
-#define FI_XPU_PROV_ABI_MINOR 3
+#define FI_XPU_PROV_ABI_MINOR 4
+
+/**
+ * Operations of `fi_xpu_core.mem_access`.
+ * Copies `size` bytes from host memory at `host` to the device address.
+ */
+#define FI_XPU_MEM_ACCESS_WRITE 0
+
+/**
+ * Copies `size` bytes from the device address to host memory at `host`.
+ */
+#define FI_XPU_MEM_ACCESS_READ 1
+
+/**
+ * Sets `size` bytes at the device address to the byte `value`.
+ */
+#define FI_XPU_MEM_ACCESS_SET 2
+
+/**
+ * Stores the 64-bit `value` at the 8-byte aligned device address, as one
+ * store (`size` is 8): how the host raises a flag device code polls.
+ */
+#define FI_XPU_MEM_ACCESS_STORE64 3
+
+/**
+ * Bytes of a legacy IPC handle (`fi_xpu_core.mem_export_ipc`).
+ */
+#define FI_XPU_IPC_HANDLE_SIZE 64
 
 /**
  * Log levels of `fi_xpu_core.log` (and of `FI_XPU_LOG_LEVEL`).
@@ -170,6 +199,57 @@ struct fi_xpu_core {
    * backend cannot do it (the import is then left in place). (ABI 1.3)
    */
   int (*mem_retire)(struct fid_xpu_host_ctx *ctx, void *dev_addr);
+  /**
+   * Host access to the context's device memory, which the host must not
+   * load from or store to through a pointer: `op` (`FI_XPU_MEM_ACCESS_*`)
+   * on `[dev_addr, dev_addr + size)`, which must lie inside one
+   * allocation or import of the context, done by the memory backend on
+   * a stream of its own that does not synchronise with others, and
+   * waited for. `size` 0 asks whether the context's memory needs this
+   * at all: 0 when it does, `-FI_EOPNOTSUPP` when the host reaches it
+   * by plain loads and stores (host memory, or application callbacks,
+   * which give no way to reach device memory). `-FI_EINVAL`: a bad
+   * context, op or range. (ABI 1.4)
+   */
+  int (*mem_access)(struct fid_xpu_host_ctx *ctx,
+                    int op,
+                    void *dev_addr,
+                    void *host,
+                    uint64_t size,
+                    uint64_t value);
+  /**
+   * The 16-byte UUID of the context's device (for CUDA, the GPU's or
+   * its MIG instance's, `cuDeviceGetUuid`), which names one device the
+   * same way in every process: two contexts are on the same device
+   * when their UUIDs are equal. `-FI_ENODATA` for host memory and
+   * application callbacks; `-FI_EINVAL` for a bad context. (ABI 1.4)
+   */
+  int (*ctx_device_uuid)(struct fid_xpu_host_ctx *ctx, uint8_t *uuid);
+  /**
+   * A legacy IPC handle (`FI_XPU_IPC_HANDLE_SIZE` bytes at `handle`;
+   * CUDA: `cuIpcGetMemHandle`) of the device allocation holding
+   * `[addr, addr + size)`, memory the context neither allocated nor
+   * imported (`cudaMalloc`), and the offset of `addr` in it: how such
+   * memory is shared with another process, which opens it with
+   * `mem_import_ipc`. `-FI_EOPNOTSUPP` when the backend has no such
+   * handles or the memory is not such an allocation. (ABI 1.4)
+   */
+  int (*mem_export_ipc)(struct fid_xpu_host_ctx *ctx,
+                        void *addr,
+                        uint64_t size,
+                        uint8_t *handle,
+                        uint64_t *offset);
+  /**
+   * Opens a legacy IPC handle from another process into the context
+   * (CUDA: `cuIpcOpenMemHandle`) and returns the device address of
+   * `[offset, offset + size)` of its allocation, which must lie inside
+   * it (`-FI_EINVAL` otherwise). Undone by `mem_unimport`. (ABI 1.4)
+   */
+  int (*mem_import_ipc)(struct fid_xpu_host_ctx *ctx,
+                        const uint8_t *handle,
+                        uint64_t offset,
+                        uint64_t size,
+                        void **dev_addr);
 };
 
 /**

@@ -47,6 +47,44 @@ pub struct Import<'a> {
     pub exportable: bool,
 }
 
+/// A host access to device memory that the host does not reach through
+/// pointers (`fi_xpu_core.mem_access`).
+pub enum Access<'a> {
+    /// Whether the backend's memory needs this way at all.
+    Probe,
+    Write {
+        dev: usize,
+        src: &'a [u8],
+    },
+    Read {
+        dev: usize,
+        dst: &'a mut [u8],
+    },
+    Set {
+        dev: usize,
+        len: usize,
+        byte: u8,
+    },
+    /// One 64-bit store at an 8-byte aligned address.
+    Store64 {
+        dev: usize,
+        value: u64,
+    },
+}
+
+impl Access<'_> {
+    /// The device range touched.
+    fn range(&self) -> Option<(usize, u64)> {
+        match self {
+            Access::Probe => None,
+            Access::Write { dev, src } => Some((*dev, src.len() as u64)),
+            Access::Read { dev, dst } => Some((*dev, dst.len() as u64)),
+            Access::Set { dev, len, .. } => Some((*dev, *len as u64)),
+            Access::Store64 { dev, .. } => Some((*dev, 8)),
+        }
+    }
+}
+
 /// One way of reaching a device's memory.
 pub trait Backend: Send + Sync {
     fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation>;
@@ -62,7 +100,32 @@ pub trait Backend: Send + Sync {
     }
     /// A DMA-BUF (memfd for system memory) for `[addr, addr + size)`.
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)>;
+    /// Host access to memory of this backend that the host must not
+    /// dereference (device memory), in range of a live allocation or
+    /// import (checked by the caller). `OPNOTSUPP`: the host reaches this
+    /// backend's memory with plain loads and stores.
+    fn access(&self, _access: Access) -> Result<()> {
+        Err(Error::OPNOTSUPP)
+    }
+    /// The UUID of the device this backend allocates on; `NODATA` for
+    /// host memory and callbacks.
+    fn device_uuid(&self) -> Result<[u8; 16]> {
+        Err(Error::NODATA)
+    }
+    /// A legacy IPC handle of the device allocation holding
+    /// `[addr, addr + size)` (memory not of this backend), and the offset.
+    fn export_ipc(&self, _addr: usize, _size: u64) -> Result<([u8; IPC_HANDLE], u64)> {
+        Err(Error::OPNOTSUPP)
+    }
+    /// Opens a peer's legacy IPC handle; `[offset, offset + size)` must lie
+    /// inside its allocation. Undone by `unimport` (mapped).
+    fn import_ipc(&self, _handle: &[u8; IPC_HANDLE], _offset: u64, _size: u64) -> Result<usize> {
+        Err(Error::OPNOTSUPP)
+    }
 }
+
+/// Bytes of a legacy IPC handle.
+pub const IPC_HANDLE: usize = FI_XPU_IPC_HANDLE_SIZE;
 
 /// Largest alignment an allocation may ask for.
 pub const MAX_ALIGNMENT: u64 = 1 << 30;
@@ -267,6 +330,54 @@ impl Memory {
             return Err(Error::INVAL);
         }
         self.backend.export(addr, size)
+    }
+
+    /// Host access to the context's device memory (`Backend::access`);
+    /// the range must lie inside one live allocation or import.
+    pub fn access(&self, access: Access) -> Result<()> {
+        if let Some((dev, len)) = access.range() {
+            if !self.contains(dev, len) {
+                warn!("device memory access: [{dev:#x}, +{len}) is not memory of this context");
+                return Err(Error::INVAL);
+            }
+            if matches!(access, Access::Store64 { .. }) && dev % 8 != 0 {
+                return Err(Error::INVAL);
+            }
+        }
+        self.backend.access(access)
+    }
+
+    /// `Backend::export_ipc`.
+    pub fn export_ipc(&self, addr: usize, size: u64) -> Result<([u8; IPC_HANDLE], u64)> {
+        if size == 0 || (addr as u64).checked_add(size).is_none() {
+            return Err(Error::INVAL);
+        }
+        self.backend.export_ipc(addr, size)
+    }
+
+    /// `Backend::import_ipc`, recorded as an import (undone by
+    /// `unimport`).
+    pub fn import_ipc(&self, handle: &[u8; IPC_HANDLE], offset: u64, size: u64) -> Result<usize> {
+        if size == 0
+            || offset
+                .checked_add(size)
+                .is_none_or(|end| end > isize::MAX as u64)
+        {
+            return Err(Error::INVAL);
+        }
+        let dev = self.backend.import_ipc(handle, offset, size)?;
+        self.imports
+            .lock()
+            .unwrap()
+            .entry(dev)
+            .or_default()
+            .push(ImportRec { size, mapped: true });
+        Ok(dev)
+    }
+
+    /// The UUID of the context's device (`Backend::device_uuid`).
+    pub fn device_uuid(&self) -> Result<[u8; 16]> {
+        self.backend.device_uuid()
     }
 
     /// Address of the context's abort word: 64 bytes the device reads and the
@@ -500,6 +611,38 @@ mod tests {
         m.unimport(d).unwrap();
         assert_eq!(m.unimport(d).unwrap_err(), Error::INVAL);
         m.free(a.addr).unwrap();
+    }
+
+    #[test]
+    fn host_memory_needs_no_access_and_ranges_are_checked() {
+        let m = system();
+        assert_eq!(m.access(Access::Probe).unwrap_err(), Error::OPNOTSUPP);
+        let a = m.alloc(4096, 0, 0).unwrap().addr;
+        let src = [1u8; 16];
+        assert_eq!(
+            m.access(Access::Write {
+                dev: a + 4090,
+                src: &src
+            })
+            .unwrap_err(),
+            Error::INVAL,
+            "past the allocation"
+        );
+        assert_eq!(
+            m.access(Access::Store64 {
+                dev: a + 4,
+                value: 1
+            })
+            .unwrap_err(),
+            Error::INVAL,
+            "unaligned"
+        );
+        // In range, the host-memory backend says plain access will do.
+        assert_eq!(
+            m.access(Access::Write { dev: a, src: &src }).unwrap_err(),
+            Error::OPNOTSUPP
+        );
+        m.free(a).unwrap();
     }
 
     #[test]

@@ -224,6 +224,116 @@ unsafe extern "C" fn ctx_abort_word(ctx: *mut fid_xpu_host_ctx) -> *mut u64 {
         .map_or(std::ptr::null_mut(), |w| w as *mut u64)
 }
 
+unsafe extern "C" fn mem_access(
+    ctx: *mut fid_xpu_host_ctx,
+    op: c_int,
+    dev_addr: *mut c_void,
+    host: *mut c_void,
+    size: u64,
+    value: u64,
+) -> c_int {
+    guard(|| {
+        let c = memory_of(ctx)?;
+        let mem = c.memory.as_ref().ok_or(Error::INVAL)?;
+        let dev = dev_addr as usize;
+        let len = usize::try_from(size).map_err(|_| Error::INVAL)?;
+        let access = match op {
+            _ if size == 0 => return mem.access(crate::memory::Access::Probe).map(|_| 0),
+            FI_XPU_MEM_ACCESS_WRITE | FI_XPU_MEM_ACCESS_READ if host.is_null() => {
+                return Err(Error::INVAL)
+            }
+            FI_XPU_MEM_ACCESS_WRITE => {
+                // SAFETY: the provider passes `size` readable bytes at `host`
+                // (the contract of fi_xpu_core.mem_access).
+                let src = unsafe { std::slice::from_raw_parts(host as *const u8, len) };
+                crate::memory::Access::Write { dev, src }
+            }
+            FI_XPU_MEM_ACCESS_READ => {
+                // SAFETY: as above, `size` writable bytes.
+                let dst = unsafe { std::slice::from_raw_parts_mut(host as *mut u8, len) };
+                crate::memory::Access::Read { dev, dst }
+            }
+            FI_XPU_MEM_ACCESS_SET => crate::memory::Access::Set {
+                dev,
+                len,
+                byte: u8::try_from(value).map_err(|_| Error::INVAL)?,
+            },
+            FI_XPU_MEM_ACCESS_STORE64 if size == 8 => crate::memory::Access::Store64 { dev, value },
+            _ => return Err(Error::INVAL),
+        };
+        mem.access(access)?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn ctx_device_uuid(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) -> c_int {
+    guard(|| {
+        if uuid.is_null() {
+            return Err(Error::INVAL);
+        }
+        let u = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .device_uuid()?;
+        // SAFETY: the provider passes 16 writable bytes (the contract of
+        // fi_xpu_core.ctx_device_uuid).
+        unsafe { std::ptr::copy_nonoverlapping(u.as_ptr(), uuid, 16) };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn mem_export_ipc(
+    ctx: *mut fid_xpu_host_ctx,
+    addr: *mut c_void,
+    size: u64,
+    handle: *mut u8,
+    offset: *mut u64,
+) -> c_int {
+    guard(|| {
+        if handle.is_null() || offset.is_null() {
+            return Err(Error::INVAL);
+        }
+        let (h, off) = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .export_ipc(addr as usize, size)?;
+        // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE writable bytes
+        // and a writable offset (the contract of fi_xpu_core.mem_export_ipc).
+        unsafe {
+            std::ptr::copy_nonoverlapping(h.as_ptr(), handle, h.len());
+            *offset = off;
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn mem_import_ipc(
+    ctx: *mut fid_xpu_host_ctx,
+    handle: *const u8,
+    offset: u64,
+    size: u64,
+    dev_addr: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        if handle.is_null() || dev_addr.is_null() {
+            return Err(Error::INVAL);
+        }
+        let mut h = [0u8; FI_XPU_IPC_HANDLE_SIZE];
+        // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE readable bytes.
+        unsafe { std::ptr::copy_nonoverlapping(handle, h.as_mut_ptr(), h.len()) };
+        let d = memory_of(ctx)?
+            .memory
+            .as_ref()
+            .ok_or(Error::INVAL)?
+            .import_ipc(&h, offset, size)?;
+        // SAFETY: a writable out-pointer (the contract).
+        unsafe { *dev_addr = d as *mut c_void };
+        Ok(0)
+    })
+}
+
 pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     abi_major: FI_XPU_PROV_ABI_MAJOR,
     abi_minor: FI_XPU_PROV_ABI_MINOR,
@@ -240,4 +350,8 @@ pub static CORE_SERVICES: fi_xpu_core = fi_xpu_core {
     mem_known: Some(mem_known),
     ctx_abort_word: Some(ctx_abort_word),
     mem_retire: Some(mem_retire),
+    mem_access: Some(mem_access),
+    ctx_device_uuid: Some(ctx_device_uuid),
+    mem_export_ipc: Some(mem_export_ipc),
+    mem_import_ipc: Some(mem_import_ipc),
 };

@@ -7,8 +7,8 @@
  *
  *   <prov> system=<rc> cuda=<rc>
  *
- * with the return codes of fi_xpu_ctx_open. shm serves FI_HMEM_SYSTEM
- * only, whatever the callbacks can do; ofi serves device memory only where
+ * with the return codes of fi_xpu_ctx_open. shm serves FI_HMEM_CUDA only
+ * through the library's built-in backend, whatever the callbacks can do; ofi serves device memory only where
  * its libfabric provider offers FI_HMEM (Debian's libfabric 1.17 has no
  * CUDA support, so there it refuses). Each refusal logs one line naming
  * what is missing.

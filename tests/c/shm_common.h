@@ -63,6 +63,16 @@ static void (*before_enable)(struct world *w);
 #define MAXP 8
 #define HEAP_SIZE (1u << 20)
 
+/* The world's XPU context and where its own buffers live: a host XPU by
+ * default; device_on_cuda.h makes it an FI_HMEM_CUDA context with the
+ * buffers in pinned host memory. */
+#ifndef SHM_WORLD_IFACE
+#define SHM_WORLD_IFACE FI_HMEM_SYSTEM
+#endif
+#ifndef SHM_WORLD_ALLOC_FLAGS
+#define SHM_WORLD_ALLOC_FLAGS 0
+#endif
+
 /* What every rank publishes. */
 struct card {
 	uint8_t name[64];
@@ -132,7 +142,7 @@ static void barrier(struct world *w)
 static void open_world(struct world *w, int format)
 {
 	struct fi_xpu_info *info, *i;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_ctx_open_attr xattr = { .iface = SHM_WORLD_IFACE, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 1024, .flags = 0, .format = format,
 					.timeout = 0, .xpu_ctx = NULL };
 	struct fi_xpu_cntr_attr nattr = { .flags = 0, .xpu_ctx = NULL };
@@ -171,10 +181,11 @@ static void open_world(struct world *w, int format)
 	REQUIRE(fi_xpu_enable(w->hep), 0);
 	REQUIRE(fi_xpu_getname(w->hep, mine.name, &len), 0);
 
-	REQUIRE(fi_xpu_alloc(w->ctx, HEAP_SIZE, 0, FI_XPU_ALLOC_DMABUF, (void **)&w->heap, &fd,
-			     &off), 0);
+	REQUIRE(fi_xpu_alloc(w->ctx, HEAP_SIZE, 0, FI_XPU_ALLOC_DMABUF | SHM_WORLD_ALLOC_FLAGS,
+			     (void **)&w->heap, &fd, &off), 0);
 	close(fd);
-	REQUIRE(fi_xpu_alloc(w->ctx, 4096, 0, FI_XPU_ALLOC_DMABUF, (void **)&w->ro, &fd, &off), 0);
+	REQUIRE(fi_xpu_alloc(w->ctx, 4096, 0, FI_XPU_ALLOC_DMABUF | SHM_WORLD_ALLOC_FLAGS,
+			     (void **)&w->ro, &fd, &off), 0);
 	close(fd);
 	memset(w->heap, 0, HEAP_SIZE);
 	memset(w->ro, 0x5a, 4096);

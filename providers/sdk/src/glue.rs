@@ -761,7 +761,7 @@ mod tests {
     #[test]
     fn descriptor_carries_identity_and_every_entry_point() {
         let d = descriptor::<Mock>();
-        assert_eq!((d.abi_major, d.abi_minor), (1, 3));
+        assert_eq!((d.abi_major, d.abi_minor), (1, 4));
         assert_eq!(d.size, std::mem::size_of::<fi_xpu_prov_desc>());
         // SAFETY: the name is a static C string.
         assert_eq!(unsafe { std::ffi::CStr::from_ptr(d.name) }, c"mock");
@@ -793,6 +793,10 @@ mod tests {
             mem_known: None,
             ctx_abort_word: None,
             mem_retire: None,
+            mem_access: None,
+            ctx_device_uuid: None,
+            mem_export_ipc: None,
+            mem_import_ipc: None,
         }));
         let mut prov: H = 1 as H;
         // SAFETY: a valid table and out-pointer.

@@ -7,7 +7,7 @@
 use crate::{Error, Result};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -235,6 +235,73 @@ pub fn mem_unimport(ctx: CoreCtx, dev: usize) {
     if let Some(f) = core().and_then(|c| c.mem_unimport) {
         // SAFETY: the core validates ctx and looks dev up among its imports.
         unsafe { f(ctx.0, dev as *mut c_void) };
+    }
+}
+
+/// Host access to the context's device memory through its backend
+/// (`fi_xpu_core.mem_access`).
+///
+/// # Safety
+/// For `FI_XPU_MEM_ACCESS_WRITE` and `_READ`, `host` is valid for `size`
+/// bytes of reading, respectively writing.
+pub unsafe fn mem_access(
+    ctx: CoreCtx,
+    op: c_int,
+    dev: usize,
+    host: *mut c_void,
+    size: u64,
+    value: u64,
+) -> Result<()> {
+    let f = core().and_then(|c| c.mem_access).ok_or(Error::NOSYS)?;
+    // SAFETY: the core validates ctx, op and the range; `host` is the
+    // caller's promise.
+    match unsafe { f(ctx.0, op, dev as *mut c_void, host, size, value) } {
+        0 => Ok(()),
+        e => Err(Error::from_code(e)),
+    }
+}
+
+/// The UUID of the context's device (`fi_xpu_core.ctx_device_uuid`);
+/// `None` for host memory, callbacks, or a core without the service.
+pub fn ctx_device_uuid(ctx: CoreCtx) -> Option<[u8; 16]> {
+    let f = core().and_then(|c| c.ctx_device_uuid)?;
+    let mut u = [0u8; 16];
+    // SAFETY: the core validates ctx and writes 16 bytes on success.
+    (unsafe { f(ctx.0, u.as_mut_ptr()) } == 0).then_some(u)
+}
+
+/// A legacy IPC handle and offset for `[addr, addr + size)`
+/// (`fi_xpu_core.mem_export_ipc`).
+pub fn mem_export_ipc(
+    ctx: CoreCtx,
+    addr: usize,
+    size: u64,
+) -> Result<([u8; FI_XPU_IPC_HANDLE_SIZE], u64)> {
+    let f = core().and_then(|c| c.mem_export_ipc).ok_or(Error::NOSYS)?;
+    let mut h = [0u8; FI_XPU_IPC_HANDLE_SIZE];
+    let mut off = 0u64;
+    // SAFETY: the core validates ctx and the range; the out-pointers are
+    // a handle's bytes and a local.
+    match unsafe { f(ctx.0, addr as *mut c_void, size, h.as_mut_ptr(), &mut off) } {
+        0 => Ok((h, off)),
+        e => Err(Error::from_code(e)),
+    }
+}
+
+/// Opens a peer's legacy IPC handle into the context
+/// (`fi_xpu_core.mem_import_ipc`); undone by `mem_unimport`.
+pub fn mem_import_ipc(
+    ctx: CoreCtx,
+    handle: &[u8; FI_XPU_IPC_HANDLE_SIZE],
+    offset: u64,
+    size: u64,
+) -> Result<usize> {
+    let f = core().and_then(|c| c.mem_import_ipc).ok_or(Error::NOSYS)?;
+    let mut d: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the core validates ctx and reads the handle's bytes.
+    match unsafe { f(ctx.0, handle.as_ptr(), offset, size, &mut d) } {
+        0 => Ok(d as usize),
+        e => Err(Error::from_code(e)),
     }
 }
 

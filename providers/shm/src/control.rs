@@ -210,7 +210,7 @@ impl Inner {
                 Self::live_conn(&mut st, cid, gen)?;
                 match (m.kind, fd) {
                     (wire::REGION, Some(fd)) => {
-                        Self::peer_region(&mut st, cid, gen, m.a as u32, fd, m.c, m.b);
+                        Self::peer_region(&mut st, cid, gen, m.a, fd, m.c, m.b);
                         Some(Handshake {
                             stage: Stage::Regions { cid, gen },
                             raw: h.raw,
@@ -273,7 +273,7 @@ impl Inner {
             Ok(Some((m, fd))) => match (m.kind, fd) {
                 (wire::REGION, Some(fd)) => {
                     let mut st = self.lock();
-                    Self::peer_region(&mut st, cid, gen, m.a as u32, fd, m.c, m.b);
+                    Self::peer_region(&mut st, cid, gen, m.a, fd, m.c, m.b);
                     let _ = wire::send(raw, &Msg::new(wire::ACK, m.a, 0, 0), None);
                 }
                 (wire::REMOVE, _) => {

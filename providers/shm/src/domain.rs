@@ -210,6 +210,101 @@ pub struct Region {
     pub fd: OwnedFd,
     pub offset: u64,
     pub size: u64,
+    /// `fd` is a legacy IPC record (`ipc_record`), not the memory.
+    pub ipc: bool,
+}
+
+/// The REGION message's flag for a legacy IPC record, above the region id.
+const REGION_IPC: u64 = 1 << 32;
+
+/// A legacy IPC record: what a REGION message with `REGION_IPC` carries,
+/// in a sealed memfd: this magic, then the handle.
+const IPC_MAGIC: u64 = 0x6370_6975_7078_6966; // "fixpuipc"
+const IPC_RECORD: usize = 8 + core::IPC_HANDLE;
+
+/// A sealed memfd holding the legacy IPC record of `handle`.
+pub fn ipc_record(handle: &[u8; core::IPC_HANDLE]) -> Result<OwnedFd> {
+    use std::os::unix::fs::FileExt;
+    let fd = fi_xpu_os::file::memfd(
+        c"fi_xpu-ipc",
+        fi_xpu_os::rustix::fs::MemfdFlags::CLOEXEC
+            | fi_xpu_os::rustix::fs::MemfdFlags::ALLOW_SEALING,
+    )
+    .map_err(|_| Error::MFILE)?;
+    let mut rec = [0u8; IPC_RECORD];
+    rec[..8].copy_from_slice(&IPC_MAGIC.to_le_bytes());
+    rec[8..].copy_from_slice(handle);
+    let f = std::fs::File::from(fd);
+    f.write_all_at(&rec, 0).map_err(|_| Error::IO)?;
+    let fd = OwnedFd::from(f);
+    sealed::seal(fd.as_fd())?;
+    Ok(fd)
+}
+
+/// The handle in a peer's legacy IPC record, read once and checked.
+fn read_ipc_record(fd: &OwnedFd) -> Option<[u8; core::IPC_HANDLE]> {
+    use std::os::unix::fs::FileExt;
+    sealed::check(fd.as_fd(), 0, IPC_RECORD as u64).ok()?;
+    let f = std::fs::File::from(fd.try_clone().ok()?);
+    let mut rec = [0u8; IPC_RECORD];
+    f.read_exact_at(&mut rec, 0).ok()?;
+    (u64::from_le_bytes(rec[..8].try_into().unwrap()) == IPC_MAGIC)
+        .then(|| rec[8..].try_into().unwrap())
+}
+
+/// How this domain maps a region a peer shares.
+pub enum PeerKind {
+    /// A sealed memfd or a DMA-BUF: mapped by any context.
+    File,
+    /// A device memory handle (`sealed::is_device_handle`): device
+    /// contexts only.
+    Device,
+    /// A legacy IPC handle of the peer's device memory: device contexts
+    /// only, and never in the process that owns the memory (the driver
+    /// refuses to open a handle there: a loopback connection leaves the
+    /// region unmapped).
+    Ipc(Box<[u8; core::IPC_HANDLE]>),
+    /// The same, from this process itself.
+    OwnIpc,
+}
+
+/// A region a peer shares: its descriptor (kept for contexts opened
+/// later), range, and how it is mapped.
+pub struct PeerRegion {
+    pub fd: OwnedFd,
+    pub off: u64,
+    pub size: u64,
+    pub kind: PeerKind,
+}
+
+impl PeerRegion {
+    /// Maps the region into context `core`; `None` (logged) when it
+    /// cannot.
+    fn import(&self, core: Ctx, rid: u32) -> Option<usize> {
+        let device_only = !matches!(self.kind, PeerKind::File);
+        if device_only && !core::device_memory(core) {
+            core::warn(&format!(
+                "peer region {rid} is device memory, which a host-memory context cannot map"
+            ));
+            return None;
+        }
+        let r = match &self.kind {
+            PeerKind::Ipc(h) => core::import_ipc(core, h, self.off, self.size),
+            PeerKind::OwnIpc => {
+                core::debug(&format!(
+                    "region {rid} of this process's own is shared by an IPC handle, which it cannot open: not mapped through the loopback connection"
+                ));
+                return None;
+            }
+            _ => core::import(core, self.fd.as_raw_fd(), self.off, self.size),
+        };
+        r.inspect_err(|e| core::warn(&format!("cannot map peer region {rid}: {e}")))
+            .ok()
+    }
+
+    fn read_only(&self) -> bool {
+        matches!(self.kind, PeerKind::File) && maps_read_only(self.fd.as_fd())
+    }
 }
 
 /// One XPU context of this domain.
@@ -231,6 +326,9 @@ pub struct CtxSt {
     pub maps: HashMap<u32, usize>,
     /// Raw AV addresses handed out on this context: (av id, fi_addr) -> record.
     pub peer_addrs: HashMap<(u64, u64), usize>,
+    /// Whether the peer behind each of those addresses has its context on
+    /// this context's device (`device::same_device_for_peer_pair`).
+    pub peer_same_device: HashMap<(u64, u64), bool>,
     /// Which slots of the context's table of raw peer addresses are in use.
     pub peer_slots: Slots,
     /// Imports of departed peers that the memory backend could not retire:
@@ -286,7 +384,7 @@ pub struct Conn {
     pub tx_key: [u64; 2],
     /// The peer's pid as the kernel reported it on connecting.
     pub pid: i32,
-    pub regions: HashMap<u32, (OwnedFd, u64, u64)>,
+    pub regions: HashMap<u32, PeerRegion>,
     pub imports: HashMap<(u64, u32), usize>,
     pub pushed: u64,
     pub acked: u64,
@@ -430,6 +528,7 @@ impl Inner {
         fd: OwnedFd,
         offset: u64,
         size: u64,
+        ipc: bool,
     ) -> Result<u32> {
         let Some(id) = (1..MAX_REGIONS as u32).find(|i| !st.regions.contains_key(i)) else {
             core::warn(&format!(
@@ -443,14 +542,23 @@ impl Inner {
             return Err(e);
         }
         let raw = fd.as_raw_fd();
-        st.regions.insert(id, Region { fd, offset, size });
+        st.regions.insert(
+            id,
+            Region {
+                fd,
+                offset,
+                size,
+                ipc,
+            },
+        );
+        let a = id as u64 | if ipc { REGION_IPC } else { 0 };
         let mut waits = Vec::new();
         for (cid, c) in st.conns.iter_mut() {
             if !c.announced {
                 continue;
             }
             if let Some(s) = &c.sock {
-                let m = Msg::new(wire::REGION, id as u64, size, offset);
+                let m = Msg::new(wire::REGION, a, size, offset);
                 if wire::send(s.as_raw_fd(), &m, Some(raw)).is_ok() {
                     c.pushed += 1;
                     waits.push((*cid, c.gen, c.pushed));
@@ -540,13 +648,10 @@ impl Inner {
             store(map + 8, conn.gen);
             store(map, PEER_ALIVE);
         }
-        for (&rid, (fd, off, size)) in conn.regions.iter() {
-            match core::import(core, fd.as_raw_fd(), *off, *size) {
-                Ok(d) => {
-                    set_map(map, rid, d, *size, maps_read_only(fd.as_fd()));
-                    conn.imports.insert((ctx_id, rid), d);
-                }
-                Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),
+        for (&rid, r) in conn.regions.iter() {
+            if let Some(d) = r.import(core, rid) {
+                set_map(map, rid, d, r.size, r.read_only());
+                conn.imports.insert((ctx_id, rid), d);
             }
         }
         if conn.sock.is_none() {
@@ -560,26 +665,57 @@ impl Inner {
         Ok(())
     }
 
-    /// A peer shared region `rid`: map it into every context. Nothing
-    /// happens when connection `cid` is no longer generation `gen`.
+    /// A peer shared region `a` (its id, and `REGION_IPC` for a legacy
+    /// IPC record): map it into every context. Nothing happens when
+    /// connection `cid` is no longer generation `gen`.
     pub(crate) fn peer_region(
         st: &mut State,
         cid: u32,
         gen: u64,
-        rid: u32,
+        a: u64,
         fd: OwnedFd,
         off: u64,
         size: u64,
     ) {
-        if rid == 0 || rid as usize >= MAX_REGIONS {
-            core::warn(&format!("peer sent an invalid region id {rid}"));
+        let rid = a as u32;
+        if rid == 0 || rid as usize >= MAX_REGIONS || a & !(REGION_IPC | u32::MAX as u64) != 0 {
+            core::warn(&format!("peer sent an invalid region id {a:#x}"));
             return;
         }
         if Self::live_conn(st, cid, gen).is_none() {
             return;
         }
         Self::peer_remove(st, cid, gen, rid);
-        if let Err(e) = sealed::check(fd.as_fd(), off, size) {
+        // Device memory (a peer's heap or registration on its GPU) only
+        // device contexts can map; its driver checks the range.
+        let own = st
+            .conns
+            .get(&cid)
+            .is_some_and(|c| c.pid as u32 == std::process::id());
+        let kind = if a & REGION_IPC != 0 {
+            match read_ipc_record(&fd) {
+                Some(_) if own => PeerKind::OwnIpc,
+                Some(h) => PeerKind::Ipc(Box::new(h)),
+                None => {
+                    core::warn(&format!("refused peer region {rid}: not an IPC record"));
+                    return;
+                }
+            }
+        } else if sealed::is_device_handle(fd.as_fd()) {
+            PeerKind::Device
+        } else {
+            PeerKind::File
+        };
+        if !matches!(kind, PeerKind::File) {
+            if off
+                .checked_add(size)
+                .is_none_or(|end| end > isize::MAX as u64)
+                || size == 0
+            {
+                core::warn(&format!("refused peer region {rid}: a bad range"));
+                return;
+            }
+        } else if let Err(e) = sealed::check(fd.as_fd(), off, size) {
             core::warn(&format!(
                 "refused peer region {rid}: its descriptor {} (error {e})",
                 if e == Error::PERM {
@@ -598,16 +734,19 @@ impl Inner {
         let Some(conn) = st.conns.get_mut(&cid) else {
             return;
         };
+        let r = PeerRegion {
+            fd,
+            off,
+            size,
+            kind,
+        };
         for (ctx_id, core, map) in targets {
-            match core::import(core, fd.as_raw_fd(), off, size) {
-                Ok(d) => {
-                    set_map(map, rid, d, size, maps_read_only(fd.as_fd()));
-                    conn.imports.insert((ctx_id, rid), d);
-                }
-                Err(e) => core::warn(&format!("cannot map peer region {rid}: {e}")),
+            if let Some(d) = r.import(core, rid) {
+                set_map(map, rid, d, size, r.read_only());
+                conn.imports.insert((ctx_id, rid), d);
             }
         }
-        conn.regions.insert(rid, (fd, off, size));
+        conn.regions.insert(rid, r);
     }
 
     /// The peer withdrew region `rid`: it leaves every map, and each
@@ -816,9 +955,10 @@ impl Inner {
 
     pub(crate) fn send_regions(st: &State, sock: RawFd) -> Result<()> {
         for (id, r) in st.regions.iter() {
+            let a = *id as u64 | if r.ipc { REGION_IPC } else { 0 };
             wire::send(
                 sock,
-                &Msg::new(wire::REGION, *id as u64, r.size, r.offset),
+                &Msg::new(wire::REGION, a, r.size, r.offset),
                 Some(r.fd.as_raw_fd()),
             )?;
         }
@@ -833,7 +973,7 @@ impl Inner {
                 Some((m, _)) if m.kind == wire::DONE => return Ok(()),
                 Some((m, Some(fd))) if m.kind == wire::REGION => {
                     let mut st = self.lock();
-                    Self::peer_region(&mut st, cid, gen, m.a as u32, fd, m.c, m.b);
+                    Self::peer_region(&mut st, cid, gen, m.a, fd, m.c, m.b);
                 }
                 Some(_) => return Err(Error::IO),
             }
@@ -1061,6 +1201,34 @@ fn set_map(map: usize, rid: u32, base: usize, size: u64, ro: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipc_records_round_trip_and_forged_ones_are_refused() {
+        use std::io::Write;
+        let h: [u8; core::IPC_HANDLE] = std::array::from_fn(|i| i as u8 ^ 0x5a);
+        let fd = ipc_record(&h).unwrap();
+        assert_eq!(read_ipc_record(&fd), Some(h));
+        // Sealed: it cannot shrink under the reader.
+        assert!(fi_xpu_os::rustix::fs::ftruncate(&fd, 0).is_err());
+        // An unsealed file, a wrong magic, a short record: refused.
+        let plain =
+            fi_xpu_os::file::memfd(c"t", fi_xpu_os::rustix::fs::MemfdFlags::empty()).unwrap();
+        let mut f = std::fs::File::from(plain);
+        f.write_all(&[0u8; IPC_RECORD]).unwrap();
+        assert_eq!(read_ipc_record(&OwnedFd::from(f)), None);
+        let bad = ipc_record(&h).unwrap();
+        {
+            use std::os::unix::fs::FileExt;
+            let g = std::fs::File::from(bad.try_clone().unwrap());
+            g.write_all_at(b"notmagic", 0).unwrap();
+        }
+        assert_eq!(read_ipc_record(&bad), None);
+        let short =
+            fi_xpu_os::file::memfd(c"t", fi_xpu_os::rustix::fs::MemfdFlags::ALLOW_SEALING).unwrap();
+        fi_xpu_os::rustix::fs::ftruncate(&short, 16).unwrap();
+        sealed::seal(short.as_fd()).unwrap();
+        assert_eq!(read_ipc_record(&short), None);
+    }
 
     #[test]
     fn slots_are_taken_and_given_back() {

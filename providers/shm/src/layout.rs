@@ -134,7 +134,9 @@ pub struct EpInfo {
     /// The heap's region id, and the heap offset of the endpoint block.
     pub heap_region: u64,
     pub block_off: u64,
-    pub _pad: [u64; 7],
+    /// The device the endpoint's context is on (`device::DeviceId`).
+    pub device: [u64; 3],
+    pub _pad: [u64; 4],
 }
 
 /// Endpoint block (heap): the inbox's head, which senders move, and tail,
@@ -424,7 +426,7 @@ mod tests {
             Cntr = "fi_xpu_shm_cntr" { value, err, magic }
             EpInfo = "fi_xpu_shm_ep_info" {
                 magic, nonce, ep_id, caps, rx_cq, rem_write_cntr, rem_read_cntr, heap_region,
-                block_off
+                block_off, device
             }
             EpBlock = "fi_xpu_shm_ep_block" { head, tail }
             PeerMap = "fi_xpu_shm_peer_map" {

@@ -8,6 +8,7 @@ use fi_xpu_prov_sdk::{Error, Result};
 mod agent;
 mod control;
 mod core;
+mod device;
 mod domain;
 #[cfg(test)]
 mod fuzz;
@@ -32,7 +33,8 @@ impl Provider for Shm {
     const VERSION: u32 = 1;
     const PROV_ID: u32 = FI_XPU_PROV_SHM;
     const CAPS: u64 = FI_XPU_CAP_EP | FI_XPU_CAP_CQ | FI_XPU_CAP_CNTR | FI_XPU_CAP_WR;
-    const IFACES: u64 = 1 << FI_HMEM_SYSTEM;
+    /// `FI_HMEM_CUDA` through the built-in backend only (`XpuCtx::open`).
+    const IFACES: u64 = (1 << FI_HMEM_SYSTEM) | (1 << FI_HMEM_CUDA);
     const ADDRLEN: usize = ADDR_LEN;
 
     type Domain = Domain;
@@ -57,7 +59,7 @@ impl Provider for Shm {
     }
 
     fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<Arc<XpuCtx>> {
-        XpuCtx::open(&d.inner, CoreCtx::of(args)).map(Arc::new)
+        XpuCtx::open(&d.inner, CoreCtx::of(args), args.iface).map(Arc::new)
     }
 
     fn ctx_query(_ctx: &Arc<XpuCtx>) -> Result<fi_xpu_ctx_info> {

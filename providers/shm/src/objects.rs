@@ -1,6 +1,7 @@
 //! Host objects of the shm provider: contexts, AVs, registrations, CQs,
 //! counters and endpoints, laid out in the shared structures of layout.rs.
 use crate::core::{self, Ctx};
+use crate::device::DeviceId;
 use crate::domain::{load, store, Addr, ConnRef, CtxSt, FreeList, Inner, Slots, ADDR_LEN};
 use crate::layout::*;
 use crate::table::Table;
@@ -64,10 +65,31 @@ pub struct XpuCtx {
     pub dom: Arc<Inner>,
     pub id: u64,
     pub core: Ctx,
+    /// The device the context's memory is on, as its endpoints publish it.
+    pub device_id: DeviceId,
 }
 
 impl XpuCtx {
-    pub fn open(dom: &Arc<Inner>, core_ctx: Ctx) -> Result<XpuCtx> {
+    pub fn open(dom: &Arc<Inner>, core_ctx: Ctx, iface: fi_hmem_iface) -> Result<XpuCtx> {
+        let device = core::device_memory(core_ctx);
+        if iface != FI_HMEM_SYSTEM && !device {
+            core::warn(&format!(
+                "fi_xpu_ctx_open: shm serves iface {} through the library's built-in memory \
+                 backend only: with application memory callbacks the host has no way into the \
+                 context's device memory; open the context without callbacks",
+                fi_hmem_iface_name(iface)
+            ));
+            return Err(Error::OPNOTSUPP);
+        }
+        if device && dom.agent.is_some() {
+            core::warn(
+                "fi_xpu_ctx_open: shm cannot run a host progress agent (FI_XPU_DOMAIN_HOST_PROGRESS, \
+                 FI_XPU_SHM_HOST_PROGRESS) over a context whose heap is device memory: the agent \
+                 progresses inboxes through CPU pointers, which device memory does not have; \
+                 open the domain without host progress",
+            );
+            return Err(Error::OPNOTSUPP);
+        }
         let size = heap_size();
         // The registration table (and its header), then room for the
         // endpoints' staging lanes: what peers only read. The lanes take
@@ -126,14 +148,32 @@ impl XpuCtx {
         };
         // The heap's own header holds no registrations: a key naming the
         // heap finds no slot.
-        // SAFETY: heap is a fresh allocation of `size` >= 1 MiB bytes.
-        unsafe {
-            let h = heap as *mut HeapHdr;
-            (*h).size = size;
-            (*h).magic = HEAP_MAGIC;
+        let hdr = HeapHdr {
+            magic: HEAP_MAGIC,
+            size,
+            mr_off: 0,
+            mr_slots: 0,
+            _pad: [0; 4],
+        };
+        // SAFETY: HeapHdr is plain words (repr(C), no padding).
+        let hdr_bytes = unsafe {
+            std::slice::from_raw_parts((&hdr as *const HeapHdr).cast::<u8>(), size_of::<HeapHdr>())
+        };
+        if let Err(e) = core::heap_write(core_ctx, heap, hdr_bytes) {
+            core::free(core_ctx, dev);
+            core::free(core_ctx, heap);
+            core::unimport(core_ctx, stage);
+            return Err(e);
+        }
+        if device {
+            core::debug(&format!(
+                "XPU context: heap of {size} bytes in device memory ({}), reached by the host \
+                 through the memory backend only",
+                fi_hmem_iface_name(iface)
+            ));
         }
         let st = dom.lock();
-        let region = match dom.share_region(st, fd, 0, size) {
+        let region = match dom.share_region(st, fd, 0, size, false) {
             Ok(r) => r,
             Err(e) => {
                 core::free(core_ctx, dev);
@@ -143,7 +183,7 @@ impl XpuCtx {
             }
         };
         let st = dom.lock();
-        let table_region = match dom.share_region(st, table_fd, 0, table.len()) {
+        let table_region = match dom.share_region(st, table_fd, 0, table.len(), false) {
             Ok(r) => r,
             Err(e) => {
                 dom.unshare_region(&mut dom.lock(), region);
@@ -181,6 +221,7 @@ impl XpuCtx {
                 mr_slots: Slots::new(MR_SLOTS),
                 maps: HashMap::new(),
                 peer_addrs: HashMap::new(),
+                peer_same_device: HashMap::new(),
                 peer_slots: Slots::new(PEER_ADDRS),
                 retired_imports: Vec::new(),
                 retired_dev: Vec::new(),
@@ -190,6 +231,7 @@ impl XpuCtx {
             dom: dom.clone(),
             id,
             core: core_ctx,
+            device_id: crate::device::of_ctx(core_ctx, iface),
         })
     }
 
@@ -232,8 +274,11 @@ impl XpuCtx {
             Error::NOMEM
         })?;
         let a = c.heap + off as usize;
-        // SAFETY: [a, a+size) lies inside the heap and was free.
-        unsafe { std::ptr::write_bytes(a as *mut u8, 0, size as usize) };
+        // [a, a+size) lies inside the heap and was free.
+        if let Err(e) = core::heap_zero(c.core, a, size) {
+            c.heap_alloc.release(off, size);
+            return Err(e);
+        }
         Ok((a, off))
     }
 
@@ -265,6 +310,19 @@ impl XpuCtx {
 
     pub fn dev(&self) -> usize {
         self.dom.lock().ctxs.get(&self.id).map_or(0, |c| c.dev)
+    }
+
+    /// Whether the peer at `fi_addr` of AV `av` (once looked up on this
+    /// context) has its context on this context's device: the decision,
+    /// made per peer pair, that allows device scope between the two.
+    #[allow(dead_code)] // read by the choice of scope per object (fi_xpu_shm(7))
+    pub fn same_device_for_peer(&self, av: u64, fi_addr: u64) -> Option<bool> {
+        let st = self.dom.lock();
+        st.ctxs
+            .get(&self.id)?
+            .peer_same_device
+            .get(&(av, fi_addr))
+            .copied()
     }
 }
 
@@ -397,10 +455,14 @@ impl Cq {
         };
         let bytes = CQ_RING_HDR + self.size * size_of::<Cqe>() as u64;
         let (r, off) = c.heap_alloc(bytes)?;
-        // SAFETY: a fresh zeroed heap allocation of a ring of `size` entries.
-        unsafe {
-            (*(r as *mut CqRing)).size = self.size;
-            (*(r as *mut CqRing)).format = self.format as u64;
+        // A fresh zeroed heap allocation of a ring of `size` entries.
+        let hdr =
+            core::heap_store(c.core, r + offset_of!(CqRing, size), self.size).and_then(|_| {
+                core::heap_store(c.core, r + offset_of!(CqRing, format), self.format as u64)
+            });
+        if let Err(e) = hdr {
+            c.heap_free(off, bytes);
+            return Err(e);
         }
         // Whose peer maps attribute its entries, and the offset their
         // stamps name.
@@ -771,9 +833,14 @@ impl Counter {
         let Some((r, _)) = *self.remote_guard() else {
             return 0;
         };
-        // SAFETY: the remote block stays in the heap until the counter is
-        // dropped; both words are 8-byte aligned.
-        unsafe { load(r + if err { 8 } else { 0 }) }
+        let w = r + if err { 8 } else { 0 };
+        match &self.ctx {
+            // The remote block stays in the heap until the counter is
+            // dropped; both words are 8-byte aligned.
+            Some(c) => core::heap_load(c.core, w),
+            // SAFETY: as above (a block of the unit tests).
+            None => unsafe { load(w) },
+        }
     }
 
     /// The counter's value and error count: its own words plus, for a
@@ -899,6 +966,14 @@ impl Av {
             (*r).key = ent.conn.tx_key;
         }
         c.peer_addrs.insert((self.id, fi_addr), p);
+        let same = peer_device(map, &ent.addr)
+            .is_some_and(|d| crate::device::same_device_for_peer_pair(&ctx.device_id, &d));
+        c.peer_same_device.insert((self.id, fi_addr), same);
+        core::debug(&format!(
+            "fi_xpu_av_lookup: peer {fi_addr} of AV {} is {} this context's device",
+            self.id,
+            if same { "on" } else { "not on" }
+        ));
         Ok(p as u64)
     }
 
@@ -906,6 +981,7 @@ impl Av {
         let mut st = self.dom.lock();
         for c in st.ctxs.values_mut() {
             let (table, slots) = (c.dev + size_of::<CtxDev>(), &mut c.peer_slots);
+            c.peer_same_device.retain(|(av, _), _| *av != self.id);
             c.peer_addrs.retain(|(av, _), p| {
                 if *av == self.id {
                     // SAFETY: a slot of the context's table, no longer handed out.
@@ -918,6 +994,32 @@ impl Av {
             });
         }
     }
+}
+
+/// The device of the peer endpoint at `addr`, read once from its
+/// information (in its table region, mapped read-only through `map`);
+/// `None` when the region is not mapped or too short.
+fn peer_device(map: usize, addr: &Addr) -> Option<DeviceId> {
+    let rid = addr.ep_region as usize;
+    if rid == 0 || rid >= MAX_REGIONS {
+        return None;
+    }
+    // SAFETY: `map` is a live PeerMap of the context; rid is in range.
+    let (base, size) = unsafe {
+        (
+            load(map + offset_of!(PeerMap, base) + 8 * rid),
+            load(map + offset_of!(PeerMap, size) + 8 * rid),
+        )
+    };
+    let end = (addr.ep_off as u64).checked_add(size_of::<EpInfo>() as u64)?;
+    if base == 0 || end > size {
+        return None;
+    }
+    let at = base as usize + addr.ep_off as usize + offset_of!(EpInfo, device);
+    // SAFETY: inside the peer's table region, mapped here at `base` for
+    // `size` bytes (checked above); host memory (a sealed memfd), read
+    // once, any value acceptable.
+    Some(std::array::from_fn(|i| unsafe { load(at + 8 * i) }))
 }
 
 /// Writes entry `idx` of the device AV table at `tab` (a bound
@@ -940,7 +1042,10 @@ fn write_av_ent(tab: usize, idx: usize, nonce: u64, ep_id: u64) {
 /// any memory where `/proc` cannot reopen it (logged).
 fn shared_view(fd: std::os::fd::OwnedFd, access: u64) -> Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
-    if access & FI_REMOTE_WRITE != 0 || fi_xpu_os::file::is_dmabuf(&fd) {
+    if access & FI_REMOTE_WRITE != 0
+        || fi_xpu_os::file::is_dmabuf(&fd)
+        || crate::sealed::is_device_handle(fd.as_fd())
+    {
         return Ok(fd);
     }
     crate::sealed::seal(fd.as_fd()).inspect_err(|_| {
@@ -971,16 +1076,31 @@ pub struct Mr {
 impl Mr {
     pub fn reg(dom: &Arc<Inner>, ctx: &XpuCtx, args: &fi_xpu_prov_mr_args) -> Result<Mr> {
         const RULE: &str = "fi_xpu_mr_reg: shm registers only memory its context can export as an fd (from fi_xpu_alloc or fi_xpu_import on that context)";
-        let (fd, off) = core::export(ctx.core, args.buf as usize, args.len as u64)
-            .inspect_err(|_| core::warn(RULE))?;
-        let fd = shared_view(fd, args.access)?;
+        const DEVICE_RULE: &str = "fi_xpu_mr_reg: shm cannot share this memory with peers: on a device context it registers memory of the context (fi_xpu_alloc, or fi_xpu_import of a CUDA VMM allocation's POSIX file descriptor or of host memory), and memory from cudaMalloc/cuMemAlloc through a legacy IPC handle where the driver gives one; a DMA-BUF no other process can map into its GPU: allocate the memory with fi_xpu_alloc on the context, or cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR";
+        let device = core::device_memory(ctx.core);
+        let (buf, len) = (args.buf as usize, args.len as u64);
+        let (fd, off, ipc) = if device && !core::known(ctx.core, buf, len) {
+            // Device memory of the application's (cudaMalloc): shared
+            // through a legacy IPC handle, where the driver gives one.
+            let (h, off) = core::export_ipc(ctx.core, buf, len).inspect_err(|e| {
+                core::warn(&format!("{DEVICE_RULE} (no IPC handle either: {e})"))
+            })?;
+            (crate::domain::ipc_record(&h)?, off, true)
+        } else {
+            let (fd, off) = core::export(ctx.core, buf, len).inspect_err(|_| core::warn(RULE))?;
+            if device && fi_xpu_os::file::is_dmabuf(&fd) {
+                core::warn(DEVICE_RULE);
+                return Err(Error::OPNOTSUPP);
+            }
+            (shared_view(fd, args.access)?, off, false)
+        };
         let slot = {
             let mut st = dom.lock();
             let c = st.ctxs.get_mut(&ctx.id).ok_or(Error::INVAL)?;
             c.mr_slots.take().ok_or(Error::NOSPC)?
         };
         let st = dom.lock();
-        let region = match dom.share_region(st, fd, off, args.len as u64) {
+        let region = match dom.share_region(st, fd, off, args.len as u64, ipc) {
             Ok(r) => r,
             Err(e) => {
                 if let Some(c) = dom.lock().ctxs.get_mut(&ctx.id) {
@@ -1106,6 +1226,7 @@ impl Ep {
             (*i).caps = caps;
             (*i).heap_region = heap_region as u64;
             (*i).block_off = block_off;
+            (*i).device = c.device_id;
             (*i).magic = EP_MAGIC;
             let d = dev as *mut EpDev;
             (*d).block = block as u64;

@@ -4,6 +4,11 @@
 //! memory seals what it allocates and checks what it imports; these checks
 //! hold whichever memory backend the context uses (application callbacks
 //! included), on both sides of the connection.
+//!
+//! A device memory handle (a CUDA VMM allocation's POSIX file descriptor)
+//! is neither a regular file nor a DMA-BUF: it cannot be resized, has no
+//! size to check, and only a device context's backend maps it (the driver
+//! refuses a range past the allocation).
 use fi_xpu_os::file::{add_seals, is_dmabuf, seals};
 use fi_xpu_os::rustix::fs::{fstat, FileType, SealFlags};
 use fi_xpu_prov_sdk::{Error, Result};
@@ -13,7 +18,7 @@ use std::os::fd::BorrowedFd;
 /// unless it is already; `Err` when it cannot be sealed (peers would
 /// refuse it).
 pub fn seal(fd: BorrowedFd) -> Result<()> {
-    if is_dmabuf(fd) {
+    if is_dmabuf(fd) || is_device_handle(fd) {
         return Ok(());
     }
     let want = SealFlags::SHRINK | SealFlags::GROW;
@@ -22,6 +27,13 @@ pub fn seal(fd: BorrowedFd) -> Result<()> {
         Some(_) if add_seals(fd, want).is_ok() => Ok(()),
         _ => Err(Error::PERM),
     }
+}
+
+/// Whether `fd` is a device memory handle: neither a regular file nor a
+/// DMA-BUF (see the module's comment).
+pub fn is_device_handle(fd: BorrowedFd) -> bool {
+    !is_dmabuf(fd)
+        && fstat(fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) != FileType::RegularFile)
 }
 
 /// Checks a peer's descriptor before `[offset, offset + size)` of it is
@@ -64,6 +76,17 @@ mod tests {
         assert_eq!(check(plain.as_fd(), 0, 4096), Err(Error::PERM));
         let f: OwnedFd = std::fs::File::open("/proc/self/exe").unwrap().into();
         assert_eq!(check(f.as_fd(), 0, 64), Err(Error::PERM));
+    }
+
+    #[test]
+    fn device_handles_need_no_seal_and_fail_the_file_check() {
+        let dev: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        assert!(is_device_handle(dev.as_fd()));
+        assert_eq!(seal(dev.as_fd()), Ok(()));
+        // Mapped only into device contexts, never by the file check.
+        assert_eq!(check(dev.as_fd(), 0, 64), Err(Error::PERM));
+        let m = memfd(MemfdFlags::ALLOW_SEALING, 8192);
+        assert!(!is_device_handle(m.as_fd()));
     }
 
     #[test]

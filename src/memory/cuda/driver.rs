@@ -16,6 +16,7 @@ pub type CUdevice = c_int;
 pub type CUcontext = *mut c_void;
 pub type CUdeviceptr = c_ulonglong;
 pub type CUmemGenericAllocationHandle = c_ulonglong;
+pub type CUstream = *mut c_void;
 
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
@@ -42,6 +43,10 @@ pub const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 0x1;
 pub const CU_MEM_ALLOCATION_TYPE_PINNED: c_int = 0x1;
 pub const CU_MEM_ALLOC_GRANULARITY_MINIMUM: c_int = 0x0;
 pub const CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: c_int = 0x1;
+pub const CU_STREAM_NON_BLOCKING: c_uint = 0x1;
+pub const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: c_uint = 0x1;
+pub const CU_IPC_HANDLE_SIZE: usize = 64;
+pub const CU_STREAM_WRITE_VALUE_DEFAULT: c_uint = 0x0;
 
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -74,6 +79,13 @@ pub struct CUmemAllocationProp {
 pub struct CUmemAccessDesc {
     pub location: CUmemLocation,
     pub flags: c_int,
+}
+
+/// A legacy IPC handle of device memory (`cuIpcGetMemHandle`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUipcMemHandle {
+    pub reserved: [u8; CU_IPC_HANDLE_SIZE],
 }
 
 /// The soname the backend opens; the dynamic linker's search finds it.
@@ -112,6 +124,21 @@ entry_points! {
         mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
         mem_host_get_device_pointer = "cuMemHostGetDevicePointer_v2":
             fn(*mut CUdeviceptr, *mut c_void, c_uint);
+        device_get_uuid = "cuDeviceGetUuid_v2": fn(*mut [u8; 16], CUdevice);
+        ipc_get_mem_handle = "cuIpcGetMemHandle": fn(*mut CUipcMemHandle, CUdeviceptr);
+        ipc_open_mem_handle = "cuIpcOpenMemHandle_v2":
+            fn(*mut CUdeviceptr, CUipcMemHandle, c_uint);
+        ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);
+        stream_create = "cuStreamCreate": fn(*mut CUstream, c_uint);
+        stream_destroy = "cuStreamDestroy_v2": fn(CUstream);
+        stream_synchronize = "cuStreamSynchronize": fn(CUstream);
+        memcpy_htod_async = "cuMemcpyHtoDAsync_v2":
+            fn(CUdeviceptr, *const c_void, usize, CUstream);
+        memcpy_dtoh_async = "cuMemcpyDtoHAsync_v2":
+            fn(*mut c_void, CUdeviceptr, usize, CUstream);
+        memset_d8_async = "cuMemsetD8Async": fn(CUdeviceptr, u8, usize, CUstream);
+        stream_write_value64 = "cuStreamWriteValue64_v2":
+            fn(CUstream, CUdeviceptr, u64, c_uint);
     }
 }
 
@@ -318,6 +345,17 @@ mod tests {
                 "CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD",
                 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD as i64,
             ),
+            ("CU_STREAM_NON_BLOCKING", CU_STREAM_NON_BLOCKING as i64),
+            (
+                "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS",
+                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as i64,
+            ),
+            ("CU_IPC_HANDLE_SIZE", CU_IPC_HANDLE_SIZE as i64),
+            ("sizeof(CUipcMemHandle)", size_of::<CUipcMemHandle>() as i64),
+            (
+                "CU_STREAM_WRITE_VALUE_DEFAULT",
+                CU_STREAM_WRITE_VALUE_DEFAULT as i64,
+            ),
             ("sizeof(CUresult)", size_of::<CUresult>() as i64),
             ("sizeof(CUdevice)", size_of::<CUdevice>() as i64),
             ("sizeof(CUdeviceptr)", size_of::<CUdeviceptr>() as i64),
@@ -387,6 +425,18 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemGetAddressRange), C
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostRegister), CUresult (*)(void *, size_t, U)), "cuMemHostRegister");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostUnregister), CUresult (*)(void *)), "cuMemHostUnregister");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemHostGetDevicePointer), CUresult (*)(CUdeviceptr *, void *, U)), "cuMemHostGetDevicePointer");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuDeviceGetUuid), CUresult (*)(CUuuid *, CUdevice)), "cuDeviceGetUuid");
+_Static_assert(sizeof(CUuuid) == 16, "CUuuid");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuIpcGetMemHandle), CUresult (*)(CUipcMemHandle *, CUdeviceptr)), "cuIpcGetMemHandle");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuIpcOpenMemHandle), CUresult (*)(CUdeviceptr *, CUipcMemHandle, U)), "cuIpcOpenMemHandle");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuIpcCloseMemHandle), CUresult (*)(CUdeviceptr)), "cuIpcCloseMemHandle");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamCreate), CUresult (*)(CUstream *, U)), "cuStreamCreate");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamDestroy), CUresult (*)(CUstream)), "cuStreamDestroy");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamSynchronize), CUresult (*)(CUstream)), "cuStreamSynchronize");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemcpyHtoDAsync), CUresult (*)(CUdeviceptr, const void *, size_t, CUstream)), "cuMemcpyHtoDAsync");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemcpyDtoHAsync), CUresult (*)(void *, CUdeviceptr, size_t, CUstream)), "cuMemcpyDtoHAsync");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemsetD8Async), CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream)), "cuMemsetD8Async");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuStreamWriteValue64), CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, U)), "cuStreamWriteValue64");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresult (*)(CUresult, const char **)), "cuGetErrorName");
 "#;
         // The symbols cuda.h binds the names to, as `driver_api!` loads them.
@@ -395,6 +445,14 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresul
             ("cuMemGetAddressRange", "cuMemGetAddressRange_v2"),
             ("cuMemHostRegister", "cuMemHostRegister_v2"),
             ("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2"),
+            ("cuDeviceGetUuid", "cuDeviceGetUuid_v2"),
+            ("cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2"),
+            ("cuStreamDestroy", "cuStreamDestroy_v2"),
+            ("cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2"),
+            ("cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2"),
+            ("cuMemsetD8Async", "cuMemsetD8Async"),
+            ("cuStreamSynchronize", "cuStreamSynchronize"),
+            ("cuStreamWriteValue64", "cuStreamWriteValue64_v2"),
         ];
         let names: String = symbols
             .iter()

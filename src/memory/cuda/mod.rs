@@ -16,10 +16,19 @@
 //! - Exporting device memory the context did not allocate (an application's
 //!   `cuMemAlloc`) gives a DMA-BUF (`cuMemGetHandleForAddressRange`) of its
 //!   whole allocation, for NIC registration.
+//! - Device memory the context did not allocate (an application's
+//!   `cuMemAlloc`) is shared with another process through a legacy IPC
+//!   handle (`export_ipc`: `cuIpcGetMemHandle`; `import_ipc`:
+//!   `cuIpcOpenMemHandle`), which a DMA-BUF cannot do.
+//! - The host reaches device memory only through the driver (`access`):
+//!   asynchronous copies, memsets and `cuStreamWriteValue64` on a stream
+//!   of the backend's own, created `CU_STREAM_NON_BLOCKING` so that it
+//!   never waits for (or makes wait) the legacy stream a running kernel
+//!   may sit on, each followed by a wait on that stream alone.
 mod driver;
 
 use super::pinned::{Pin, PinHow, Pinned};
-use super::{Allocation, Backend, Import};
+use super::{Access, Allocation, Backend, Import, IPC_HANDLE};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
@@ -52,6 +61,13 @@ pub struct Cuda {
     mapped: Mutex<HashMap<usize, DevMapping>>,
     /// Host allocations, host-mapped fds and host imports.
     pinned: Pinned,
+    /// The private stream of `access` (as an address; 0 until first use).
+    stream: Mutex<usize>,
+    /// Peers' allocations opened from IPC handles: device address handed
+    /// out -> the base `cuIpcOpenMemHandle` returned and how many opens
+    /// (the driver may hand out one mapping for a handle opened again),
+    /// each closed once.
+    ipc: Mutex<HashMap<usize, (usize, u32)>>,
 }
 
 // SAFETY: CUcontext is an opaque driver handle, usable from any thread once
@@ -99,6 +115,8 @@ impl Cuda {
             allocs: Mutex::default(),
             mapped: Mutex::default(),
             pinned: Pinned::default(),
+            stream: Mutex::new(0),
+            ipc: Mutex::default(),
         };
         c.current()?;
         let mut g = 0usize;
@@ -259,6 +277,72 @@ impl Cuda {
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
+    /// The backend's own non-blocking stream, created on first use.
+    fn stream(&self) -> Result<CUstream> {
+        let mut s = self.stream.lock().unwrap();
+        if *s == 0 {
+            let mut st: CUstream = std::ptr::null_mut();
+            // SAFETY: out-pointer to a local; the context is current.
+            self.drv.check("cuStreamCreate", unsafe {
+                (self.drv.stream_create)(&mut st, CU_STREAM_NON_BLOCKING)
+            })?;
+            *s = st as usize;
+        }
+        Ok(*s as CUstream)
+    }
+
+    /// One host access on the private stream, waited for there.
+    fn access_on_stream(&self, a: Access) -> Result<()> {
+        let d = self.drv;
+        let st = self.stream()?;
+        // SAFETY: the range is live memory of this context (checked by
+        // `Memory::access`); host buffers are the borrowed slices, valid
+        // until the synchronisation below returns.
+        let (what, r) = unsafe {
+            match a {
+                Access::Probe => return Ok(()),
+                Access::Write { dev, src } => (
+                    "cuMemcpyHtoDAsync",
+                    (d.memcpy_htod_async)(dev as CUdeviceptr, src.as_ptr().cast(), src.len(), st),
+                ),
+                Access::Read { dev, dst } => (
+                    "cuMemcpyDtoHAsync",
+                    (d.memcpy_dtoh_async)(
+                        dst.as_mut_ptr().cast(),
+                        dev as CUdeviceptr,
+                        dst.len(),
+                        st,
+                    ),
+                ),
+                Access::Set { dev, len, byte } => (
+                    "cuMemsetD8Async",
+                    (d.memset_d8_async)(dev as CUdeviceptr, byte, len, st),
+                ),
+                Access::Store64 { dev, value } => {
+                    let r = (d.stream_write_value64)(
+                        st,
+                        dev as CUdeviceptr,
+                        value,
+                        CU_STREAM_WRITE_VALUE_DEFAULT,
+                    );
+                    if r == CUDA_ERROR_NOT_SUPPORTED {
+                        // A device without stream memory operations: the
+                        // 8 bytes as one copy, still on this stream.
+                        let v = value.to_ne_bytes();
+                        let r = (d.memcpy_htod_async)(dev as CUdeviceptr, v.as_ptr().cast(), 8, st);
+                        d.check("cuMemcpyHtoDAsync", r)?;
+                        // `v` must outlive the copy: wait here.
+                        return d.check("cuStreamSynchronize", (d.stream_synchronize)(st));
+                    }
+                    ("cuStreamWriteValue64", r)
+                }
+            }
+        };
+        d.check(what, r)?;
+        // SAFETY: the stream created above.
+        d.check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(st) })
+    }
+
     /// Whether `[addr, addr + size)` is device memory of this context.
     fn owns(&self, addr: usize, size: u64) -> bool {
         let inside = |start: usize, len: usize| {
@@ -401,6 +485,24 @@ impl Backend for Cuda {
     fn unimport(&self, dev_addr: usize, mapped: bool) -> Result<()> {
         self.current()?;
         if mapped {
+            let opened = {
+                let mut ipc = self.ipc.lock().unwrap();
+                let base = ipc.get_mut(&dev_addr).map(|(base, opens)| {
+                    *opens -= 1;
+                    (*base, *opens == 0)
+                });
+                if let Some((_, true)) = base {
+                    ipc.remove(&dev_addr);
+                }
+                base
+            };
+            if let Some((base, _)) = opened {
+                // SAFETY: a base cuIpcOpenMemHandle returned, closed once
+                // per open.
+                return self.drv.check("cuIpcCloseMemHandle", unsafe {
+                    (self.drv.ipc_close_mem_handle)(base as CUdeviceptr)
+                });
+            }
             if let Some(m) = self.mapped.lock().unwrap().remove(&dev_addr) {
                 self.unmap(m.base, m.len);
                 return Ok(());
@@ -442,6 +544,88 @@ impl Backend for Cuda {
             return r;
         }
         self.dmabuf(addr, size)
+    }
+
+    fn export_ipc(&self, addr: usize, size: u64) -> Result<([u8; IPC_HANDLE], u64)> {
+        self.current()?;
+        // Memory of the context has a file descriptor to share instead.
+        if self.owns(addr, size) || self.pinned.owns(addr, size) {
+            return Err(Error::OPNOTSUPP);
+        }
+        let d = self.drv;
+        let (mut base, mut len): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        if unsafe { (d.mem_get_address_range)(&mut base, &mut len, addr as CUdeviceptr) }
+            != CUDA_SUCCESS
+        {
+            return Err(Error::OPNOTSUPP);
+        }
+        let off = addr as u64 - base;
+        if off.checked_add(size).is_none_or(|e| e > len as u64) {
+            return Err(Error::INVAL);
+        }
+        let mut h = CUipcMemHandle {
+            reserved: [0; CU_IPC_HANDLE_SIZE],
+        };
+        // SAFETY: out-pointer to a local handle; `base` starts an allocation.
+        d.check("cuIpcGetMemHandle", unsafe {
+            (d.ipc_get_mem_handle)(&mut h, base)
+        })?;
+        Ok((h.reserved, off))
+    }
+
+    fn import_ipc(&self, handle: &[u8; IPC_HANDLE], offset: u64, size: u64) -> Result<usize> {
+        self.current()?;
+        let d = self.drv;
+        let mut base: CUdeviceptr = 0;
+        let h = CUipcMemHandle { reserved: *handle };
+        // SAFETY: out-pointer to a local; the handle is passed by value.
+        d.check("cuIpcOpenMemHandle", unsafe {
+            (d.ipc_open_mem_handle)(&mut base, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        })?;
+        let close = || {
+            // SAFETY: the base just opened, closed once.
+            unsafe { (d.ipc_close_mem_handle)(base) };
+        };
+        let (mut b, mut len): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        let r = unsafe { (d.mem_get_address_range)(&mut b, &mut len, base) };
+        if r != CUDA_SUCCESS || b != base || offset + size > len as u64 {
+            close();
+            crate::warn!("cuda: an IPC handle's allocation does not hold [+{offset}, +{size})");
+            return Err(Error::INVAL);
+        }
+        let dev = base as usize + offset as usize;
+        self.ipc
+            .lock()
+            .unwrap()
+            .entry(dev)
+            .or_insert((base as usize, 0))
+            .1 += 1;
+        Ok(dev)
+    }
+
+    fn device_uuid(&self) -> Result<[u8; 16]> {
+        let mut u = [0u8; 16];
+        // SAFETY: out-pointer to 16 bytes (CUuuid); `dev` from cuDeviceGet.
+        self.drv.check("cuDeviceGetUuid", unsafe {
+            (self.drv.device_get_uuid)(&mut u, self.dev)
+        })?;
+        Ok(u)
+    }
+
+    /// Not done: a peer's device memory stays mapped until the context
+    /// closes. Unmapping it under a kernel that still holds an address
+    /// inside it faults the kernel (under MPS, a fatal fault ends every
+    /// client), and the driver has no zero-page stand-in; the context's
+    /// close comes after the application's last kernel on it.
+    fn retire(&self, _dev_addr: usize) -> Result<()> {
+        Err(Error::OPNOTSUPP)
+    }
+
+    fn access(&self, a: Access) -> Result<()> {
+        self.current()?;
+        self.access_on_stream(a)
     }
 }
 
@@ -487,7 +671,19 @@ impl Drop for Cuda {
         for (_, m) in self.mapped.lock().unwrap().drain() {
             self.unmap(m.base, m.len);
         }
+        for (_, (base, opens)) in self.ipc.lock().unwrap().drain() {
+            for _ in 0..opens {
+                // SAFETY: a base cuIpcOpenMemHandle returned, closed once
+                // per open.
+                unsafe { (self.drv.ipc_close_mem_handle)(base as CUdeviceptr) };
+            }
+        }
         self.pinned.release(self);
+        let st = *self.stream.get_mut().unwrap();
+        if st != 0 {
+            // SAFETY: the stream `stream` created, destroyed once.
+            unsafe { (self.drv.stream_destroy)(st as CUstream) };
+        }
         // SAFETY: the primary context retained in `open`, released once.
         unsafe { (self.drv.primary_ctx_release)(self.dev) };
     }

@@ -14,14 +14,38 @@
  *   memfd there still PROT_NONE, cuMemSetAccess makes it read-write: a
  *   backend that forgets a step faults.
  * - cuMemAlloc memory is a memfd mapping too; cuMemGetHandleForAddressRange
- *   returns a dup of it as the "DMA-BUF" (whole allocations only).
+ *   returns a dup of it as the "DMA-BUF" (whole allocations only). Its
+ *   legacy IPC handle (cuIpcGetMemHandle) names the owner's pid and the
+ *   memfd's descriptor there; cuIpcOpenMemHandle opens that memfd through
+ *   /proc (same user) and maps it.
  * - Memory calls need a current context on the calling thread
  *   (CUDA_ERROR_INVALID_CONTEXT otherwise).
  *
+ * - Streams: cuStreamCreate records the flags; copies, memsets and
+ *   cuStreamWriteValue64 run at once (the double has no copy engine), and
+ *   cuStreamSynchronize returns.
+ *
+ * Strict mode (FAKE_CUDA_STRICT=1) keeps device memory out of the host's
+ * reach, as on a GPU whose memory the CPU cannot map:
+ * - VMM mappings (cuMemMap) stay PROT_NONE to the process whatever
+ *   cuMemSetAccess grants, so a host load or store into device memory
+ *   faults; each has a second, private mapping of the same pages (the
+ *   "device side") that only the double's copy functions use.
+ * - The access cuMemSetAccess granted is opened only while a "kernel"
+ *   runs: between fake_cuda_kernel_begin() and fake_cuda_kernel_end(),
+ *   which a test calls around each launch on the host launcher (nested
+ *   calls count).
+ * - A copy, memset or wait on the legacy stream (NULL, CU_STREAM_LEGACY,
+ *   CU_STREAM_PER_THREAD, a stream created without
+ *   CU_STREAM_NON_BLOCKING, or a synchronous cuMemcpy*) while a kernel
+ *   runs would wait for that kernel on a GPU, which may wait for the
+ *   host: the double prints the call and aborts.
+ *
  * Environment: FAKE_CUDA_DEVICES (default 1; 0 makes cuInit fail with
- * CUDA_ERROR_NO_DEVICE), FAKE_CUDA_FAIL=<entry point>:<CUresult> makes that
- * entry point fail. -DFAKE_CUDA_NO_VMM leaves out cuMemCreate (an old
- * driver).
+ * CUDA_ERROR_NO_DEVICE), FAKE_CUDA_GPU_ID (up to 5 characters in the
+ * devices' UUIDs: processes with different values have different GPUs), FAKE_CUDA_FAIL=<entry point>:<CUresult> makes that
+ * entry point fail, FAKE_CUDA_STRICT (above). -DFAKE_CUDA_NO_VMM leaves
+ * out cuMemCreate (an old driver).
  */
 #include <cuda.h>
 
@@ -49,15 +73,27 @@ struct handle {
 	size_t size;
 };
 
-/* Reserved ranges, mapped ranges, cuMemAlloc'd ranges, host registrations. */
-enum kind { FREE = 0, RESERVED, MAPPED, ALLOCATED, REGISTERED };
+/* Reserved ranges, mapped ranges, cuMemAlloc'd ranges, host registrations,
+ * peers' cuMemAlloc'd ranges opened from IPC handles. */
+enum kind { FREE = 0, RESERVED, MAPPED, ALLOCATED, REGISTERED, IPC_OPENED };
 
 static struct range {
 	enum kind kind;
 	uintptr_t base;
 	size_t len;
-	int fd; /* MAPPED, ALLOCATED */
+	int fd;       /* MAPPED, ALLOCATED */
+	void *alias;  /* MAPPED in strict mode: the device side's mapping */
+	int prot;     /* MAPPED in strict mode: what cuMemSetAccess granted */
 } ranges[MAX_RANGES];
+
+/* Kernels running (strict mode opens device memory while this is > 0). */
+static int kernels;
+
+static int strict(void)
+{
+	const char *s = getenv("FAKE_CUDA_STRICT");
+	return s && atoi(s) > 0;
+}
 
 static CUresult injected(const char *fn)
 {
@@ -108,7 +144,7 @@ static struct range *add(enum kind k, uintptr_t base, size_t len, int fd)
 	int i;
 	for (i = 0; i < MAX_RANGES; i++) {
 		if (ranges[i].kind == FREE) {
-			ranges[i] = (struct range){ k, base, len, fd };
+			ranges[i] = (struct range){ k, base, len, fd, NULL, PROT_NONE };
 			return &ranges[i];
 		}
 	}
@@ -166,6 +202,19 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 	if (ordinal < 0 || ordinal >= devices() || ordinal >= 8)
 		return CUDA_ERROR_INVALID_DEVICE;
 	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+/* A device's UUID: "fake-gpu-<ordinal>" and FAKE_CUDA_GPU_ID (default
+ * empty), so that processes given different values see different GPUs. */
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	const char *id = getenv("FAKE_CUDA_GPU_ID");
+	ENTER("cuDeviceGetUuid");
+	if (!uuid || dev < 0 || dev >= devices() || dev >= 8)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(uuid->bytes, 0, sizeof(uuid->bytes));
+	snprintf(uuid->bytes, sizeof(uuid->bytes), "fake-gpu-%d%.5s", dev, id ? id : "");
 	return CUDA_SUCCESS;
 }
 
@@ -323,6 +372,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 		  unsigned long long flags)
 {
 	struct handle *h = (struct handle *)(uintptr_t)handle;
+	struct range *r;
 	void *p;
 	int fd;
 	ENTER_CTX("cuMemMap");
@@ -335,9 +385,17 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 	}
 	fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
 	p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0);
-	if (fd < 0 || p == MAP_FAILED || !add(MAPPED, (uintptr_t)ptr, size, fd)) {
+	if (fd < 0 || p == MAP_FAILED || !(r = add(MAPPED, (uintptr_t)ptr, size, fd))) {
 		pthread_mutex_unlock(&lock);
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (strict()) {
+		r->alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
+		if (r->alias == MAP_FAILED) {
+			r->alias = NULL;
+			pthread_mutex_unlock(&lock);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
 	}
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
@@ -354,6 +412,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	close(r->fd);
+	if (r->alias)
+		munmap(r->alias, r->len);
 	r->kind = FREE;
 	/* Back to a bare reservation. */
 	mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
@@ -364,20 +424,27 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-	int ok;
+	struct range *r;
+	int prot, rc = 0;
 	ENTER_CTX("cuMemSetAccess");
 	if (!desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
 	    desc->location.id < 0 || desc->location.id >= devices())
 		return CUDA_ERROR_INVALID_VALUE;
+	prot = desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE :
+	       desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READ	 ? PROT_READ :
+								   PROT_NONE;
 	pthread_mutex_lock(&lock);
-	ok = find(MAPPED, (uintptr_t)ptr, size) != NULL;
+	r = find(MAPPED, (uintptr_t)ptr, size);
+	if (r && r->alias) {
+		/* Strict: the grant opens only while kernels run. */
+		r->prot = prot;
+		if (!kernels)
+			prot = PROT_NONE;
+	}
+	if (r)
+		rc = mprotect((void *)(uintptr_t)ptr, size, prot);
 	pthread_mutex_unlock(&lock);
-	if (!ok)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (mprotect((void *)(uintptr_t)ptr, size,
-		     desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE :
-		     desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READ      ? PROT_READ :
-									PROT_NONE) != 0)
+	if (!r || rc != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_SUCCESS;
 }
@@ -462,6 +529,87 @@ CUresult cuMemFree(CUdeviceptr dptr)
 	return CUDA_SUCCESS;
 }
 
+/* The double's IPC handle. */
+struct ipc {
+	char magic[8];
+	int32_t pid, fd;
+	uint64_t len;
+};
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+	struct range *r;
+	struct ipc h = { "fakeipc", 0, 0, 0 };
+	ENTER_CTX("cuIpcGetMemHandle");
+	if (!pHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	r = find(ALLOCATED, (uintptr_t)dptr, 0);
+	if (!r || r->base != (uintptr_t)dptr) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	h.pid = (int32_t)getpid();
+	h.fd = r->fd;
+	h.len = r->len;
+	pthread_mutex_unlock(&lock);
+	memset(pHandle, 0, sizeof(*pHandle));
+	memcpy(pHandle->reserved, &h, sizeof(h));
+	return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+	struct ipc h;
+	char path[64];
+	void *p;
+	int fd;
+	ENTER_CTX("cuIpcOpenMemHandle");
+	memcpy(&h, handle.reserved, sizeof(h));
+	if (!pdptr || (Flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ||
+	    memcmp(h.magic, "fakeipc", 8) != 0 || h.len == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (h.pid == (int32_t)getpid())
+		return CUDA_ERROR_INVALID_CONTEXT; /* as the driver: not in the owner */
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!is_our_memfd(fd)) {
+		close(fd);
+		return CUDA_ERROR_INVALID_HANDLE;
+	}
+	p = mmap(NULL, (h.len + 4095) & ~(size_t)4095, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	pthread_mutex_lock(&lock);
+	if (p == MAP_FAILED || !add(IPC_OPENED, (uintptr_t)p, h.len, fd)) {
+		pthread_mutex_unlock(&lock);
+		if (p != MAP_FAILED)
+			munmap(p, (h.len + 4095) & ~(size_t)4095);
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&lock);
+	*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+	struct range *r;
+	ENTER_CTX("cuIpcCloseMemHandle");
+	pthread_mutex_lock(&lock);
+	r = find(IPC_OPENED, (uintptr_t)dptr, 0);
+	if (!r || r->base != (uintptr_t)dptr) {
+		pthread_mutex_unlock(&lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	munmap((void *)r->base, (r->len + 4095) & ~(size_t)4095);
+	close(r->fd);
+	r->kind = FREE;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
 CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
 	struct range *r;
@@ -470,6 +618,8 @@ CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dpt
 	r = find(ALLOCATED, (uintptr_t)dptr, 1);
 	if (!r)
 		r = find(MAPPED, (uintptr_t)dptr, 1);
+	if (!r)
+		r = find(IPC_OPENED, (uintptr_t)dptr, 1);
 	pthread_mutex_unlock(&lock);
 	if (!r)
 		return CUDA_ERROR_NOT_FOUND;
@@ -583,6 +733,186 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Fla
 		return CUDA_ERROR_INVALID_VALUE;
 	*pdptr = (CUdeviceptr)(uintptr_t)p;
 	return CUDA_SUCCESS;
+}
+
+/* Streams: the flags they were created with. */
+struct stream {
+	unsigned int flags;
+};
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	struct stream *s;
+	ENTER_CTX("cuStreamCreate");
+	if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+		return CUDA_ERROR_INVALID_VALUE;
+	s = malloc(sizeof(*s));
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	s->flags = Flags;
+	*phStream = (CUstream)s;
+	return CUDA_SUCCESS;
+}
+
+static int is_special(CUstream s)
+{
+	return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+CUresult cuStreamDestroy(CUstream hStream)
+{
+	ENTER_CTX("cuStreamDestroy");
+	if (is_special(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	free(hStream);
+	return CUDA_SUCCESS;
+}
+
+/* Work on stream s (NULL for a synchronous call) from entry point fn:
+ * in strict mode, anything that waits for the legacy stream while a
+ * kernel runs aborts. */
+static void stream_check(const char *fn, CUstream s)
+{
+	int k;
+	if (!strict())
+		return;
+	pthread_mutex_lock(&lock);
+	k = kernels;
+	pthread_mutex_unlock(&lock);
+	if (k && (is_special(s) || !(((struct stream *)s)->flags & CU_STREAM_NON_BLOCKING))) {
+		fprintf(stderr, "fake_cuda: %s on the legacy stream while a kernel runs\n", fn);
+		abort();
+	}
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+	ENTER_CTX("cuStreamSynchronize");
+	stream_check("cuStreamSynchronize", hStream);
+	return CUDA_SUCCESS;
+}
+
+/* Where the double itself reaches [addr, addr + len): the device side of
+ * a strict VMM mapping, else the address itself (host memory, cuMemAlloc
+ * memory, or any mapping outside strict mode). NULL: part of the range is
+ * a strict mapping's but the range runs past it. */
+static unsigned char *reach(uintptr_t addr, size_t len)
+{
+	struct range *r;
+	unsigned char *p = (unsigned char *)addr;
+	pthread_mutex_lock(&lock);
+	r = find(MAPPED, addr, 0);
+	if (r && r->alias)
+		p = len <= r->len - (addr - r->base) ?
+			    (unsigned char *)r->alias + (addr - r->base) : NULL;
+	pthread_mutex_unlock(&lock);
+	return p;
+}
+
+static CUresult copy(const char *fn, void *dst, const void *src, size_t n, int to_device,
+		     CUstream s)
+{
+	unsigned char *d;
+	ENTER_CTX(fn);
+	stream_check(fn, s);
+	d = reach((uintptr_t)(to_device ? dst : src), n);
+	if (!d || !dst || !src)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (to_device)
+		memmove(d, src, n);
+	else
+		memmove(dst, d, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+			   CUstream hStream)
+{
+	return copy("cuMemcpyHtoDAsync", (void *)(uintptr_t)dstDevice, srcHost, ByteCount, 1,
+		    hStream);
+}
+
+CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+			   CUstream hStream)
+{
+	return copy("cuMemcpyDtoHAsync", dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, 0,
+		    hStream);
+}
+
+/* The synchronous copies run on the legacy stream. */
+CUresult cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+	return copy("cuMemcpyHtoD", (void *)(uintptr_t)dstDevice, srcHost, ByteCount, 1, NULL);
+}
+
+CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+	return copy("cuMemcpyDtoH", dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, 0,
+		    NULL);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+	unsigned char *d;
+	ENTER_CTX("cuMemsetD8Async");
+	stream_check("cuMemsetD8Async", hStream);
+	d = reach((uintptr_t)dstDevice, N);
+	if (!d)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(d, uc, N);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+			      unsigned int flags)
+{
+	unsigned char *d;
+	ENTER_CTX("cuStreamWriteValue64");
+	stream_check("cuStreamWriteValue64", stream);
+	d = reach((uintptr_t)addr, 8);
+	if (!d || flags || addr % 8)
+		return CUDA_ERROR_INVALID_VALUE;
+	__atomic_store_n((uint64_t *)(void *)d, (uint64_t)value, __ATOMIC_RELEASE);
+	return CUDA_SUCCESS;
+}
+
+/* Strict mode: device memory opens to the process while kernels run. */
+static void set_open(int open)
+{
+	int i;
+	for (i = 0; i < MAX_RANGES; i++)
+		if (ranges[i].kind == MAPPED && ranges[i].alias)
+			mprotect((void *)ranges[i].base, ranges[i].len,
+				 open ? ranges[i].prot : PROT_NONE);
+}
+
+void fake_cuda_kernel_begin(void)
+{
+	pthread_mutex_lock(&lock);
+	if (kernels++ == 0)
+		set_open(1);
+	pthread_mutex_unlock(&lock);
+}
+
+void fake_cuda_kernel_end(void)
+{
+	pthread_mutex_lock(&lock);
+	if (--kernels == 0)
+		set_open(0);
+	pthread_mutex_unlock(&lock);
+}
+
+/* Test hook: whether [addr, addr + len) is device memory the host cannot
+ * reach (a VMM mapping in strict mode). */
+int fake_cuda_device_memory(const void *addr, size_t len)
+{
+	struct range *r;
+	int yes;
+	pthread_mutex_lock(&lock);
+	r = find(MAPPED, (uintptr_t)addr, len);
+	yes = r && r->alias;
+	pthread_mutex_unlock(&lock);
+	return yes;
 }
 
 /* Test hooks for the C test program: the number of live ranges of a kind
