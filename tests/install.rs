@@ -437,6 +437,61 @@ fn assert_nothing_at_libfabric_paths(prefix: &Path) {
     );
 }
 
+/// The installed examples build with nothing but their CMakeLists.txt and
+/// `find_package(fi_xpu)`, under strict C11 with every warning an error,
+/// and run from the build tree: hello, and MoE dispatch and combine over
+/// shm and (with libfabric) ofi over tcp.
+fn installed_examples(dir: &Path, prefix: &Path) {
+    let src = prefix.join("share/fi_xpu/examples");
+    let build = dir.join("build");
+    let o = Command::new("cmake")
+        .arg("-S")
+        .arg(&src)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .arg("-DCMAKE_C_FLAGS=-Werror")
+        .env_remove("CMAKE_PREFIX_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cmake configure {}: {}{}",
+        src.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = common::run_ok(Command::new("cmake").arg("--build").arg(&build));
+    let log = String::from_utf8_lossy(&o.stdout);
+    assert!(!log.contains("warning"), "{log}");
+    let run = |exe: &str, args: &[&str]| {
+        let o = common::run_ok(
+            Command::new(build.join(exe))
+                .args(args)
+                .current_dir(&build)
+                .env("FI_TCP_IFACE", "lo")
+                .env_remove("LD_LIBRARY_PATH")
+                .env_remove("FI_XPU_PROVIDER_PATH")
+                .env_remove("FI_XPU_PROVIDER"),
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = run("hello", &[]);
+    assert!(out.ends_with("hello: ok\n"), "{out}");
+    let out = run("moe", &["-s", "-T", "8", "-i", "1"]);
+    assert!(out.contains("on every rank: ok\n"), "{out}");
+    if common::ofi::have_libfabric() {
+        let out = run(
+            "moe",
+            &["-n", "2", "-T", "8", "-i", "1", "-p", "ofi", "-f", "tcp"],
+        );
+        assert!(
+            out.contains("prov=ofi/tcp dtype=bf16 T=8 H=7168 E=4 K=3: ok"),
+            "{out}"
+        );
+    }
+}
+
 #[test]
 fn installed_tree_works_alone() {
     for tool in ["pkg-config", "cmake", "man", "nm", "objcopy"] {
@@ -540,6 +595,7 @@ fn installed_tree_works_alone() {
     assert!(log.contains(&format!("from {}", shm.display())), "{log}");
     let log = cmake_consumer(&base.join("cmake"), &prefix, &lib, false);
     assert!(log.contains(&format!("from {}", shm.display())), "{log}");
+    installed_examples(&base.join("examples"), &prefix);
 
     // fi_xpu_info finds the installed plugin.
     let o = common::run_ok(

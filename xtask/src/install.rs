@@ -10,6 +10,7 @@
 //! <prefix>/include/fi_xpu.h              the host header
 //! <prefix>/include/fi_xpu/               device and provider headers
 //! <prefix>/share/man/man{1,3,7}/         pages, and alias pages per function
+//! <prefix>/share/fi_xpu/examples/        the C examples and their CMakeLists.txt
 //! <prefix>/bin/fi_xpu_info               stripped
 //! ```
 //!
@@ -128,6 +129,19 @@ fn install_stripped(built: &Path, to: &Path, mode: u32, scratch: &Path, debug: b
     Ok(())
 }
 
+/// The examples a user builds against the prefix (examples/CMakeLists.txt
+/// lists the programs), relative to `examples/`.
+pub const EXAMPLES: [&str; 8] = [
+    "CMakeLists.txt",
+    "hello.c",
+    "pingpong.c",
+    "device_all_ops.c",
+    "moe/moe.c",
+    "moe/moe.h",
+    "moe/world.h",
+    "moe/allreduce.c",
+];
+
 pub fn install(o: Opts) -> Result {
     let prefix = abs(o.value("--prefix").ok_or("--prefix is required")?);
     let destdir = o.value("--destdir").map(abs);
@@ -205,6 +219,14 @@ pub fn install(o: Opts) -> Result {
     }
 
     let pages = render_man(&dest(&prefix.join("share/man")))?;
+    let examples = dest(&prefix.join("share/fi_xpu/examples"));
+    for rel in EXAMPLES {
+        install_file(
+            &root().join("examples").join(rel),
+            &examples.join(rel),
+            0o644,
+        )?;
+    }
 
     let pc = pkg_config(
         &read(&root().join("pkgconfig/fi_xpu.pc.in"))?,
@@ -253,7 +275,7 @@ pub fn install(o: Opts) -> Result {
     println!(
         "installed into {}{}: {lr}/{real} (+ {soname}, libfi_xpu.so, libfi_xpu.a), \
          {lr}/fi_xpu/{{{}}}, {count} header(s), {} man page(s), {lr}/pkgconfig/fi_xpu{{,-device}}.pc, \
-         {lr}/cmake/fi_xpu/, bin/fi_xpu_info{}",
+         {lr}/cmake/fi_xpu/, bin/fi_xpu_info, share/fi_xpu/examples/{}",
         destdir
             .as_ref()
             .map_or(String::new(), |d| format!("{} + ", d.display())),
