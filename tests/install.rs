@@ -492,6 +492,138 @@ fn installed_examples(dir: &Path, prefix: &Path) {
     }
 }
 
+/// bin/fi_xpu_perf of the prefix: every test over shm in CSV with the
+/// columns fi_xpu_perf(1) lists, JSON over ofi (libfabric's tcp) that a
+/// JSON parser reads, and usage with exit status 2 for a bad option.
+fn installed_perf(prefix: &Path) {
+    let perf = |args: &[&str]| {
+        Command::new(prefix.join("bin/fi_xpu_perf"))
+            .args(args)
+            .env("FI_TCP_IFACE", "lo")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("FI_XPU_PROVIDER_PATH")
+            .env_remove("FI_XPU_PROVIDER")
+            .output()
+            .unwrap()
+    };
+    let ok = |o: Output| {
+        assert!(
+            o.status.success(),
+            "fi_xpu_perf: {}\n{}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // Not a terminal, and no -P: no progress line.
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+        String::from_utf8(o.stdout).unwrap()
+    };
+
+    let csv = ok(perf(&[
+        "-o", "csv", "-s", "8", "-S", "16", "-n", "5", "-w", "1", "-T", "4",
+    ]));
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("test,provider,size,iterations,latency_us,bandwidth_GBps,rate_Mops,verified")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let got: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[2])).collect();
+    assert_eq!(
+        got[..got.len() - 1],
+        [
+            ("write", "8"),
+            ("write", "16"),
+            ("read", "8"),
+            ("read", "16"),
+            ("atomic", "8"),
+            ("put_signal", "8"),
+            ("put_signal", "16"),
+        ],
+        "{csv}"
+    );
+    assert_eq!(got.last().unwrap().0, "moe", "{csv}");
+    for r in &rows {
+        assert_eq!(r.len(), 8, "{r:?}");
+        assert_eq!(&r[1..2], ["shm"], "{r:?}");
+        assert_eq!(r[3], "5", "{r:?}");
+        assert!(r[4].parse::<f64>().unwrap() > 0.0, "{r:?}");
+        assert_eq!(r[7], "ok", "{r:?}");
+    }
+
+    let o = perf(&["-x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("usage: fi_xpu_perf"));
+    for bad in [
+        &["-o", "xml"][..],
+        &["-p", "verbs"],
+        &["-t", "send2"],
+        &["-s", "0"],
+        &["x"],
+    ] {
+        let o = perf(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("usage: fi_xpu_perf"),
+            "{bad:?}"
+        );
+    }
+
+    if !common::ofi::have_libfabric() {
+        eprintln!("libfabric is not installed: fi_xpu_perf over ofi skipped");
+        return;
+    }
+    let json = ok(perf(&[
+        "-p",
+        "ofi",
+        "-f",
+        "tcp",
+        "-o",
+        "json",
+        "-t",
+        "write,atomic,put_signal",
+        "-s",
+        "64",
+        "-S",
+        "64",
+        "-n",
+        "3",
+        "-w",
+        "1",
+    ]));
+    if common::have("python3") {
+        let mut py = Command::new("python3")
+            .args([
+                "-c",
+                "import json, sys\n\
+                 for r in json.load(sys.stdin):\n\
+                 \x20   print(r['test'], r['provider'], r['size'], r['verified'], sorted(r))",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        py.stdin.take().unwrap().write_all(json.as_bytes()).unwrap();
+        let o = py.wait_with_output().unwrap();
+        assert!(o.status.success(), "not JSON:\n{json}");
+        let keys = "['bandwidth_GBps', 'iterations', 'latency_us', 'provider', 'rate_Mops', \
+                    'size', 'test', 'verified']";
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            format!(
+                "write ofi/tcp 64 True {keys}\natomic ofi/tcp 8 True {keys}\n\
+                 put_signal ofi/tcp 64 True {keys}\n"
+            ),
+            "{json}"
+        );
+    } else {
+        assert!(json.starts_with("[\n") && json.ends_with("\n]\n"), "{json}");
+        assert_eq!(json.matches("\"verified\": true").count(), 3, "{json}");
+    }
+}
+
 #[test]
 fn installed_tree_works_alone() {
     for tool in ["pkg-config", "cmake", "man", "nm", "objcopy"] {
@@ -550,7 +682,12 @@ fn installed_tree_works_alone() {
 
     // Binaries are stripped and name their separate debug information,
     // which this install left out.
-    for file in [&real, &shm, &prefix.join("bin/fi_xpu_info")] {
+    for file in [
+        &real,
+        &shm,
+        &prefix.join("bin/fi_xpu_info"),
+        &prefix.join("bin/fi_xpu_perf"),
+    ] {
         let s = section_names(file);
         assert!(
             !s.contains(".debug_info"),
@@ -596,6 +733,7 @@ fn installed_tree_works_alone() {
     let log = cmake_consumer(&base.join("cmake"), &prefix, &lib, false);
     assert!(log.contains(&format!("from {}", shm.display())), "{log}");
     installed_examples(&base.join("examples"), &prefix);
+    installed_perf(&prefix);
 
     // fi_xpu_info finds the installed plugin.
     let o = common::run_ok(

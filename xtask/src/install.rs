@@ -12,6 +12,7 @@
 //! <prefix>/share/man/man{1,3,7}/         pages, and alias pages per function
 //! <prefix>/share/fi_xpu/examples/        the C examples and their CMakeLists.txt
 //! <prefix>/bin/fi_xpu_info               stripped
+//! <prefix>/bin/fi_xpu_perf               C, public headers only (tools/fi_xpu_perf.c)
 //! ```
 //!
 //! Every installed binary is stripped and names its debug information with
@@ -141,6 +142,25 @@ pub const EXAMPLES: [&str; 8] = [
     "moe/world.h",
     "moe/allreduce.c",
 ];
+
+/// Compiles fi_xpu_perf as a user's program would be: the public headers,
+/// the example's world and MoE code, the just installed `libfi_xpu.so`
+/// (in `lib`), found at run time relative to the program (`$ORIGIN`), so
+/// that the prefix stays relocatable.
+fn build_perf(exe: &Path, lib: &Path, librel: &Path) -> Result {
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    run(std::process::Command::new(cc)
+        .args(["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root().display()))
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(format!("-I{}", root().join("examples/moe").display()))
+        .arg(root().join("tools/fi_xpu_perf.c"))
+        .arg("-o")
+        .arg(exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,$ORIGIN/../{}", librel.display()))
+        .args(["-lfi_xpu", "-lpthread"]))
+}
 
 pub fn install(o: Opts) -> Result {
     let prefix = abs(o.value("--prefix").ok_or("--prefix is required")?);
@@ -272,10 +292,20 @@ pub fn install(o: Opts) -> Result {
         debug,
     )?;
 
+    let perf = scratch.join("fi_xpu_perf");
+    build_perf(&perf, &lib, &librel)?;
+    install_stripped(
+        &perf,
+        &dest(&prefix.join("bin/fi_xpu_perf")),
+        0o755,
+        &scratch,
+        debug,
+    )?;
+
     println!(
         "installed into {}{}: {lr}/{real} (+ {soname}, libfi_xpu.so, libfi_xpu.a), \
          {lr}/fi_xpu/{{{}}}, {count} header(s), {} man page(s), {lr}/pkgconfig/fi_xpu{{,-device}}.pc, \
-         {lr}/cmake/fi_xpu/, bin/fi_xpu_info, share/fi_xpu/examples/{}",
+         {lr}/cmake/fi_xpu/, bin/fi_xpu_{{info,perf}}, share/fi_xpu/examples/{}",
         destdir
             .as_ref()
             .map_or(String::new(), |d| format!("{} + ", d.display())),
