@@ -476,6 +476,8 @@ fn installed_examples(dir: &Path, prefix: &Path) {
         );
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
+    let out = run("two_process", &[]);
+    assert!(out.ends_with("two_process: ok\n"), "{out}");
     let out = run("hello", &[]);
     assert!(out.ends_with("hello: ok\n"), "{out}");
     let out = run("moe", &["-s", "-T", "8", "-i", "1"]);
@@ -622,6 +624,27 @@ fn installed_perf(prefix: &Path) {
         assert!(json.starts_with("[\n") && json.ends_with("\n]\n"), "{json}");
         assert_eq!(json.matches("\"verified\": true").count(), 3, "{json}");
     }
+}
+
+/// The EXAMPLE of fi_xpu(7) is examples/two_process.c, which the install
+/// test builds from the prefix and runs: the page shows a program that
+/// compiles and works.
+#[test]
+fn the_overview_page_shows_the_installed_example() {
+    let page = std::fs::read_to_string(common::root().join("man/fi_xpu.7.md")).unwrap();
+    let src = std::fs::read_to_string(common::root().join("examples/two_process.c")).unwrap();
+    let example = &page[page
+        .find("\n# EXAMPLE\n")
+        .expect("fi_xpu(7) has an EXAMPLE")..];
+    let code = example
+        .split_once("```c\n")
+        .and_then(|(_, rest)| rest.split_once("```\n"))
+        .map(|(code, _)| code)
+        .expect("a ```c block in EXAMPLE");
+    assert!(
+        code == src,
+        "man/fi_xpu.7.md's EXAMPLE differs from examples/two_process.c: copy the file into it"
+    );
 }
 
 #[test]

@@ -132,8 +132,9 @@ fn install_stripped(built: &Path, to: &Path, mode: u32, scratch: &Path, debug: b
 
 /// The examples a user builds against the prefix (examples/CMakeLists.txt
 /// lists the programs), relative to `examples/`.
-pub const EXAMPLES: [&str; 8] = [
+pub const EXAMPLES: [&str; 9] = [
     "CMakeLists.txt",
+    "two_process.c",
     "hello.c",
     "pingpong.c",
     "device_all_ops.c",
