@@ -527,7 +527,10 @@ fn installed_perf(prefix: &Path) {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("test,provider,size,iterations,latency_us,bandwidth_GBps,rate_Mops,verified")
+        Some(
+            "test,provider,size,iterations,latency_us,bandwidth_GBps,rate_Mops,verified,\
+             baseline_latency_us,baseline_GBps,baseline_Mops"
+        )
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let got: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[2])).collect();
@@ -546,11 +549,13 @@ fn installed_perf(prefix: &Path) {
     );
     assert_eq!(got.last().unwrap().0, "moe", "{csv}");
     for r in &rows {
-        assert_eq!(r.len(), 8, "{r:?}");
+        assert_eq!(r.len(), 11, "{r:?}");
         assert_eq!(&r[1..2], ["shm"], "{r:?}");
         assert_eq!(r[3], "5", "{r:?}");
         assert!(r[4].parse::<f64>().unwrap() > 0.0, "{r:?}");
         assert_eq!(r[7], "ok", "{r:?}");
+        // No -B: no baseline.
+        assert_eq!(r[8..], ["", "", ""], "{r:?}");
     }
 
     let o = perf(&["-x"]);
@@ -576,6 +581,8 @@ fn installed_perf(prefix: &Path) {
         eprintln!("libfabric is not installed: fi_xpu_perf over ofi skipped");
         return;
     }
+    // -B: the host-driven libfabric baselines (installed in libexec/fi_xpu
+    // where libfabric's headers are) beside the figures they match.
     let json = ok(perf(&[
         "-p",
         "ofi",
@@ -583,16 +590,19 @@ fn installed_perf(prefix: &Path) {
         "tcp",
         "-o",
         "json",
+        "-B",
         "-t",
-        "write,atomic,put_signal",
+        "write,put_signal,moe",
         "-s",
-        "64",
+        "8",
         "-S",
-        "64",
+        "8",
         "-n",
         "3",
         "-w",
         "1",
+        "-T",
+        "4",
     ]));
     if common::have("python3") {
         let mut py = Command::new("python3")
@@ -600,7 +610,9 @@ fn installed_perf(prefix: &Path) {
                 "-c",
                 "import json, sys\n\
                  for r in json.load(sys.stdin):\n\
-                 \x20   print(r['test'], r['provider'], r['size'], r['verified'], sorted(r))",
+                 \x20   print(r['test'], r['provider'], r['size'], r['verified'],\n\
+                 \x20         r['baseline_latency_us'] is not None,\n\
+                 \x20         r['baseline_Mops'] is not None, sorted(r))",
             ])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -610,13 +622,15 @@ fn installed_perf(prefix: &Path) {
         py.stdin.take().unwrap().write_all(json.as_bytes()).unwrap();
         let o = py.wait_with_output().unwrap();
         assert!(o.status.success(), "not JSON:\n{json}");
-        let keys = "['bandwidth_GBps', 'iterations', 'latency_us', 'provider', 'rate_Mops', \
-                    'size', 'test', 'verified']";
+        let keys = "['bandwidth_GBps', 'baseline_GBps', 'baseline_Mops', \
+                    'baseline_latency_us', 'iterations', 'latency_us', 'provider', \
+                    'rate_Mops', 'size', 'test', 'verified']";
         assert_eq!(
             String::from_utf8_lossy(&o.stdout),
             format!(
-                "write ofi/tcp 64 True {keys}\natomic ofi/tcp 8 True {keys}\n\
-                 put_signal ofi/tcp 64 True {keys}\n"
+                "write ofi/tcp 8 True False True {keys}\n\
+                 put_signal ofi/tcp 8 True True False {keys}\n\
+                 moe ofi/tcp 344064 True True False {keys}\n"
             ),
             "{json}"
         );

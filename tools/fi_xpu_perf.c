@@ -31,9 +31,17 @@ struct opts {
 	const char *prov, *fabric, *format;
 	unsigned tests; /* bit per enum perf_test */
 	size_t min, max;
-	int iters, warmup, progress;
+	int iters, warmup, progress, baseline;
 	uint32_t tokens;
 };
+
+/* What the host-driven libfabric baselines measured (-B); < 0: nothing. */
+struct baseline {
+	double lat8_us, rate8_mops; /* 8-byte fi_write */
+	double bw_mbps[3];          /* fi_write of 64 KiB, 1 MiB, 16 MiB */
+	double moe_us;              /* MoE dispatch+combine, 2 ranks */
+};
+static struct baseline base_fig = { -1, -1, { -1, -1, -1 }, -1 };
 
 /* What one kernel measures, and what it found. */
 struct job {
@@ -200,14 +208,143 @@ struct row {
 	size_t size;
 	int iters;
 	double lat_us, bw_gbps, rate_mops; /* < 0: not measured */
+	double lf_lat_us, lf_gbps, lf_mops; /* the libfabric baseline's */
 };
+
+/* ---- the libfabric baselines (-B) ------------------------------------ */
+/* The benchmarks' host-driven programs (benches/libfabric_rma.c,
+ * benches/moe_host.c), installed in <prefix>/libexec/fi_xpu. */
+static int baseline_path(char *out, size_t len, const char *name)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+	if (n <= 0)
+		return -1;
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	*slash = 0; /* <prefix>/bin */
+	if (snprintf(out, len, "%s/../libexec/fi_xpu/%s", self, name) >= (int)len)
+		return -1;
+	return access(out, X_OK);
+}
+
+/* Runs argv[0] and reads its "name value unit" lines into `b`; 0 when it
+ * succeeded. Started before the world: this process never initialises
+ * libfabric before it forks. */
+static int run_baseline(char *const argv[], struct baseline *b)
+{
+	static const char *const sizes[3] = { "64KiB", "1MiB", "16MiB" };
+	char line[256];
+	int fds[2], st, i;
+	pid_t pid;
+	FILE *f;
+	if (pipe(fds))
+		return -1;
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		char name[64];
+		double v;
+		if (sscanf(line, "%63s %lf", name, &v) != 2)
+			continue;
+		if (!strcmp(name, "latency_8B_us"))
+			b->lat8_us = v;
+		else if (!strcmp(name, "rate_8B_mps"))
+			b->rate8_mops = v;
+		else if (!strcmp(name, "moe_us"))
+			b->moe_us = v;
+		for (i = 0; i < 3; i++) {
+			char want[32];
+			snprintf(want, sizeof(want), "bw_%s_MBps", sizes[i]);
+			if (!strcmp(name, want))
+				b->bw_mbps[i] = v;
+		}
+	}
+	if (f)
+		fclose(f);
+	else
+		close(fds[0]);
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : -1;
+}
+
+/* Both baselines on the libfabric provider fi_xpu's provider runs on (the
+ * shm provider's counterpart is libfabric's shm). */
+static int measure_baselines(const struct opts *o)
+{
+	const char *lf = o->fabric ? o->fabric : "shm";
+	char rma[4200], moe[4200], iters[16], warm[16], tokens[16];
+	snprintf(iters, sizeof(iters), "%d", o->iters);
+	snprintf(warm, sizeof(warm), "%d", o->warmup);
+	snprintf(tokens, sizeof(tokens), "%u", o->tokens);
+	if (baseline_path(rma, sizeof(rma), "libfabric_rma") ||
+	    baseline_path(moe, sizeof(moe), "moe_host")) {
+		fprintf(stderr, "fi_xpu_perf: -B needs libexec/fi_xpu/libfabric_rma and moe_host "
+				"beside this program's prefix (installed where libfabric's headers "
+				"were)\n");
+		return -1;
+	}
+	if (o->tests & ((1u << T_WRITE) | (1u << T_PUT_SIGNAL))) {
+		char *const argv[] = { rma, (char *)lf, iters, NULL };
+		if (run_baseline(argv, &base_fig)) {
+			fprintf(stderr, "fi_xpu_perf: %s %s failed\n", rma, lf);
+			return -1;
+		}
+	}
+	if (o->tests & (1u << T_MOE)) {
+		char *const argv[] = { moe, (char *)lf, "-n", "2", "-T", tokens, "-i", iters,
+				       "-W", warm, NULL };
+		if (run_baseline(argv, &base_fig)) {
+			fprintf(stderr, "fi_xpu_perf: %s %s failed\n", moe, lf);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The baseline's figures for a row, where it measured the same thing. */
+static void baseline_row(struct row *r)
+{
+	static const size_t sizes[3] = { 64u << 10, 1u << 20, 16u << 20 };
+	int i;
+	r->lf_lat_us = r->lf_gbps = r->lf_mops = -1;
+	/* libfabric_rma's latency is one way, from a ping-pong of 8-byte
+	 * writes whose data the peer polls for: the put_signal row's figure. */
+	if (r->test == T_PUT_SIGNAL && r->size == 8)
+		r->lf_lat_us = base_fig.lat8_us;
+	if (r->test == T_WRITE && r->size == 8)
+		r->lf_mops = base_fig.rate8_mops;
+	for (i = 0; i < 3 && r->test == T_WRITE; i++)
+		if (r->size == sizes[i] && base_fig.bw_mbps[i] >= 0)
+			r->lf_gbps = base_fig.bw_mbps[i] / 1e3;
+	if (r->test == T_MOE && base_fig.moe_us > 0) {
+		r->lf_lat_us = base_fig.moe_us;
+		r->lf_gbps = (double)r->size / (base_fig.moe_us * 1e3);
+	}
+}
 
 static void print_header(const struct opts *o)
 {
 	if (!strcmp(o->format, "csv"))
-		printf("test,provider,size,iterations,latency_us,bandwidth_GBps,rate_Mops,verified\n");
+		printf("test,provider,size,iterations,latency_us,bandwidth_GBps,rate_Mops,verified,"
+		       "baseline_latency_us,baseline_GBps,baseline_Mops\n");
 	else if (!strcmp(o->format, "json"))
 		printf("[");
+	else if (o->baseline)
+		printf("%-11s %-9s %10s %8s %12s %10s %10s %-8s %12s %10s %10s\n", "test",
+		       "provider", "bytes", "iters", "latency_us", "GB/s", "Mops/s", "verified",
+		       "lf_latency", "lf_GB/s", "lf_Mops/s");
 	else
 		printf("%-11s %-9s %10s %8s %12s %10s %10s %s\n", "test", "provider", "bytes", "iters",
 		       "latency_us", "GB/s", "Mops/s", "verified");
@@ -241,19 +378,38 @@ static void print_row(const struct opts *o, const struct row *r, int first, cons
 		cell(o, r->bw_gbps, 0, 1);
 		printf(", \"rate_Mops\": ");
 		cell(o, r->rate_mops, 0, 1);
-		printf(", \"verified\": %s}", strcmp(verified, "ok") ? "false" : "true");
+		printf(", \"verified\": %s, \"baseline_latency_us\": ",
+		       strcmp(verified, "ok") ? "false" : "true");
+		cell(o, r->lf_lat_us, 0, 1);
+		printf(", \"baseline_GBps\": ");
+		cell(o, r->lf_gbps, 0, 1);
+		printf(", \"baseline_Mops\": ");
+		cell(o, r->lf_mops, 0, 1);
+		printf("}");
 	} else if (!strcmp(o->format, "csv")) {
 		printf("%s,%s,%zu,%d,", test_names[r->test], prov, r->size, r->iters);
 		cell(o, r->lat_us, 0, 0);
 		cell(o, r->bw_gbps, 0, 0);
 		cell(o, r->rate_mops, 0, 0);
-		printf("%s\n", verified);
+		printf("%s,", verified);
+		cell(o, r->lf_lat_us, 0, 0);
+		cell(o, r->lf_gbps, 0, 0);
+		cell(o, r->lf_mops, 0, 1);
+		printf("\n");
 	} else {
 		printf("%-11s %-9s %10zu %8d ", test_names[r->test], prov, r->size, r->iters);
 		cell(o, r->lat_us, 12, 0);
 		cell(o, r->bw_gbps, 10, 0);
-		cell(o, r->rate_mops, 10, 1);
-		printf(" %s\n", verified);
+		cell(o, r->rate_mops, 10, 0);
+		if (o->baseline) {
+			printf("%-8s ", verified);
+			cell(o, r->lf_lat_us, 12, 0);
+			cell(o, r->lf_gbps, 10, 0);
+			cell(o, r->lf_mops, 10, 1);
+			printf("\n");
+		} else {
+			printf("%s\n", verified);
+		}
 	}
 	fflush(stdout);
 }
@@ -341,6 +497,7 @@ static int rank_main(struct world *w, const struct opts *o)
 			r.size = size;
 			r.iters = o->iters;
 			r.lat_us = r.bw_gbps = r.rate_mops = -1;
+			r.lf_lat_us = r.lf_gbps = r.lf_mops = -1;
 			if (w->rank == 0)
 				progress(o, step, steps, test_names[t], size);
 			step++;
@@ -363,6 +520,7 @@ static int rank_main(struct world *w, const struct opts *o)
 				r.size = (size_t)o->tokens * 3 * (a.l->tok_bytes + a.l->out_bytes);
 				r.lat_us = (all[0] > all[1] ? all[0] : all[1]) * 1e6;
 				r.bw_gbps = (double)r.size / (r.lat_us * 1e3);
+				baseline_row(&r);
 				if (w->rank == 0)
 					print_row(o, &r, first, bads[0] || bads[1] ? "FAILED" : "ok");
 				if (bads[0] || bads[1])
@@ -404,6 +562,7 @@ static int rank_main(struct world *w, const struct opts *o)
 						r.bw_gbps = (double)size * o->iters / j.seconds / 1e9;
 					}
 				}
+				baseline_row(&r);
 				if (!perf_verified(w, &j, o)) {
 					if (w->rank == 0)
 						print_row(o, &r, first, "FAILED");
@@ -432,12 +591,13 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fi_xpu_perf [-p shm|ofi] [-f fabric] [-t tests] [-s min] [-S max]\n"
 		"                   [-n iterations] [-w warm-up] [-T tokens] [-o table|csv|json]\n"
-		"                   [-P] [-h]\n"
+		"                   [-B] [-P] [-h]\n"
 		"  -p  fi_xpu provider (shm)           -f  libfabric provider under ofi (tcp)\n"
 		"  -t  comma-separated tests: write,read,atomic,put_signal,moe (all)\n"
 		"  -s  smallest size in bytes (8)      -S  largest size in bytes (1048576)\n"
 		"  -n  timed iterations (1000)         -w  untimed iterations first (100)\n"
 		"  -T  MoE tokens per rank (32)        -o  output format (table)\n"
+		"  -B  also run the host-driven libfabric baselines (libexec/fi_xpu)\n"
 		"  -P  progress line on stderr even when it is not a terminal\n");
 }
 
@@ -489,7 +649,7 @@ int main(int argc, char **argv)
 	o.warmup = 100;
 	o.tokens = 32;
 	o.progress = isatty(2);
-	while ((c = getopt(argc, argv, "p:f:t:s:S:n:w:T:o:Ph")) != -1) {
+	while ((c = getopt(argc, argv, "p:f:t:s:S:n:w:T:o:PBh")) != -1) {
 		switch (c) {
 		case 'p': o.prov = optarg; break;
 		case 'f': o.fabric = optarg; break;
@@ -524,6 +684,7 @@ int main(int argc, char **argv)
 				goto bad;
 			break;
 		case 'P': o.progress = 1; break;
+		case 'B': o.baseline = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: goto bad;
 		}
@@ -533,6 +694,8 @@ int main(int argc, char **argv)
 	if (!strcmp(o.prov, "ofi") && !o.fabric)
 		o.fabric = "tcp";
 	signal(SIGPIPE, SIG_IGN);
+	if (o.baseline && measure_baselines(&o))
+		return 1;
 	memset(&w, 0, sizeof(w));
 	w.prov = o.prov;
 	w.fabric = o.fabric;
