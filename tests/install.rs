@@ -558,6 +558,16 @@ fn installed_perf(prefix: &Path) {
         assert_eq!(r[8..], ["", "", ""], "{r:?}");
     }
 
+    // -P: the progress line on standard error, erased at the end.
+    let o = perf(&["-P", "-t", "atomic", "-n", "5", "-w", "1", "-o", "csv"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("\rfi_xpu_perf: [1/1] atomic 8 bytes..."),
+        "{err:?}"
+    );
+    assert!(err.ends_with('\r'), "{err:?}");
+
     let o = perf(&["-x"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "");
