@@ -558,6 +558,48 @@ fn installed_perf(prefix: &Path) {
         assert_eq!(r[8..], ["", "", ""], "{r:?}");
     }
 
+    // Two invocations, one per rank, joined by the library's tcp
+    // bootstrap (as a launcher starts them): rank 0 prints.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let ranks: Vec<_> = (0..2)
+        .map(|r| {
+            Command::new(prefix.join("bin/fi_xpu_perf"))
+                .args(["-o", "csv", "-t", "write,put_signal", "-s", "8", "-S", "8"])
+                .args(["-n", "5", "-w", "1"])
+                .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
+                .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
+                .env("FI_XPU_BOOTSTRAP_SIZE", "2")
+                .env(
+                    "FI_XPU_BOOTSTRAP_KEY",
+                    format!("perf-{}", std::process::id()),
+                )
+                .env_remove("LD_LIBRARY_PATH")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<String> = ranks
+        .into_iter()
+        .map(|c| ok(c.wait_with_output().unwrap()))
+        .collect();
+    let rows: Vec<&str> = outs[0]
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(rows, ["write", "put_signal"], "{}", outs[0]);
+    assert!(
+        outs[0].lines().skip(1).all(|l| l.contains(",ok,")),
+        "{}",
+        outs[0]
+    );
+    assert_eq!(outs[1], "");
+
     // -P: the progress line on standard error, erased at the end.
     let o = perf(&["-P", "-t", "atomic", "-n", "5", "-w", "1", "-o", "csv"]);
     assert!(o.status.success());
