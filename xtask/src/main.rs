@@ -393,8 +393,10 @@ fn demo(args: &[String]) -> Result {
         .arg(format!("-L{}", lib.display()))
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .args(["-lfi_xpu", "-lpthread"]))?;
-    println!("running {} {}\n", exe.display(), DEMO_ARGS.join(" "));
-    run(Command::new(&exe).args(DEMO_ARGS).args(extra))
+    let mut cmd = Command::new(&exe);
+    cmd.args(DEMO_ARGS).args(extra);
+    println!("running {}\n", describe(&cmd));
+    run(&mut cmd)
 }
 
 /// The test programs that launch kernels through the host launcher, each
