@@ -7,6 +7,10 @@
  *
  *   ./pingpong [-n iterations] [-S max_size]
  */
+/* clock_gettime and getopt under a strict -std=c11. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include <fi_xpu.h>
 #include <fi_xpu/device.h>
 

@@ -440,6 +440,282 @@ fn assert_nothing_at_libfabric_paths(prefix: &Path) {
     );
 }
 
+/// The installed examples build with nothing but their CMakeLists.txt and
+/// `find_package(fi_xpu)`, under strict C11 with every warning an error,
+/// and run from the build tree: hello, and MoE dispatch and combine over
+/// shm and (with libfabric) ofi over tcp.
+fn installed_examples(dir: &Path, prefix: &Path) {
+    let src = prefix.join("share/fi_xpu/examples");
+    let build = dir.join("build");
+    let o = Command::new("cmake")
+        .arg("-S")
+        .arg(&src)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .arg("-DCMAKE_C_FLAGS=-Werror")
+        .env_remove("CMAKE_PREFIX_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cmake configure {}: {}{}",
+        src.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = common::run_ok(Command::new("cmake").arg("--build").arg(&build));
+    let log = String::from_utf8_lossy(&o.stdout);
+    assert!(!log.contains("warning"), "{log}");
+    let run = |exe: &str, args: &[&str]| {
+        let o = common::run_ok(
+            Command::new(build.join(exe))
+                .args(args)
+                .current_dir(&build)
+                .env("FI_TCP_IFACE", "lo")
+                .env_remove("LD_LIBRARY_PATH")
+                .env_remove("FI_XPU_PROVIDER_PATH")
+                .env_remove("FI_XPU_PROVIDER"),
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = run("two_process", &[]);
+    assert!(out.ends_with("two_process: ok\n"), "{out}");
+    let out = run("hello", &[]);
+    assert!(out.ends_with("hello: ok\n"), "{out}");
+    let out = run("moe", &["-s", "-T", "8", "-i", "1"]);
+    assert!(out.contains("on every rank: ok\n"), "{out}");
+    if common::ofi::have_libfabric() {
+        let out = run(
+            "moe",
+            &["-n", "2", "-T", "8", "-i", "1", "-p", "ofi", "-f", "tcp"],
+        );
+        assert!(
+            out.contains("prov=ofi/tcp dtype=bf16 T=8 H=7168 E=4 K=3: ok"),
+            "{out}"
+        );
+    }
+}
+
+/// bin/fi_xpu_perf of the prefix: every test over shm in CSV with the
+/// columns fi_xpu_perf(1) lists, JSON over ofi (libfabric's tcp) that a
+/// JSON parser reads, and usage with exit status 2 for a bad option.
+fn installed_perf(prefix: &Path) {
+    let perf = |args: &[&str]| {
+        Command::new(prefix.join("bin/fi_xpu_perf"))
+            .args(args)
+            .env("FI_TCP_IFACE", "lo")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("FI_XPU_PROVIDER_PATH")
+            .env_remove("FI_XPU_PROVIDER")
+            .output()
+            .unwrap()
+    };
+    let ok = |o: Output| {
+        assert!(
+            o.status.success(),
+            "fi_xpu_perf: {}\n{}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // Not a terminal, and no -P: no progress line.
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+        String::from_utf8(o.stdout).unwrap()
+    };
+
+    let csv = ok(perf(&[
+        "-o", "csv", "-s", "8", "-S", "16", "-n", "5", "-w", "1", "-T", "4",
+    ]));
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "test,provider,size,iterations,latency_us,bandwidth_GBps,rate_Mops,verified,\
+             baseline_latency_us,baseline_GBps,baseline_Mops"
+        )
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let got: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[2])).collect();
+    assert_eq!(
+        got[..got.len() - 1],
+        [
+            ("write", "8"),
+            ("write", "16"),
+            ("read", "8"),
+            ("read", "16"),
+            ("atomic", "8"),
+            ("put_signal", "8"),
+            ("put_signal", "16"),
+        ],
+        "{csv}"
+    );
+    assert_eq!(got.last().unwrap().0, "moe", "{csv}");
+    for r in &rows {
+        assert_eq!(r.len(), 11, "{r:?}");
+        assert_eq!(&r[1..2], ["shm"], "{r:?}");
+        assert_eq!(r[3], "5", "{r:?}");
+        assert!(r[4].parse::<f64>().unwrap() > 0.0, "{r:?}");
+        assert_eq!(r[7], "ok", "{r:?}");
+        // No -B: no baseline.
+        assert_eq!(r[8..], ["", "", ""], "{r:?}");
+    }
+
+    // Two invocations, one per rank, joined by the library's tcp
+    // bootstrap (as a launcher starts them): rank 0 prints.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let ranks: Vec<_> = (0..2)
+        .map(|r| {
+            Command::new(prefix.join("bin/fi_xpu_perf"))
+                .args(["-o", "csv", "-t", "write,put_signal", "-s", "8", "-S", "8"])
+                .args(["-n", "5", "-w", "1"])
+                .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
+                .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
+                .env("FI_XPU_BOOTSTRAP_SIZE", "2")
+                .env(
+                    "FI_XPU_BOOTSTRAP_KEY",
+                    format!("perf-{}", std::process::id()),
+                )
+                .env_remove("LD_LIBRARY_PATH")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<String> = ranks
+        .into_iter()
+        .map(|c| ok(c.wait_with_output().unwrap()))
+        .collect();
+    let rows: Vec<&str> = outs[0]
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(rows, ["write", "put_signal"], "{}", outs[0]);
+    assert!(
+        outs[0].lines().skip(1).all(|l| l.contains(",ok,")),
+        "{}",
+        outs[0]
+    );
+    assert_eq!(outs[1], "");
+
+    // -P: the progress line on standard error, erased at the end.
+    let o = perf(&["-P", "-t", "atomic", "-n", "5", "-w", "1", "-o", "csv"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("\rfi_xpu_perf: [1/1] atomic 8 bytes..."),
+        "{err:?}"
+    );
+    assert!(err.ends_with('\r'), "{err:?}");
+
+    let o = perf(&["-x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("usage: fi_xpu_perf"));
+    for bad in [
+        &["-o", "xml"][..],
+        &["-p", "verbs"],
+        &["-t", "send2"],
+        &["-s", "0"],
+        &["x"],
+    ] {
+        let o = perf(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("usage: fi_xpu_perf"),
+            "{bad:?}"
+        );
+    }
+
+    if !common::ofi::have_libfabric() {
+        eprintln!("libfabric is not installed: fi_xpu_perf over ofi skipped");
+        return;
+    }
+    // -B: the host-driven libfabric baselines (installed in libexec/fi_xpu
+    // where libfabric's headers are) beside the figures they match.
+    let json = ok(perf(&[
+        "-p",
+        "ofi",
+        "-f",
+        "tcp",
+        "-o",
+        "json",
+        "-B",
+        "-t",
+        "write,put_signal,moe",
+        "-s",
+        "8",
+        "-S",
+        "8",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "-T",
+        "4",
+    ]));
+    if common::have("python3") {
+        let mut py = Command::new("python3")
+            .args([
+                "-c",
+                "import json, sys\n\
+                 for r in json.load(sys.stdin):\n\
+                 \x20   print(r['test'], r['provider'], r['size'], r['verified'],\n\
+                 \x20         r['baseline_latency_us'] is not None,\n\
+                 \x20         r['baseline_Mops'] is not None, sorted(r))",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        py.stdin.take().unwrap().write_all(json.as_bytes()).unwrap();
+        let o = py.wait_with_output().unwrap();
+        assert!(o.status.success(), "not JSON:\n{json}");
+        let keys = "['bandwidth_GBps', 'baseline_GBps', 'baseline_Mops', \
+                    'baseline_latency_us', 'iterations', 'latency_us', 'provider', \
+                    'rate_Mops', 'size', 'test', 'verified']";
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            format!(
+                "write ofi/tcp 8 True False True {keys}\n\
+                 put_signal ofi/tcp 8 True True False {keys}\n\
+                 moe ofi/tcp 344064 True True False {keys}\n"
+            ),
+            "{json}"
+        );
+    } else {
+        assert!(json.starts_with("[\n") && json.ends_with("\n]\n"), "{json}");
+        assert_eq!(json.matches("\"verified\": true").count(), 3, "{json}");
+    }
+}
+
+/// The EXAMPLE of fi_xpu(7) is examples/two_process.c, which the install
+/// test builds from the prefix and runs: the page shows a program that
+/// compiles and works.
+#[test]
+fn the_overview_page_shows_the_installed_example() {
+    let page = std::fs::read_to_string(common::root().join("man/fi_xpu.7.md")).unwrap();
+    let src = std::fs::read_to_string(common::root().join("examples/two_process.c")).unwrap();
+    let example = &page[page
+        .find("\n# EXAMPLE\n")
+        .expect("fi_xpu(7) has an EXAMPLE")..];
+    let code = example
+        .split_once("```c\n")
+        .and_then(|(_, rest)| rest.split_once("```\n"))
+        .map(|(code, _)| code)
+        .expect("a ```c block in EXAMPLE");
+    assert!(
+        code == src,
+        "man/fi_xpu.7.md's EXAMPLE differs from examples/two_process.c: copy the file into it"
+    );
+}
+
 #[test]
 fn installed_tree_works_alone() {
     for tool in ["pkg-config", "cmake", "man", "nm", "objcopy"] {
@@ -498,7 +774,12 @@ fn installed_tree_works_alone() {
 
     // Binaries are stripped and name their separate debug information,
     // which this install left out.
-    for file in [&real, &shm, &prefix.join("bin/fi_xpu_info")] {
+    for file in [
+        &real,
+        &shm,
+        &prefix.join("bin/fi_xpu_info"),
+        &prefix.join("bin/fi_xpu_perf"),
+    ] {
         let s = section_names(file);
         assert!(
             !s.contains(".debug_info"),
@@ -543,6 +824,8 @@ fn installed_tree_works_alone() {
     assert!(log.contains(&format!("from {}", shm.display())), "{log}");
     let log = cmake_consumer(&base.join("cmake"), &prefix, &lib, false);
     assert!(log.contains(&format!("from {}", shm.display())), "{log}");
+    installed_examples(&base.join("examples"), &prefix);
+    installed_perf(&prefix);
 
     // fi_xpu_info finds the installed plugin.
     let o = common::run_ok(

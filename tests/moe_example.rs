@@ -167,3 +167,27 @@ fn moe_with_ranks_bound_to_cpus() {
         );
     }
 }
+
+/// `-s`, what `cargo xtask demo` runs: one screen with the run's shape, the
+/// bytes each rank sends, every phase's time and the check's result.
+#[test]
+fn moe_summary_screen() {
+    check(
+        "moe",
+        &["-s", "-n", "2", "-T", "8", "-i", "2", "-W", "1"],
+        &[
+            "fi_xpu MoE dispatch and combine: 2 processes, provider shm",
+            "tokens           8 per rank, 7168 BF16 elements each, routed to 3 experts",
+            "dispatch bytes   344064 per rank (24 tokens x 14336 bytes)",
+            "combine bytes    344064 per rank (24 results x 14336 bytes)",
+            "dispatch_send",
+            "dispatch_signal",
+            "expert_combine",
+            "combine_signal",
+            "combine_reduce",
+            "dispatch+combine",
+            "verified: every byte of the 2 x 24 dispatched tokens and 2 x 8 combined \
+             results, on every rank: ok",
+        ],
+    );
+}

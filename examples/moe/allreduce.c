@@ -13,6 +13,10 @@
  * Values are small integers, so every sum is exact and every element is
  * checked against the closed form.
  */
+/* world.h binds ranks to CPUs with the GNU affinity calls (sched.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "world.h"
 
 #include <getopt.h>

@@ -6,11 +6,14 @@
  *
  *   moe [-n ranks] [-p shm|ofi] [-f tcp|shm] [-T tokens] [-H hidden]
  *       [-E experts per rank] [-K top-k] [-8] [-i iterations]
- *       [-W warm-up iterations] [-g groups] [-w items per group] [-b]
+ *       [-W warm-up iterations] [-g groups] [-w items per group] [-b] [-s]
  *   -W         iterations run first and not timed (0 by default); the
  *              last iteration's bytes are checked, as without -W
  *   -b         forked ranks each on one CPU, as MPI launchers bind ranks
  *              (world_bind in world.h)
+ *   -s         one screen instead of one line: the run's shape, the bytes
+ *              each rank sends, microseconds and GB/s per phase, and the
+ *              result of the check (what `cargo xtask demo` shows)
  *   moe -a     every combination the README lists: 2, 4 and 8 ranks; shm,
  *              ofi over tcp and ofi over libfabric's shm; BF16 and FP8.
  *
@@ -21,12 +24,16 @@
  * Every run checks every byte dispatched and combined on every rank and
  * prints one line: "moe n=.. prov=.. ...: ok, <us> us per dispatch+combine".
  */
+/* world.h binds ranks to CPUs with the GNU affinity calls (sched.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "moe.h"
 
 #include <getopt.h>
 
 struct opts {
-	int n, fp8, iters, warmup, bind;
+	int n, fp8, iters, warmup, bind, summary;
 	const char *prov, *fabric;
 	uint32_t T, H, E, K, groups, items;
 };
@@ -79,14 +86,68 @@ static void launch(const struct opts *o, moe_phase phase, const struct moe_args 
 	}
 }
 
+#define MOE_PHASES 5
+/* The kernels in the order they run. */
+static const moe_phase phases[MOE_PHASES] = {
+	moe_phase_dispatch_send, moe_phase_dispatch_signal, moe_phase_expert_combine,
+	moe_phase_combine_signal, moe_phase_combine_reduce,
+};
+static const char *const phase_names[MOE_PHASES] = {
+	"dispatch_send", "dispatch_signal", "expert_combine", "combine_signal", "combine_reduce",
+};
+
+/* The -s screen, on rank 0: `us` holds the slowest rank's mean per phase
+ * (per kernel, as in phases[]). */
+static void print_summary(const struct world *w, const struct opts *o,
+			  const struct moe_layout *l, const double *us, long bad)
+{
+	/* Payload per rank: every token goes to K experts on other ranks,
+	 * and every expert result comes back. */
+	double sent = (double)o->T * o->K * l->tok_bytes;
+	double back = (double)o->T * o->K * l->out_bytes;
+	double dispatch = us[0] + us[1], combine = us[2] + us[3] + us[4];
+	int i;
+	printf("fi_xpu MoE dispatch and combine: %d processes, provider %s%s%s, "
+	       "device code on CPU threads\n\n",
+	       w->n, w->prov, w->fabric ? "/" : "", w->fabric ? w->fabric : "");
+	printf("  ranks            %d, each with %u experts (%u in all)\n", w->n, o->E,
+	       o->E * (uint32_t)w->n);
+	printf("  tokens           %u per rank, %u %s elements each, routed to %u experts "
+	       "on other ranks\n",
+	       o->T, o->H, o->fp8 ? "FP8" : "BF16", o->K);
+	printf("  dispatch bytes   %.0f per rank (%u tokens x %u bytes)\n", sent, o->T * o->K,
+	       l->tok_bytes);
+	printf("  combine bytes    %.0f per rank (%u results x %u bytes)\n", back, o->T * o->K,
+	       l->out_bytes);
+	printf("  kernels          %u work groups of %u work items per rank\n", o->groups,
+	       o->items);
+	printf("  iterations       %d timed after %d untimed; slowest rank's mean\n\n",
+	       o->iters, o->warmup);
+	printf("  %-26s %10s %12s\n", "phase", "us", "GB/s/rank");
+	for (i = 0; i < MOE_PHASES; i++)
+		printf("  %-26s %10.1f\n", phase_names[i], us[i]);
+	printf("  %-26s %10.1f %12.2f\n", "dispatch (send+signal)", dispatch,
+	       sent / (dispatch * 1e3));
+	printf("  %-26s %10.1f %12.2f\n", "combine (expert..reduce)", combine,
+	       back / (combine * 1e3));
+	printf("  %-26s %10.1f %12.2f\n\n", "dispatch+combine", dispatch + combine,
+	       (sent + back) / ((dispatch + combine) * 1e3));
+	if (bad)
+		printf("  verified: FAILED, %ld mismatches (the first is on stderr)\n", bad);
+	else
+		printf("  verified: every byte of the %d x %u dispatched tokens and %d x %u "
+		       "combined results, on every rank: ok\n",
+		       w->n, o->T * o->K, w->n, o->T);
+}
+
 /* One rank's life; returns 0 when everything it holds checked out. */
 static int rank_main(struct world *w, const struct opts *o)
 {
 	struct moe_layout plan;
 	struct moe_args a;
-	double t0, best = 1e30, sum = 0;
+	double t0, best = 1e30, sum = 0, phase_sum[MOE_PHASES] = { 0 };
 	long bad;
-	int it;
+	int it, p;
 
 	moe_plan(&plan, (uint32_t)w->n, o->T, o->H, o->E, o->K, o->fp8);
 	world_open(w, plan.size, NULL);
@@ -100,11 +161,13 @@ static int rank_main(struct world *w, const struct opts *o)
 		moe_reset(a.l, w->sym, (uint32_t)w->n);
 		world_barrier(w);
 		t0 = world_now();
-		launch(o, moe_phase_dispatch_send, &a);
-		launch(o, moe_phase_dispatch_signal, &a);
-		launch(o, moe_phase_expert_combine, &a);
-		launch(o, moe_phase_combine_signal, &a);
-		launch(o, moe_phase_combine_reduce, &a);
+		/* Each phase's time is that of its own launch. */
+		for (p = 0; p < MOE_PHASES; p++) {
+			double tp = world_now();
+			launch(o, phases[p], &a);
+			if (it >= 0)
+				phase_sum[p] += world_now() - tp;
+		}
 		if (it < 0)
 			continue;
 		dt = world_now() - t0;
@@ -115,17 +178,25 @@ static int rank_main(struct world *w, const struct opts *o)
 	{
 		/* Rank 0 reports the slowest rank's mean. */
 		double mean = sum / o->iters, all[WORLD_MAXP];
+		double us[MOE_PHASES], all_us[WORLD_MAXP][MOE_PHASES];
 		long bads[WORLD_MAXP];
 		int r;
+		for (p = 0; p < MOE_PHASES; p++)
+			us[p] = phase_sum[p] / o->iters * 1e6;
 		world_allgather(w, &mean, all, sizeof(mean));
 		world_allgather(w, &bad, bads, sizeof(bad));
+		world_allgather(w, us, all_us, sizeof(us));
 		for (r = 0; r < w->n; r++) {
 			mean = all[r] > mean ? all[r] : mean;
 			bad += r != w->rank ? bads[r] : 0;
+			for (p = 0; p < MOE_PHASES; p++)
+				us[p] = all_us[r][p] > us[p] ? all_us[r][p] : us[p];
 		}
-		if (w->rank == 0)
+		if (w->rank == 0 && o->summary)
+			print_summary(w, o, a.l, us, bad);
+		else if (w->rank == 0)
 			printf("moe_us %.1f\n", mean * 1e6);
-		if (w->rank == 0)
+		if (w->rank == 0 && !o->summary)
 			printf("moe n=%d prov=%s%s%s dtype=%s T=%u H=%u E=%u K=%u: %s, %.1f us per "
 			       "dispatch+combine (best %.1f, %d iterations)\n",
 			       w->n, w->prov, w->fabric ? "/" : "", w->fabric ? w->fabric : "",
@@ -141,7 +212,8 @@ static int run(const struct opts *o)
 	struct world w;
 	int rc;
 	memset(&w, 0, sizeof(w));
-	w.name = "moe";
+	/* The pids line is for scripts that clean up after killed ranks. */
+	w.name = o->summary ? NULL : "moe";
 	w.prov = o->prov;
 	w.fabric = o->fabric;
 	w.bind = o->bind;
@@ -192,7 +264,7 @@ int main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	o.n = 2, o.prov = "shm", o.iters = 3;
 	o.T = 32, o.H = 7168, o.E = 4, o.K = 3, o.groups = 2, o.items = 2;
-	while ((c = getopt(argc, argv, "an:p:f:T:H:E:K:8i:W:g:w:b")) != -1) {
+	while ((c = getopt(argc, argv, "an:p:f:T:H:E:K:8i:W:g:w:bs")) != -1) {
 		switch (c) {
 		case 'a': all = 1; break;
 		case 'n': o.n = atoi(optarg); break;
@@ -208,10 +280,11 @@ int main(int argc, char **argv)
 		case 'w': o.items = (uint32_t)atoi(optarg); break;
 		case 'W': o.warmup = atoi(optarg); break;
 		case 'b': o.bind = 1; break;
+		case 's': o.summary = 1; break;
 		default:
 			fprintf(stderr, "usage: %s [-a] [-n ranks] [-p shm|ofi] [-f fabric] [-T tokens] "
 					"[-H hidden] [-E experts] [-K topk] [-8] [-i iters] [-W warmup] "
-					"[-g groups] [-w items] [-b]\n", argv[0]);
+					"[-g groups] [-w items] [-b] [-s]\n", argv[0]);
 			return 2;
 		}
 	}

@@ -10,7 +10,10 @@
 //! <prefix>/include/fi_xpu.h              the host header
 //! <prefix>/include/fi_xpu/               device and provider headers
 //! <prefix>/share/man/man{1,3,7}/         pages, and alias pages per function
+//! <prefix>/share/fi_xpu/examples/        the C examples and their CMakeLists.txt
 //! <prefix>/bin/fi_xpu_info               stripped
+//! <prefix>/bin/fi_xpu_perf               C, public headers only (tools/fi_xpu_perf.c)
+//! <prefix>/libexec/fi_xpu/               its libfabric baselines (benches/), with libfabric
 //! ```
 //!
 //! Every installed binary is stripped and names its debug information with
@@ -128,6 +131,48 @@ fn install_stripped(built: &Path, to: &Path, mode: u32, scratch: &Path, debug: b
     Ok(())
 }
 
+/// The examples a user builds against the prefix (examples/CMakeLists.txt
+/// lists the programs), relative to `examples/`.
+pub const EXAMPLES: [&str; 9] = [
+    "CMakeLists.txt",
+    "two_process.c",
+    "hello.c",
+    "pingpong.c",
+    "device_all_ops.c",
+    "moe/moe.c",
+    "moe/moe.h",
+    "moe/world.h",
+    "moe/allreduce.c",
+];
+
+/// Compiles a C program of the source tree against the just installed
+/// `libfi_xpu.so` (in `lib`), with the public headers and the examples'
+/// world and MoE code, found at run time relative to the program
+/// (`$ORIGIN`, `up` directories below the prefix) so that the prefix stays
+/// relocatable.
+fn build_tool(src: &str, exe: &Path, lib: &Path, librel: &Path, up: &str, libs: &[&str]) -> Result {
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    run(std::process::Command::new(cc)
+        .args(["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root().display()))
+        .arg(format!("-I{}", root().join("include").display()))
+        .arg(format!("-I{}", root().join("examples/moe").display()))
+        .arg(root().join(src))
+        .arg("-o")
+        .arg(exe)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,$ORIGIN/{up}/{}", librel.display()))
+        .args(libs))
+}
+
+/// Whether libfabric's development files are installed (pkg-config).
+fn have_libfabric() -> bool {
+    std::process::Command::new("pkg-config")
+        .args(["--exists", "libfabric"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 pub fn install(o: Opts) -> Result {
     let prefix = abs(o.value("--prefix").ok_or("--prefix is required")?);
     let destdir = o.value("--destdir").map(abs);
@@ -205,6 +250,14 @@ pub fn install(o: Opts) -> Result {
     }
 
     let pages = render_man(&dest(&prefix.join("share/man")))?;
+    let examples = dest(&prefix.join("share/fi_xpu/examples"));
+    for rel in EXAMPLES {
+        install_file(
+            &root().join("examples").join(rel),
+            &examples.join(rel),
+            0o644,
+        )?;
+    }
 
     let pc = pkg_config(
         &read(&root().join("pkgconfig/fi_xpu.pc.in"))?,
@@ -250,10 +303,39 @@ pub fn install(o: Opts) -> Result {
         debug,
     )?;
 
+    let perf = scratch.join("fi_xpu_perf");
+    let libs = ["-lfi_xpu", "-lpthread"];
+    build_tool("tools/fi_xpu_perf.c", &perf, &lib, &librel, "..", &libs)?;
+    install_stripped(
+        &perf,
+        &dest(&prefix.join("bin/fi_xpu_perf")),
+        0o755,
+        &scratch,
+        debug,
+    )?;
+    // fi_xpu_perf -B: the host-driven libfabric baselines of the
+    // benchmarks, where libfabric's headers are there to build them.
+    let baselines = if have_libfabric() {
+        for (src, name) in [
+            ("benches/libfabric_rma.c", "libfabric_rma"),
+            ("benches/moe_host.c", "moe_host"),
+        ] {
+            let exe = scratch.join(name);
+            let libs = ["-D_GNU_SOURCE", "-lfi_xpu", "-lfabric", "-lpthread"];
+            build_tool(src, &exe, &lib, &librel, "../..", &libs)?;
+            let to = dest(&prefix.join("libexec/fi_xpu")).join(name);
+            install_stripped(&exe, &to, 0o755, &scratch, debug)?;
+        }
+        ", libexec/fi_xpu/{libfabric_rma,moe_host}"
+    } else {
+        println!("libfabric's headers are missing: fi_xpu_perf -B will have no baselines");
+        ""
+    };
+
     println!(
         "installed into {}{}: {lr}/{real} (+ {soname}, libfi_xpu.so, libfi_xpu.a), \
          {lr}/fi_xpu/{{{}}}, {count} header(s), {} man page(s), {lr}/pkgconfig/fi_xpu{{,-device}}.pc, \
-         {lr}/cmake/fi_xpu/, bin/fi_xpu_info{}",
+         {lr}/cmake/fi_xpu/, bin/fi_xpu_{{info,perf}}{baselines}, share/fi_xpu/examples/{}",
         destdir
             .as_ref()
             .map_or(String::new(), |d| format!("{} + ", d.display())),

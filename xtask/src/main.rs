@@ -1,7 +1,7 @@
 //! Build orchestration for fi_xpu: `cargo xtask <command>`.
 //!
 //! Cargo builds the Rust parts; this adds what cargo does not know about:
-//! plugin file names the loader looks for, the C demo, man pages, and a
+//! plugin file names the loader looks for, the MoE demo, man pages, and a
 //! `make install`-style layout with a pkg-config file.
 mod bench;
 mod bench_shm;
@@ -34,7 +34,8 @@ commands:
                              pkg-config and CMake files and fi_xpu_info under P
                              (L: lib (default), lib64, lib/x86_64-linux-gnu;
                              --debug-info: also the stripped debug information)
-  demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
+  demo [--release] [-- ARGS] MoE dispatch and combine between 2 processes on the
+                             shm provider (examples/moe/moe.c -s; ARGS: its options)
   test                       everything CI checks: fmt, clippy, build, tests
   bench [--quick] [--proxy] [--moe] [--launch]
                              run the benchmarks and their baselines, print a table
@@ -365,43 +366,37 @@ fn public_headers() -> Result<Vec<(PathBuf, PathBuf)>> {
     Ok(v)
 }
 
+/// The demo's run of examples/moe/moe.c: two processes, one screen (-s),
+/// enough iterations for steady figures; arguments after `--` follow these
+/// and so override them (`-- -n 4 -8`).
+const DEMO_ARGS: [&str; 7] = ["-s", "-n", "2", "-i", "20", "-W", "2"];
+
+/// `cargo xtask demo`: MoE dispatch and combine (examples/moe) between
+/// processes on the default provider, the device code on CPU threads.
 fn demo(args: &[String]) -> Result {
     let (opts, extra) = match args.iter().position(|a| a == "--") {
         Some(i) => (&args[..i], &args[i + 1..]),
         None => (args, &[][..]),
     };
     let release = Opts::parse(opts, &["--release"], &[])?.release();
-    let src = root().join("examples/hello.c");
-    if !src.exists() {
-        return Err(format!(
-            "{} does not exist yet: the demo program arrives with the shm provider",
-            src.display()
-        ));
-    }
     let lib = build(release)?;
-    let exe = lib.join("examples-c/hello");
+    let exe = lib.join("examples-c/moe");
     mkdir(exe.parent().unwrap())?;
     let cc = env::var_os("CC").unwrap_or_else(|| "cc".into());
     run(Command::new(cc)
-        .args([
-            "-std=c11",
-            "-O2",
-            "-g",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-D_GNU_SOURCE",
-        ])
+        .args(["-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror"])
         .arg(format!("-I{}", root().display()))
         .arg(format!("-I{}", root().join("include").display()))
-        .arg(&src)
+        .arg(root().join("examples/moe/moe.c"))
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", lib.display()))
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .args(["-lfi_xpu", "-lpthread"]))?;
-    println!("running {}", exe.display());
-    run(Command::new(&exe).args(extra))
+    let mut cmd = Command::new(&exe);
+    cmd.args(DEMO_ARGS).args(extra);
+    println!("running {}\n", describe(&cmd));
+    run(&mut cmd)
 }
 
 /// The test programs that launch kernels through the host launcher, each
