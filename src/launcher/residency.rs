@@ -158,8 +158,10 @@ impl Residency {
         let it = &self.items[global as usize];
         it.call.store(call as u8, Ordering::Relaxed);
         it.since.store(clock_ns(), Ordering::Relaxed);
+        // After `call` and `since`, so that whoever sees the barrier sees
+        // them too (`seen`).
         it.doing
-            .store(Doing::barrier(scope) as u8, Ordering::Relaxed);
+            .store(Doing::barrier(scope) as u8, Ordering::Release);
     }
 
     /// What work item `global` is doing; `recent` as for `Seen::spinning`.
@@ -167,7 +169,7 @@ impl Residency {
         let it = &self.items[global as usize];
         let since_pause = clock_ns().saturating_sub(recent.as_nanos() as u64);
         Seen {
-            doing: Doing::from_u8(it.doing.load(Ordering::Relaxed)),
+            doing: Doing::from_u8(it.doing.load(Ordering::Acquire)),
             call: if it.call.load(Ordering::Relaxed) == Call::Broadcast as u8 {
                 Call::Broadcast
             } else {
