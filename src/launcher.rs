@@ -24,11 +24,12 @@ use std::time::{Duration, Instant};
 
 mod lanes;
 mod monitor;
+mod partial;
 mod pool;
 mod residency;
 
 use lanes::Lanes;
-use residency::{Doing, Residency};
+use residency::{Call, Doing, Residency};
 
 /// How long a work item waiting at a barrier, a kept thread waiting for
 /// its next work item, and a launch waiting for its work items look for
@@ -47,6 +48,9 @@ pub struct GpuLike {
     pub hang: Duration,
     /// Seeds the lanes' orders.
     pub seed: u64,
+    /// How long a subgroup or work-group call waits for missing members
+    /// before the partial group is reported (`None`: never).
+    pub partial: Option<Duration>,
 }
 
 /// The GPU-like mode's parameters as the environment sets them.
@@ -58,6 +62,8 @@ pub struct GpuEnv {
     pub hang_ms: u64,
     pub seed: u64,
     pub subgroup: u32,
+    /// `FI_XPU_HOST_GPU_GROUP_MS`; 0 turns the partial-group check off.
+    pub group_ms: u64,
 }
 
 /// Resident groups of a launch that asks for the mode when
@@ -71,6 +77,7 @@ impl Default for GpuEnv {
             hang_ms: 5000,
             seed: 1,
             subgroup: 64,
+            group_ms: 5000,
         }
     }
 }
@@ -98,6 +105,12 @@ impl GpuEnv {
             subgroup: num(param::HOST_GPU_SUBGROUP)
                 .and_then(small)
                 .unwrap_or(d.subgroup),
+            group_ms: param::core(param::HOST_GPU_GROUP_MS).map_or(d.group_ms, |v| {
+                v.trim().parse::<u64>().unwrap_or_else(|_| {
+                    crate::warn!("{}={v} is not a number: ignored", param::HOST_GPU_GROUP_MS);
+                    d.group_ms
+                })
+            }),
         }
     }
 }
@@ -141,6 +154,7 @@ impl Shape {
             resident,
             hang: Duration::from_millis(env.hang_ms),
             seed: env.seed,
+            partial: (env.group_ms > 0).then(|| Duration::from_millis(env.group_ms)),
         });
         let subgroup_size = match (attr.subgroup_size, gpu) {
             (0, None) => FI_XPU_HOST_DEFAULT_SUBGROUP,
@@ -203,6 +217,8 @@ struct TeamState {
     arrived: u32,
     generation: u64,
     slot: u64,
+    /// Given up (`abandon`): a member that can never arrive is missing.
+    broken: bool,
 }
 
 impl Team {
@@ -213,6 +229,7 @@ impl Team {
                 arrived: 0,
                 generation: 0,
                 slot: 0,
+                broken: false,
             }),
             cv: Condvar::new(),
             generation: AtomicU64::new(0),
@@ -233,6 +250,9 @@ impl Team {
     fn wait_for(&self, limit: Option<Duration>) -> std::result::Result<(), u32> {
         let deadline = limit.map(|d| Instant::now() + d);
         let mut st = self.lock();
+        if st.broken {
+            return Err(st.arrived + 1);
+        }
         let generation = st.generation;
         st.arrived += 1;
         if st.arrived == self.size {
@@ -252,6 +272,11 @@ impl Team {
         }
         let mut st = self.lock();
         while st.generation == generation {
+            if st.broken {
+                let arrived = st.arrived;
+                st.arrived -= 1;
+                return Err(arrived);
+            }
             match deadline {
                 None => st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
                 Some(t) => {
@@ -275,19 +300,27 @@ impl Team {
     /// The leader's value for everyone. The second wait keeps a leader that
     /// hurries on to the next broadcast from overwriting the slot before
     /// every member has read it.
-    fn broadcast(&self, leader: bool, v: u64) -> u64 {
+    fn broadcast(&self, leader: bool, v: u64) -> std::result::Result<u64, u32> {
         if leader {
             self.lock().slot = v;
         }
-        self.wait();
+        self.wait_for(None)?;
         let out = self.lock().slot;
-        self.wait();
-        out
+        self.wait_for(None)?;
+        Ok(out)
+    }
+
+    /// Gives up on the missing members: every member waiting returns
+    /// `Err(arrived)`, and so does every later call.
+    fn abandon(&self) {
+        self.lock().broken = true;
+        self.cv.notify_all();
     }
 }
 
 /// Everything the threads of one launch share.
 struct Launch {
+    shape: Shape,
     device: Team,
     groups: Vec<Team>,
     /// `subgroups[group * per_group + subgroup]`
@@ -301,6 +334,8 @@ struct Gpu {
     residency: Residency,
     /// `lanes[group * per_group + subgroup]`, in place of `subgroups`.
     lanes: Vec<Lanes>,
+    /// The watch for group calls that only some members reach.
+    partial: Option<partial::Partial>,
 }
 
 impl Launch {
@@ -317,8 +352,10 @@ impl Launch {
                 .zip(0u64..)
                 .map(|(&n, i)| Lanes::new(n, m.seed.wrapping_mul(0x0100_0000_01b3) ^ i))
                 .collect(),
+            partial: m.partial.map(partial::Partial::new),
         });
         Launch {
+            shape: *shape,
             device: Team::new(shape.items()),
             groups: (0..shape.num_groups)
                 .map(|_| Team::new(shape.group_size))
@@ -411,6 +448,7 @@ fn with_team<T>(scope: i32, alone: T, f: impl FnOnce(&Team, bool) -> T) -> Resul
 /// turn again after.
 fn gpu_scope<T>(
     scope: i32,
+    call: Call,
     sub: impl FnOnce(&Lanes, u32) -> T,
     wide: impl FnOnce(&Team, bool) -> T,
     done: impl Fn(&T) -> bool,
@@ -423,7 +461,7 @@ fn gpu_scope<T>(
         let lanes = launch.lanes(&it)?;
         let global = it.group_id * it.group_size + it.local_id;
         let res = &gpu.residency;
-        res.set(global, Doing::barrier(scope));
+        res.wait_in(global, scope, call);
         let out = if scope == FI_XPU_SUBGROUP {
             sub(lanes, it.lane_id)
         } else {
@@ -443,19 +481,21 @@ fn gpu_scope<T>(
 }
 
 /// Waits for every work item of the caller's `scope` instance.
+/// `-FI_ETIMEDOUT` in a GPU-like launch when the instance was given up
+/// because a member can never arrive (`partial`).
 pub fn barrier(scope: i32) -> Result<()> {
     check_scope(scope)?;
     if scope != FI_XPU_WORK_ITEM {
-        // Without a deadline the wait only ends when everyone arrived.
-        if gpu_scope(
+        // Without a deadline the wait only ends when everyone arrived (or
+        // the partial-group check gave up on the instance).
+        if let Some(r) = gpu_scope(
             scope,
+            Call::Barrier,
             |lanes, lane| lanes.barrier(lane, None),
             |team, _| team.wait_for(None),
             std::result::Result::is_ok,
-        )
-        .is_some()
-        {
-            return Ok(());
+        ) {
+            return r.map_err(|_| Error::TIMEDOUT);
         }
     }
     with_team(scope, (), |team, _| team.wait())
@@ -471,6 +511,7 @@ pub fn barrier_for(scope: i32, limit: Duration) -> Result<std::result::Result<()
         let deadline = Instant::now() + limit;
         if let Some(r) = gpu_scope(
             scope,
+            Call::Barrier,
             |lanes, lane| lanes.barrier(lane, Some(deadline)),
             |team, _| team.wait_for(Some(limit)),
             std::result::Result::is_ok,
@@ -482,19 +523,25 @@ pub fn barrier_for(scope: i32, limit: Duration) -> Result<std::result::Result<()
 }
 
 /// The value the leader (rank 0) of the caller's `scope` instance passed.
+/// `-FI_ETIMEDOUT` as for `barrier`.
 pub fn broadcast(scope: i32, value: u64) -> Result<u64> {
     check_scope(scope)?;
     if scope != FI_XPU_WORK_ITEM {
         if let Some(v) = gpu_scope(
             scope,
+            Call::Broadcast,
             |lanes, lane| lanes.broadcast(lane, value),
             |team, leader| team.broadcast(leader, value),
-            |_| true,
+            std::result::Result::is_ok,
         ) {
-            return Ok(v);
+            return v.map_err(|_| Error::TIMEDOUT);
         }
     }
-    with_team(scope, value, |team, leader| team.broadcast(leader, value))
+    // Without a deadline nobody gives up on the plain launcher's teams.
+    with_team(scope, Ok(value), |team, leader| {
+        team.broadcast(leader, value)
+    })?
+    .map_err(|_| Error::TIMEDOUT)
 }
 
 /// Nanoseconds on a monotonic clock (its origin is the first call).
@@ -586,7 +633,9 @@ fn run_item(
 /// `-FI_EAGAIN` if the threads cannot be created (then the kernel has run
 /// nowhere). In the GPU-like mode, `-FI_ETIMEDOUT` when the kernel waited
 /// on groups that could not become resident (it was reported, and those
-/// groups then ran so that the launch could end).
+/// groups then ran so that the launch could end), or a subgroup or work
+/// group waited in a call for members that had returned (reported by
+/// `partial`; the members that waited got `-FI_ETIMEDOUT`).
 pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
     let shared = Arc::new(Launch::new(shape));
     let kernel = &kernel;
@@ -599,7 +648,15 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
         })
         .collect();
     let hung = pool::run(items, || match &shared.gpu {
-        Some(g) => g.residency.watch(),
+        Some(g) => {
+            let every = g.partial.as_ref().map(|p| p.every());
+            let hung = g.residency.watch(every, || {
+                if let Some(p) = &g.partial {
+                    p.check(&shared, g);
+                }
+            });
+            hung || g.partial.as_ref().is_some_and(partial::Partial::gave_up)
+        }
         None => {
             run_item(&shared, shape.item(0), 0, kernel);
             false
@@ -700,11 +757,13 @@ mod tests {
         let mode = s.gpu.unwrap();
         assert_eq!((mode.resident, mode.seed, s.subgroup_size), (2, 1, 64));
         assert_eq!(mode.hang, Duration::from_millis(5000));
+        assert_eq!(mode.partial, Some(Duration::from_millis(5000)));
         let every = GpuEnv {
             every_launch: Some(5),
             hang_ms: 7,
             seed: 9,
             subgroup: 16,
+            group_ms: 0,
         };
         let s = Shape::with_env(&attr(2, 32, 0), &every).unwrap();
         assert_eq!(
@@ -712,7 +771,8 @@ mod tests {
             Some(GpuLike {
                 resident: 5,
                 hang: Duration::from_millis(7),
-                seed: 9
+                seed: 9,
+                partial: None,
             })
         );
         assert_eq!(s.subgroup_size, 16);

@@ -32,10 +32,11 @@ pub const HOST_GPU: &str = "FI_XPU_HOST_GPU";
 pub const HOST_GPU_HANG_MS: &str = "FI_XPU_HOST_GPU_HANG_MS";
 pub const HOST_GPU_SEED: &str = "FI_XPU_HOST_GPU_SEED";
 pub const HOST_GPU_SUBGROUP: &str = "FI_XPU_HOST_GPU_SUBGROUP";
+pub const HOST_GPU_GROUP_MS: &str = "FI_XPU_HOST_GPU_GROUP_MS";
 
 /// The core's parameters: variable, default (as `fi_xpu_info -e` shows it),
 /// description.
-const CORE_PARAMS: [(&str, &str, &str); 16] = [
+const CORE_PARAMS: [(&str, &str, &str); 17] = [
     (
         PROVIDER_PATH,
         "",
@@ -115,6 +116,11 @@ const CORE_PARAMS: [(&str, &str, &str); 16] = [
         HOST_GPU_SUBGROUP,
         "64",
         "GPU-like launches: subgroup width when the launch gives none",
+    ),
+    (
+        HOST_GPU_GROUP_MS,
+        "5000",
+        "GPU-like launches: how long a subgroup or work-group call waits for missing members before the launch reports the partial group (0: never)",
     ),
 ];
 

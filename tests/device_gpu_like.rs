@@ -33,6 +33,7 @@ fn case(name: &str, gpu: bool, env: &[(&str, &str)]) -> (String, Vec<String>) {
         "FI_XPU_HOST_GPU_HANG_MS",
         "FI_XPU_HOST_GPU_SEED",
         "FI_XPU_HOST_GPU_SUBGROUP",
+        "FI_XPU_HOST_GPU_GROUP_MS",
     ] {
         cmd.env_remove(var);
     }
@@ -200,4 +201,58 @@ fn warp_synchronous_code_without_a_subgroup_sync_is_caught() {
         case("lockstep", true, &env).0,
         case("lockstep", true, &env).0
     );
+}
+
+/// A work-group call that one member never reaches (it returned): the
+/// GPU-like mode reports who arrived and who is missing, the members that
+/// waited get -FI_ETIMEDOUT, and so does the launch, instead of a hang.
+#[test]
+fn a_work_group_call_that_a_member_skips_is_reported() {
+    let (out, log) = case(
+        "partial_group",
+        true,
+        &[("FI_XPU_HOST_GPU_GROUP_MS", "200")],
+    );
+    assert_eq!(out, "partial_group: rc=-110 ok=4 timedout=3");
+    assert_eq!(
+        log,
+        ["fi_xpu:core:warn: host launch (GPU-like mode): \
+             fi_xpu_host_barrier(FI_XPU_WORK_GROUP) in work group 1 waited 200 ms for members \
+             that did not come: work items 0-2 of 4 arrived; missing: work item 3 returned \
+             from the kernel; on a GPU this kernel hangs here. The members that arrived return \
+             -FI_ETIMEDOUT from it, and so does the launch"]
+    );
+}
+
+#[test]
+fn a_subgroup_call_that_a_lane_skips_is_reported() {
+    let env = [
+        ("FI_XPU_HOST_GPU_GROUP_MS", "200"),
+        ("FI_XPU_HOST_GPU_SUBGROUP", "2"),
+    ];
+    let (out, log) = case("partial_subgroup", true, &env);
+    // Subgroup 0 of group 1 (lanes 0-1) and both of group 0 are whole.
+    assert_eq!(out, "partial_subgroup: rc=-110 ok=6 timedout=1");
+    assert_eq!(
+        log,
+        ["fi_xpu:core:warn: host launch (GPU-like mode): \
+             fi_xpu_host_broadcast(FI_XPU_SUBGROUP) in subgroup 1 of work group 1 waited 200 ms \
+             for members that did not come: lane 0 of 2 arrived; missing: lane 1 returned from \
+             the kernel; on a GPU this kernel hangs here. The members that arrived return \
+             -FI_ETIMEDOUT from it, and so does the launch"]
+    );
+}
+
+/// With the check off (`FI_XPU_HOST_GPU_GROUP_MS=0`) the kernel hangs, as
+/// it would on a GPU.
+#[test]
+fn the_partial_group_check_can_be_turned_off() {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["2"])
+        .arg(program())
+        .args(["partial_group", "gpu"]);
+    cmd.env_remove("FI_XPU_HOST_GPU")
+        .env("FI_XPU_HOST_GPU_GROUP_MS", "0");
+    let st = cmd.status().unwrap();
+    assert_eq!(st.code(), Some(124), "{st:?}");
 }

@@ -40,6 +40,8 @@ struct State {
     epoch: u64,
     /// The broadcast's value.
     slot: u64,
+    /// Given up (`abandon`): a lane that can never arrive is missing.
+    broken: bool,
 }
 
 /// splitmix64: a well-mixed 64-bit value from any input.
@@ -89,6 +91,7 @@ impl Lanes {
                 arrived: 0,
                 epoch: 0,
                 slot: 0,
+                broken: false,
             }),
             cvs: (0..n).map(|_| Condvar::new()).collect(),
         }
@@ -192,6 +195,10 @@ impl Lanes {
     /// arrival is taken back).
     pub(super) fn barrier(&self, lane: u32, deadline: Option<Instant>) -> Result<(), u32> {
         let mut st = self.lock();
+        if st.broken {
+            // The caller holds its turn and keeps it.
+            return Err(st.arrived + 1);
+        }
         let epoch = st.epoch;
         st.arrived += 1;
         if st.turn == Some(lane) {
@@ -202,6 +209,13 @@ impl Lanes {
         loop {
             if st.epoch != epoch && st.turn == Some(lane) {
                 return Ok(());
+            }
+            if st.broken && st.epoch == epoch {
+                let arrived = st.arrived;
+                st.arrived -= 1;
+                self.request(&mut st, lane);
+                drop(self.wait_turn(st, lane));
+                return Err(arrived);
             }
             match deadline {
                 None => st = cv.wait(st).unwrap_or_else(|e| e.into_inner()),
@@ -229,14 +243,23 @@ impl Lanes {
     /// The subgroup broadcast from lane 0; two barriers as in the plain
     /// launcher's, so lane 0 cannot overwrite the value before every lane
     /// read it.
-    pub(super) fn broadcast(&self, lane: u32, v: u64) -> u64 {
+    pub(super) fn broadcast(&self, lane: u32, v: u64) -> Result<u64, u32> {
         if lane == 0 {
             self.lock().slot = v;
         }
-        let _ = self.barrier(lane, None);
+        self.barrier(lane, None)?;
         let out = self.lock().slot;
-        let _ = self.barrier(lane, None);
-        out
+        self.barrier(lane, None)?;
+        Ok(out)
+    }
+
+    /// Gives up on the missing lanes: every lane waiting at the barrier
+    /// returns `Err(arrived)` (in turn), and so does every later barrier.
+    pub(super) fn abandon(&self) {
+        self.lock().broken = true;
+        for cv in &self.cvs {
+            cv.notify_all();
+        }
     }
 }
 
@@ -279,7 +302,7 @@ mod tests {
                         running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                         lanes.barrier(lane, None).unwrap();
                     }
-                    assert_eq!(lanes.broadcast(lane, u64::from(lane) + 100), 100);
+                    assert_eq!(lanes.broadcast(lane, u64::from(lane) + 100), Ok(100));
                     lanes.exit(lane);
                 });
             }

@@ -57,10 +57,42 @@ impl Doing {
     }
 }
 
+/// The group call a work item waits in, for the partial-group report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Call {
+    Barrier = 0,
+    Broadcast = 1,
+}
+
+impl Call {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Call::Barrier => "fi_xpu_host_barrier",
+            Call::Broadcast => "fi_xpu_host_broadcast",
+        }
+    }
+}
+
 struct Item {
     doing: AtomicU8,
     /// `clock_ns` of its last pause in a spin loop (0: never).
     last_pause: AtomicU64,
+    /// The call it waits in, and since when (`clock_ns`), while `doing` is
+    /// a barrier.
+    call: AtomicU8,
+    since: AtomicU64,
+}
+
+/// What the partial-group check reads of a work item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Seen {
+    pub(super) doing: Doing,
+    pub(super) call: Call,
+    /// `clock_ns` when it entered the barrier it is in.
+    pub(super) since: u64,
+    /// It paused in a spin loop within `recent` of the question.
+    pub(super) spinning: bool,
 }
 
 pub(super) struct Residency {
@@ -96,6 +128,8 @@ impl Residency {
                 .map(|_| Item {
                     doing: AtomicU8::new(Doing::Queued as u8),
                     last_pause: AtomicU64::new(0),
+                    call: AtomicU8::new(Call::Barrier as u8),
+                    since: AtomicU64::new(0),
                 })
                 .collect(),
             progress: AtomicU64::new(0),
@@ -117,6 +151,33 @@ impl Residency {
         self.items[global as usize]
             .doing
             .store(d as u8, Ordering::Relaxed);
+    }
+
+    /// Work item `global` starts waiting in `call` at `scope`.
+    pub(super) fn wait_in(&self, global: u32, scope: i32, call: Call) {
+        let it = &self.items[global as usize];
+        it.call.store(call as u8, Ordering::Relaxed);
+        it.since.store(clock_ns(), Ordering::Relaxed);
+        // After `call` and `since`, so that whoever sees the barrier sees
+        // them too (`seen`).
+        it.doing
+            .store(Doing::barrier(scope) as u8, Ordering::Release);
+    }
+
+    /// What work item `global` is doing; `recent` as for `Seen::spinning`.
+    pub(super) fn seen(&self, global: u32, recent: Duration) -> Seen {
+        let it = &self.items[global as usize];
+        let since_pause = clock_ns().saturating_sub(recent.as_nanos() as u64);
+        Seen {
+            doing: Doing::from_u8(it.doing.load(Ordering::Acquire)),
+            call: if it.call.load(Ordering::Relaxed) == Call::Broadcast as u8 {
+                Call::Broadcast
+            } else {
+                Call::Barrier
+            },
+            since: it.since.load(Ordering::Relaxed),
+            spinning: it.last_pause.load(Ordering::Relaxed) > since_pause,
+        }
     }
 
     pub(super) fn paused(&self, global: u32) {
@@ -154,10 +215,13 @@ impl Residency {
         }
     }
 
-    /// Watches the launch until every group finished. `true` when it found
-    /// the kernel stuck (and reported it).
-    pub(super) fn watch(&self) -> bool {
-        let step = (self.hang / 4).clamp(Duration::from_millis(1), Duration::from_millis(250));
+    /// Watches the launch until every group finished, calling `also` at
+    /// least every `every` (when given) as well. `true` when it found the
+    /// kernel stuck (and reported it).
+    pub(super) fn watch(&self, every: Option<Duration>, mut also: impl FnMut()) -> bool {
+        let step = (self.hang / 4)
+            .min(every.unwrap_or(Duration::MAX))
+            .clamp(Duration::from_millis(1), Duration::from_millis(250));
         let mut seen = self.progress.load(Ordering::Relaxed);
         let mut since = Instant::now();
         let mut st = self.lock();
@@ -167,6 +231,11 @@ impl Residency {
                 .wait_timeout(st, step)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            if every.is_some() {
+                drop(st);
+                also();
+                st = self.lock();
+            }
             let now = self.progress.load(Ordering::Relaxed);
             if now != seen {
                 seen = now;

@@ -21,6 +21,10 @@
  *   lockstep      lane 0 publishes a value that the other lanes read with
  *                 no subgroup sync between (warp-synchronous code)
  *   lockstep_sync the same with a subgroup barrier between
+ *   partial_group 2 groups of 4: work item 3 of group 1 returns before the
+ *                 work-group barrier that the others call
+ *   partial_subgroup the same with a subgroup broadcast (subgroups of 2 by
+ *                 FI_XPU_HOST_GPU_SUBGROUP=2)
  */
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu.h>
@@ -219,6 +223,39 @@ static void lockstep(const char *name, int sync)
 	printf("%s: rc=%d stale=%u\n", name, rc, l.stale);
 }
 
+/* ---- partial ----------------------------------------------------------- */
+
+struct partial {
+	int scope;
+	uint32_t ok, timedout;
+};
+
+static void partial_kernel(void *arg)
+{
+	struct partial *p = arg;
+	uint64_t v = 7;
+	int rc;
+
+	if (fi_xpu_arch_group_id() == 1 && fi_xpu_arch_local_id() == 3)
+		return;
+	if (p->scope == FI_XPU_SUBGROUP)
+		rc = fi_xpu_arch_broadcast_u64(FI_XPU_SUBGROUP, &v);
+	else
+		rc = fi_xpu_arch_barrier(FI_XPU_WORK_GROUP);
+	if (rc == 0)
+		__atomic_add_fetch(&p->ok, 1, __ATOMIC_RELAXED);
+	else if (rc == -FI_ETIMEDOUT)
+		__atomic_add_fetch(&p->timedout, 1, __ATOMIC_RELAXED);
+}
+
+static void partial(const char *name, int scope)
+{
+	struct partial p = {scope, 0, 0};
+	int rc = launch(2, 4, partial_kernel, &p);
+
+	printf("%s: rc=%d ok=%u timedout=%u\n", name, rc, p.ok, p.timedout);
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -241,6 +278,10 @@ int main(int argc, char **argv)
 		lockstep(c, 0);
 	else if (strcmp(c, "lockstep_sync") == 0)
 		lockstep(c, 1);
+	else if (strcmp(c, "partial_group") == 0)
+		partial(c, FI_XPU_WORK_GROUP);
+	else if (strcmp(c, "partial_subgroup") == 0)
+		partial(c, FI_XPU_SUBGROUP);
 	else {
 		fprintf(stderr, "unknown case '%s'\n", c);
 		return 2;
