@@ -377,6 +377,38 @@ fn nobody_at_the_rendezvous_times_out() {
     assert_eq!(open_codes(&outs), [-FI_ETIMEDOUT, -FI_ETIMEDOUT]);
 }
 
+/// Strangers that connect to rank 0 first and say nothing, more than it
+/// holds at once, do not stall the world: both ranks open it within a
+/// bootstrap timeout shorter than one stranger's 5 s allowance to speak.
+#[test]
+fn silent_strangers_do_not_stall_a_world() {
+    let addr = free_addr();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let strangers = {
+        let (addr, stop) = (addr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while held.len() < 80 && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match std::net::TcpStream::connect(&addr) {
+                    Ok(s) => held.push(s),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                }
+            }
+            held
+        })
+    };
+    let outs = run_world("open", 2, |r| {
+        let mut v = shm_only(r);
+        v.push(("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "3000".into()));
+        v.push(("FI_XPU_BOOTSTRAP_ADDR", addr.clone()));
+        v
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let held = strangers.join().unwrap();
+    assert!(!held.is_empty(), "no stranger got in");
+    assert_eq!(open_codes(&outs), [0, 0]);
+}
+
 #[test]
 fn a_rank_of_another_job_is_refused() {
     let outs = run_world("open", 2, |r| {
