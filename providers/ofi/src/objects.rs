@@ -726,7 +726,7 @@ impl CqShared {
     pub fn open(ctx: Option<Ctx>, attr: &fi_xpu_cq_attr) -> Result<Arc<CqShared>> {
         let size = match attr.size {
             0 => CQ_ENTRIES,
-            n => (n as u64).next_power_of_two(),
+            n => (n as u64).checked_next_power_of_two().unwrap_or(u64::MAX),
         };
         if size > 1 << 20 {
             return Err(Error::INVAL);
@@ -1254,7 +1254,11 @@ impl Ep {
         let dom = &c.dom;
         let size = match attr.tx_size.max(attr.rx_size) {
             0 => RING_ENTRIES,
-            n => (n as u64).next_power_of_two().max(2),
+            // A size past 2^63 has no power of two: refused below.
+            n => (n as u64)
+                .checked_next_power_of_two()
+                .unwrap_or(u64::MAX)
+                .max(2),
         };
         if size > 1 << 16 {
             return Err(Error::INVAL);
