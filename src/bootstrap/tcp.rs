@@ -151,30 +151,54 @@ impl Hello {
     }
 }
 
-/// Takes every connection waiting at the listener, dropping the oldest
-/// silent one for each past `MAX_PENDING`.
-fn accept_new(listener: &TcpListener, pending: &mut VecDeque<Hello>) {
+/// Takes every connection waiting at the listener. A rank introduces
+/// itself as soon as it connects, so each is read at once, and those whose
+/// introduction is complete are returned to be answered. Past
+/// `MAX_PENDING` silent ones the oldest is read a last time and dropped.
+fn accept_new(listener: &TcpListener, pending: &mut VecDeque<Hello>) -> Vec<Hello> {
+    let mut done = Vec::new();
+    let take = |mut h: Hello, done: &mut Vec<Hello>| match h.read() {
+        Step::Done => {
+            done.push(h);
+            None
+        }
+        Step::Gone => {
+            warn!(
+                "bootstrap: {} connected but is not a fi_xpu rank; dropped",
+                h.from
+            );
+            None
+        }
+        Step::More => Some(h),
+    };
     while let Ok((s, from)) = listener.accept() {
         if s.set_nonblocking(true).is_err() {
             continue;
         }
         let _ = s.set_nodelay(true);
-        if pending.len() >= MAX_PENDING {
-            if let Some(old) = pending.pop_front() {
-                warn!(
-                    "bootstrap: {MAX_PENDING} connections are waiting to introduce themselves; dropped the oldest, {}",
-                    old.from
-                );
-            }
-        }
-        pending.push_back(Hello {
+        let h = Hello {
             stream: s,
             from,
             buf: [0; 24],
             got: 0,
             until: Instant::now() + HELLO_WAIT,
-        });
+        };
+        let Some(h) = take(h, &mut done) else {
+            continue;
+        };
+        if pending.len() >= MAX_PENDING {
+            if let Some(old) = pending.pop_front() {
+                let from = old.from;
+                if take(old, &mut done).is_some() {
+                    warn!(
+                        "bootstrap: {MAX_PENDING} connections are waiting to introduce themselves; dropped the oldest, {from}"
+                    );
+                }
+            }
+        }
+        pending.push_back(h);
     }
+    done
 }
 
 /// Rank 0's answer to a full introduction: the rank and its stream when
@@ -345,7 +369,12 @@ impl Tcp {
                 }
             });
             if ready[0] {
-                accept_new(&listener, &mut pending);
+                for mut h in accept_new(&listener, &mut pending) {
+                    if let Some((rank, s)) = admit(&mut h, cfg, &slots, deadline) {
+                        slots[rank - 1] = Some(s);
+                        missing -= 1;
+                    }
+                }
             }
         }
         Ok(slots.into_iter().map(Option::unwrap).collect())
