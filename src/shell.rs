@@ -7,12 +7,20 @@
 //! the memfd is mapped `VIEWS` times side by side: the same slot read through
 //! view `g` is the same memory at another address. A slot's generation picks
 //! the view its handle points into, so when a closed slot is reused the new
-//! handle differs from every stale one of the last `VIEWS` generations, while
-//! memory stays one shell per live object. Freed slots are reused first in,
-//! first out, so a stale address comes back only after `VIEWS` reuses of its
-//! slot. Past `SLOTS` live objects, or where the mapping cannot be made,
-//! shells are allocated singly and kept for the rest of the process (never
-//! reused), as before.
+//! handle differs from every stale one of the last `VIEWS` generations.
+//!
+//! Closed slots wait in a quarantine, first in, first out, and one is taken
+//! again only while at least `QUARANTINE` wait (a fresh slot is taken
+//! otherwise). A slot therefore comes back only after `QUARANTINE - 1`
+//! other objects closed since it did, and an address only after `VIEWS`
+//! such rounds: a stale handle is refused until at least
+//! `VIEWS * (QUARANTINE - 1)` (4,194,240) other objects have been closed
+//! after it (`STALE_BOUND`). Memory is one shell per live object plus the
+//! quarantine (1.5 MiB at most); the resident size the kernel reports
+//! counts a page once per view it was touched through (96 MiB at most),
+//! its proportional size (`Pss`) counts it once. Past `SLOTS` slots in use, or where the
+//! mapping cannot be made, shells are allocated singly and kept for the rest
+//! of the process (never reused), so the bound holds there too.
 use crate::fork::ForkSafe;
 use fi_xpu_abi::fid;
 use fi_xpu_os::rustix::fs::{ftruncate, MemfdFlags};
@@ -29,14 +37,57 @@ const SLOTS: usize = 1 << 20;
 /// Generations told apart by address.
 const VIEWS: usize = 64;
 const VIEW_BYTES: usize = SLOTS * SHELL;
+/// Closed slots that wait before one is reused.
+const QUARANTINE: usize = 1 << 16;
+/// Other objects that close after a handle's before its address can name
+/// another object.
+pub const STALE_BOUND: usize = VIEWS * (QUARANTINE - 1);
+
+/// Which slot, under which view, the next shell takes.
+struct Slots {
+    slots: usize,
+    views: usize,
+    quarantine: usize,
+    /// Slots ever handed out: `[0, next)`.
+    next: usize,
+    /// Closed slots with the view their next handle points into.
+    free: VecDeque<(u32, u32)>,
+}
+
+impl Slots {
+    const fn new(slots: usize, views: usize, quarantine: usize) -> Slots {
+        Slots {
+            slots,
+            views,
+            quarantine,
+            next: 0,
+            free: VecDeque::new(),
+        }
+    }
+
+    /// A quarantined slot when enough wait, else a fresh one, else none.
+    fn take(&mut self) -> Option<(usize, usize)> {
+        if self.free.len() >= self.quarantine {
+            return self.free.pop_front().map(|(s, v)| (s as usize, v as usize));
+        }
+        if self.next < self.slots {
+            self.next += 1;
+            return Some((self.next - 1, 0));
+        }
+        None
+    }
+
+    /// A closed slot, last handed out under `view`.
+    fn give(&mut self, slot: usize, view: usize) {
+        self.free
+            .push_back((slot as u32, ((view + 1) % self.views) as u32));
+    }
+}
 
 struct Arena {
     /// Start of view 0 (0: no arena).
     base: usize,
-    /// Slots ever handed out from the arena: `[0, next)`.
-    next: usize,
-    /// Closed slots with the view their next handle points into.
-    free: VecDeque<(u32, u32)>,
+    slots: Slots,
     /// Shells outside the arena, kept for the rest of the process.
     kept: Vec<usize>,
 }
@@ -53,8 +104,7 @@ fn arena() -> MutexGuard<'static, Arena> {
         BASE.store(base, Ordering::Release);
         Arena {
             base,
-            next: 0,
-            free: VecDeque::new(),
+            slots: Slots::new(SLOTS, VIEWS, QUARANTINE),
             kept: Vec::new(),
         }
     })
@@ -141,23 +191,13 @@ extern "C" fn after_fork() {
 /// A new shell holding `value`; its address is the object's handle.
 pub fn alloc(value: fid) -> *mut fid {
     let mut a = arena();
-    let (slot, view) = if a.base == 0 {
-        None
-    } else if let Some(s) = a.free.pop_front() {
-        Some(s)
-    } else if a.next < SLOTS {
-        a.next += 1;
-        NEXT.store(a.next, Ordering::Release);
-        Some(((a.next - 1) as u32, 0))
-    } else {
-        None
-    }
-    .map_or((usize::MAX, 0), |(s, v)| (s as usize, v as usize));
-    if slot == usize::MAX {
+    let taken = if a.base == 0 { None } else { a.slots.take() };
+    NEXT.store(a.slots.next, Ordering::Release);
+    let Some((slot, view)) = taken else {
         let p = Box::into_raw(Box::new(value));
         a.kept.push(p as usize);
         return p;
-    }
+    };
     let p = (a.base + view * VIEW_BYTES + slot * SHELL) as *mut fid;
     // SAFETY: the slot is inside a mapped view and free: no live object uses
     // it, and stale handles only read it.
@@ -165,8 +205,8 @@ pub fn alloc(value: fid) -> *mut fid {
     p
 }
 
-/// Gives back the shell of a closed object: its slot is reused under the next
-/// generation. The memory stays mapped and keeps the core's `fi_ops`, so a
+/// Gives back the shell of a closed object: its slot is quarantined, then
+/// reused under the next generation. The memory stays mapped and keeps the core's `fi_ops`, so a
 /// stale handle still reaches the core, which refuses it.
 pub fn free(shell: *mut fid) {
     let mut a = arena();
@@ -176,13 +216,59 @@ pub fn free(shell: *mut fid) {
     }
     let off = addr - a.base;
     let (view, slot) = (off / VIEW_BYTES, off % VIEW_BYTES / SHELL);
-    a.free.push_back((slot as u32, ((view + 1) % VIEWS) as u32));
+    a.slots.give(slot, view);
 }
 
 /// Shells in use or kept: slots handed out from the arena plus shells
 /// allocated singly (for tests: this stays bounded by the peak of live
-/// objects when objects are opened and closed).
+/// objects plus the quarantine when objects are opened and closed).
 pub fn footprint() -> usize {
     let a = arena();
-    a.next + a.kept.len()
+    a.slots.next + a.kept.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bound, checked exactly on a small arena: with one object kept
+    /// open and one churned, the churned handle's address names another
+    /// object again only after `views * (quarantine - 1)` other closes.
+    #[test]
+    fn a_closed_address_returns_only_after_the_bound() {
+        let (views, q) = (3, 5);
+        let mut s = Slots::new(64, views, q);
+        let _live = s.take().unwrap();
+        let stale = s.take().unwrap();
+        s.give(stale.0, stale.1);
+        let mut closes = 0;
+        loop {
+            let t = s.take().unwrap();
+            if t == stale {
+                break;
+            }
+            s.give(t.0, t.1);
+            closes += 1;
+            assert!(closes <= 10 * views * q, "never came back");
+        }
+        assert!(closes >= views * (q - 1), "back after {closes} closes");
+        assert!(s.next <= 2 + q, "memory: {} slots", s.next);
+    }
+
+    /// Past the slots, nothing is reused early: `take` says none.
+    #[test]
+    fn a_full_arena_hands_out_nothing_early() {
+        let mut s = Slots::new(4, 2, 3);
+        let all: Vec<_> = (0..4).map(|_| s.take().unwrap()).collect();
+        s.give(all[0].0, all[0].1);
+        assert_eq!(s.take(), None, "one slot waits, three must");
+        s.give(all[1].0, all[1].1);
+        s.give(all[2].0, all[2].1);
+        assert_eq!(s.take(), Some((all[0].0, 1)));
+    }
+
+    #[test]
+    fn the_stated_bound() {
+        assert_eq!(STALE_BOUND, 4_194_240);
+    }
 }

@@ -1,7 +1,9 @@
 //! The bad-input table of tests/c/bad_input.c, run against every provider
 //! (the C test provider, shm, and ofi over libfabric's tcp): plainly, under
 //! AddressSanitizer and under valgrind's memcheck. The same bad input gets
-//! the same code from each.
+//! the same code from each. And the C-API fuzz driver (tests/c/capi_fuzz.c),
+//! a bounded number of random calls with fixed seeds on each provider,
+//! under AddressSanitizer and UBSan where the toolchain has them.
 mod common;
 
 use std::path::PathBuf;
@@ -403,4 +405,70 @@ fn a_provider_filter_that_matches_nothing_lists_what_exists() {
         "{}",
         s.stderr
     );
+}
+
+/// Seeds and calls of the C-API fuzz driver: fixed, so that a failure
+/// reproduces; `FI_XPU_TEST_FUZZ_SEEDS` (`first..end`) and
+/// `FI_XPU_TEST_FUZZ_CALLS` run it longer by hand.
+fn fuzz_plan(default_calls: u32) -> (std::ops::Range<u64>, u32) {
+    let seeds = std::env::var("FI_XPU_TEST_FUZZ_SEEDS")
+        .ok()
+        .and_then(|v| {
+            let (a, b) = v.split_once("..")?;
+            Some(a.parse().ok()?..b.parse().ok()?)
+        })
+        .unwrap_or(6..9);
+    let calls = std::env::var("FI_XPU_TEST_FUZZ_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_calls);
+    (seeds, calls)
+}
+
+fn capi_fuzz(prov: &str, default_calls: u32) {
+    let dir = common::scratch(&format!("capi-fuzz-{prov}"));
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    common::test_provider(&plugins, "libfi_xpu-test.so", &[]);
+    let exe = dir.join("capi_fuzz");
+    let sanitize: &[&str] = if common::asan_works() {
+        &["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    } else {
+        &[]
+    };
+    common::cc(
+        &[&common::root().join("tests/c/capi_fuzz.c")],
+        &exe,
+        sanitize,
+    );
+    let (seeds, calls) = fuzz_plan(default_calls);
+    for seed in seeds {
+        let mut cmd = Command::new("timeout");
+        cmd.arg("300")
+            .arg(&exe)
+            .args([prov, &seed.to_string(), &calls.to_string()])
+            .env("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0");
+        select(&mut cmd, &plugins, prov);
+        let out = common::run_ok(&mut cmd);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.starts_with(&format!("capi_fuzz {prov}: {calls} calls, seed {seed}: ok")),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn capi_fuzz_on_the_test_provider() {
+    capi_fuzz("test", 20000);
+}
+
+#[test]
+fn capi_fuzz_on_shm() {
+    capi_fuzz("shm", 5000);
+}
+
+#[test]
+fn capi_fuzz_on_ofi_over_tcp() {
+    capi_fuzz("ofi", 5000);
 }

@@ -107,3 +107,29 @@ fn providers_refuse_memory_they_cannot_serve_and_say_why() {
         "{log}"
     );
 }
+
+/// The library's own memory is not the application's: every page a shm
+/// context's opening mapped (its root, its heap, the import of its table)
+/// is refused by `fi_xpu_free` and `fi_xpu_unimport` with `-FI_EINVAL`,
+/// and the context works on (tests/c/internal_memory.c).
+#[test]
+fn the_librarys_own_memory_is_refused_by_the_public_calls() {
+    let dir = common::scratch("internal-memory");
+    let exe = dir.join("internal_memory");
+    common::cc(
+        &[&common::root().join("tests/c/internal_memory.c")],
+        &exe,
+        &[],
+    );
+    let o = common::run_ok(
+        Command::new(&exe)
+            .arg("shm")
+            .env("FI_XPU_PROVIDER", "shm")
+            .env("FI_XPU_LOG_LEVEL", "none"),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("internal_memory shm: ") && out.ends_with(" pages refused\n"),
+        "{out}"
+    );
+}

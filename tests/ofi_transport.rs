@@ -125,3 +125,38 @@ fn never_enabled_endpoint_over_tcp_rxm() {
 fn never_enabled_endpoint_over_shm() {
     never_enabled("shm");
 }
+
+/// Over libfabric's shm, what a process that died with an endpoint open
+/// leaves in /dev/shm does not stop a later process of the same pid
+/// (tests/c/ofi_shm_names.c "pid": the endpoints are named after the pid
+/// and the process's start time, not the pid alone); and when `fi_enable`
+/// does fail ("ours": files at this process's own names), it is
+/// `-FI_EBUSY`, and the endpoint closes before the AV, so that everything
+/// closes without a `fi_close failed`.
+#[test]
+fn shm_leftovers_of_a_dead_process() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    let exe = program("ofi_shm_names");
+    for mode in ["pid", "ours"] {
+        let out = common::run_ok(
+            Command::new("timeout")
+                .current_dir(exe.parent().unwrap())
+                .arg("60")
+                .arg(&exe)
+                .arg(mode)
+                .env("FI_XPU_PROVIDER", "ofi")
+                .env("FI_XPU_OFI_PROVIDER", "shm")
+                .env("FI_XPU_LOG_LEVEL", "warn"),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stdout.contains(&format!("ofi_shm_names {mode}: ok")),
+            "{stdout}{stderr}"
+        );
+        assert!(!stderr.contains("fi_close failed"), "{mode}: {stderr}");
+    }
+}

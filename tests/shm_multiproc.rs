@@ -179,3 +179,58 @@ fn a_peer_cannot_rewrite_counters_it_was_not_granted() {
     let out = run(&p, &[]);
     assert!(out.contains("shm_cntr: ok"), "{out}");
 }
+
+/// A peer in another pid namespace (same uid and network namespace, as
+/// containers of one pod) gets no pid from `SO_PEERCRED`, and shm ties a
+/// peer's connections together by pid: both ways, `fi_xpu_av_insert` is
+/// refused with `-FI_EOPNOTSUPP` and a log line saying why
+/// (tests/c/shm_pidns.c, one process under `unshare --pid --fork`).
+#[test]
+fn a_peer_in_another_pid_namespace_is_refused_with_a_reason() {
+    let works = Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        eprintln!(
+            "skipped: `unshare --pid --fork` is not available here (needs root or user namespaces)"
+        );
+        return;
+    }
+    let p = program("tests/c/shm_pidns.c", "pidns");
+    let dir = p.parent().unwrap().to_path_buf();
+    let spawn = |role: &str, pidns: bool| {
+        let mut c = if pidns {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork"]).arg(&p);
+            c
+        } else {
+            Command::new(&p)
+        };
+        c.args([role, dir.to_str().unwrap()])
+            .env("FI_XPU_PROVIDER", "shm")
+            .env("FI_XPU_LOG_LEVEL", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn("a", false), spawn("b", true));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    for (role, o) in [("a", &a), ("b", &b)] {
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{role}: {}\n{out}{err}", o.status);
+        assert_eq!(out, format!("shm_pidns {role}: av_insert = -95\n"), "{err}");
+    }
+    let b_err = String::from_utf8_lossy(&b.stderr);
+    assert!(
+        b_err.contains("the peer runs in another pid namespace"),
+        "the namespaced side says why: {b_err}"
+    );
+    let a_err = String::from_utf8_lossy(&a.stderr);
+    assert!(
+        a_err.contains("refused the connection: ") && a_err.contains("Operation not supported"),
+        "the other side hears the refusal: {a_err}"
+    );
+}

@@ -377,6 +377,46 @@ fn nobody_at_the_rendezvous_times_out() {
     assert_eq!(open_codes(&outs), [-FI_ETIMEDOUT, -FI_ETIMEDOUT]);
 }
 
+/// Strangers that connect to rank 0 first and say nothing, more than it
+/// holds at once, do not stall the world: rank 0 starts, 80 silent
+/// connections reach it, then rank 1 starts, and both open the world
+/// within a bootstrap timeout shorter than one stranger's 5 s allowance to
+/// speak.
+#[test]
+fn silent_strangers_do_not_stall_a_world() {
+    let exe = program();
+    let addr = free_addr();
+    let rank = |r: usize| {
+        common::memcheck::spawn(
+            Command::new("timeout")
+                .arg("120")
+                .arg(&exe)
+                .arg("open")
+                .current_dir(exe.parent().unwrap())
+                .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
+                .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
+                .env("FI_XPU_BOOTSTRAP_SIZE", "2")
+                .env("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "4000")
+                .env("FI_XPU_LOG_LEVEL", "warn")
+                .envs(shm_only(r)),
+        )
+    };
+    let zero = rank(0);
+    let mut held = Vec::new();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while held.len() < 80 && std::time::Instant::now() < give_up {
+        match std::net::TcpStream::connect(&addr) {
+            Ok(s) => held.push(s),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    }
+    assert_eq!(held.len(), 80, "rank 0 did not listen");
+    let one = rank(1);
+    let outs = [zero.wait_with_output(), one.wait_with_output()];
+    drop(held);
+    assert_eq!(open_codes(&outs), [0, 0]);
+}
+
 #[test]
 fn a_rank_of_another_job_is_refused() {
     let outs = run_world("open", 2, |r| {

@@ -6,8 +6,12 @@
 //! of the job key. Rank 0 refuses a wrong introduction with a status the
 //! joiner returns (`-FI_EINVAL` for a rank or size that does not fit,
 //! `-FI_EKEYREJECTED` for another job's key) and keeps waiting for the
-//! right one. Every collective is a gather at rank 0 and its answer to all
-//! (a star: n-1 connections, which is what set-up traffic needs).
+//! right one. Introductions proceed side by side (one `poll` over the
+//! listener and every connection not yet introduced), so a stranger that
+//! connects and says nothing holds one of `MAX_PENDING` places for at most
+//! `HELLO_WAIT` and delays nobody. Every collective is a gather at rank 0
+//! and its answer to all (a star: n-1 connections, which is what set-up
+//! traffic needs; at most `MAX_RANKS` ranks).
 //!
 //! Failures: a peer that closes or resets its connection makes the
 //! collective fail with `-FI_ECONNRESET`, one that does not answer within
@@ -19,12 +23,14 @@ use super::{Bootstrap, MAX_BLOCK};
 use crate::error::{Error, Result};
 use crate::warn;
 use fi_xpu_abi::errno::*;
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 const MAGIC: [u8; 8] = *b"FIXPUBS1";
+/// Most ranks a tcp world has: rank 0 holds a connection to each.
+pub const MAX_RANKS: usize = 1 << 20;
 /// How long rank 0 waits for a connected stranger to introduce itself.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
@@ -101,18 +107,161 @@ fn resolve(addr: &str) -> Result<SocketAddr> {
         .ok_or(Error::INVAL)
 }
 
-/// Waits until `fd` is readable or the deadline passes.
-fn wait_readable(fd: impl AsFd, deadline: Instant) -> Result<()> {
+/// Most connections rank 0 holds at once that have not yet introduced
+/// themselves.
+const MAX_PENDING: usize = 64;
+
+/// A connection rank 0 accepted, until it has introduced itself.
+struct Hello {
+    stream: TcpStream,
+    from: SocketAddr,
+    buf: [u8; 24],
+    got: usize,
+    /// When it is dropped if still silent.
+    until: Instant,
+}
+
+enum Step {
+    More,
+    Done,
+    Gone,
+}
+
+impl Hello {
+    /// Reads what has arrived (the stream does not block).
+    fn read(&mut self) -> Step {
+        match self.stream.read(&mut self.buf[self.got..]) {
+            Ok(0) => Step::Gone,
+            Ok(n) => {
+                self.got += n;
+                let m = self.got.min(MAGIC.len());
+                if self.buf[..m] != MAGIC[..m] {
+                    Step::Gone
+                } else if self.got == self.buf.len() {
+                    Step::Done
+                } else {
+                    Step::More
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                Step::More
+            }
+            Err(_) => Step::Gone,
+        }
+    }
+}
+
+/// Takes every connection waiting at the listener. A rank introduces
+/// itself as soon as it connects, so each is read at once, and those whose
+/// introduction is complete are returned to be answered. Past
+/// `MAX_PENDING` silent ones the oldest is read a last time and dropped.
+fn accept_new(listener: &TcpListener, pending: &mut VecDeque<Hello>) -> Vec<Hello> {
+    let mut done = Vec::new();
+    let take = |mut h: Hello, done: &mut Vec<Hello>| match h.read() {
+        Step::Done => {
+            done.push(h);
+            None
+        }
+        Step::Gone => {
+            warn!(
+                "bootstrap: {} connected but is not a fi_xpu rank; dropped",
+                h.from
+            );
+            None
+        }
+        Step::More => Some(h),
+    };
+    while let Ok((s, from)) = listener.accept() {
+        if s.set_nonblocking(true).is_err() {
+            continue;
+        }
+        let _ = s.set_nodelay(true);
+        let h = Hello {
+            stream: s,
+            from,
+            buf: [0; 24],
+            got: 0,
+            until: Instant::now() + HELLO_WAIT,
+        };
+        let Some(h) = take(h, &mut done) else {
+            continue;
+        };
+        if pending.len() >= MAX_PENDING {
+            if let Some(old) = pending.pop_front() {
+                let from = old.from;
+                if take(old, &mut done).is_some() {
+                    warn!(
+                        "bootstrap: {MAX_PENDING} connections are waiting to introduce themselves; dropped the oldest, {from}"
+                    );
+                }
+            }
+        }
+        pending.push_back(h);
+    }
+    done
+}
+
+/// Rank 0's answer to a full introduction: the rank and its stream when
+/// admitted; a refusal is sent and logged.
+fn admit(
+    h: &mut Hello,
+    cfg: &Config,
+    slots: &[Option<TcpStream>],
+    deadline: Instant,
+) -> Option<(usize, TcpStream)> {
+    let (hello, from) = (&h.buf, h.from);
+    let rank = u32::from_le_bytes(hello[8..12].try_into().unwrap()) as usize;
+    let size = u32::from_le_bytes(hello[12..16].try_into().unwrap()) as usize;
+    let status = if u64_at(hello, 16) != key_hash(&cfg.key) {
+        warn!("bootstrap: {from} (rank {rank}) belongs to another job (key differs); refused");
+        -FI_EKEYREJECTED
+    } else if size != cfg.size || rank == 0 || rank >= cfg.size {
+        warn!(
+            "bootstrap: {from} says rank {rank} of {size}, but this job has {} ranks; refused",
+            cfg.size
+        );
+        -FI_EINVAL
+    } else if slots[rank - 1].is_some() {
+        warn!("bootstrap: {from} says rank {rank}, which already joined; refused");
+        -FI_EINVAL
+    } else {
+        0
+    };
+    let mut s = h.stream.try_clone().ok()?;
+    s.set_nonblocking(false).ok()?;
+    let mut reply = [0u8; 16];
+    reply[..8].copy_from_slice(&MAGIC);
+    reply[8..12].copy_from_slice(&status.to_le_bytes());
+    // 16 bytes into an empty send buffer: never waits in practice, and the
+    // write timeout bounds it if the stranger's window is shut.
+    let wait = (Instant::now() + HELLO_WAIT).min(deadline);
+    if write_all(&mut s, &reply, wait).is_err() || status != 0 {
+        return None;
+    }
+    Some((rank, s))
+}
+
+/// Waits until the listener or a pending connection is readable, or
+/// `wake`; returns which are (the listener first).
+fn wait_any(listener: &TcpListener, pending: &VecDeque<Hello>, wake: Instant) -> Result<Vec<bool>> {
     use fi_xpu_os::rustix::event::{poll, PollFd, PollFlags, Timespec};
     use fi_xpu_os::Errno;
-    let left = remaining(deadline)?.max(Duration::from_millis(1));
+    let left = remaining(wake)?.max(Duration::from_millis(1));
     let limit = Timespec {
         tv_sec: left.as_secs().min(i32::MAX as u64) as _,
         tv_nsec: left.subsec_nanos() as _,
     };
-    match poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&limit)) {
+    let mut fds = Vec::with_capacity(1 + pending.len());
+    fds.push(PollFd::new(listener, PollFlags::IN));
+    fds.extend(
+        pending
+            .iter()
+            .map(|h| PollFd::new(&h.stream, PollFlags::IN)),
+    );
+    match poll(&mut fds, Some(&limit)) {
         Ok(0) => Err(Error::TIMEDOUT),
-        Ok(_) | Err(Errno::INTR) => Ok(()),
+        Ok(_) => Ok(fds.iter().map(|f| !f.revents().is_empty()).collect()),
+        Err(Errno::INTR) => Ok(vec![false; fds.len()]),
         Err(e) => Err(Error::from_errno(e.raw_os_error())),
     }
 }
@@ -121,7 +270,14 @@ impl Tcp {
     /// Joins the rendezvous: rank 0 listens and waits for every other rank,
     /// the others connect to rank 0.
     pub fn join(cfg: &Config) -> Result<Tcp> {
-        if cfg.size == 0 || cfg.rank >= cfg.size || cfg.size > u32::MAX as usize {
+        if cfg.size == 0 || cfg.rank >= cfg.size {
+            return Err(Error::INVAL);
+        }
+        if cfg.size > MAX_RANKS {
+            warn!(
+                "bootstrap: the tcp bootstrap serves at most {MAX_RANKS} ranks; {} asked",
+                cfg.size
+            );
             return Err(Error::INVAL);
         }
         let addr = resolve(&cfg.addr)?;
@@ -143,55 +299,83 @@ impl Tcp {
         })
     }
 
+    /// Rank 0 waits for every other rank. Introductions proceed side by
+    /// side: each connection not yet introduced holds 24 bytes and a
+    /// descriptor, at most `MAX_PENDING` of them (the oldest is dropped for
+    /// a newcomer), and each is dropped `HELLO_WAIT` after it connected. A
+    /// stranger therefore costs the world one of those places, never time.
     fn accept_all(addr: SocketAddr, cfg: &Config, deadline: Instant) -> Result<Vec<TcpStream>> {
         let listener = TcpListener::bind(addr).map_err(|e| {
             warn!("bootstrap: rank 0 cannot listen at {addr}: {e}");
             Error::from(e)
         })?;
-        let mut slots: Vec<Option<TcpStream>> = (1..cfg.size).map(|_| None).collect();
+        listener.set_nonblocking(true).map_err(io_error)?;
+        let mut slots: Vec<Option<TcpStream>> = Vec::new();
+        slots.try_reserve_exact(cfg.size - 1).map_err(|_| {
+            warn!("bootstrap: no memory for a table of {} ranks", cfg.size);
+            Error::NOMEM
+        })?;
+        slots.resize_with(cfg.size - 1, || None);
+        let mut pending: VecDeque<Hello> = VecDeque::new();
         let mut missing = cfg.size - 1;
         while missing > 0 {
-            if let Err(e) = wait_readable(&listener, deadline) {
-                warn!(
-                    "bootstrap: {missing} of {} ranks did not join at {addr} in time",
-                    cfg.size - 1
-                );
-                return Err(e);
-            }
-            let Ok((mut s, from)) = listener.accept() else {
-                continue;
+            let now = Instant::now();
+            pending.retain(|h| {
+                let keep = now < h.until;
+                if !keep {
+                    warn!(
+                        "bootstrap: {} connected but did not introduce itself in time; dropped",
+                        h.from
+                    );
+                }
+                keep
+            });
+            let wake = pending.iter().map(|h| h.until).fold(deadline, Instant::min);
+            let ready = match wait_any(&listener, &pending, wake) {
+                Ok(r) => r,
+                Err(e) if Instant::now() < deadline && e == Error::TIMEDOUT => continue,
+                Err(e) => {
+                    warn!(
+                        "bootstrap: {missing} of {} ranks did not join at {addr} in time",
+                        cfg.size - 1
+                    );
+                    return Err(e);
+                }
             };
-            let _ = s.set_nodelay(true);
-            let mut hello = [0u8; 24];
-            let wait = (Instant::now() + HELLO_WAIT).min(deadline);
-            if read_exact(&mut s, &mut hello, wait).is_err() || hello[..8] != MAGIC {
-                warn!("bootstrap: {from} connected but is not a fi_xpu rank; dropped");
-                continue;
+            // Introductions first: `ready[k + 1]` is pending[k]'s.
+            let mut k = 0;
+            pending.retain_mut(|h| {
+                let me = k;
+                k += 1;
+                if !ready.get(me + 1).copied().unwrap_or(false) {
+                    return true;
+                }
+                match h.read() {
+                    Step::More => true,
+                    Step::Gone => {
+                        warn!(
+                            "bootstrap: {} connected but is not a fi_xpu rank; dropped",
+                            h.from
+                        );
+                        false
+                    }
+                    Step::Done => {
+                        if let Some((rank, s)) = admit(h, cfg, &slots, deadline) {
+                            slots[rank - 1] = Some(s);
+                            missing -= 1;
+                        }
+                        false
+                    }
+                }
+            });
+            if ready[0] {
+                for mut h in accept_new(&listener, &mut pending) {
+                    if let Some((rank, s)) = admit(&mut h, cfg, &slots, deadline) {
+                        slots[rank - 1] = Some(s);
+                        missing -= 1;
+                    }
+                }
             }
-            let rank = u32::from_le_bytes(hello[8..12].try_into().unwrap()) as usize;
-            let size = u32::from_le_bytes(hello[12..16].try_into().unwrap()) as usize;
-            let status = if u64_at(&hello, 16) != key_hash(&cfg.key) {
-                warn!(
-                    "bootstrap: {from} (rank {rank}) belongs to another job (key differs); refused"
-                );
-                -FI_EKEYREJECTED
-            } else if size != cfg.size || rank == 0 || rank >= cfg.size {
-                warn!("bootstrap: {from} says rank {rank} of {size}, but this job has {} ranks; refused", cfg.size);
-                -FI_EINVAL
-            } else if slots[rank - 1].is_some() {
-                warn!("bootstrap: {from} says rank {rank}, which already joined; refused");
-                -FI_EINVAL
-            } else {
-                0
-            };
-            let mut reply = [0u8; 16];
-            reply[..8].copy_from_slice(&MAGIC);
-            reply[8..12].copy_from_slice(&status.to_le_bytes());
-            if write_all(&mut s, &reply, deadline).is_err() || status != 0 {
-                continue;
-            }
-            slots[rank - 1] = Some(s);
-            missing -= 1;
         }
         Ok(slots.into_iter().map(Option::unwrap).collect())
     }
@@ -472,5 +656,42 @@ mod tests {
         let mut b = Tcp::join(&cfg(&addr, 0, 2, "", 500)).unwrap();
         assert_eq!(b.barrier().err(), Some(Error::TIMEDOUT));
         quiet.join().unwrap();
+    }
+
+    /// Strangers that connect and say nothing (more of them than rank 0
+    /// holds at once) cost the world no time: the two ranks join well
+    /// inside a timeout shorter than one stranger's allowance to speak.
+    #[test]
+    fn silent_strangers_do_not_stall_the_rendezvous() {
+        let addr = free_addr();
+        let a0 = addr.clone();
+        let timeout = HELLO_WAIT.as_millis() as u64 * 3 / 5;
+        let rank0 = std::thread::spawn(move || Tcp::join(&cfg(&a0, 0, 2, "k", timeout)));
+        let sock: SocketAddr = addr.parse().unwrap();
+        let mut silent = Vec::new();
+        while silent.len() < MAX_PENDING + 16 {
+            match TcpStream::connect(sock) {
+                Ok(s) => silent.push(s),
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        let mut one = Tcp::join(&cfg(&addr, 1, 2, "k", timeout)).unwrap();
+        let mut zero = rank0.join().unwrap().unwrap();
+        let t = std::thread::spawn(move || one.allgather(&[1]).unwrap());
+        assert_eq!(zero.allgather(&[0]).unwrap(), vec![0, 1]);
+        assert_eq!(t.join().unwrap(), vec![0, 1]);
+        drop(silent);
+    }
+
+    /// A size past what the bootstrap serves is refused before anything is
+    /// allocated for it.
+    #[test]
+    fn too_many_ranks_are_refused_up_front() {
+        for size in [MAX_RANKS + 1, i32::MAX as usize] {
+            let r = Tcp::join(&cfg("127.0.0.1:0", 0, size, "", 100));
+            assert_eq!(r.err(), Some(Error::INVAL), "{size} ranks");
+        }
+        let r = Tcp::join(&cfg(&free_addr(), 0, MAX_RANKS, "", 100));
+        assert_eq!(r.err(), Some(Error::TIMEDOUT), "the largest size is served");
     }
 }

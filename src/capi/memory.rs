@@ -1,6 +1,7 @@
 //! `fi_xpu_alloc`, `fi_xpu_import`, `fi_xpu_unimport`, `fi_xpu_free`.
 use super::{guard, non_null, put};
 use crate::error::{Error, Result};
+use crate::memory::Owner;
 use crate::object::{lookup, Kind, Object, Use};
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
@@ -10,26 +11,34 @@ fn ctx_of(ctx: *mut fid_xpu_host_ctx) -> Result<Use> {
     lookup(ctx as *const c_void, Kind::Ctx)
 }
 
-/// `fi_xpu_alloc` on the context `c`.
+/// Where `fi_xpu_alloc` writes what it made: the address, and (may be
+/// NULL without `FI_XPU_ALLOC_DMABUF`) the fd and offset.
+pub(crate) struct AllocOut {
+    pub addr: *mut *mut c_void,
+    pub fd: *mut c_int,
+    pub offset: *mut u64,
+}
+
+/// `fi_xpu_alloc` on the context `c`, for `owner`.
 ///
 /// # Safety
-/// `addr` is NULL or valid for writing; so are `fd` and `offset`
-/// (`fi_xpu_alloc`'s contract).
+/// `out.addr` is NULL or valid for writing; so are `out.fd` and
+/// `out.offset` (`fi_xpu_alloc`'s contract).
 pub(crate) unsafe fn alloc(
     c: &Object,
+    owner: Owner,
     size: u64,
     alignment: u64,
     flags: u64,
-    addr: *mut *mut c_void,
-    fd: *mut c_int,
-    offset: *mut u64,
+    out: AllocOut,
 ) -> Result<c_int> {
+    let AllocOut { addr, fd, offset } = out;
     non_null(addr)?;
     if flags & FI_XPU_ALLOC_DMABUF != 0 {
         non_null(fd)?;
     }
     let mem = c.memory.as_ref().expect("contexts have memory");
-    let a = mem.alloc(size, alignment, flags)?;
+    let a = mem.alloc(size, alignment, flags, owner)?;
     // SAFETY: checked non-NULL; valid for writing (function contract).
     unsafe { put(addr, a.addr as *mut c_void) };
     if !fd.is_null() {
@@ -58,7 +67,7 @@ unsafe fn import(
 ) -> Result<c_int> {
     non_null(dev_addr)?;
     let mem = c.memory.as_ref().expect("contexts have memory");
-    let dev = mem.import(host_addr as usize, fd, offset, size, flags, true)?;
+    let dev = mem.import(host_addr as usize, fd, offset, size, flags, Owner::App)?;
     // SAFETY: checked non-NULL; valid for writing (function contract).
     unsafe { put(dev_addr, dev as *mut c_void) };
     Ok(0)
@@ -82,7 +91,16 @@ pub unsafe extern "C" fn fi_xpu_alloc(
     guard(|| {
         let c = ctx_of(ctx)?;
         // SAFETY: the out-pointers are NULL or valid for writing (`fi_xpu_alloc`'s contract).
-        unsafe { alloc(&c, size, alignment, flags, addr, fd, offset) }
+        unsafe {
+            alloc(
+                &c,
+                Owner::App,
+                size,
+                alignment,
+                flags,
+                AllocOut { addr, fd, offset },
+            )
+        }
     })
 }
 
@@ -107,7 +125,8 @@ pub unsafe extern "C" fn fi_xpu_import(
     })
 }
 
-/// Undoes one `fi_xpu_import`; `FI_EBUSY` while a registration overlaps
+/// Undoes one `fi_xpu_import` of the application's (a provider's own
+/// imports are unknown here: `FI_EINVAL`); `FI_EBUSY` while a registration overlaps
 /// the memory and this is the last import at that address.
 #[no_mangle]
 pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
@@ -115,25 +134,26 @@ pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_v
         let c = ctx_of(ctx)?;
         let mem = c.memory.as_ref().expect("contexts have memory");
         let dev = dev_addr as usize;
-        if let Some((size, true)) = mem.import_to_undo(dev) {
+        if let Some((size, true)) = mem.import_to_undo(dev, Owner::App) {
             refuse_if_registered("fi_xpu_unimport", dev, size)?;
         }
-        mem.unimport(dev)?;
+        mem.unimport(dev, Owner::App)?;
         Ok(0)
     })
 }
 
-/// Frees memory from `fi_xpu_alloc`; `FI_EBUSY` while a registration
+/// Frees memory from `fi_xpu_alloc` (the library's own allocations in the
+/// same context are unknown here: `FI_EINVAL`); `FI_EBUSY` while a registration
 /// overlaps it.
 #[no_mangle]
 pub extern "C" fn fi_xpu_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
         let mem = c.memory.as_ref().expect("contexts have memory");
-        if let Some(size) = mem.alloc_size(addr as usize) {
+        if let Some(size) = mem.alloc_size(addr as usize, Owner::App) {
             refuse_if_registered("fi_xpu_free", addr as usize, size)?;
         }
-        mem.free(addr as usize)?;
+        mem.free(addr as usize, Owner::App)?;
         Ok(0)
     })
 }

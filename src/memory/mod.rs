@@ -35,6 +35,16 @@ pub struct Allocation {
     pub offset: u64,
 }
 
+/// Who asked for a piece of memory. The application's memory calls
+/// (`fi_xpu_free`, `fi_xpu_unimport`) reach only the application's own
+/// allocations and imports; a provider's (a shm context's root and heap, a
+/// peer's memory it imported) answer them as unknown addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    App,
+    Provider,
+}
+
 /// An import request, checked.
 pub struct Import<'a> {
     pub host_addr: usize,
@@ -136,7 +146,8 @@ pub struct Memory {
     pub iface: fi_hmem_iface,
     pub device: u64,
     backend: Box<dyn Backend>,
-    allocs: Mutex<HashMap<usize, u64>>,
+    /// Live allocations by address: size and owner.
+    allocs: Mutex<HashMap<usize, (u64, Owner)>>,
     /// Live imports by device address. Two can share an address: a host
     /// import of the address a DMA-BUF import returned.
     imports: Mutex<HashMap<usize, Vec<ImportRec>>>,
@@ -148,6 +159,7 @@ pub struct Memory {
 #[derive(Clone, Copy, Debug)]
 struct ImportRec {
     size: u64,
+    owner: Owner,
     /// Imported from a DMA-BUF fd (the backend mapped it).
     mapped: bool,
 }
@@ -184,7 +196,7 @@ impl Memory {
         })
     }
 
-    pub fn alloc(&self, size: u64, alignment: u64, flags: u64) -> Result<Allocation> {
+    pub fn alloc(&self, size: u64, alignment: u64, flags: u64, owner: Owner) -> Result<Allocation> {
         let want = flags::accept::<AllocFlags>(flags)?;
         if size == 0 {
             return Err(Error::INVAL);
@@ -206,19 +218,25 @@ impl Memory {
             warn!("fi_xpu_alloc: the memory backend ignored the requested alignment {alignment}");
             return Err(Error::FAULT);
         }
-        self.allocs.lock().unwrap().insert(a.addr, size);
+        self.allocs.lock().unwrap().insert(a.addr, (size, owner));
         Ok(a)
     }
 
-    pub fn free(&self, addr: usize) -> Result<()> {
-        if self.allocs.lock().unwrap().remove(&addr).is_none() {
-            return Err(Error::INVAL);
+    /// Frees `owner`'s allocation at `addr`; another owner's is refused
+    /// (`-FI_EINVAL`) as an unknown address.
+    pub fn free(&self, addr: usize, owner: Owner) -> Result<()> {
+        {
+            let mut allocs = self.allocs.lock().unwrap();
+            match allocs.get(&addr) {
+                Some(&(_, o)) if o == owner => allocs.remove(&addr),
+                _ => return Err(Error::INVAL),
+            };
         }
         self.backend.free(addr)
     }
 
-    /// `fd` is -1 unless `FI_XPU_IMPORT_DMABUF` is set. `exportable`: see
-    /// `Import`.
+    /// `fd` is -1 unless `FI_XPU_IMPORT_DMABUF` is set. The application's
+    /// imports are exportable (see `Import`), a provider's are not.
     pub fn import(
         &self,
         host_addr: usize,
@@ -226,7 +244,7 @@ impl Memory {
         offset: u64,
         size: u64,
         flags: u64,
-        exportable: bool,
+        owner: Owner,
     ) -> Result<usize> {
         flags::accept::<ImportFlags>(flags)?;
         if size == 0 {
@@ -261,34 +279,44 @@ impl Memory {
             offset,
             size,
             flags,
-            exportable,
+            exportable: owner == Owner::App,
         })?;
         self.imports
             .lock()
             .unwrap()
             .entry(dev)
             .or_default()
-            .push(ImportRec { size, mapped });
+            .push(ImportRec {
+                size,
+                owner,
+                mapped,
+            });
         Ok(dev)
     }
 
-    /// The import at `dev_addr` that `unimport` would undo: a host import
-    /// before a mapped one, so that the mapping lives while anything at that
-    /// address does. Returns its size and whether it is the last import there.
-    pub fn import_to_undo(&self, dev_addr: usize) -> Option<(u64, bool)> {
+    /// The import of `owner` at `dev_addr` that `unimport` would undo: a
+    /// host import before a mapped one, so that the mapping lives while
+    /// anything at that address does. Returns its size and whether it is
+    /// the last import there.
+    pub fn import_to_undo(&self, dev_addr: usize, owner: Owner) -> Option<(u64, bool)> {
         let imports = self.imports.lock().unwrap();
         let recs = imports.get(&dev_addr)?;
-        let i = undo_index(recs);
+        let i = undo_index(recs, owner)?;
         Some((recs[i].size, recs.len() == 1))
     }
 
-    pub fn unimport(&self, dev_addr: usize) -> Result<()> {
+    /// Undoes one of `owner`'s imports at `dev_addr`; `-FI_EINVAL` when it
+    /// has none there.
+    pub fn unimport(&self, dev_addr: usize, owner: Owner) -> Result<()> {
         let rec = {
             let mut imports = self.imports.lock().unwrap();
             let Some(recs) = imports.get_mut(&dev_addr) else {
                 return Err(Error::INVAL);
             };
-            let rec = recs.remove(undo_index(recs));
+            let Some(i) = undo_index(recs, owner) else {
+                return Err(Error::INVAL);
+            };
+            let rec = recs.remove(i);
             if recs.is_empty() {
                 imports.remove(&dev_addr);
             }
@@ -297,9 +325,12 @@ impl Memory {
         self.backend.unimport(dev_addr, rec.mapped)
     }
 
-    /// Size of the allocation at `addr`, if there is one.
-    pub fn alloc_size(&self, addr: usize) -> Option<u64> {
-        self.allocs.lock().unwrap().get(&addr).copied()
+    /// Size of `owner`'s allocation at `addr`, if there is one.
+    pub fn alloc_size(&self, addr: usize, owner: Owner) -> Option<u64> {
+        match self.allocs.lock().unwrap().get(&addr) {
+            Some(&(size, o)) if o == owner => Some(size),
+            _ => None,
+        }
     }
 
     /// Undoes one import of memory whose owner is gone while device code
@@ -452,7 +483,7 @@ impl Memory {
             .lock()
             .unwrap()
             .iter()
-            .any(|(&a, &len)| inside(a, len))
+            .any(|(&a, &(len, _))| inside(a, len))
             || self
                 .imports
                 .lock()
@@ -469,11 +500,13 @@ impl Memory {
     }
 }
 
-/// Which of the imports at one address `unimport` undoes first: a host one.
-fn undo_index(recs: &[ImportRec]) -> usize {
+/// Which of `owner`'s imports at one address `unimport` undoes first: a
+/// host one.
+fn undo_index(recs: &[ImportRec], owner: Owner) -> Option<usize> {
+    let mine = |r: &ImportRec| r.owner == owner;
     recs.iter()
-        .rposition(|r| !r.mapped)
-        .unwrap_or(recs.len() - 1)
+        .rposition(|r| mine(r) && !r.mapped)
+        .or_else(|| recs.iter().rposition(mine))
 }
 
 fn fd_is_open(fd: RawFd) -> bool {
@@ -494,7 +527,7 @@ mod tests {
     #[test]
     fn contains_only_live_ranges() {
         let m = system();
-        let a = m.alloc(4096, 0, 0).unwrap().addr;
+        let a = m.alloc(4096, 0, 0, Owner::App).unwrap().addr;
         assert!(m.contains(a, 4096));
         assert!(m.contains(a + 4095, 1));
         assert!(m.contains(a + 100, 0));
@@ -505,28 +538,36 @@ mod tests {
         let mut host = [0u8; 64];
         let h = host.as_mut_ptr() as usize;
         assert!(!m.contains(h, 8));
-        let d = m.import(h, -1, 0, 64, 0, true).unwrap();
+        let d = m.import(h, -1, 0, 64, 0, Owner::App).unwrap();
         assert!(m.contains(d, 64));
         assert!(!m.contains(d, 65));
-        m.unimport(d).unwrap();
+        m.unimport(d, Owner::App).unwrap();
         assert!(!m.contains(d, 8));
-        m.free(a).unwrap();
+        m.free(a, Owner::App).unwrap();
         assert!(!m.contains(a, 8));
     }
 
     #[test]
     fn alloc_checks() {
         let m = system();
-        assert_eq!(m.alloc(0, 0, 0).unwrap_err(), Error::INVAL);
-        assert_eq!(m.alloc(64, 3, 0).unwrap_err(), Error::INVAL);
-        assert_eq!(m.alloc(64, 0, 1 << 40).unwrap_err(), Error::BADFLAGS);
-        assert_eq!(m.alloc(u64::MAX, 0, 0).unwrap_err(), Error::OVERFLOW);
-        let a = m.alloc(100, 1 << 16, FI_XPU_ALLOC_DMABUF).unwrap();
+        assert_eq!(m.alloc(0, 0, 0, Owner::App).unwrap_err(), Error::INVAL);
+        assert_eq!(m.alloc(64, 3, 0, Owner::App).unwrap_err(), Error::INVAL);
+        assert_eq!(
+            m.alloc(64, 0, 1 << 40, Owner::App).unwrap_err(),
+            Error::BADFLAGS
+        );
+        assert_eq!(
+            m.alloc(u64::MAX, 0, 0, Owner::App).unwrap_err(),
+            Error::OVERFLOW
+        );
+        let a = m
+            .alloc(100, 1 << 16, FI_XPU_ALLOC_DMABUF, Owner::App)
+            .unwrap();
         assert_eq!(a.addr % (1 << 16), 0);
         assert!(a.fd.is_some());
-        assert_eq!(m.free(a.addr + 1).unwrap_err(), Error::INVAL);
-        m.free(a.addr).unwrap();
-        assert_eq!(m.free(a.addr).unwrap_err(), Error::INVAL);
+        assert_eq!(m.free(a.addr + 1, Owner::App).unwrap_err(), Error::INVAL);
+        m.free(a.addr, Owner::App).unwrap();
+        assert_eq!(m.free(a.addr, Owner::App).unwrap_err(), Error::INVAL);
     }
 
     #[test]
@@ -535,41 +576,51 @@ mod tests {
         let mut host = [0u8; 64];
         let h = host.as_mut_ptr() as usize;
         assert_eq!(
-            m.import(h, 0, 0, 64, 0, true).unwrap_err(),
+            m.import(h, 0, 0, 64, 0, Owner::App).unwrap_err(),
             Error::INVAL,
             "fd without the flag"
         );
         assert_eq!(
-            m.import(0, -1, 0, 64, FI_XPU_IMPORT_DMABUF, true)
+            m.import(0, -1, 0, 64, FI_XPU_IMPORT_DMABUF, Owner::App)
                 .unwrap_err(),
             Error::BADF
         );
         assert_eq!(
-            m.import(0, 1000, 0, 64, FI_XPU_IMPORT_DMABUF, true)
+            m.import(0, 1000, 0, 64, FI_XPU_IMPORT_DMABUF, Owner::App)
                 .unwrap_err(),
             Error::BADF
         );
-        assert_eq!(m.import(h, -1, 0, 0, 0, true).unwrap_err(), Error::INVAL);
         assert_eq!(
-            m.import(h, -1, 0, 64, 1 << 9, true).unwrap_err(),
+            m.import(h, -1, 0, 0, 0, Owner::App).unwrap_err(),
+            Error::INVAL
+        );
+        assert_eq!(
+            m.import(h, -1, 0, 64, 1 << 9, Owner::App).unwrap_err(),
             Error::BADFLAGS
         );
         let d = m
-            .import(h, -1, 0, 64, FI_XPU_IMPORT_DEVICEMAP, true)
+            .import(h, -1, 0, 64, FI_XPU_IMPORT_DEVICEMAP, Owner::App)
             .unwrap();
         assert_eq!(d, h, "system memory is its own device mapping");
-        m.unimport(d).unwrap();
-        assert_eq!(m.unimport(d).unwrap_err(), Error::INVAL);
+        m.unimport(d, Owner::App).unwrap();
+        assert_eq!(m.unimport(d, Owner::App).unwrap_err(), Error::INVAL);
     }
 
     #[test]
     fn dmabuf_round_trip() {
         let m = system();
-        let a = m.alloc(8192, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        let a = m.alloc(8192, 0, FI_XPU_ALLOC_DMABUF, Owner::App).unwrap();
         let fd = a.fd.unwrap();
         use std::os::fd::AsRawFd;
         let d = m
-            .import(0, fd.as_raw_fd(), 4096, 4096, FI_XPU_IMPORT_DMABUF, true)
+            .import(
+                0,
+                fd.as_raw_fd(),
+                4096,
+                4096,
+                FI_XPU_IMPORT_DMABUF,
+                Owner::App,
+            )
             .unwrap();
         // SAFETY: both are live mappings of the same memfd, 8 KiB and 4 KiB long.
         unsafe {
@@ -577,40 +628,67 @@ mod tests {
             assert_eq!(*((d + 8) as *const u64), 0xfeed);
         }
         assert_eq!(
-            m.import(0, fd.as_raw_fd(), 4096, 8192, FI_XPU_IMPORT_DMABUF, true)
-                .unwrap_err(),
+            m.import(
+                0,
+                fd.as_raw_fd(),
+                4096,
+                8192,
+                FI_XPU_IMPORT_DMABUF,
+                Owner::App
+            )
+            .unwrap_err(),
             Error::INVAL,
             "range past the end of the buffer"
         );
         let (efd, off) = m.export(a.addr + 4096, 16).unwrap();
         assert_eq!(off, 4096);
         drop(efd);
-        m.unimport(d).unwrap();
-        m.free(a.addr).unwrap();
+        m.unimport(d, Owner::App).unwrap();
+        m.free(a.addr, Owner::App).unwrap();
     }
 
     #[test]
     fn host_import_at_a_mapped_address_leaves_the_mapping() {
         let m = system();
-        let a = m.alloc(4096, 0, FI_XPU_ALLOC_DMABUF).unwrap();
+        let a = m.alloc(4096, 0, FI_XPU_ALLOC_DMABUF, Owner::App).unwrap();
         let fd = a.fd.unwrap();
         use std::os::fd::AsRawFd;
         let d = m
-            .import(0, fd.as_raw_fd(), 0, 4096, FI_XPU_IMPORT_DMABUF, true)
+            .import(0, fd.as_raw_fd(), 0, 4096, FI_XPU_IMPORT_DMABUF, Owner::App)
             .unwrap();
-        let h = m.import(d, -1, 0, 4096, 0, true).unwrap();
+        let h = m.import(d, -1, 0, 4096, 0, Owner::App).unwrap();
         assert_eq!(h, d, "a host import is its own address");
-        assert_eq!(m.import_to_undo(d), Some((4096, false)));
-        m.unimport(d).unwrap();
+        assert_eq!(m.import_to_undo(d, Owner::App), Some((4096, false)));
+        m.unimport(d, Owner::App).unwrap();
         // SAFETY: the DMA-BUF import must still be mapped (4 KiB).
         unsafe {
             *(d as *mut u64) = 7;
             assert_eq!(*(a.addr as *const u64), 7);
         }
-        assert_eq!(m.import_to_undo(d), Some((4096, true)));
-        m.unimport(d).unwrap();
-        assert_eq!(m.unimport(d).unwrap_err(), Error::INVAL);
-        m.free(a.addr).unwrap();
+        assert_eq!(m.import_to_undo(d, Owner::App), Some((4096, true)));
+        m.unimport(d, Owner::App).unwrap();
+        assert_eq!(m.unimport(d, Owner::App).unwrap_err(), Error::INVAL);
+        m.free(a.addr, Owner::App).unwrap();
+    }
+
+    #[test]
+    fn each_owner_reaches_only_its_own_memory() {
+        let m = system();
+        let p = m.alloc(4096, 0, 0, Owner::Provider).unwrap().addr;
+        assert_eq!(m.alloc_size(p, Owner::App), None);
+        assert_eq!(m.free(p, Owner::App).unwrap_err(), Error::INVAL);
+        assert!(m.contains(p, 4096), "still live after the refused free");
+        let a = m.alloc(4096, 0, 0, Owner::App).unwrap().addr;
+        assert_eq!(m.free(a, Owner::Provider).unwrap_err(), Error::INVAL);
+        let mut host = [0u8; 64];
+        let h = host.as_mut_ptr() as usize;
+        let d = m.import(h, -1, 0, 64, 0, Owner::Provider).unwrap();
+        assert_eq!(m.import_to_undo(d, Owner::App), None);
+        assert_eq!(m.unimport(d, Owner::App).unwrap_err(), Error::INVAL);
+        assert!(m.contains(d, 64));
+        m.unimport(d, Owner::Provider).unwrap();
+        m.free(p, Owner::Provider).unwrap();
+        m.free(a, Owner::App).unwrap();
     }
 
     #[test]

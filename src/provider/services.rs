@@ -1,6 +1,7 @@
 //! The table of core services handed to every provider's `init`.
 use crate::capi::{guard, memory_services as m};
 use crate::error::Error;
+use crate::memory::Owner;
 use crate::object::{lookup_for_provider, Kind};
 use fi_xpu_abi::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -32,7 +33,16 @@ unsafe extern "C" fn mem_alloc(
         let c = memory_of(ctx)?;
         // SAFETY: the provider's out-pointers are NULL or valid for writing
         // (the contract of fi_xpu_core.mem_alloc).
-        unsafe { m::alloc(&c, size, alignment, flags, addr, fd, offset) }
+        unsafe {
+            m::alloc(
+                &c,
+                Owner::Provider,
+                size,
+                alignment,
+                flags,
+                m::AllocOut { addr, fd, offset },
+            )
+        }
     })
 }
 
@@ -55,7 +65,7 @@ unsafe extern "C" fn mem_import(
             .memory
             .as_ref()
             .ok_or(Error::INVAL)?
-            .import(host_addr as usize, fd, offset, size, flags, false)?;
+            .import(host_addr as usize, fd, offset, size, flags, Owner::Provider)?;
         // SAFETY: checked non-NULL; the plugin ABI requires it valid.
         unsafe { dev_addr.write(dev as *mut c_void) };
         Ok(0)
@@ -72,7 +82,7 @@ unsafe extern "C" fn mem_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_v
             .memory
             .as_ref()
             .ok_or(Error::INVAL)?
-            .unimport(dev_addr as usize)?;
+            .unimport(dev_addr as usize, Owner::Provider)?;
         Ok(0)
     })
 }
@@ -94,7 +104,7 @@ unsafe extern "C" fn mem_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> 
             .memory
             .as_ref()
             .ok_or(Error::INVAL)?
-            .free(addr as usize)?;
+            .free(addr as usize, Owner::Provider)?;
         Ok(0)
     })
 }

@@ -174,6 +174,19 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EINVAL);
 	EXPECT(cq == POISON, 1);
 	cqattr.xpu_ctx = ctx;
+	if (strcmp(prov, "test") != 0) {
+		/* Past what shm and ofi serve (2^20 entries), host or XPU: refused
+		 * before anything is allocated, never an abort. */
+		cqattr.size = (size_t)1 << 31;
+		EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EINVAL);
+		cqattr.xpu_ctx = NULL;
+		EXPECT(fi_xpu_cq_open(dom, &cqattr, &hcq, NULL), -FI_EINVAL);
+		cqattr.size = ((size_t)1 << 20) + 1;
+		EXPECT(fi_xpu_cq_open(dom, &cqattr, &hcq, NULL), -FI_EINVAL);
+		EXPECT(hcq == POISON, 1);
+		cqattr.size = 16;
+		cqattr.xpu_ctx = ctx;
+	}
 	EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), 0);
 	cqattr.xpu_ctx = NULL;
 	EXPECT(fi_xpu_cq_open(dom, &cqattr, &hcq, NULL), 0);

@@ -221,6 +221,12 @@ static int run(int sock, int rank)
 				   FI_INJECT | FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
 		stack_v = 0;
 		(void)wait_one(&cq, NULL);
+		/* 0 bytes with FI_DELIVERY_COMPLETE: nothing to deliver, it
+		 * completes (libfabric's shm alone never completes it) */
+		CHECK(fi_xpu_write(&ep, v, 0, desc, 0, &raw, peer.base + 24, peer.key, &stack_v,
+				   FI_DELIVERY_COMPLETE, FI_XPU_WORK_ITEM));
+		e = wait_one(&cq, NULL);
+		EXPECT(e.op_context == &stack_v && e.len == 0);
 		/* tagged message with CQ data */
 		if (read(sock, &c, 1) != 1)
 			exit(1);

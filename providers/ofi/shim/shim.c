@@ -291,6 +291,26 @@ int xo_ep_open(void *domain, void *info, void **ep)
 	return fi_endpoint(domain, info, (struct fid_ep **)ep, NULL);
 }
 
+/*
+ * An endpoint whose source address is `src` (a NUL-terminated string in the
+ * provider's address format): libfabric's shm provider names its shared
+ * memory after it, instead of after the pid, which a later process may get.
+ */
+int xo_ep_open_src(void *domain, void *info, const char *src, void **ep)
+{
+	struct fi_info *dup = fi_dupinfo(info);
+	int ret;
+
+	if (!dup)
+		return -FI_ENOMEM;
+	free(dup->src_addr);
+	dup->src_addr = strdup(src);
+	dup->src_addrlen = dup->src_addr ? strlen(src) + 1 : 0;
+	ret = dup->src_addr ? fi_endpoint(domain, dup, (struct fid_ep **)ep, NULL) : -FI_ENOMEM;
+	fi_freeinfo(dup);
+	return ret;
+}
+
 int xo_ep_bind(void *ep, void *fid, uint64_t flags) { return fi_ep_bind(ep, fid, flags); }
 
 int xo_ep_enable(void *ep) { return fi_enable(ep); }
@@ -419,6 +439,7 @@ int xo_cntr_open(void *domain, void **cntr) { (void)domain; (void)cntr; return X
 uint64_t xo_cntr_read(void *cntr) { (void)cntr; return 0; }
 uint64_t xo_cntr_readerr(void *cntr) { (void)cntr; return 0; }
 int xo_ep_open(void *domain, void *info, void **ep) { (void)domain; (void)info; (void)ep; return XO_ENODEV; }
+int xo_ep_open_src(void *domain, void *info, const char *src, void **ep) { (void)domain; (void)info; (void)src; (void)ep; return XO_ENODEV; }
 int xo_ep_bind(void *ep, void *fid, uint64_t flags) { (void)ep; (void)fid; (void)flags; return XO_ENODEV; }
 int xo_ep_enable(void *ep) { (void)ep; return XO_ENODEV; }
 int xo_getname(void *ep, void *addr, size_t *len) { (void)ep; (void)addr; (void)len; return XO_ENODEV; }

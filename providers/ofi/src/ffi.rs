@@ -90,6 +90,12 @@ extern "C" {
     pub fn xo_cntr_read(cntr: *mut c_void) -> u64;
     pub fn xo_cntr_readerr(cntr: *mut c_void) -> u64;
     pub fn xo_ep_open(domain: *mut c_void, info: *mut c_void, ep: *mut *mut c_void) -> c_int;
+    pub fn xo_ep_open_src(
+        domain: *mut c_void,
+        info: *mut c_void,
+        src: *const c_char,
+        ep: *mut *mut c_void,
+    ) -> c_int;
     pub fn xo_ep_bind(ep: *mut c_void, fid: *mut c_void, flags: u64) -> c_int;
     pub fn xo_ep_enable(ep: *mut c_void) -> c_int;
     pub fn xo_getname(ep: *mut c_void, addr: *mut c_void, len: *mut usize) -> c_int;

@@ -726,7 +726,7 @@ impl CqShared {
     pub fn open(ctx: Option<Ctx>, attr: &fi_xpu_cq_attr) -> Result<Arc<CqShared>> {
         let size = match attr.size {
             0 => CQ_ENTRIES,
-            n => (n as u64).next_power_of_two(),
+            n => (n as u64).checked_next_power_of_two().unwrap_or(u64::MAX),
         };
         if size > 1 << 20 {
             return Err(Error::INVAL);
@@ -1171,8 +1171,17 @@ impl EpInner {
         }
         let dom = &self.dom;
         let mut ep = std::ptr::null_mut();
-        // SAFETY: live domain and its info; valid out-pointer.
-        check(unsafe { ffi::xo_ep_open(dom.domain.ptr(), dom.info.0, &mut ep) } as i64)?;
+        if dom.prov == "shm" {
+            let src = shm_src_addr();
+            // SAFETY: live domain and its info; a NUL-terminated string;
+            // valid out-pointer.
+            check(unsafe {
+                ffi::xo_ep_open_src(dom.domain.ptr(), dom.info.0, src.as_ptr(), &mut ep)
+            } as i64)?;
+        } else {
+            // SAFETY: live domain and its info; valid out-pointer.
+            check(unsafe { ffi::xo_ep_open(dom.domain.ptr(), dom.info.0, &mut ep) } as i64)?;
+        }
         let ep = Fid(ep);
         let (mut cq, mut cq_fd) = (std::ptr::null_mut(), -1);
         // SAFETY: as above.
@@ -1190,6 +1199,25 @@ impl EpInner {
         self.ep = ep;
         Ok(())
     }
+}
+
+/// The source address of this process's endpoints over libfabric's shm,
+/// which names their shared memory (`/dev/shm/fi_xpu-PID-START:UID:N`):
+/// the pid and the process's start time, so that a process that reuses the
+/// pid of one that died with an endpoint open (and left its memory behind)
+/// gets other names. libfabric's default, the pid alone, made `fi_enable`
+/// fail with `EBUSY` there.
+fn shm_src_addr() -> std::ffi::CString {
+    let start = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|st| {
+            let rest = &st[st.rfind(')')? + 1..];
+            // Field 22, starttime; `rest` begins at field 3.
+            rest.split_whitespace().nth(19).map(str::to_owned)
+        })
+        .unwrap_or_else(|| "0".into());
+    std::ffi::CString::new(format!("fi_shm://fi_xpu-{}-{start}", std::process::id()))
+        .expect("digits and dashes")
 }
 
 impl EpInner {
@@ -1226,7 +1254,11 @@ impl Ep {
         let dom = &c.dom;
         let size = match attr.tx_size.max(attr.rx_size) {
             0 => RING_ENTRIES,
-            n => (n as u64).next_power_of_two().max(2),
+            // A size past 2^63 has no power of two: refused below.
+            n => (n as u64)
+                .checked_next_power_of_two()
+                .unwrap_or(u64::MAX)
+                .max(2),
         };
         if size > 1 << 16 {
             return Err(Error::INVAL);
@@ -1322,18 +1354,22 @@ impl Ep {
         let dom = inner.dom.clone();
         inner.open_fabric_ep()?;
         if let Err(e) = Self::enable_fabric(inner, &av, &self.pending) {
-            // Closing a libfabric endpoint that was never enabled may crash
-            // libfabric (tcp;ofi_rxm in 1.17): the endpoint, and what is
-            // bound to it, are left open instead.
-            for f in [
+            // The endpoint closes first, then what was bound to it (the
+            // AV, closed later by the application, among them): an AV or
+            // CQ that an endpoint still holds refuses to close (EBUSY) and
+            // leaks. Closing a libfabric endpoint that was never enabled
+            // crashes libfabric 1.17's tcp;ofi_rxm, so there the endpoint,
+            // and what is bound to it, are left open instead.
+            let fids = [
                 std::mem::replace(&mut inner.ep, Fid(std::ptr::null_mut())),
+                inner.rem_write.take().unwrap_or(Fid(std::ptr::null_mut())),
+                inner.rem_read.take().unwrap_or(Fid(std::ptr::null_mut())),
                 std::mem::replace(&mut inner.cq, Fid(std::ptr::null_mut())),
-            ]
-            .into_iter()
-            .chain(inner.rem_write.take())
-            .chain(inner.rem_read.take())
-            {
-                std::mem::forget(f);
+            ];
+            if dom.prov.contains("ofi_rxm") {
+                fids.into_iter().for_each(std::mem::forget);
+            } else {
+                drop(fids); // in order: the array drops its first element first
             }
             inner.cq_fd = -1;
             return Err(e);

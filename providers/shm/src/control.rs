@@ -170,6 +170,10 @@ impl Inner {
                     return None;
                 }
                 let raw = h.raw;
+                if let Err(e) = wire::peer_pid(&sock) {
+                    refuse(raw, e);
+                    return None;
+                }
                 let (cid, gen, key) = {
                     let mut st = self.lock();
                     match Self::new_conn(&mut st, sock, false) {

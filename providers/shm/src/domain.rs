@@ -901,7 +901,7 @@ impl Inner {
 
     pub(crate) fn new_conn(st: &mut State, sock: OwnedFd, client: bool) -> Result<u32> {
         Self::reap(st);
-        let pid = wire::peer_cred(&sock)?.1;
+        let pid = wire::peer_pid(&sock)?;
         let mut k = [0u8; 16];
         random_bytes(&mut k)?;
         let rx_key = [
@@ -1030,6 +1030,7 @@ impl Inner {
             ));
             return Err(Error::ACCES);
         }
+        wire::peer_pid(&sock)?;
         let mut hello = Msg::new(wire::HELLO, self.nonce, 0, 0);
         hello.secret = addr.secret;
         wire::send(sock.as_raw_fd(), &hello, None)?;

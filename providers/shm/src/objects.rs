@@ -330,8 +330,18 @@ impl XpuCtx {
 struct HostBuf(Vec<u64>);
 
 impl HostBuf {
-    fn new(bytes: usize) -> HostBuf {
-        HostBuf(vec![0u64; bytes.div_ceil(8)])
+    /// `bytes` zeroed, or `-FI_ENOMEM` when the process has not that much.
+    fn new(bytes: usize) -> Result<HostBuf> {
+        let words = bytes.div_ceil(8);
+        let mut v = Vec::new();
+        v.try_reserve_exact(words).map_err(|_| {
+            core::warn(&format!(
+                "shm: no memory for {bytes} bytes of a host object"
+            ));
+            Error::NOMEM
+        })?;
+        v.resize(words, 0);
+        Ok(HostBuf(v))
     }
     fn addr(&self) -> usize {
         self.0.as_ptr() as usize
@@ -368,8 +378,19 @@ pub struct Cq {
     reader: Mutex<()>,
 }
 
+/// Most entries a shm CQ holds (fi_xpu_shm(7)); larger asks are
+/// `-FI_EINVAL`.
+pub const MAX_CQ_SIZE: usize = 1 << 20;
+
 impl Cq {
     pub fn open(ctx: Option<&Arc<XpuCtx>>, attr: &fi_xpu_cq_attr) -> Result<Cq> {
+        if attr.size > MAX_CQ_SIZE {
+            core::warn(&format!(
+                "fi_xpu_cq_open: shm CQs hold at most {MAX_CQ_SIZE} entries; {} asked",
+                attr.size
+            ));
+            return Err(Error::INVAL);
+        }
         let size = if attr.size == 0 {
             1024
         } else {
@@ -405,8 +426,8 @@ impl Cq {
                 c.id,
             )
         } else {
-            let h = HostBuf::new(bytes as usize);
-            let d = HostBuf::new(size_of::<CqDev>());
+            let h = HostBuf::new(bytes as usize)?;
+            let d = HostBuf::new(size_of::<CqDev>())?;
             let (r, dv) = (h.addr(), d.addr());
             (Home::Host(h), r, Home::Host(d), dv, 0)
         };
@@ -741,8 +762,8 @@ impl Counter {
         let live = fi_xpu_handle_word(FI_XPU_HANDLE_CNTR, FI_XPU_HANDLE_LIVE);
         let k = match ctx {
             None => {
-                let h = HostBuf::new(sz as usize);
-                let d = HostBuf::new(size_of::<CntrDev>());
+                let h = HostBuf::new(sz as usize)?;
+                let d = HostBuf::new(size_of::<CntrDev>())?;
                 let (a, dv) = (h.addr(), d.addr());
                 Counter {
                     home: Home::Host(h),
@@ -1509,7 +1530,7 @@ mod tests {
     /// way peers do (device counters get theirs from the heap).
     fn counter_with_remote() -> (Counter, HostBuf) {
         let k = Counter::open(None).unwrap();
-        let r = HostBuf::new(size_of::<Cntr>());
+        let r = HostBuf::new(size_of::<Cntr>()).unwrap();
         *k.remote_guard() = Some((r.addr(), 64));
         (k, r)
     }

@@ -3,7 +3,7 @@
 //! descriptor attached (SCM_RIGHTS). Never on the data path.
 use fi_xpu_os::seqpacket;
 use fi_xpu_prov_sdk::{Error, Result};
-use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 pub const HELLO: u32 = 1;
 pub const WELCOME: u32 = 2;
@@ -117,16 +117,65 @@ fn recv_flags(sock: RawFd, nowait: bool) -> Result<Option<(Msg, Option<OwnedFd>)
     }
 }
 
+/// `SO_PEERCRED` of `sock`, in the kernel's own layout: the pid is 0 when
+/// the peer runs in a pid namespace this process cannot name (another
+/// container's, or its parent's).
+fn peercred(sock: &OwnedFd) -> Result<libc::ucred> {
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `c` is a writable ucred of `len` bytes, what SO_PEERCRED
+    // writes; the descriptor is live for the call.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(Error::from_errno(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+        ));
+    }
+    Ok(c)
+}
+
 /// The uid of the process at the other end of `sock`.
 pub fn peer_uid(sock: &OwnedFd) -> Result<u32> {
-    seqpacket::peer_uid(sock).map_err(|e| Error::from_errno(e.raw_os_error()))
+    Ok(peercred(sock)?.uid)
 }
 
 /// The uid and pid of the process at the other end of `sock`, as the
 /// kernel saw it connect (`SO_PEERCRED`; the pid as this process's pid
-/// namespace names it).
+/// namespace names it, 0 for a peer in a pid namespace it cannot name).
 pub fn peer_cred(sock: &OwnedFd) -> Result<(u32, i32)> {
-    seqpacket::peer_cred(sock).map_err(|e| Error::from_errno(e.raw_os_error()))
+    let c = peercred(sock)?;
+    Ok((c.uid, c.pid))
+}
+
+/// The pid of the peer of `sock`, or `-FI_EOPNOTSUPP` and a log line when
+/// the peer runs in a pid namespace this process cannot name: shm ties a
+/// peer's connections together by pid (a message's source is attested
+/// that way), which such a peer does not have here.
+pub fn peer_pid(sock: &OwnedFd) -> Result<i32> {
+    let pid = peer_cred(sock)?.1;
+    if pid == 0 {
+        crate::core::warn(
+            "the peer runs in another pid namespace (the kernel gives it no pid here): shm \
+             cannot tell its connections apart from another process's and refuses it; \
+             processes in separate pid namespaces communicate over the ofi provider",
+        );
+        return Err(Error::OPNOTSUPP);
+    }
+    Ok(pid)
 }
 
 /// A listening socket whose `accept` never waits (`EAGAIN` when nobody is
@@ -164,5 +213,18 @@ mod tests {
         bad[4] = 99;
         assert_eq!(Msg::decode(&bad), None);
         assert_eq!(Msg::decode(&m.encode()[..40]), None);
+    }
+
+    #[test]
+    fn peer_credentials_of_a_process_in_this_namespace() {
+        let n = format!("fi_xpu_shm_wire_test.{}", std::process::id());
+        let l = listen(&n).unwrap();
+        let c = connect(&n).unwrap();
+        let s = accept(&l).unwrap();
+        let me = fi_xpu_os::rustix::process::getuid().as_raw();
+        assert_eq!(peer_uid(&s).unwrap(), me);
+        assert_eq!(peer_uid(&c).unwrap(), me);
+        assert_eq!(peer_pid(&s).unwrap(), std::process::id() as i32);
+        assert_eq!(peer_cred(&c).unwrap(), (me, std::process::id() as i32));
     }
 }

@@ -119,10 +119,11 @@ fn expire_scan(b: &Bound, st: &mut EpState, limit: Duration, now: Instant) -> bo
         st.inflight.done(pos);
         st.fences.done(peer, pos);
         crate::core::warn(&format!(
-            "op {} at ring position {pos}: no completion from libfabric after {} ms: \
-             failed with {} (libfabric's shm provider never answers an access with a \
-             wrong key or outside the registration)",
+            "op {} at ring position {pos}, {} bytes: no completion from libfabric after {} ms: \
+             failed with {} (libfabric never reported the operation; its shm provider, for \
+             one, leaves some accesses the target refused unanswered)",
             w.op,
+            w.len,
             limit.as_millis(),
             Error::TIMEDOUT
         ));

@@ -222,6 +222,13 @@ fn translate(ep: &EpInner, req: &mut Req, pos: u64, entry: &Wqe) -> Wqe {
         w.desc = 0;
         w.flags &= !FI_INJECT;
     }
+    if w.op == OP_WRITE && w.len == 0 {
+        // Nothing to place at the target, so delivery is transmission; and
+        // libfabric's shm provider never completes a 0-byte write asked for
+        // FI_DELIVERY_COMPLETE (the put-with-signal path skips its 0-byte
+        // write for the same reason, see `put_signal_first`).
+        w.flags &= !FI_DELIVERY_COMPLETE;
+    }
     if w.op == OP_ATOMIC {
         // Not a field of this operation: whatever the device left there
         // never reaches libfabric.

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
+/*
+ * The shared memory of ofi endpoints over libfabric's shm provider, and
+ * what is left of a process that died with one open. argv[1]:
+ *
+ * "pid": files named as libfabric names them by default for this pid
+ * (`<pid>:<uid>:<n>`, what a process of that pid that _exit()ed leaves)
+ * do not stop this process's endpoint: fi_xpu_enable succeeds.
+ *
+ * "ours": files at the names the provider gives this process's endpoints
+ * (`fi_xpu-<pid>-<start time>:<uid>:<n>`) make fi_xpu_enable fail with
+ * -FI_EBUSY, and everything then closes with 0, the AV included (the
+ * endpoint was closed before it).
+ *
+ * Prints "ofi_shm_names MODE: ok".
+ */
+#include "ofi_common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define LEFT 8
+
+static void name_of(char *buf, size_t len, int ours, int n)
+{
+	if (!ours) {
+		snprintf(buf, len, "/%d:%d:%d", (int)getpid(), (int)getuid(), n);
+		return;
+	}
+	char stat[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "r");
+	EXPECT(f != NULL);
+	size_t got = fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	stat[got] = 0;
+	p = strrchr(stat, ')');
+	EXPECT(p != NULL);
+	/* Field 22 (start time); p + 2 starts field 3. */
+	p += 2;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p, ' ');
+		EXPECT(p != NULL);
+		p++;
+	}
+	snprintf(buf, len, "/fi_xpu-%d-%.*s:%d:%d", (int)getpid(), (int)strcspn(p, " "), p,
+		 (int)getuid(), n);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "pid";
+	int ours = strcmp(mode, "ours") == 0;
+	struct fi_xpu_info *info, *i;
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_ep *hep;
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_cq_attr cattr = { .size = 16, .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_xpu_ep_attr eattr = { 0 };
+	char names[LEFT][128];
+
+	for (int n = 0; n < LEFT; n++) {
+		name_of(names[n], sizeof(names[n]), ours, n);
+		int fd = shm_open(names[n], O_RDWR | O_CREAT | O_EXCL, 0600);
+		EXPECT(fd >= 0);
+		CHECK(ftruncate(fd, 4096));
+		close(fd);
+	}
+
+	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
+		;
+	EXPECT(i != NULL);
+	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
+	fi_xpu_freeinfo(info);
+	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
+	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
+	cattr.xpu_ctx = ctx;
+	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));
+	eattr.xpu_ctx = ctx;
+	CHECK(fi_xpu_endpoint(dom, &eattr, &hep, NULL));
+	CHECK(fi_xpu_ep_bind(hep, &av->fid, 0));
+	CHECK(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV));
+	EXPECT_EQ(fi_xpu_enable(hep), ours ? -FI_EBUSY : 0);
+	CHECK(fi_xpu_close(&hep->fid));
+	CHECK(fi_xpu_close(&hcq->fid));
+	CHECK(fi_xpu_close(&av->fid));
+	CHECK(fi_xpu_close(&ctx->fid));
+	CHECK(fi_xpu_close(&dom->fid));
+	/* libfabric may have removed the one it tripped on. */
+	for (int n = 0; n < LEFT; n++)
+		EXPECT(shm_unlink(names[n]) == 0 || errno == ENOENT);
+	printf("ofi_shm_names %s: ok\n", mode);
+	return 0;
+}
