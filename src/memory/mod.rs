@@ -402,7 +402,11 @@ impl Memory {
             .unwrap()
             .entry(dev)
             .or_default()
-            .push(ImportRec { size, mapped: true });
+            .push(ImportRec {
+                size,
+                mapped: true,
+                owner: Owner::Provider,
+            });
         Ok(dev)
     }
 
