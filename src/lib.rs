@@ -11,7 +11,9 @@
 pub mod bootstrap;
 pub mod capi;
 mod dl;
+pub(crate) mod env;
 pub mod error;
+pub(crate) mod filter;
 pub mod flags;
 mod fork;
 pub mod launcher;

@@ -8,9 +8,9 @@
 //! `fi_param_get`) and never read the environment themselves. A provider's
 //! parameter `name` is the variable `FI_XPU_<PROVIDER>_<NAME>`, so providers
 //! cannot read or shadow each other's variables, nor the core's.
+use crate::env;
 use crate::error::Error;
 use crate::fork::ForkSafe;
-use crate::provider::env;
 use std::sync::MutexGuard;
 
 /// Owner of the core's own parameters.

@@ -3,9 +3,9 @@
 //! `fi_xpu_world_free`, `fi_xpu_world_close`.
 use super::{guard, non_null, put, read_opt};
 use crate::bootstrap::{module, tcp, Bootstrap, Collectives};
+use crate::env;
 use crate::error::{Error, Result};
 use crate::param;
-use crate::provider::env;
 use crate::warn;
 use crate::world::{handles, window::Window, World};
 use fi_xpu_abi::errno::*;

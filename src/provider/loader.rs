@@ -11,11 +11,11 @@
 //! Relative directories in the path are refused: they would make the
 //! plugins depend on the working directory. Each file is opened and checked
 //! once and loaded through that descriptor (`plugin_file`).
-use super::filter::Filter;
 use super::plugin_file::{self, PluginFile};
 use super::services::CORE_SERVICES;
 use crate::dl::Library;
 use crate::error::strerror;
+use crate::filter::Filter;
 use crate::fork::ForkSafe;
 use crate::param;
 use crate::{debug, info, warn};
