@@ -16,7 +16,7 @@
 //! memory callback closing its own context) gets `FI_EBUSY` instead of
 //! waiting for itself.
 use crate::error::{Error, Result};
-use crate::fork::ForkSafe;
+use crate::fork::{self, ForkSafe, Rank};
 use crate::memory::Memory;
 use crate::prov_call;
 use crate::provider::Provider;
@@ -150,26 +150,19 @@ impl Object {
 
 type Registry = HashMap<usize, Arc<Object>>;
 
-static REGISTRY: ForkSafe<Registry> = ForkSafe::new();
+static REGISTRY: ForkSafe<Registry> = ForkSafe::new(Rank::Objects);
 
 fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock(Registry::default)
 }
 
-/// The registry, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    REGISTRY.lock_if_made()
-}
-
-/// Makes the registry (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`), with the close hand-off's lock, which a
+/// forking thread also holds.
+fn make() {
     drop(registry());
+    fork::register(Rank::CloseHandOff, &DRAINED.0);
 }
-
-/// The close hand-off's lock, held by a forking thread (`crate::fork`).
-pub(crate) fn drained_for_fork() -> impl std::any::Any {
-    DRAINED.0.lock().unwrap_or_else(|e| e.into_inner())
-}
+fork::at_load!(make);
 
 /// Where `close` waits for calls in flight to end; the last `Use` of a
 /// closing object signals it while holding the lock, so no wake-up is lost.

@@ -13,7 +13,7 @@
 //! slot. Past `SLOTS` live objects, or where the mapping cannot be made,
 //! shells are allocated singly and kept for the rest of the process (never
 //! reused), as before.
-use crate::fork::ForkSafe;
+use crate::fork::{self, ForkSafe, Rank};
 use fi_xpu_abi::fid;
 use fi_xpu_os::rustix::fs::{ftruncate, MemfdFlags};
 use fi_xpu_os::rustix::mm::{self, MapFlags, ProtFlags};
@@ -45,7 +45,7 @@ struct Arena {
 static BASE: AtomicUsize = AtomicUsize::new(0);
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-static ARENA: ForkSafe<Arena> = ForkSafe::new();
+static ARENA: ForkSafe<Arena> = ForkSafe::new(Rank::Shells);
 
 fn arena() -> MutexGuard<'static, Arena> {
     ARENA.lock(|| {
@@ -60,15 +60,11 @@ fn arena() -> MutexGuard<'static, Arena> {
     })
 }
 
-/// The arena, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    ARENA.lock_if_made()
-}
-
-/// Makes the arena (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`).
+fn make() {
     drop(arena());
 }
+fork::at_load!(make);
 
 /// A new memfd of `VIEW_BYTES` (sparse: pages appear as slots are written).
 fn new_fd() -> Option<OwnedFd> {

@@ -16,14 +16,14 @@ use super::services::CORE_SERVICES;
 use crate::dl::Library;
 use crate::error::strerror;
 use crate::filter::Filter;
-use crate::fork::ForkSafe;
+use crate::fork::{self, ForkSafe, Rank};
 use crate::param;
 use crate::{debug, info, warn};
 use fi_xpu_abi::*;
 use std::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, OnceLock};
 
 /// A loaded, checked and initialised provider.
 pub struct Provider {
@@ -118,12 +118,15 @@ pub fn providers() -> &'static Providers {
 /// a thread forks).
 static LOADED: OnceLock<&'static Providers> = OnceLock::new();
 /// Whether a thread is loading them now.
-static LOADING: ForkSafe<Loading> = ForkSafe::new();
+/// In a forked child, a load another thread of the parent was making will
+/// never end.
+static LOADING: ForkSafe<Loading> =
+    ForkSafe::with_child_hook(Rank::ProviderLoad, forget_load_in_child);
 /// Signalled when a load ends.
 static CHANGED: Condvar = Condvar::new();
 
 #[derive(Default)]
-pub(crate) struct Loading {
+struct Loading {
     busy: bool,
 }
 
@@ -138,19 +141,15 @@ impl Drop for NotBusy {
     }
 }
 
-/// Makes the load's lock (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`).
+fn make() {
     drop(LOADING.lock(Loading::default));
 }
-
-/// The load's lock, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<MutexGuard<'static, Loading>> {
-    LOADING.lock_if_made()
-}
+fork::at_load!(make);
 
 /// In a forked child, with the lock still held: a load another thread of
 /// the parent was making will never end here.
-pub(crate) fn forget_load_in_child(st: &mut Loading) {
+fn forget_load_in_child(st: &mut Loading) {
     st.busy = false;
 }
 
