@@ -297,6 +297,8 @@ pub struct New {
     pub xpu: bool,
     pub range: Option<(usize, usize)>,
     pub context: *mut c_void,
+    /// The `fi_ops` its shell points at (the C API's).
+    pub ops: &'static fi_ops,
 }
 
 /// Registers a new object and returns its C handle.
@@ -314,6 +316,7 @@ pub fn register_pending(
     holds: Vec<Arc<Object>>,
     memory: Memory,
     context: *mut c_void,
+    ops: &'static fi_ops,
 ) -> Result<*mut fid> {
     acquire(&holds.iter().collect::<Vec<_>>())?;
     Ok(insert(
@@ -326,6 +329,7 @@ pub fn register_pending(
             xpu: false,
             range: None,
             context,
+            ops,
         },
         true,
     ))
@@ -358,7 +362,7 @@ fn insert(new: New, pending: bool) -> *mut fid {
     let shell = crate::shell::alloc(fid {
         fclass: new.kind.fclass(),
         context: new.context,
-        ops: &crate::capi::FID_OPS as *const fi_ops as *mut fi_ops,
+        ops: new.ops as *const fi_ops as *mut fi_ops,
     });
     let obj = Arc::new(Object {
         kind: new.kind,

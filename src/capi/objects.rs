@@ -1,7 +1,7 @@
 //! Host objects: domain, XPU context, AV, MR, CQ, counter, endpoint, export
 //! and close.
 use super::info::provider_of;
-use super::{attr_size, guard, guard_ssize, non_null, put, read_opt};
+use super::{attr_size, guard, guard_ssize, non_null, put, read_opt, FID_OPS};
 use crate::error::{Error, Result};
 use crate::flags::{
     self, AbortFlags, CntrBind, CqBind, DomainFlags, EpCaps, MrAccess, XpuFormFlags,
@@ -45,6 +45,7 @@ fn open_in_domain(
         xpu,
         range,
         context,
+        ops: &FID_OPS,
     }))
 }
 
@@ -93,6 +94,7 @@ pub unsafe extern "C" fn fi_xpu_domain(
             xpu: false,
             range: None,
             context,
+            ops: &FID_OPS,
         });
         // SAFETY: `domain` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(domain, fid as *mut fid_xpu_domain) };
@@ -141,8 +143,14 @@ pub unsafe extern "C" fn fi_xpu_ctx_open(
         // registered object, so it is registered first and its provider handle
         // filled in by a second registration step.
         let prov = dom.prov.clone();
-        let shell =
-            object::register_pending(Kind::Ctx, prov.clone(), vec![dom.clone()], memory, context)?;
+        let shell = object::register_pending(
+            Kind::Ctx,
+            prov.clone(),
+            vec![dom.clone()],
+            memory,
+            context,
+            &FID_OPS,
+        )?;
         let args = fi_xpu_prov_ctx_args {
             iface: attr.iface,
             device: attr.device,
