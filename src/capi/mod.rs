@@ -5,6 +5,7 @@ mod launcher;
 pub(crate) mod memory;
 pub(crate) use memory as memory_services;
 pub(crate) mod objects;
+mod services;
 mod world;
 mod wr;
 

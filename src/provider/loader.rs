@@ -12,7 +12,6 @@
 //! plugins depend on the working directory. Each file is opened and checked
 //! once and loaded through that descriptor (`plugin_file`).
 use super::plugin_file::{self, PluginFile};
-use super::services::CORE_SERVICES;
 use crate::dl::Library;
 use crate::error::strerror;
 use crate::filter::Filter;
@@ -88,7 +87,10 @@ impl Providers {
 /// forked while another thread of its parent was loading them (a thread it
 /// does not have) loads them itself, where a `OnceLock` being initialised
 /// would have made its first call wait forever.
-pub fn providers() -> &'static Providers {
+///
+/// `services` is the table each plugin's `init` receives (the C API's,
+/// `capi::services`); the first load's is the one used.
+pub fn providers(services: &'static fi_xpu_core) -> &'static Providers {
     if let Some(p) = LOADED.get() {
         return p;
     }
@@ -105,7 +107,7 @@ pub fn providers() -> &'static Providers {
     st.busy = true;
     drop(st);
     let done = NotBusy;
-    let p: &'static Providers = Box::leak(Box::new(load_all()));
+    let p: &'static Providers = Box::leak(Box::new(load_all(services)));
     // Set under the lock, so that no fork sees it half set.
     let held = LOADING.lock(Loading::default);
     let _ = LOADED.set(p);
@@ -273,7 +275,7 @@ fn plugin_name(file: &str) -> Option<&str> {
     ok.then_some(name)
 }
 
-fn load_all() -> Providers {
+fn load_all(services: &'static fi_xpu_core) -> Providers {
     let filter = provider_filter();
     let (searched, refused) = search_dirs();
     for s in &refused {
@@ -335,7 +337,7 @@ fn load_all() -> Providers {
                     continue;
                 }
             }
-            match load_one(&path, &name, &out.loaded) {
+            match load_one(&path, &name, &out.loaded, services) {
                 Ok(p) => {
                     info!("loaded provider {} from {}", p.name, path.display());
                     out.loaded.push(Arc::new(p));
@@ -442,7 +444,12 @@ fn duplicate_prov_id(prov_id: u32, loaded: &[Arc<Provider>]) -> Result<(), Strin
     }
 }
 
-fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Provider, String> {
+fn load_one(
+    path: &Path,
+    file_name: &str,
+    loaded: &[Arc<Provider>],
+    services: &'static fi_xpu_core,
+) -> Result<Provider, String> {
     let file = PluginFile::open(path)?;
     // The descriptor must carry the file's name, so a later file of a loaded
     // name is refused without running any of its code.
@@ -509,7 +516,7 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
     let init = desc.init.expect("checked");
     let mut handle: *mut c_void = std::ptr::null_mut();
     // SAFETY: init receives the core's static service table and an out-pointer.
-    let ret = unsafe { init(&CORE_SERVICES, &mut handle) };
+    let ret = unsafe { init(services, &mut handle) };
     if ret != 0 {
         return Err(format!("initialisation failed: {} ({ret})", strerror(ret)));
     }

@@ -3,7 +3,6 @@
 mod elf;
 pub(crate) mod loader;
 pub(crate) mod plugin_file;
-mod services;
 
 pub use loader::{check_descriptor, providers, Provider, Providers, Skipped, DEFAULT_PROVIDER};
 
