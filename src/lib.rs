@@ -20,6 +20,7 @@ pub mod launcher;
 pub mod log;
 pub mod memory;
 pub mod object;
+pub mod ops;
 pub mod param;
 pub mod provider;
 pub mod shell;

@@ -3,7 +3,6 @@
 pub mod info;
 mod launcher;
 pub(crate) mod memory;
-pub(crate) use memory as memory_services;
 pub(crate) mod objects;
 mod services;
 mod world;

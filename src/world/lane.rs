@@ -3,9 +3,10 @@
 //! made through the library's own C API so that they are ordinary objects
 //! with the same checks and lifetimes as the application's.
 use crate::capi::info::{fi_xpu_freeinfo, fi_xpu_getinfo};
-use crate::capi::memory_services as mem;
 use crate::capi::objects as obj;
 use crate::error::{Error, Result};
+use crate::object::{lookup, Kind, Use};
+use crate::ops::memory as mem;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_void, CStr};
@@ -302,47 +303,37 @@ impl Lane {
     /// Memory of this lane's context: `size` bytes, exportable, or in host
     /// RAM the device can reach (`host`).
     pub fn alloc(&self, size: u64, host: bool) -> Result<usize> {
-        let mut addr: *mut c_void = std::ptr::null_mut();
-        let mut fd: i32 = -1;
-        let mut off = 0u64;
         let flags = if host {
             FI_XPU_ALLOC_HOST
         } else {
             FI_XPU_ALLOC_DMABUF
         };
-        call!(mem::fi_xpu_alloc(
-            self.ctx, size, 4096, flags, &mut addr, &mut fd, &mut off
-        ))?;
-        if fd >= 0 {
-            // SAFETY: the descriptor the allocation handed to us; the
-            // mapping does not need it.
-            unsafe { libc::close(fd) };
-        }
-        Ok(addr as usize)
+        // The descriptor, if any, is closed here: the mapping does not need
+        // it.
+        let c = self.context()?;
+        Ok(mem::alloc(&c, size, 4096, flags)?.addr)
     }
 
     pub fn free(&self, addr: usize) -> Result<()> {
-        Error::check(mem::fi_xpu_free(self.ctx, addr as *mut c_void))
+        let c = self.context()?;
+        mem::free(&c, addr)
+    }
+
+    /// The lane's context, held for one operation.
+    fn context(&self) -> Result<Use> {
+        lookup(self.ctx as *const c_void, Kind::Ctx)
     }
 
     /// Makes memory another lane allocated known to this lane's context;
     /// returns its address here.
     pub fn import(&self, addr: usize, size: u64) -> Result<usize> {
-        let mut dev: *mut c_void = std::ptr::null_mut();
-        call!(mem::fi_xpu_import(
-            self.ctx,
-            addr as *mut c_void,
-            -1,
-            0,
-            size,
-            FI_XPU_IMPORT_DEVICEMAP,
-            &mut dev
-        ))?;
-        Ok(dev as usize)
+        let c = self.context()?;
+        mem::import(&c, addr, -1, 0, size, FI_XPU_IMPORT_DEVICEMAP)
     }
 
     pub fn unimport(&self, addr: usize) -> Result<()> {
-        Error::check(mem::fi_xpu_unimport(self.ctx, addr as *mut c_void))
+        let c = self.context()?;
+        mem::unimport(&c, addr)
     }
 }
 
