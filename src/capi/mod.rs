@@ -2,8 +2,8 @@
 //! Rust. Every function runs inside `guard`, so no panic crosses into C.
 pub mod info;
 mod launcher;
-pub(crate) mod memory;
-pub(crate) mod objects;
+mod memory;
+mod objects;
 mod services;
 mod world;
 mod wr;
