@@ -6,6 +6,7 @@
 //! library is inside `dlopen`: glibc does not hold its loader's state
 //! across `fork`, and a child forked in the middle of another thread's
 //! `dlopen` fails an assertion in its own first one.
+use crate::fork::{self, ForkLock, Held, Rank};
 use libloading::os::unix::{Library as Lib, RTLD_GLOBAL, RTLD_LOCAL, RTLD_NOW};
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Threads of the library inside `dlopen`, and whether this process was
 /// forked while one of its parent's was (then it must not call `dlopen`).
-pub(crate) struct Opening {
+struct Opening {
     inside: u32,
     forked_inside: bool,
 }
@@ -58,10 +59,31 @@ fn counted<T>(open: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     open()
 }
 
-/// For the forking thread (`crate::fork`): waits, for `SETTLE` at most,
-/// until no thread of the library is inside `dlopen`, and holds the count
-/// across the fork, so that none starts one meanwhile.
-pub(crate) fn settle_for_fork() -> MutexGuard<'static, Opening> {
+/// The count, held across `fork` (`crate::fork`, at the last rank).
+struct Settle;
+
+impl ForkLock for Settle {
+    /// Waits, for `SETTLE` at most, until no thread of the library is
+    /// inside `dlopen`, and holds the count across the fork, so that none
+    /// starts one meanwhile.
+    fn hold(&'static self) -> Option<Box<dyn Held>> {
+        Some(Box::new(settle_for_fork()))
+    }
+}
+
+impl Held for MutexGuard<'static, Opening> {
+    fn in_child(&mut self) {
+        forget_opening_in_child(self);
+    }
+}
+
+fn register() {
+    static SETTLE_FOR_FORK: Settle = Settle;
+    fork::register(Rank::Dlopen, &SETTLE_FOR_FORK);
+}
+fork::at_load!(register);
+
+fn settle_for_fork() -> MutexGuard<'static, Opening> {
     let deadline = Instant::now() + SETTLE;
     let mut st = opening();
     while st.inside > 0 {
@@ -79,7 +101,7 @@ pub(crate) fn settle_for_fork() -> MutexGuard<'static, Opening> {
 
 /// In a forked child, with the count held: the `dlopen` calls counted
 /// were other threads', which the child does not have.
-pub(crate) fn forget_opening_in_child(st: &mut Opening) {
+fn forget_opening_in_child(st: &mut Opening) {
     if st.inside > 0 {
         st.inside = 0;
         st.forked_inside = true;

@@ -2,47 +2,152 @@
 //! `fork`, so that a child never starts with one of them locked by a
 //! thread it does not have (its first call would wait forever).
 //!
-//! The locks are taken in the order the library nests them: a world's
-//! handle registry before the handle arena; the object registry before
-//! the close hand-off; then the provider load's state and the parameter
-//! registry (each held for moments, around no other lock); standard error
-//! (logging happens under the others). Last the forking thread waits for
-//! the library's `dlopen` calls to end (`crate::dl`). The launcher's idle
-//! list has a handler of its own.
-use std::any::Any;
+//! A lock registers itself here when it is made, with its `Rank`, and
+//! optionally a hook that runs in the child while the lock is still held.
+//! The forking thread takes the registered locks in rank order and lets
+//! them go in the reverse order; `Rank` is the one place the order is
+//! written. This module names no other module of the library: the ones
+//! above it come to it.
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
-/// A process-wide lock that the forking thread holds across `fork`. The
-/// library's own are made when it is loaded (`AT_LOAD`); `lock` makes one
-/// at its first use otherwise.
-pub struct ForkSafe<T>(OnceLock<Mutex<T>>);
+/// The process-wide locks in the order the library nests them, which is
+/// the order a forking thread takes them in.
+#[derive(Clone, Copy)]
+pub(crate) enum Rank {
+    /// The world and window handle registry.
+    WorldHandles,
+    /// The object registry, taken before the shells and the close hand-off.
+    Objects,
+    /// The arena of C-visible shells.
+    Shells,
+    /// Where `close` waits for the calls in flight on an object.
+    CloseHandOff,
+    /// Whether a thread is loading the providers; held for moments, around
+    /// no other lock.
+    ProviderLoad,
+    /// The parameter registry; a leaf lock.
+    Params,
+    /// Standard error: logging happens under the locks above. Held by this
+    /// module itself.
+    Stderr,
+    /// Last: the library's `dlopen` calls, which the forking thread waits
+    /// for. A thread may load a library while it holds one of the locks
+    /// above, never the other way round.
+    Dlopen,
+}
 
-impl<T> ForkSafe<T> {
-    pub const fn new() -> Self {
-        ForkSafe(OnceLock::new())
+const RANKS: usize = Rank::Dlopen as usize + 1;
+
+/// A lock a forking thread holds across `fork`.
+pub(crate) trait ForkLock: Sync {
+    /// Takes it, for the fork; `None` when there is nothing to hold yet.
+    fn hold(&'static self) -> Option<Box<dyn Held>>;
+}
+
+/// A lock held across `fork`.
+pub(crate) trait Held {
+    /// In the child, before the lock is let go.
+    fn in_child(&mut self) {}
+}
+
+/// The registered locks, by rank.
+static LOCKS: [OnceLock<&'static dyn ForkLock>; RANKS] = [const { OnceLock::new() }; RANKS];
+
+/// Registers `lock` at `rank` (one lock per rank), and installs the fork
+/// handlers at the first call. Not from inside a fork handler.
+pub(crate) fn register(rank: Rank, lock: &'static dyn ForkLock) {
+    hold_locks_across_fork();
+    let first = LOCKS[rank as usize].set(lock).is_ok();
+    debug_assert!(first, "two locks registered at one rank");
+}
+
+/// A process-wide lock that the forking thread holds across `fork`,
+/// registered at its rank when it is made: by its owner at load
+/// (`at_load!`), or by `lock` at its first use otherwise.
+pub(crate) struct ForkSafe<T> {
+    lock: OnceLock<Mutex<T>>,
+    rank: Rank,
+    in_child: Option<fn(&mut T)>,
+}
+
+impl<T: Send + 'static> ForkSafe<T> {
+    pub const fn new(rank: Rank) -> Self {
+        ForkSafe {
+            lock: OnceLock::new(),
+            rank,
+            in_child: None,
+        }
     }
 
-    /// Locks it, making it with `make` at the first use (which installs
-    /// the fork handlers).
-    pub fn lock(&self, make: impl FnOnce() -> T) -> MutexGuard<'_, T> {
-        self.0
+    /// A lock whose value `in_child` amends in a forked child, while the
+    /// forking thread's hold still keeps it.
+    pub const fn with_child_hook(rank: Rank, in_child: fn(&mut T)) -> Self {
+        ForkSafe {
+            lock: OnceLock::new(),
+            rank,
+            in_child: Some(in_child),
+        }
+    }
+
+    /// Locks it, making it with `make` at the first use (which registers
+    /// it).
+    pub fn lock(&'static self, make: impl FnOnce() -> T) -> MutexGuard<'static, T> {
+        self.lock
             .get_or_init(|| {
-                hold_locks_across_fork();
+                register(self.rank, self);
                 Mutex::new(make())
             })
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    /// Locks it for the fork handler; nothing before its first use (making
-    /// it may register a fork handler, which cannot be done inside one).
-    pub fn lock_if_made(&self) -> Option<MutexGuard<'_, T>> {
-        self.0
-            .get()
-            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+impl<T: Send + 'static> ForkLock for ForkSafe<T> {
+    /// Nothing before its first use: making it may install the fork
+    /// handlers, which cannot be done inside one.
+    fn hold(&'static self) -> Option<Box<dyn Held>> {
+        let guard = self.lock.get()?.lock().unwrap_or_else(|e| e.into_inner());
+        Some(Box::new(Guard {
+            guard,
+            in_child: self.in_child,
+        }))
     }
 }
+
+/// A plain `static` mutex, made at compile time.
+impl<T: Send + 'static> ForkLock for Mutex<T> {
+    fn hold(&'static self) -> Option<Box<dyn Held>> {
+        let guard = self.lock().unwrap_or_else(|e| e.into_inner());
+        Some(Box::new(Guard {
+            guard,
+            in_child: None,
+        }))
+    }
+}
+
+struct Guard<T: 'static> {
+    guard: MutexGuard<'static, T>,
+    in_child: Option<fn(&mut T)>,
+}
+
+impl<T> Held for Guard<T> {
+    fn in_child(&mut self) {
+        if let Some(f) = self.in_child {
+            f(&mut self.guard);
+        }
+    }
+}
+
+struct Stderr;
+
+impl ForkLock for Stderr {
+    fn hold(&'static self) -> Option<Box<dyn Held>> {
+        Some(Box::new(std::io::stderr().lock()))
+    }
+}
+
+impl Held for std::io::StderrLock<'static> {}
 
 /// The value in `cell`, made by `make` at the first call. Made outside the
 /// cell, which is then only set: a thread that forks while another is
@@ -57,63 +162,52 @@ pub fn made_once<T>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> &T {
     cell.get().expect("set above")
 }
 
-thread_local! {
-    static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
-    static LOAD_HELD: RefCell<Option<MutexGuard<'static, crate::provider::loader::Loading>>> =
-        const { RefCell::new(None) };
-    static DL_HELD: RefCell<Option<MutexGuard<'static, crate::dl::Opening>>> = const { RefCell::new(None) };
+/// Runs `$make` when the library is loaded, before any thread can be
+/// inside one of its calls. The owner of a process-wide table makes it
+/// there: a table still being made by one thread when another forks would
+/// stay half made in the child, and its first call would wait for it
+/// forever; made at load, none is made later.
+macro_rules! at_load {
+    ($make:path) => {
+        const _: () = {
+            extern "C" fn at_load() {
+                $make();
+            }
+            #[used]
+            #[link_section = ".init_array"]
+            static AT_LOAD: extern "C" fn() = at_load;
+        };
+    };
 }
+pub(crate) use at_load;
 
-/// When the library is loaded, before any thread can be inside one of its
-/// calls: the fork handlers, and the tables they hold. A table still being
-/// made by one thread when another forks would stay half made in the
-/// child, and its first call would wait for it forever; made here, none
-/// is made later.
-#[used]
-#[link_section = ".init_array"]
-static AT_LOAD: extern "C" fn() = at_load;
-
-extern "C" fn at_load() {
-    crate::world::handles::make();
-    crate::object::make();
-    crate::shell::make();
-    crate::provider::loader::make();
-    crate::param::make();
+thread_local! {
+    /// The locks the forking thread holds, in rank order.
+    static HELD: RefCell<Vec<Box<dyn Held>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Installs the fork handlers, once per process; cheap after the first
 /// call.
 fn hold_locks_across_fork() {
     static ONCE: Once = Once::new();
-    // SAFETY: the handlers only take and release the library's own locks.
-    ONCE.call_once(|| unsafe {
-        libc::pthread_atfork(
-            Some(before_fork),
-            Some(after_fork),
-            Some(after_fork_in_child),
-        );
+    ONCE.call_once(|| {
+        static STDERR: Stderr = Stderr;
+        let _ = LOCKS[Rank::Stderr as usize].set(&STDERR);
+        // SAFETY: the handlers only take and release the library's own
+        // locks.
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork),
+                Some(after_fork_in_child),
+            );
+        }
     });
 }
 
 extern "C" fn before_fork() {
-    let held: Vec<Box<dyn Any>> = vec![
-        Box::new(crate::world::handles::lock_for_fork()),
-        Box::new(crate::object::lock_for_fork()),
-        Box::new(crate::shell::lock_for_fork()),
-        Box::new(crate::object::drained_for_fork()),
-    ];
+    let held: Vec<Box<dyn Held>> = LOCKS.iter().filter_map(|lock| lock.get()?.hold()).collect();
     HELD.with(|h| *h.borrow_mut() = held);
-    // Kept apart: the child changes it (`after_fork_in_child`).
-    LOAD_HELD.with(|h| *h.borrow_mut() = crate::provider::loader::lock_for_fork());
-    HELD.with(|h| {
-        h.borrow_mut().extend([
-            Box::new(crate::param::lock_for_fork()) as Box<dyn Any>,
-            Box::new(std::io::stderr().lock()),
-        ])
-    });
-    // Last: a thread may load a library while it holds one of the locks
-    // above, never the other way round.
-    DL_HELD.with(|h| *h.borrow_mut() = Some(crate::dl::settle_for_fork()));
 }
 
 /// In the parent: the forking thread lets go.
@@ -124,22 +218,29 @@ extern "C" fn after_fork() {
             drop(g);
         }
     });
-    LOAD_HELD.with(|h| drop(h.borrow_mut().take()));
-    DL_HELD.with(|h| drop(h.borrow_mut().take()));
 }
 
-/// In the child: as in the parent, once a provider load that another
-/// thread of the parent was making is forgotten (that thread is not here).
+/// In the child: as in the parent, once each lock's child hook has run
+/// (a provider load or a `dlopen` that another thread of the parent was
+/// making is forgotten: that thread is not here).
 extern "C" fn after_fork_in_child() {
-    LOAD_HELD.with(|h| {
-        if let Some(st) = h.borrow_mut().as_mut() {
-            crate::provider::loader::forget_load_in_child(st);
-        }
-    });
-    DL_HELD.with(|h| {
-        if let Some(st) = h.borrow_mut().as_mut() {
-            crate::dl::forget_opening_in_child(st);
+    HELD.with(|h| {
+        for g in h.borrow_mut().iter_mut() {
+            g.in_child();
         }
     });
     after_fork();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rank has its lock by the time any thread can call the
+    /// library: their owners register them at load.
+    #[test]
+    fn every_rank_is_registered_at_load() {
+        let missing: Vec<usize> = (0..RANKS).filter(|&r| LOCKS[r].get().is_none()).collect();
+        assert!(missing.is_empty(), "ranks without a lock: {missing:?}");
+    }
 }

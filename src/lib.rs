@@ -11,13 +11,16 @@
 pub mod bootstrap;
 pub mod capi;
 mod dl;
+pub(crate) mod env;
 pub mod error;
+pub(crate) mod filter;
 pub mod flags;
 mod fork;
 pub mod launcher;
 pub mod log;
 pub mod memory;
 pub mod object;
+pub mod ops;
 pub mod param;
 pub mod provider;
 pub mod shell;

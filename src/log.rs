@@ -10,9 +10,9 @@
 //! any case; another value is warned about once) and
 //! `FI_XPU_LOG_PROV` (`shm,core` keeps only those sources, `^ofi` drops
 //! those).
+use crate::filter::Filter;
 use crate::fork::made_once;
 use crate::param;
-use crate::provider::filter::Filter;
 use fi_xpu_abi::{FI_XPU_LOG_DEBUG, FI_XPU_LOG_INFO, FI_XPU_LOG_WARN};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -16,7 +16,7 @@
 //! memory callback closing its own context) gets `FI_EBUSY` instead of
 //! waiting for itself.
 use crate::error::{Error, Result};
-use crate::fork::ForkSafe;
+use crate::fork::{self, ForkSafe, Rank};
 use crate::memory::Memory;
 use crate::prov_call;
 use crate::provider::Provider;
@@ -150,26 +150,19 @@ impl Object {
 
 type Registry = HashMap<usize, Arc<Object>>;
 
-static REGISTRY: ForkSafe<Registry> = ForkSafe::new();
+static REGISTRY: ForkSafe<Registry> = ForkSafe::new(Rank::Objects);
 
 fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock(Registry::default)
 }
 
-/// The registry, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    REGISTRY.lock_if_made()
-}
-
-/// Makes the registry (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`), with the close hand-off's lock, which a
+/// forking thread also holds.
+fn make() {
     drop(registry());
+    fork::register(Rank::CloseHandOff, &DRAINED.0);
 }
-
-/// The close hand-off's lock, held by a forking thread (`crate::fork`).
-pub(crate) fn drained_for_fork() -> impl std::any::Any {
-    DRAINED.0.lock().unwrap_or_else(|e| e.into_inner())
-}
+fork::at_load!(make);
 
 /// Where `close` waits for calls in flight to end; the last `Use` of a
 /// closing object signals it while holding the lock, so no wake-up is lost.
@@ -304,6 +297,8 @@ pub struct New {
     pub xpu: bool,
     pub range: Option<(usize, usize)>,
     pub context: *mut c_void,
+    /// The `fi_ops` its shell points at (the C API's).
+    pub ops: &'static fi_ops,
 }
 
 /// Registers a new object and returns its C handle.
@@ -321,6 +316,7 @@ pub fn register_pending(
     holds: Vec<Arc<Object>>,
     memory: Memory,
     context: *mut c_void,
+    ops: &'static fi_ops,
 ) -> Result<*mut fid> {
     acquire(&holds.iter().collect::<Vec<_>>())?;
     Ok(insert(
@@ -333,6 +329,7 @@ pub fn register_pending(
             xpu: false,
             range: None,
             context,
+            ops,
         },
         true,
     ))
@@ -365,7 +362,7 @@ fn insert(new: New, pending: bool) -> *mut fid {
     let shell = crate::shell::alloc(fid {
         fclass: new.kind.fclass(),
         context: new.context,
-        ops: &crate::capi::FID_OPS as *const fi_ops as *mut fi_ops,
+        ops: new.ops as *const fi_ops as *mut fi_ops,
     });
     let obj = Arc::new(Object {
         kind: new.kind,

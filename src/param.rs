@@ -8,9 +8,9 @@
 //! `fi_param_get`) and never read the environment themselves. A provider's
 //! parameter `name` is the variable `FI_XPU_<PROVIDER>_<NAME>`, so providers
 //! cannot read or shadow each other's variables, nor the core's.
+use crate::env;
 use crate::error::Error;
-use crate::fork::ForkSafe;
-use crate::provider::env;
+use crate::fork::{self, ForkSafe, Rank};
 use std::sync::MutexGuard;
 
 /// Owner of the core's own parameters.
@@ -152,7 +152,7 @@ fn value_of(var: &str) -> Option<String> {
 
 /// The parameters defined so far; a leaf lock (nothing else is locked
 /// under it), held by a forking thread (`crate::fork`).
-static REGISTRY: ForkSafe<Vec<Param>> = ForkSafe::new();
+static REGISTRY: ForkSafe<Vec<Param>> = ForkSafe::new(Rank::Params);
 
 fn registry() -> MutexGuard<'static, Vec<Param>> {
     REGISTRY.lock(|| {
@@ -169,15 +169,11 @@ fn registry() -> MutexGuard<'static, Vec<Param>> {
     })
 }
 
-/// Makes the registry (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`).
+fn make() {
     drop(registry());
 }
-
-/// The registry's lock, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<MutexGuard<'static, Vec<Param>>> {
-    REGISTRY.lock_if_made()
-}
+fork::at_load!(make);
 
 fn plain_name(s: &str) -> bool {
     !s.is_empty()

@@ -21,7 +21,7 @@
 //! its proportional size (`Pss`) counts it once. Past `SLOTS` slots in use, or where the
 //! mapping cannot be made, shells are allocated singly and kept for the rest
 //! of the process (never reused), so the bound holds there too.
-use crate::fork::ForkSafe;
+use crate::fork::{self, ForkSafe, Rank};
 use fi_xpu_abi::fid;
 use fi_xpu_os::rustix::fs::{ftruncate, MemfdFlags};
 use fi_xpu_os::rustix::mm::{self, MapFlags, ProtFlags};
@@ -96,7 +96,7 @@ struct Arena {
 static BASE: AtomicUsize = AtomicUsize::new(0);
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-static ARENA: ForkSafe<Arena> = ForkSafe::new();
+static ARENA: ForkSafe<Arena> = ForkSafe::new(Rank::Shells);
 
 fn arena() -> MutexGuard<'static, Arena> {
     ARENA.lock(|| {
@@ -110,15 +110,11 @@ fn arena() -> MutexGuard<'static, Arena> {
     })
 }
 
-/// The arena, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    ARENA.lock_if_made()
-}
-
-/// Makes the arena (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`).
+fn make() {
     drop(arena());
 }
+fork::at_load!(make);
 
 /// A new memfd of `VIEW_BYTES` (sparse: pages appear as slots are written).
 fn new_fd() -> Option<OwnedFd> {

@@ -3,9 +3,10 @@
 //! would see it, and adds what only the loader knows (paths, refusals, the
 //! directories searched).
 use fi_xpu::abi::*;
+use fi_xpu::capi::info::providers;
 use fi_xpu::memory::iface_name;
 use fi_xpu::param;
-use fi_xpu::provider::{providers, Provider};
+use fi_xpu::provider::Provider;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 use std::process::ExitCode;

@@ -1,9 +1,15 @@
 //! Discovery, versions and error strings.
 use super::{guard, non_null, put, read_opt};
 use crate::error::{strerror_c, Error};
-use crate::provider::providers;
+use crate::provider::Providers;
 use fi_xpu_abi::*;
 use std::ffi::{c_char, c_int, CStr, CString};
+
+/// The providers of this process, loaded on first use with the C API's
+/// services table.
+pub fn providers() -> &'static Providers {
+    crate::provider::providers(&super::services::CORE_SERVICES)
+}
 
 /// Library version as `FI_XPU_VERSION(major, minor)`.
 #[no_mangle]

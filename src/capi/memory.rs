@@ -1,8 +1,9 @@
 //! `fi_xpu_alloc`, `fi_xpu_import`, `fi_xpu_unimport`, `fi_xpu_free`.
 use super::{guard, non_null, put};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memory::Owner;
 use crate::object::{lookup, Kind, Object, Use};
+use crate::ops::memory as ops;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 use std::os::fd::IntoRawFd;
@@ -37,8 +38,7 @@ pub(crate) unsafe fn alloc(
     if flags & FI_XPU_ALLOC_DMABUF != 0 {
         non_null(fd)?;
     }
-    let mem = c.memory.as_ref().expect("contexts have memory");
-    let a = mem.alloc(size, alignment, flags, owner)?;
+    let a = ops::alloc(c, size, alignment, flags, owner)?;
     // SAFETY: checked non-NULL; valid for writing (function contract).
     unsafe { put(addr, a.addr as *mut c_void) };
     if !fd.is_null() {
@@ -66,8 +66,7 @@ unsafe fn import(
     dev_addr: *mut *mut c_void,
 ) -> Result<c_int> {
     non_null(dev_addr)?;
-    let mem = c.memory.as_ref().expect("contexts have memory");
-    let dev = mem.import(host_addr as usize, fd, offset, size, flags, Owner::App)?;
+    let dev = ops::import(c, host_addr as usize, fd, offset, size, flags)?;
     // SAFETY: checked non-NULL; valid for writing (function contract).
     unsafe { put(dev_addr, dev as *mut c_void) };
     Ok(0)
@@ -132,12 +131,7 @@ pub unsafe extern "C" fn fi_xpu_import(
 pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        let mem = c.memory.as_ref().expect("contexts have memory");
-        let dev = dev_addr as usize;
-        if let Some((size, true)) = mem.import_to_undo(dev, Owner::App) {
-            refuse_if_registered("fi_xpu_unimport", dev, size)?;
-        }
-        mem.unimport(dev, Owner::App)?;
+        ops::unimport(&c, dev_addr as usize)?;
         Ok(0)
     })
 }
@@ -149,20 +143,7 @@ pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_v
 pub extern "C" fn fi_xpu_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        let mem = c.memory.as_ref().expect("contexts have memory");
-        if let Some(size) = mem.alloc_size(addr as usize, Owner::App) {
-            refuse_if_registered("fi_xpu_free", addr as usize, size)?;
-        }
-        mem.free(addr as usize, Owner::App)?;
+        ops::free(&c, addr as usize)?;
         Ok(0)
     })
-}
-
-/// Memory that a live registration covers stays: peers may still write it.
-fn refuse_if_registered(what: &str, start: usize, size: u64) -> Result<()> {
-    if crate::object::registered(start, size as usize) {
-        crate::warn!("{what}: [{start:#x}, +{size}) is still registered; close the MR first");
-        return Err(Error::BUSY);
-    }
-    Ok(())
 }

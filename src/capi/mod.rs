@@ -2,9 +2,9 @@
 //! Rust. Every function runs inside `guard`, so no panic crosses into C.
 pub mod info;
 mod launcher;
-pub(crate) mod memory;
-pub(crate) use memory as memory_services;
-pub(crate) mod objects;
+mod memory;
+mod objects;
+mod services;
 mod world;
 mod wr;
 

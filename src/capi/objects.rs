@@ -1,52 +1,15 @@
 //! Host objects: domain, XPU context, AV, MR, CQ, counter, endpoint, export
 //! and close.
 use super::info::provider_of;
-use super::{attr_size, guard, guard_ssize, non_null, put, read_opt};
+use super::{attr_size, guard, guard_ssize, non_null, put, read_opt, FID_OPS};
 use crate::error::{Error, Result};
-use crate::flags::{
-    self, AbortFlags, CntrBind, CqBind, DomainFlags, EpCaps, MrAccess, XpuFormFlags,
-};
-use crate::memory::{Memory, UserOps};
-use crate::object::{self, acquire, lookup, lookup_any, register, release, Kind, New, Object, Use};
+use crate::flags::{self, AbortFlags, DomainFlags, XpuFormFlags};
+use crate::memory::UserOps;
+use crate::object::{self, lookup, lookup_any, Kind, Use};
+use crate::ops::objects as ops;
 use crate::prov_call;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-
-/// Opens a child of `dom`, on the context `ctx` if any: `open` receives the
-/// provider's domain and context handles and the out-pointer for the new
-/// handle. Registers the child, or gives back the uses it took if the
-/// provider refuses.
-fn open_in_domain(
-    kind: Kind,
-    dom: &Arc<Object>,
-    ctx: Option<Arc<Object>>,
-    xpu: bool,
-    range: Option<(usize, usize)>,
-    context: *mut c_void,
-    open: impl FnOnce(*mut c_void, *mut c_void, &mut *mut c_void) -> c_int,
-) -> Result<*mut fid> {
-    let ctx_h = ctx.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
-    let mut holds = vec![dom.clone()];
-    holds.extend(ctx);
-    acquire(&holds.iter().collect::<Vec<_>>())?;
-    let mut handle = std::ptr::null_mut();
-    if let Err(e) = Error::check(open(dom.handle(), ctx_h, &mut handle)) {
-        release(&holds);
-        return Err(e);
-    }
-    Ok(register(New {
-        kind,
-        prov: dom.prov.clone(),
-        handle,
-        holds,
-        memory: None,
-        xpu,
-        range,
-        context,
-    }))
-}
 
 /// Opens a domain on the provider `info` names.
 ///
@@ -79,21 +42,7 @@ pub unsafe extern "C" fn fi_xpu_domain(
                 a
             }
         };
-        let mut handle = std::ptr::null_mut();
-        Error::check(prov_call!(
-            prov,
-            domain_open(prov.handle(), attr, &mut handle)
-        ))?;
-        let fid = register(New {
-            kind: Kind::Domain,
-            prov,
-            handle,
-            holds: vec![],
-            memory: None,
-            xpu: false,
-            range: None,
-            context,
-        });
+        let fid = ops::domain(prov, attr, context, &FID_OPS)?;
         // SAFETY: `domain` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(domain, fid as *mut fid_xpu_domain) };
         Ok(0)
@@ -117,40 +66,13 @@ pub unsafe extern "C" fn fi_xpu_ctx_open(
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
         // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
         let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        let ops = if attr.ops.is_null() {
+        let user = if attr.ops.is_null() {
             None
         } else {
             // SAFETY: the caller guarantees `ops` points to a struct of `size` bytes.
             Some(unsafe { UserOps::from_raw(attr.ops, attr.device) }?)
         };
-        if attr.iface < 0 || attr.iface >= 64 {
-            return Err(Error::INVAL);
-        }
-        if dom.prov.desc().ifaces & (1u64 << attr.iface) == 0 {
-            dom.prov.log(
-                FI_XPU_LOG_WARN,
-                &format!(
-                    "does not serve iface {}",
-                    crate::memory::iface_name(attr.iface)
-                ),
-            );
-            return Err(Error::OPNOTSUPP);
-        }
-        let memory = Memory::new(attr.iface, attr.device, ops)?;
-        // The provider gets the application's handle before it exists as a
-        // registered object, so it is registered first and its provider handle
-        // filled in by a second registration step.
-        let prov = dom.prov.clone();
-        let shell =
-            object::register_pending(Kind::Ctx, prov.clone(), vec![dom.clone()], memory, context)?;
-        let args = fi_xpu_prov_ctx_args {
-            iface: attr.iface,
-            device: attr.device,
-            core_ctx: shell as *mut fid_xpu_host_ctx,
-        };
-        let mut h = std::ptr::null_mut();
-        let ret = prov_call!(prov, ctx_open(dom.handle(), &args, &mut h));
-        object::finish_pending(shell, Error::check(ret).map(|_| h))?;
+        let shell = ops::ctx_open(&dom, attr.iface, attr.device, user, context, &FID_OPS)?;
         // SAFETY: `ctx` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(ctx, shell as *mut fid_xpu_host_ctx) };
         Ok(0)
@@ -169,8 +91,7 @@ pub unsafe extern "C" fn fi_xpu_ctx_getinfo(
     guard(|| {
         non_null(attr)?;
         let c = lookup(ctx as *const c_void, Kind::Ctx)?;
-        let mut out = fi_xpu_ctx_info::default();
-        Error::check(prov_call!(c.prov, ctx_query(c.handle(), &mut out)))?;
+        let out = ops::ctx_query(&c)?;
         // SAFETY: `attr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(attr, out) };
         Ok(0)
@@ -210,12 +131,7 @@ pub unsafe extern "C" fn fi_xpu_av_open(
         let defaults = fi_xpu_av_attr { count: 0, flags: 0 };
         // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
         let attr = unsafe { read_opt(attr) }.unwrap_or(&defaults);
-        if attr.flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        let fid = open_in_domain(Kind::Av, &dom, None, false, None, context, |d, _, h| {
-            prov_call!(dom.prov, av_open(d, attr, h))
-        })?;
+        let fid = ops::av_open(&dom, attr, context, &FID_OPS)?;
         // SAFETY: `av` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(av, fid as *mut fid_xpu_av) };
         Ok(0)
@@ -249,41 +165,17 @@ pub unsafe extern "C" fn fi_xpu_av_insert(
         if count > c_int::MAX as usize || count.checked_mul(addrlen).is_none() {
             return Err(Error::OVERFLOW);
         }
-        let mut inserted = 0;
-        let mut first_err = None;
-        for i in 0..count {
-            let one = (addr as usize + i * addrlen) as *const c_void;
-            let mut out: fi_addr_t = FI_ADDR_UNSPEC;
-            match Error::check(prov_call!(a.prov, av_insert(a.handle(), one, &mut out, 0))) {
-                Ok(()) => {
-                    inserted += 1;
-                    crate::debug!("{}: inserted fi_addr {out}", a.describe());
-                }
-                Err(e) => {
-                    out = FI_ADDR_UNSPEC;
-                    first_err.get_or_insert(e);
-                    crate::warn!(
-                        "fi_xpu_av_insert: {}: address {i} of {count} refused by provider {}: -{e:?} ({e}){}",
-                        a.describe(),
-                        a.prov.name,
-                        if e == Error::INVAL {
-                            ": not an address this provider's fi_xpu_getname gave (garbage, or another provider's)"
-                        } else {
-                            ""
-                        }
-                    );
-                }
-            }
-            if !fi_addr.is_null() {
-                // SAFETY: `fi_addr` was checked non-NULL and has `count`
-                // slots (the API's contract), `i` < `count`.
-                unsafe { put(fi_addr.wrapping_add(i), out) };
-            }
-        }
-        match (inserted, first_err) {
-            (0, Some(e)) => Err(e),
-            (n, _) => Ok(n),
-        }
+        // SAFETY: `addr` holds `count` addresses of `addrlen` bytes (the
+        // API's contract), checked non-NULL; the product does not overflow.
+        let addrs = unsafe { std::slice::from_raw_parts(addr as *const u8, count * addrlen) };
+        let out = if fi_addr.is_null() {
+            None
+        } else {
+            // SAFETY: `fi_addr` was checked non-NULL and has `count` slots
+            // (the API's contract).
+            Some(unsafe { std::slice::from_raw_parts_mut(fi_addr, count) })
+        };
+        ops::av_insert(&a, addrs, count, out)
     })
 }
 
@@ -401,50 +293,16 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
     guard(|| {
         non_null(mr)?;
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        let c = attr_ctx(&dom, ctx)?;
-        non_null(buf)?;
-        if len == 0 || access == 0 {
-            return Err(Error::INVAL);
-        }
-        flags::accept::<MrAccess>(access)?;
-        if flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        if (buf as usize).checked_add(len).is_none() {
-            return Err(Error::OVERFLOW);
-        }
-        let (iface, device, core_ctx) = match &c {
-            Some(c) => (
-                c.memory_iface(),
-                c.memory_device(),
-                c.shell() as *mut fid_xpu_host_ctx,
-            ),
-            None => (FI_HMEM_SYSTEM, 0, std::ptr::null_mut()),
-        };
-        let args = fi_xpu_prov_mr_args {
-            buf,
+        let c = ops::attr_ctx(&dom, ctx)?;
+        let r = ops::MrReg {
+            buf: buf as usize,
             len,
             access,
             offset,
             requested_key,
             flags,
-            iface,
-            device,
-            core_ctx,
         };
-        let fid = open_in_domain(
-            Kind::Mr,
-            &dom,
-            c,
-            false,
-            Some((buf as usize, len)),
-            context,
-            |d, x, h| prov_call!(dom.prov, mr_reg(d, x, &args, h)),
-        )?;
-        crate::debug!(
-            "mr {fid:p}: registered [{buf:p}, +{len:#x}) access {access:#x} on {}",
-            dom.describe()
-        );
+        let fid = ops::mr_reg(&dom, c, &r, context, &FID_OPS)?;
         // SAFETY: `mr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(mr, fid as *mut fid_xpu_mr) };
         Ok(0)
@@ -460,8 +318,7 @@ pub unsafe extern "C" fn fi_xpu_mr_key(mr: *mut fid_xpu_mr, key: *mut u64) -> c_
     guard(|| {
         non_null(key)?;
         let m = lookup(mr as *const c_void, Kind::Mr)?;
-        let mut k = 0u64;
-        Error::check(prov_call!(m.prov, mr_key(m.handle(), &mut k)))?;
+        let k = ops::mr_key(&m)?;
         // SAFETY: `key` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(key, k) };
         Ok(0)
@@ -491,20 +348,6 @@ pub unsafe extern "C" fn fi_xpu_mr_desc(
     })
 }
 
-/// The context named by an attribute, which must be in `dom`.
-/// The new object takes a use on it (`open_in_domain`), which keeps it open
-/// from there on.
-fn attr_ctx(dom: &Arc<Object>, ctx: *mut fid_xpu_host_ctx) -> Result<Option<Arc<Object>>> {
-    if ctx.is_null() {
-        return Ok(None);
-    }
-    let c = lookup(ctx as *const c_void, Kind::Ctx)?;
-    if !c.domain().is_some_and(|d| Arc::ptr_eq(&d, dom)) {
-        return Err(Error::INVAL);
-    }
-    Ok(Some(Arc::clone(&c)))
-}
-
 /// Opens a completion queue: an XPU CQ when `attr->xpu_ctx` is set, a host CQ
 /// otherwise.
 ///
@@ -522,20 +365,7 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
         // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
         let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        if attr.flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        if !(FI_CQ_FORMAT_UNSPEC..=FI_CQ_FORMAT_TAGGED).contains(&attr.format) {
-            return Err(Error::INVAL);
-        }
-        if attr.size > u32::MAX as usize {
-            return Err(Error::OVERFLOW);
-        }
-        let c = attr_ctx(&dom, attr.xpu_ctx)?;
-        let xpu = c.is_some();
-        let fid = open_in_domain(Kind::Cq, &dom, c, xpu, None, context, |d, x, h| {
-            prov_call!(dom.prov, cq_open(d, x, attr, h))
-        })?;
+        let fid = ops::cq_open(&dom, attr, context, &FID_OPS)?;
         // SAFETY: `cq` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(cq, fid as *mut fid_xpu_host_cq) };
         Ok(0)
@@ -627,14 +457,7 @@ pub unsafe extern "C" fn fi_xpu_cntr_open(
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
         // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
         let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        if attr.flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        let c = attr_ctx(&dom, attr.xpu_ctx)?;
-        let xpu = c.is_some();
-        let fid = open_in_domain(Kind::Cntr, &dom, c, xpu, None, context, |d, x, h| {
-            prov_call!(dom.prov, cntr_open(d, x, attr, h))
-        })?;
+        let fid = ops::cntr_open(&dom, attr, context, &FID_OPS)?;
         // SAFETY: `cntr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(cntr, fid as *mut fid_xpu_host_cntr) };
         Ok(0)
@@ -742,14 +565,7 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
         let dom = lookup(domain as *const c_void, Kind::Domain)?;
         // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
         let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        if attr.flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        flags::accept::<EpCaps>(attr.caps)?;
-        let c = attr_ctx(&dom, attr.xpu_ctx)?.ok_or(Error::INVAL)?;
-        let fid = open_in_domain(Kind::Ep, &dom, Some(c), true, None, context, |d, x, h| {
-            prov_call!(dom.prov, ep_open(d, x, attr, h))
-        })?;
+        let fid = ops::endpoint(&dom, attr, context, &FID_OPS)?;
         // SAFETY: `ep` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(ep, fid as *mut fid_xpu_host_ep) };
         Ok(0)
@@ -770,49 +586,7 @@ pub unsafe extern "C" fn fi_xpu_ep_bind(
     guard(|| {
         let e = lookup(ep as *const c_void, Kind::Ep)?;
         let b = lookup_any(bfid as *const c_void)?;
-        if !e.same_domain(&b) {
-            return Err(Error::INVAL);
-        }
-        if e.flag.load(Ordering::Acquire) {
-            return Err(Error::OPBADSTATE);
-        }
-        match b.kind {
-            Kind::Av if flags != 0 => return Err(Error::BADFLAGS),
-            Kind::Av if !object::holds(&e, Kind::Av).is_empty() => return Err(Error::INVAL),
-            Kind::Cq => {
-                flags::accept_some::<CqBind>(flags)?;
-            }
-            Kind::Cntr => {
-                flags::accept_some::<CntrBind>(flags)?;
-            }
-            Kind::Av => {}
-            _ => return Err(Error::INVAL),
-        }
-        if let (Some(bc), Some(ec)) = (b.ctx(), e.ctx()) {
-            if !Arc::ptr_eq(&bc, &ec) {
-                return Err(Error::INVAL);
-            }
-        }
-        acquire(&[&b])?;
-        if let Err(err) = Error::check(prov_call!(
-            e.prov,
-            ep_bind(e.handle(), b.kind.fclass(), b.handle(), flags)
-        )) {
-            release(&[Arc::clone(&b)]);
-            return Err(err);
-        }
-        if b.kind == Kind::Cq {
-            e.cq_bound.fetch_or(
-                flags & (fi_xpu_abi::flags::FI_TRANSMIT | fi_xpu_abi::flags::FI_RECV),
-                Ordering::AcqRel,
-            );
-        }
-        object::add_hold(&e, Arc::clone(&b));
-        crate::debug!(
-            "bound {} to {} (flags {flags:#x})",
-            b.describe(),
-            e.describe()
-        );
+        ops::ep_bind(&e, &b, flags)?;
         Ok(0)
     })
 }
@@ -822,37 +596,7 @@ pub unsafe extern "C" fn fi_xpu_ep_bind(
 pub extern "C" fn fi_xpu_enable(ep: *mut fid_xpu_host_ep) -> c_int {
     guard(|| {
         let e = lookup(ep as *const c_void, Kind::Ep)?;
-        if e.flag.load(Ordering::Acquire) {
-            return Err(Error::OPBADSTATE);
-        }
-        // Without a CQ nothing the endpoint does could report, not even
-        // an error: libfabric's -FI_ENOCQ. Whether an AV is needed is the
-        // provider's to say (-FI_ENOAV), logged here alike.
-        if e.cq_bound.load(Ordering::Acquire) == 0 {
-            crate::warn!(
-                "fi_xpu_enable: {}: no CQ bound (-FI_ENOCQ): bind one with FI_TRANSMIT and/or FI_RECV first",
-                e.describe()
-            );
-            return Err(Error::NOCQ);
-        }
-        if let Err(err) = Error::check(prov_call!(e.prov, ep_enable(e.handle()))) {
-            match err {
-                Error::NOAV => crate::warn!(
-                    "fi_xpu_enable: {}: no AV bound (-FI_ENOAV): provider {} addresses peers through it; bind one first",
-                    e.describe(),
-                    e.prov.name
-                ),
-                Error::NOCQ => crate::warn!(
-                    "fi_xpu_enable: {}: provider {} needs another CQ bound (-FI_ENOCQ)",
-                    e.describe(),
-                    e.prov.name
-                ),
-                _ => {}
-            }
-            return Err(err);
-        }
-        e.flag.store(true, Ordering::Release);
-        crate::debug!("enabled {}", e.describe());
+        ops::enable(&e)?;
         Ok(0)
     })
 }
@@ -885,22 +629,7 @@ pub unsafe extern "C" fn fi_xpu_export(obj: *mut fid, flags: u64, out: *mut fid_
     guard(|| {
         non_null(out)?;
         let o = lookup_any(obj as *const c_void)?;
-        if flags != 0 {
-            return Err(Error::BADFLAGS);
-        }
-        let mut handle = fid_xpu::default();
-        let ret = match o.kind {
-            Kind::Ep if !o.flag.load(Ordering::Acquire) => return Err(Error::OPBADSTATE),
-            Kind::Ep => prov_call!(o.prov, ep_export(o.handle(), 0, &mut handle)),
-            Kind::Cq | Kind::Cntr if !o.xpu => return Err(Error::OPNOTSUPP),
-            Kind::Cq => prov_call!(o.prov, cq_export(o.handle(), 0, &mut handle)),
-            Kind::Cntr => prov_call!(o.prov, cntr_export(o.handle(), 0, &mut handle)),
-            _ => return Err(Error::INVAL),
-        };
-        Error::check(ret)?;
-        if o.kind != Kind::Ep {
-            o.flag.store(true, Ordering::Release);
-        }
+        let handle = ops::export(&o, flags)?;
         // SAFETY: `out` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
         unsafe { put(out, handle) };
         Ok(0)

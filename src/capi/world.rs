@@ -3,11 +3,13 @@
 //! `fi_xpu_world_free`, `fi_xpu_world_close`.
 use super::{guard, non_null, put, read_opt};
 use crate::bootstrap::{module, tcp, Bootstrap, Collectives};
+use crate::env;
 use crate::error::{Error, Result};
+use crate::memory::UserOps;
+use crate::ops::Face;
 use crate::param;
-use crate::provider::env;
 use crate::warn;
-use crate::world::{handles, window::Window, World};
+use crate::world::{handles, window::Window, Device, World};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -173,7 +175,22 @@ pub unsafe extern "C" fn fi_xpu_world_open(
         let xpu = unsafe { read_opt(a.xpu) }.unwrap_or(&host);
         // SAFETY: `attr`'s strings and ops are as the API requires.
         let boot = unsafe { bootstrap(a) }?;
-        let w = World::open(boot, xpu)?;
+        let device = Device {
+            iface: xpu.iface,
+            device: xpu.device,
+            user: if xpu.ops.is_null() {
+                Ok(None)
+            } else {
+                // SAFETY: a set `ops` points to a struct of its `size` bytes
+                // (the API's contract).
+                unsafe { UserOps::from_raw(xpu.ops, xpu.device) }.map(Some)
+            },
+        };
+        let face = Face {
+            fid_ops: &super::FID_OPS,
+            providers: super::info::providers,
+        };
+        let w = World::open(boot, &device, &face)?;
         let h = handles::add_world(w, &WORLD_OPS, context) as *mut fid_xpu_world;
         // SAFETY: `world` was checked non-NULL and is valid for writing (the
         // API's contract for out-parameters).

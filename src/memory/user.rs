@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// The callbacks, copied out of the application's struct so that fields past
 /// its `size` are never read.
+#[derive(Clone)]
 pub struct UserOps {
     device: u64,
     alloc:

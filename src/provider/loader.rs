@@ -11,19 +11,18 @@
 //! Relative directories in the path are refused: they would make the
 //! plugins depend on the working directory. Each file is opened and checked
 //! once and loaded through that descriptor (`plugin_file`).
-use super::filter::Filter;
 use super::plugin_file::{self, PluginFile};
-use super::services::CORE_SERVICES;
 use crate::dl::Library;
 use crate::error::strerror;
-use crate::fork::ForkSafe;
+use crate::filter::Filter;
+use crate::fork::{self, ForkSafe, Rank};
 use crate::param;
 use crate::{debug, info, warn};
 use fi_xpu_abi::*;
 use std::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, OnceLock};
 
 /// A loaded, checked and initialised provider.
 pub struct Provider {
@@ -88,7 +87,10 @@ impl Providers {
 /// forked while another thread of its parent was loading them (a thread it
 /// does not have) loads them itself, where a `OnceLock` being initialised
 /// would have made its first call wait forever.
-pub fn providers() -> &'static Providers {
+///
+/// `services` is the table each plugin's `init` receives (the C API's,
+/// `capi::services`); the first load's is the one used.
+pub fn providers(services: &'static fi_xpu_core) -> &'static Providers {
     if let Some(p) = LOADED.get() {
         return p;
     }
@@ -105,7 +107,7 @@ pub fn providers() -> &'static Providers {
     st.busy = true;
     drop(st);
     let done = NotBusy;
-    let p: &'static Providers = Box::leak(Box::new(load_all()));
+    let p: &'static Providers = Box::leak(Box::new(load_all(services)));
     // Set under the lock, so that no fork sees it half set.
     let held = LOADING.lock(Loading::default);
     let _ = LOADED.set(p);
@@ -118,12 +120,15 @@ pub fn providers() -> &'static Providers {
 /// a thread forks).
 static LOADED: OnceLock<&'static Providers> = OnceLock::new();
 /// Whether a thread is loading them now.
-static LOADING: ForkSafe<Loading> = ForkSafe::new();
+/// In a forked child, a load another thread of the parent was making will
+/// never end.
+static LOADING: ForkSafe<Loading> =
+    ForkSafe::with_child_hook(Rank::ProviderLoad, forget_load_in_child);
 /// Signalled when a load ends.
 static CHANGED: Condvar = Condvar::new();
 
 #[derive(Default)]
-pub(crate) struct Loading {
+struct Loading {
     busy: bool,
 }
 
@@ -138,19 +143,15 @@ impl Drop for NotBusy {
     }
 }
 
-/// Makes the load's lock (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`).
+fn make() {
     drop(LOADING.lock(Loading::default));
 }
-
-/// The load's lock, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<MutexGuard<'static, Loading>> {
-    LOADING.lock_if_made()
-}
+fork::at_load!(make);
 
 /// In a forked child, with the lock still held: a load another thread of
 /// the parent was making will never end here.
-pub(crate) fn forget_load_in_child(st: &mut Loading) {
+fn forget_load_in_child(st: &mut Loading) {
     st.busy = false;
 }
 
@@ -274,7 +275,7 @@ fn plugin_name(file: &str) -> Option<&str> {
     ok.then_some(name)
 }
 
-fn load_all() -> Providers {
+fn load_all(services: &'static fi_xpu_core) -> Providers {
     let filter = provider_filter();
     let (searched, refused) = search_dirs();
     for s in &refused {
@@ -336,7 +337,7 @@ fn load_all() -> Providers {
                     continue;
                 }
             }
-            match load_one(&path, &name, &out.loaded) {
+            match load_one(&path, &name, &out.loaded, services) {
                 Ok(p) => {
                     info!("loaded provider {} from {}", p.name, path.display());
                     out.loaded.push(Arc::new(p));
@@ -443,7 +444,12 @@ fn duplicate_prov_id(prov_id: u32, loaded: &[Arc<Provider>]) -> Result<(), Strin
     }
 }
 
-fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Provider, String> {
+fn load_one(
+    path: &Path,
+    file_name: &str,
+    loaded: &[Arc<Provider>],
+    services: &'static fi_xpu_core,
+) -> Result<Provider, String> {
     let file = PluginFile::open(path)?;
     // The descriptor must carry the file's name, so a later file of a loaded
     // name is refused without running any of its code.
@@ -510,7 +516,7 @@ fn load_one(path: &Path, file_name: &str, loaded: &[Arc<Provider>]) -> Result<Pr
     let init = desc.init.expect("checked");
     let mut handle: *mut c_void = std::ptr::null_mut();
     // SAFETY: init receives the core's static service table and an out-pointer.
-    let ret = unsafe { init(&CORE_SERVICES, &mut handle) };
+    let ret = unsafe { init(services, &mut handle) };
     if ret != 0 {
         return Err(format!("initialisation failed: {} ({ret})", strerror(ret)));
     }

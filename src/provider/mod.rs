@@ -1,11 +1,8 @@
 //! Provider plugins: where they are searched, how each is checked, and the
 //! handle the rest of the core uses to call one.
 mod elf;
-pub(crate) mod env;
-pub(crate) mod filter;
 pub(crate) mod loader;
 pub(crate) mod plugin_file;
-mod services;
 
 pub use loader::{check_descriptor, providers, Provider, Providers, Skipped, DEFAULT_PROVIDER};
 

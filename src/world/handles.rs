@@ -6,7 +6,7 @@
 use super::window::Window;
 use super::World;
 use crate::error::{Error, Result};
-use crate::fork::ForkSafe;
+use crate::fork::{self, ForkSafe, Rank};
 use fi_xpu_abi::*;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -26,21 +26,17 @@ struct Registry {
     windows: HashMap<usize, usize>,
 }
 
-static R: ForkSafe<Registry> = ForkSafe::new();
+static R: ForkSafe<Registry> = ForkSafe::new(Rank::WorldHandles);
 
 fn registry() -> MutexGuard<'static, Registry> {
     R.lock(Registry::default)
 }
 
-/// The registry, held by a forking thread (`crate::fork`).
-pub(crate) fn lock_for_fork() -> Option<impl std::any::Any> {
-    R.lock_if_made()
-}
-
-/// Makes the registry (`crate::fork`, at load).
-pub(crate) fn make() {
+/// Made at load (`crate::fork`).
+fn make() {
     drop(registry());
 }
+fork::at_load!(make);
 
 fn shell(fclass: usize, ops: &'static fi_ops, context: *mut c_void) -> usize {
     crate::shell::alloc(fid {

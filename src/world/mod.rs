@@ -14,8 +14,10 @@ pub mod window;
 
 use crate::bootstrap::{Bootstrap, Collectives};
 use crate::error::{Error, Result};
+use crate::ops::Face;
 use crate::warn;
 use fi_xpu_abi::*;
+pub use lane::Device;
 use lane::{Available, Lane};
 use layout::*;
 
@@ -69,13 +71,14 @@ const HAS_SHM: u8 = 1;
 const HAS_OFI: u8 = 2;
 
 impl World {
-    /// Builds the world over `boot`, with contexts on the device `xpu`.
-    pub fn open(mut boot: Box<dyn Bootstrap>, xpu: &fi_xpu_ctx_open_attr) -> Result<World> {
+    /// Builds the world over `boot`, with contexts on the device `xpu`,
+    /// its objects made for the C API `face`.
+    pub fn open(mut boot: Box<dyn Bootstrap>, xpu: &Device, face: &Face) -> Result<World> {
         let (rank, size) = (boot.rank(), boot.size());
         let ids = boot.allgatherv(&node::identity())?;
         let (node, nnodes) = node::number(&ids);
 
-        let avail = agree(boot.as_mut(), Available::list())?;
+        let avail = agree(boot.as_mut(), Available::list(face))?;
         let mine = avail
             .find(FI_XPU_PROV_SHM, xpu.iface)
             .map_or(0, |_| HAS_SHM)
@@ -101,6 +104,7 @@ impl World {
                     lanes.push(Lane::open(
                         avail.find(FI_XPU_PROV_SHM, xpu.iface).unwrap(),
                         xpu,
+                        face,
                     )?);
                 }
                 if need_ofi {
@@ -108,12 +112,11 @@ impl World {
                         warn!("world: rank {rank} needs the ofi provider (peers on other nodes), which is not available");
                         return Err(Error::NODATA);
                     };
-                    lanes.push(Lane::open(i, xpu)?);
+                    lanes.push(Lane::open(i, xpu, face)?);
                 }
                 Ok(lanes)
             })(),
         )?;
-        drop(avail);
 
         // Names: per lane, prov_id (4), length (4), name.
         let mut card = Vec::new();

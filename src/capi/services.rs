@@ -1,5 +1,6 @@
-//! The table of core services handed to every provider's `init`.
-use crate::capi::{guard, memory_services as m};
+//! The table of core services handed to every provider's `init`: the C
+//! face plugins see of the core.
+use super::{guard, memory as m};
 use crate::error::Error;
 use crate::memory::Owner;
 use crate::object::{lookup_for_provider, Kind};
