@@ -699,7 +699,7 @@ mod tests {
     fn host_memory_needs_no_access_and_ranges_are_checked() {
         let m = system();
         assert_eq!(m.access(Access::Probe).unwrap_err(), Error::OPNOTSUPP);
-        let a = m.alloc(4096, 0, 0).unwrap().addr;
+        let a = m.alloc(4096, 0, 0, Owner::Provider).unwrap().addr;
         let src = [1u8; 16];
         assert_eq!(
             m.access(Access::Write {
@@ -724,7 +724,7 @@ mod tests {
             m.access(Access::Write { dev: a, src: &src }).unwrap_err(),
             Error::OPNOTSUPP
         );
-        m.free(a).unwrap();
+        m.free(a, Owner::Provider).unwrap();
     }
 
     #[test]
