@@ -40,6 +40,8 @@
 #define cudaMemcpyDefault hipMemcpyDefault
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaDeviceGetAttribute hipDeviceGetAttribute
+#define cudaGetDevice hipGetDevice
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define cudaEvent_t hipEvent_t
 #define cudaEventCreate hipEventCreate
