@@ -126,7 +126,12 @@ fn gpu_probe_builds_with_nvcc() {
     let exe = dir.join("fi_xpu_gpu_probe");
     let mut cc = Command::new(cuda.join("bin/nvcc"));
     cc.args(["-std=c++17", "-O2", "-arch=sm_90", "-cudart", "static"])
-        .args(["-Werror", "all-warnings", "-Xcompiler", "-Wall,-Wextra,-Werror"])
+        .args([
+            "-Werror",
+            "all-warnings",
+            "-Xcompiler",
+            "-Wall,-Wextra,-Werror",
+        ])
         .arg(common::root().join("xtask/src/gpu/probe.cu"))
         .arg("-o")
         .arg(&exe);
@@ -162,6 +167,39 @@ fn gpu_probe_builds_with_nvcc() {
     }
     let o = common::run(Command::new(&exe).arg("bogus"));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+
+    // The NVSHMEM exchange, where NVSHMEM's headers and libraries are here
+    // ($FI_XPU_NVSHMEM_HOME: the wheel's nvidia/nvshmem directory).
+    let Some(nvshmem) = std::env::var_os("FI_XPU_NVSHMEM_HOME").map(PathBuf::from) else {
+        eprintln!("gpu_bundle: FI_XPU_NVSHMEM_HOME unset: moe_nvshmem.cu not compiled");
+        return;
+    };
+    let mut cc = Command::new(cuda.join("bin/nvcc"));
+    cc.args([
+        "-std=c++17",
+        "-O2",
+        "-arch=sm_90",
+        "-rdc=true",
+        "-fmad=false",
+    ])
+    .args(["-Werror", "all-warnings", "-diag-suppress", "550"])
+    .args(["-Xcompiler", "-Wall,-Wextra,-Werror"])
+    .arg("-I")
+    .arg(nvshmem.join("include"))
+    .arg("-I")
+    .arg(common::root())
+    .arg("-I")
+    .arg(common::root().join("include"))
+    .arg("-I")
+    .arg(common::root().join("examples/moe"))
+    .arg(common::root().join("xtask/src/gpu/moe_nvshmem.cu"))
+    .arg("-L")
+    .arg(nvshmem.join("lib"))
+    .args(["-l:libnvshmem_host.so.3", "-lnvshmem_device", "-o"])
+    .arg(dir.join("moe_nvshmem"));
+    let o = common::run(&mut cc);
+    assert!(o.status.success(), "{cc:?}\n{}", text(&o));
+    assert!(!text(&o).contains("warning"), "{}", text(&o));
 }
 
 /// The HIP versions of the examples (examples/hip: hello, pingpong, world,
@@ -277,6 +315,7 @@ fn gpu_bundle_is_complete_and_small() {
         "examples/moe/world.h",
         "bin/fi_xpu_info",
         "gpu/probe.cu",
+        "gpu/moe_nvshmem.cu",
     ] {
         assert!(b.join(f).is_file(), "{f} missing from the bundle");
     }
@@ -392,7 +431,10 @@ fn gpu_bundle_is_complete_and_small() {
     let t = text(&o);
     // The probe ran first (and found no device), its lines kept.
     let probe_out = std::fs::read_to_string(results.join("probe.txt")).unwrap_or_default();
-    assert!(probe_out.contains("error=no-cuda-device"), "{probe_out}\n{t}");
+    assert!(
+        probe_out.contains("error=no-cuda-device"),
+        "{probe_out}\n{t}"
+    );
     // Everything shown was also streamed into check.log.
     let log = std::fs::read_to_string(results.join("check.log")).unwrap();
     assert!(log.contains("build hello.cu"), "{log}");
@@ -409,8 +451,9 @@ fn gpu_bundle_is_complete_and_small() {
         "ofi_shm_put_16MiB",
     ] {
         assert!(
-            t.lines().any(|l| l.starts_with(&format!("RESULT {name} - "))
-                && l.ends_with(" not-measured")),
+            t.lines().any(
+                |l| l.starts_with(&format!("RESULT {name} - ")) && l.ends_with(" not-measured")
+            ),
             "no RESULT line for {name}:\n{t}"
         );
     }

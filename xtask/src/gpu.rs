@@ -11,6 +11,8 @@
 //!   gpu/probe.cu, bin/fi_xpu_gpu_probe             the GPU probe (gpu/probe.cu), its
 //!                                                  source and, where nvcc is found
 //!                                                  here, its sm_90 build (stripped)
+//!   gpu/moe_nvshmem.cu                             the MoE exchange over NVSHMEM, built
+//!                                                  there against the nvidia-nvshmem wheel
 use super::{install, install_file, mkdir, root, run, target_dir, write_file, Opts, Result};
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,7 +25,7 @@ pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
 const SCRIPT: &str = include_str!("gpu/gpu-check.sh");
 
 /// Sources the check builds or rebuilds on the GPU machine, under `gpu/`.
-const GPU_SOURCES: &[&str] = &["probe.cu"];
+const GPU_SOURCES: &[&str] = &["probe.cu", "moe_nvshmem.cu"];
 
 /// The CUDA compiler: `$NVCC`, `$FI_XPU_CUDA_HOME/bin/nvcc`, the newest
 /// toolkit .ci/install-cuda unpacked into the cache, `nvcc` on PATH, or
@@ -69,7 +71,12 @@ pub fn find_nvcc() -> Option<PathBuf> {
 fn build_probe(nvcc: &Path, src: &Path, out: &Path) -> Result {
     run(Command::new(nvcc)
         .args(["-std=c++17", "-O2", "-arch=sm_90", "-cudart", "static"])
-        .args(["-Werror", "all-warnings", "-Xcompiler", "-Wall,-Wextra,-Werror"])
+        .args([
+            "-Werror",
+            "all-warnings",
+            "-Xcompiler",
+            "-Wall,-Wextra,-Werror",
+        ])
         .arg(src)
         .arg("-o")
         .arg(out))?;
@@ -206,7 +213,11 @@ pub fn bundle(o: &Opts) -> Result<PathBuf> {
     }
     let probe = match find_nvcc() {
         Some(nvcc) if nvcc.is_file() => {
-            build_probe(&nvcc, &dir.join("gpu/probe.cu"), &dir.join("bin/fi_xpu_gpu_probe"))?;
+            build_probe(
+                &nvcc,
+                &dir.join("gpu/probe.cu"),
+                &dir.join("bin/fi_xpu_gpu_probe"),
+            )?;
             "prebuilt for sm_90"
         }
         _ => "source only (no nvcc here)",

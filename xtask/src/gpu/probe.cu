@@ -285,6 +285,7 @@ struct ctl {
 #define CTL_BYTES ((size_t)1 << 20)       /* control area; trial arrays follow */
 #define SB_MAX 8192                       /* store-buffering trials at most */
 #define DATA_OFF ((size_t)2 << 20)        /* data area of a shared region */
+#define MP_OFF (DATA_OFF - 65536)         /* message-passing data (in the control area) */
 #define BW_MAX ((size_t)1024 << 20)       /* largest bandwidth size */
 #define SHARED_BYTES (DATA_OFF + BW_MAX)
 
@@ -757,10 +758,10 @@ static int peer_serve(int sock, char *base)
 		}
 		case OP_MP:
 			if (m.sys)
-				mp_kernel<true><<<1, 256>>>(c, (uint4 *)(base + DATA_OFF), 1, m.iters,
+				mp_kernel<true><<<1, 256>>>(c, (uint4 *)(base + MP_OFF), 1, m.iters,
 							    m.budget, res);
 			else
-				mp_kernel<false><<<1, 256>>>(c, (uint4 *)(base + DATA_OFF), 1, m.iters,
+				mp_kernel<false><<<1, 256>>>(c, (uint4 *)(base + MP_OFF), 1, m.iters,
 							     m.budget, res);
 			break;
 		case OP_SB: {
@@ -1183,7 +1184,7 @@ static void litmus_mp(bool cross, bool sys)
 	snprintf(key, sizeof(key), "litmus.mp.%s.%s", cross ? "process" : "block", sys ? "sys" : "gpu");
 	step(key, 12);
 	struct ctl *c = cross ? (struct ctl *)shared : lctl;
-	uint4 *data = (uint4 *)((char *)c + DATA_OFF - 65536);
+	uint4 *data = (uint4 *)((char *)c + MP_OFF);
 	struct result mine, theirs;
 	memset(&theirs, 0, sizeof(theirs));
 	cudaMemset(c, 0, sizeof(*c));
