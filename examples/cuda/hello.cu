@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * hello on a GPU: examples/hello.c with the device code in CUDA kernels.
- * Two processes on one node (the parent forks its peer), an FI_HMEM_SYSTEM
- * context each, memory through the application callbacks of cuda_mem.h.
+ * Two processes on one node (the parent forks its peer), each with a heap
+ * of device memory (peer.h; pinned host memory where the provider does not
+ * serve device memory).
  * Rank 0's kernel writes a string into rank 1's heap with remote CQ data,
  * adds 1 to a counter word there atomically, then sends a message that
  * rank 1's kernel receives. Both sides check the bytes; the last line is
@@ -84,7 +85,8 @@ int main(void)
 	struct peer p;
 	pid_t child;
 	int sock, rank = fork_pair(&sock, &child), ok = 1;
-	uint64_t *out;
+	uint64_t *out, cnt;
+	char heap[4096];
 	double t0;
 
 	/* CUDA is first touched after fork: a context does not survive it. */
@@ -102,20 +104,24 @@ int main(void)
 	} else {
 		recv_and_wait_write<<<1, 1>>>(p.h, p.heap, &out[0]);
 		peer_join(&p, "recv_and_wait_write");
+		peer_get(&p, 0, heap, sizeof(heap));
+		heap[sizeof(heap) - 1] = 0;
 		ok &= expect(out[0] == 0x2a, "remote CQ data");
-		ok &= expect(strcmp(p.heap, TEXT) == 0, "RMA write");
+		ok &= expect(strcmp(heap, TEXT) == 0, "RMA write");
 		printf("[%d] remote write arrived (cq data 0x%" PRIx64 "): \"%s\"\n", (int)getpid(),
-		       out[0], p.heap);
+		       out[0], heap);
 		sync_peer(sock);
 		wait_message<<<1, 1>>>(p.h, &out[1]);
 		peer_join(&p, "wait_message");
 		/* The atomic completed at rank 0 before its send was posted. */
-		ok &= expect(*(volatile uint64_t *)(p.heap + CNT_OFF) == 1, "atomic add");
-		ok &= expect(out[1] == sizeof(SENT) && strcmp(p.heap + BOX_OFF, SENT) == 0,
+		peer_get(&p, 0, heap, sizeof(heap));
+		heap[sizeof(heap) - 1] = 0;
+		memcpy(&cnt, heap + CNT_OFF, sizeof(cnt));
+		ok &= expect(cnt == 1, "atomic add");
+		ok &= expect(out[1] == sizeof(SENT) && strcmp(heap + BOX_OFF, SENT) == 0,
 			     "message");
-		printf("[%d] atomic counter: %" PRIu64 ", received (%" PRIu64 " bytes): \"%s\"\n",
-		       (int)getpid(), *(volatile uint64_t *)(p.heap + CNT_OFF), out[1],
-		       p.heap + BOX_OFF);
+		printf("[%d] atomic counter: %" PRIu64 ", received (%" PRIu64 " bytes): \"%s\" (%s memory)\n",
+		       (int)getpid(), cnt, out[1], heap + BOX_OFF, p.mem);
 		sync_peer(sock);
 	}
 	t0 = now_us() - t0;

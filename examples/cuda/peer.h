@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
- * Host side shared by the CUDA examples: one process's fi_xpu objects on
- * an FI_HMEM_SYSTEM context whose memory (cuda_mem.h) is host memory
- * pinned and mapped into the GPU (the shm provider shares sealed memfds
- * and serves FI_HMEM_SYSTEM only; ofi over tcp has no FI_HMEM), a registered heap,
- * and the exported device handles in mapped host memory so that kernels
- * can use them. Two processes (parent and forked child) swap addresses
- * over a socketpair.
+ * Host side shared by the CUDA examples: one process's fi_xpu objects, a
+ * registered heap, and the exported device handles in mapped host memory
+ * so that kernels can use them. Two processes (parent and forked child)
+ * swap addresses over a socketpair.
+ *
+ * The heap is device memory: an FI_HMEM_CUDA context (FI_HMEM_ROCR under
+ * hipcc) with no callbacks, served by the library's backend. Where the provider does not serve
+ * device memory (it refuses the context, the allocation or the
+ * registration), or FI_XPU_EXAMPLE_MEMORY=pinned asks for it, the
+ * examples fall back to an FI_HMEM_SYSTEM context over cuda_mem.h (host
+ * memory pinned and mapped into the GPU) and say so on stderr; p->mem
+ * names what they got. The host touches the heap only with cudaMemcpy and
+ * cudaMemset (peer_get, peer_put), which serve both.
  */
 #ifndef FI_XPU_EXAMPLE_CUDA_PEER_H
 #define FI_XPU_EXAMPLE_CUDA_PEER_H
@@ -21,6 +27,13 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+
+/* The device-memory iface of the GPU the examples are built for. */
+#if defined(__HIPCC__) || defined(__HIP__)
+#define PEER_DEVICE_IFACE FI_HMEM_ROCR
+#else
+#define PEER_DEVICE_IFACE FI_HMEM_CUDA
+#endif
 
 #define CHECK(expr)                                                                  \
 	do {                                                                         \
@@ -62,6 +75,7 @@ struct peer {
 	struct fid_xpu_mr *mr;
 	char *heap;
 	size_t heap_len;
+	const char *mem; /* "device" or "pinned_host" */
 	struct dev_handles *h; /* mapped host memory, device address equal */
 	const char *prov;
 	int sock;
@@ -94,27 +108,110 @@ static double now_us(void)
 	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
 
-static void peer_setup(struct peer *p, int sock, size_t heap_len)
+/* Closes what peer_open opened, newest first. */
+static void peer_close_open(struct peer *p)
 {
-	struct fi_xpu_info *info, *i;
-	struct fi_xpu_ctx_open_attr xattr = { FI_HMEM_SYSTEM, 0, &cuda_mem_ops };
+	if (p->mr)
+		(void)fi_xpu_close(&p->mr->fid);
+	if (p->heap)
+		(void)fi_xpu_free(p->ctx, p->heap);
+	if (p->hep)
+		(void)fi_xpu_close(&p->hep->fid);
+	if (p->hcq)
+		(void)fi_xpu_close(&p->hcq->fid);
+	if (p->av)
+		(void)fi_xpu_close(&p->av->fid);
+	if (p->ctx)
+		(void)fi_xpu_close(&p->ctx->fid);
+	if (p->dom)
+		(void)fi_xpu_close(&p->dom->fid);
+	p->mr = NULL;
+	p->heap = NULL;
+	p->hep = NULL;
+	p->hcq = NULL;
+	p->av = NULL;
+	p->ctx = NULL;
+	p->dom = NULL;
+}
+
+#define OPEN_TRY(expr)                                                                   \
+	do {                                                                             \
+		rc = (int)(expr);                                                        \
+		if (rc < 0) {                                                            \
+			what = #expr;                                                    \
+			goto fail;                                                       \
+		}                                                                        \
+	} while (0)
+
+/* Opens the domain, a context of `iface` (callbacks only for host
+ * memory), AV, CQ, endpoint and a registered heap; 0, or the first
+ * failure with everything closed again. */
+static int peer_open(struct peer *p, struct fi_xpu_info *i, uint64_t device, enum fi_hmem_iface iface,
+		     uint8_t *name, size_t *name_len)
+{
+	struct fi_xpu_ctx_open_attr xattr = { iface, device,
+					      iface == FI_HMEM_SYSTEM ? &cuda_mem_ops : NULL };
 	struct fi_xpu_av_attr aattr = { 2, 0 };
 	struct fi_xpu_cq_attr cattr;
 	struct fi_xpu_ep_attr eattr;
+	const char *what = NULL;
+	uint64_t off;
+	int fd = -1, rc;
+
+	memset(&cattr, 0, sizeof(cattr));
+	memset(&eattr, 0, sizeof(eattr));
+	OPEN_TRY(fi_xpu_domain(i, NULL, &p->dom, NULL));
+	OPEN_TRY(fi_xpu_ctx_open(p->dom, &xattr, &p->ctx, NULL));
+	OPEN_TRY(fi_xpu_av_open(p->dom, &aattr, &p->av, NULL));
+	/* Room for one completion per block of the bandwidth kernels. */
+	cattr.size = 1024;
+	cattr.format = FI_CQ_FORMAT_DATA;
+	cattr.timeout = 10000;
+	cattr.xpu_ctx = p->ctx;
+	OPEN_TRY(fi_xpu_cq_open(p->dom, &cattr, &p->hcq, NULL));
+	eattr.xpu_ctx = p->ctx;
+	OPEN_TRY(fi_xpu_endpoint(p->dom, &eattr, &p->hep, NULL));
+	OPEN_TRY(fi_xpu_ep_bind(p->hep, &p->av->fid, 0));
+	OPEN_TRY(fi_xpu_ep_bind(p->hep, &p->hcq->fid, FI_TRANSMIT | FI_RECV));
+	OPEN_TRY(fi_xpu_enable(p->hep));
+	OPEN_TRY(fi_xpu_getname(p->hep, name, name_len));
+	OPEN_TRY(fi_xpu_alloc(p->ctx, p->heap_len, 0, FI_XPU_ALLOC_DMABUF, (void **)&p->heap, &fd,
+			      &off));
+	if (fd >= 0)
+		close(fd);
+	if (cudaMemset(p->heap, 0, p->heap_len) != cudaSuccess) {
+		(void)cudaGetLastError();
+		rc = -FI_EIO;
+		what = "cudaMemset(heap)";
+		goto fail;
+	}
+	OPEN_TRY(fi_xpu_mr_reg(p->dom, p->ctx, p->heap, p->heap_len,
+			       FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p->mr,
+			       NULL));
+	p->mem = iface == FI_HMEM_SYSTEM ? "pinned_host" : "device";
+	return 0;
+fail:
+	fprintf(stderr, "[%d] %s memory: %s: %s\n", (int)getpid(),
+		iface == FI_HMEM_SYSTEM ? "pinned host" : "device", what, fi_xpu_strerror(rc));
+	peer_close_open(p);
+	return rc;
+}
+#undef OPEN_TRY
+
+static void peer_setup(struct peer *p, int sock, size_t heap_len)
+{
+	struct fi_xpu_info *info, *i;
 	struct card mine, other;
 	size_t len = sizeof(mine.name);
 	fi_addr_t fa;
-	uint64_t off;
-	int fd;
-	const char *dev = getenv("FI_XPU_CUDA_DEVICE");
+	uint64_t device;
+	const char *dev = getenv("FI_XPU_CUDA_DEVICE"), *mem = getenv("FI_XPU_EXAMPLE_MEMORY");
 
 	memset(p, 0, sizeof(*p));
 	memset(&mine, 0, sizeof(mine));
-	memset(&cattr, 0, sizeof(cattr));
-	memset(&eattr, 0, sizeof(eattr));
 	p->sock = sock;
-	xattr.device = dev ? strtoull(dev, NULL, 0) : 0;
-	CUDA_CHECK(cudaSetDevice((int)xattr.device));
+	device = dev ? strtoull(dev, NULL, 0) : 0;
+	CUDA_CHECK(cudaSetDevice((int)device));
 
 	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
 	p->prov = getenv("FI_XPU_PROVIDER");
@@ -126,30 +223,18 @@ static void peer_setup(struct peer *p, int sock, size_t heap_len)
 		fprintf(stderr, "the %s provider is not available\n", p->prov);
 		exit(1);
 	}
-	CHECK(fi_xpu_domain(i, NULL, &p->dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(p->dom, &xattr, &p->ctx, NULL));
-	CHECK(fi_xpu_av_open(p->dom, &aattr, &p->av, NULL));
-	cattr.size = 256;
-	cattr.format = FI_CQ_FORMAT_DATA;
-	cattr.timeout = 10000;
-	cattr.xpu_ctx = p->ctx;
-	CHECK(fi_xpu_cq_open(p->dom, &cattr, &p->hcq, NULL));
-	eattr.xpu_ctx = p->ctx;
-	CHECK(fi_xpu_endpoint(p->dom, &eattr, &p->hep, NULL));
-	CHECK(fi_xpu_ep_bind(p->hep, &p->av->fid, 0));
-	CHECK(fi_xpu_ep_bind(p->hep, &p->hcq->fid, FI_TRANSMIT | FI_RECV));
-	CHECK(fi_xpu_enable(p->hep));
-	CHECK(fi_xpu_getname(p->hep, mine.name, &len));
-
 	p->heap_len = heap_len;
-	CHECK(fi_xpu_alloc(p->ctx, heap_len, 0, FI_XPU_ALLOC_DMABUF, (void **)&p->heap, &fd,
-			   &off));
-	close(fd);
-	memset(p->heap, 0, heap_len);
-	CHECK(fi_xpu_mr_reg(p->dom, p->ctx, p->heap, heap_len,
-			    FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p->mr,
-			    NULL));
+	if (!(mem && !strcmp(mem, "pinned")) &&
+	    peer_open(p, i, device, PEER_DEVICE_IFACE, mine.name, &len) == 0) {
+		;
+	} else {
+		len = sizeof(mine.name);
+		if (!(mem && !strcmp(mem, "pinned")))
+			fprintf(stderr, "[%d] %s: falling back to pinned host memory\n",
+				(int)getpid(), p->prov);
+		CHECK(peer_open(p, i, device, FI_HMEM_SYSTEM, mine.name, &len));
+	}
+	fi_xpu_freeinfo(info);
 	CHECK(fi_xpu_mr_key(p->mr, &mine.key));
 	mine.base = (uint64_t)(uintptr_t)p->heap;
 	xfer(sock, &mine, &other, sizeof(mine));
@@ -163,6 +248,18 @@ static void peer_setup(struct peer *p, int sock, size_t heap_len)
 	CHECK(fi_xpu_export(&p->hcq->fid, 0, &p->h->cq.fid));
 	p->h->peer_base = other.base;
 	p->h->peer_key = other.key;
+}
+
+/* The host's only ways into the heap (device memory or pinned host
+ * memory alike). */
+static inline void peer_get(const struct peer *p, size_t off, void *dst, size_t len)
+{
+	CUDA_CHECK(cudaMemcpy(dst, p->heap + off, len, cudaMemcpyDefault));
+}
+
+static inline void peer_put(struct peer *p, size_t off, const void *src, size_t len)
+{
+	CUDA_CHECK(cudaMemcpy(p->heap + off, src, len, cudaMemcpyDefault));
 }
 
 /* Waits for a kernel and fails the process if it recorded an error. */

@@ -33,6 +33,21 @@
 #endif
 #define cudaHostUnregister hipHostUnregister
 #define cudaHostGetDevicePointer hipHostGetDevicePointer
+#define cudaMalloc hipMalloc
+#define cudaFree hipFree
+#define cudaMemset hipMemset
+#define cudaMemcpy hipMemcpy
+#define cudaMemcpyDefault hipMemcpyDefault
+#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaDeviceGetAttribute hipDeviceGetAttribute
+#define cudaGetDevice hipGetDevice
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
+#define cudaDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreate hipEventCreate
+#define cudaEventDestroy hipEventDestroy
+#define cudaEventRecord hipEventRecord
+#define cudaEventElapsedTime hipEventElapsedTime
 /* A wavefront runs its lanes together; the barrier keeps the compiler from
  * moving memory operations across. */
 #define __syncwarp() __builtin_amdgcn_wave_barrier()

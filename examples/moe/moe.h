@@ -458,7 +458,8 @@ static inline void moe_route(uint32_t n, uint32_t E, uint32_t K, uint32_t r, uin
 		uint32_t g = (uint32_t)(moe_mix(((uint64_t)r << 40) ^ ((uint64_t)t << 8) ^ tries++) %
 					total);
 		int dup = 0;
-		if (g / E == r || (r == 0 && g == 1 * E + E - 1))
+		/* (The empty expert only where the others leave room for K.) */
+		if (g / E == r || (r == 0 && g == 1 * E + E - 1 && (n - 1) * E > K))
 			continue;
 		for (i = 0; i < j; i++)
 			dup |= out[i] == g;

@@ -8,6 +8,11 @@
 //!   include/                                       the public headers
 //!   examples/*.c, examples/cuda/*, examples/moe/*  example sources
 //!   bin/fi_xpu_info, gpu-check.sh                  the check (gpu/gpu-check.sh)
+//!   gpu/probe.cu, bin/fi_xpu_gpu_probe             the GPU probe (gpu/probe.cu), its
+//!                                                  source and, where nvcc is found
+//!                                                  here, its sm_90 build (stripped)
+//!   gpu/moe_nvshmem.cu                             the MoE exchange over NVSHMEM, built
+//!                                                  there against the nvidia-nvshmem wheel
 use super::{install, install_file, mkdir, root, run, target_dir, write_file, Opts, Result};
 use std::collections::BTreeMap;
 use std::fs;
@@ -18,6 +23,65 @@ use std::process::Command;
 pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
 
 const SCRIPT: &str = include_str!("gpu/gpu-check.sh");
+
+/// Sources the check builds or rebuilds on the GPU machine, under `gpu/`.
+const GPU_SOURCES: &[&str] = &["probe.cu", "moe_nvshmem.cu"];
+
+/// The CUDA compiler: `$NVCC`, `$FI_XPU_CUDA_HOME/bin/nvcc`, the newest
+/// toolkit .ci/install-cuda unpacked into the cache, `nvcc` on PATH, or
+/// /usr/local/cuda's.
+pub fn find_nvcc() -> Option<PathBuf> {
+    if let Some(n) = std::env::var_os("NVCC") {
+        return Some(PathBuf::from(n));
+    }
+    if let Some(h) = std::env::var_os("FI_XPU_CUDA_HOME") {
+        return Some(PathBuf::from(h).join("bin/nvcc"));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let cached = cache.and_then(|c| {
+        fs::read_dir(c.join("fi_xpu"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("bin/nvcc"))
+            .filter(|p| {
+                p.is_file()
+                    && p.parent()
+                        .and_then(Path::parent)
+                        .and_then(Path::file_name)
+                        .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
+            })
+            .max()
+    });
+    cached.or_else(|| {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join("nvcc"))
+            .chain([PathBuf::from("/usr/local/cuda/bin/nvcc")])
+            .find(|p| p.is_file())
+    })
+}
+
+/// The probe for sm_90 (H100, H200), warnings as errors, static CUDA
+/// runtime, stripped; the check rebuilds it from gpu/probe.cu where this
+/// one cannot run.
+fn build_probe(nvcc: &Path, src: &Path, out: &Path) -> Result {
+    run(Command::new(nvcc)
+        .args(["-std=c++17", "-O2", "-arch=sm_90", "-cudart", "static"])
+        .args([
+            "-Werror",
+            "all-warnings",
+            "-Xcompiler",
+            "-Wall,-Wextra,-Werror",
+        ])
+        .arg(src)
+        .arg("-o")
+        .arg(out))?;
+    run(Command::new("strip").arg(out))
+}
 
 /// Libraries every Linux machine with a GPU driver has (glibc, the GCC
 /// runtime); everything else the libraries in the bundle need is copied.
@@ -142,6 +206,22 @@ pub fn bundle(o: &Opts) -> Result<PathBuf> {
             &["cu", "h"],
         )?;
     write_file(&dir.join("gpu-check.sh"), SCRIPT.as_bytes(), 0o755)?;
+    mkdir(&dir.join("gpu"))?;
+    for src in GPU_SOURCES {
+        let from = root().join("xtask/src/gpu").join(src);
+        install_file(&from, &dir.join("gpu").join(src), 0o644)?;
+    }
+    let probe = match find_nvcc() {
+        Some(nvcc) if nvcc.is_file() => {
+            build_probe(
+                &nvcc,
+                &dir.join("gpu/probe.cu"),
+                &dir.join("bin/fi_xpu_gpu_probe"),
+            )?;
+            "prebuilt for sm_90"
+        }
+        _ => "source only (no nvcc here)",
+    };
 
     let tarball = out.join("fi_xpu-gpu.tar.gz");
     run(Command::new("tar")
@@ -160,7 +240,7 @@ pub fn bundle(o: &Opts) -> Result<PathBuf> {
         ));
     }
     println!(
-        "gpu bundle: {} ({:.1} MiB; {} {:.1} MiB): {examples} example file(s), runtime {}",
+        "gpu bundle: {} ({:.1} MiB; {} {:.1} MiB): {examples} example file(s), probe {probe}, runtime {}",
         dir.display(),
         tree as f64 / 1048576.0,
         tarball.display(),
