@@ -87,7 +87,11 @@ fn body(all: &[Ins]) -> Vec<Ins> {
 fn loops(body: &[Ins]) -> Vec<(u64, u64)> {
     body.iter()
         .filter(|i| i.op.starts_with("BRA"))
-        .filter_map(|i| target(&i.args).filter(|&t| t <= i.addr).map(|t| (t, i.addr)))
+        .filter_map(|i| {
+            target(&i.args)
+                .filter(|&t| t <= i.addr)
+                .map(|t| (t, i.addr))
+        })
         .collect()
 }
 
