@@ -269,13 +269,13 @@ FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)
  * a wait has one shared destination, so the leader waits and every member
  * gets its status. */
 
-/* Word `i` (0: value, 1: errors) of the counter {c, r}, read relaxed: a
- * poll. Whoever acts on what it saw fences with acquire order once. */
+/* Word `i` (0: value, 1: errors) of the counter {c, r}, read as a poll
+ * (FI_XPU_ARCH_POLL: relaxed on GPUs). Whoever acts on what it saw fences with acquire order once. */
 FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_poll(const uint64_t *c, const uint64_t *r, int i,
 					   int mscope)
 {
-	uint64_t v = fi_xpu_arch_load_u64(c + i, FI_XPU_ARCH_RELAXED, mscope);
-	return r ? v + fi_xpu_arch_load_u64(r + i, FI_XPU_ARCH_RELAXED, mscope) : v;
+	uint64_t v = fi_xpu_arch_load_u64(c + i, FI_XPU_ARCH_POLL, mscope);
+	return r ? v + fi_xpu_arch_load_u64(r + i, FI_XPU_ARCH_POLL, mscope) : v;
 }
 
 /* The same with acquire order: the relaxed reads, then one fence. */

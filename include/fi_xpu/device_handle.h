@@ -28,14 +28,14 @@
 	 (uint64_t)FI_XPU_API_VERSION)
 
 /* 1 when `word` (a device block's validity word, may be NULL) says: a live
- * object of class `cls`, exported by this version's layouts. A relaxed
- * load: the block was filled before the handle was exported, and whatever
+ * object of class `cls`, exported by this version's layouts. A poll's
+ * load (FI_XPU_ARCH_POLL, relaxed on GPUs): the block was filled before the handle was exported, and whatever
  * handed the handle to the kernel (its launch, or a flag the kernel read
  * with acquire order) made that visible already; an acquire here would
  * invalidate the L1 on every poll of a CQ or counter. */
 FI_XPU_FUNC int fi_xpu_handle_live(const uint64_t *word, uint64_t cls)
 {
-	return word && fi_xpu_arch_load_u64(word, FI_XPU_ARCH_RELAXED, FI_XPU_ARCH_MS_SYSTEM) ==
+	return word && fi_xpu_arch_load_u64(word, FI_XPU_ARCH_POLL, FI_XPU_ARCH_MS_SYSTEM) ==
 			       FI_XPU_HANDLE_WORD(cls, FI_XPU_HANDLE_LIVE);
 }
 
@@ -46,7 +46,8 @@ FI_XPU_FUNC int fi_xpu_handle_live(const uint64_t *word, uint64_t cls)
  * before including to change it), not on every turn: the word is host
  * memory, and a wait spinning on a word of its own should not cross PCIe
  * twice per turn. It ends with -FI_ECANCELED once the host has raised it.
- * The load is relaxed: nothing the host wrote before is read after it. */
+ * The load is a poll's (FI_XPU_ARCH_POLL): nothing the host wrote before
+ * is read after it. */
 #define FI_XPU_ABORT_ERR (-FI_ECANCELED)
 #ifndef FI_XPU_ABORT_CHECK_NS
 #define FI_XPU_ABORT_CHECK_NS 20000
@@ -54,7 +55,7 @@ FI_XPU_FUNC int fi_xpu_handle_live(const uint64_t *word, uint64_t cls)
 
 FI_XPU_FUNC int fi_xpu_i_aborted(uint64_t word)
 {
-	return word && fi_xpu_arch_load_u64((const uint64_t *)(uintptr_t)word, FI_XPU_ARCH_RELAXED,
+	return word && fi_xpu_arch_load_u64((const uint64_t *)(uintptr_t)word, FI_XPU_ARCH_POLL,
 					    FI_XPU_ARCH_MS_SYSTEM) != 0;
 }
 

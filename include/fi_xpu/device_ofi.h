@@ -138,11 +138,11 @@ FI_XPU_FUNC uint64_t fi_xpu_ofi_ld(const uint64_t *p)
 }
 
 /* Polls of the words the proxy writes in pinned host memory (CQ entries,
- * the flushed count): relaxed, so a look that finds nothing invalidates no
+ * the flushed count): relaxed on GPUs (FI_XPU_ARCH_POLL), so a look that finds nothing invalidates no
  * cache; one acquire fence (fi_xpu_ofi_acq) once something is there. */
 FI_XPU_FUNC uint64_t fi_xpu_ofi_poll(const uint64_t *p)
 {
-	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_POLL, FI_XPU_OFI_SYS);
 }
 
 FI_XPU_FUNC void fi_xpu_ofi_acq(void)

@@ -241,9 +241,13 @@ FI_XPU_FUNC void fi_xpu_shm_st(uint64_t *p, uint64_t v)
 {
 	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
 }
-/* Polls read relaxed (no cache invalidation on the turns that find
- * nothing); a poll that found something fences once with acquire order
- * before it reads what the word covers. */
+/* Polls read relaxed on GPUs (FI_XPU_ARCH_POLL: no cache invalidation on
+ * the turns that find nothing); a poll that found something fences once
+ * with acquire order before it reads what the word covers. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_poll(const uint64_t *p)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_POLL, FI_XPU_SHM_SYS);
+}
 FI_XPU_FUNC void fi_xpu_shm_acq(void)
 {
 	fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, FI_XPU_SHM_SYS);
@@ -553,7 +557,7 @@ FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_
 	 * it. Read the other way round, another reader's report between the
 	 * two reads would let this one move the reported count back, and
 	 * report ov - seen wrapped (2^64 - 1 completions lost). */
-	uint64_t seen = fi_xpu_shm_ldr(&r->overflow_seen), ov = fi_xpu_shm_ldr(&r->overflow);
+	uint64_t seen = fi_xpu_shm_poll(&r->overflow_seen), ov = fi_xpu_shm_poll(&r->overflow);
 	struct fi_xpu_shm_cqe_in in;
 	if (ov == seen)
 		return;
@@ -589,18 +593,18 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 {
 	/* Set once by the host, before peers can push: read relaxed, as the
 	 * words below, and fenced once when an entry or overflow is there. */
-	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_ldr(&q->rring));
+	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_poll(&q->rring));
 	struct fi_xpu_shm_cq_ring *r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
 	uint64_t ov, seen;
 	if (!rr)
 		return;
 	for (;;) {
-		uint64_t t = fi_xpu_shm_ldr(&q->rtail);
+		uint64_t t = fi_xpu_shm_poll(&q->rtail);
 		struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(rr, q->size, t);
 		struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
 		const struct fi_xpu_shm_peer_map *map;
 		uint64_t conn, stamp;
-		if (fi_xpu_shm_ldr(&e->seq) != t + 1)
+		if (fi_xpu_shm_poll(&e->seq) != t + 1)
 			break;
 		fi_xpu_shm_acq();
 		in.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
@@ -626,8 +630,8 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 		(void)fi_xpu_shm_ring_push(r, q->size, &in);
 	}
 	/* As in fi_xpu_shm_report_overrun: what was carried over first. */
-	seen = fi_xpu_shm_ldr(&q->rseen);
-	ov = fi_xpu_shm_ldr(&rr->overflow);
+	seen = fi_xpu_shm_poll(&q->rseen);
+	ov = fi_xpu_shm_poll(&rr->overflow);
 	if (ov == seen)
 		return;
 	fi_xpu_shm_acq();
@@ -1246,8 +1250,8 @@ FI_XPU_FUNC int fi_xpu_shm_ep_idle(const struct fi_xpu_shm_ep_dev *ep)
 	if (!ep)
 		return 1;
 	b = FI_XPU_SHM_P(const struct fi_xpu_shm_ep_block, ep->block);
-	return fi_xpu_shm_ldr(&b->head) == fi_xpu_shm_ldr(&b->tail) &&
-	       fi_xpu_shm_ldr(&ep->busy) == 0;
+	return fi_xpu_shm_poll(&b->head) == fi_xpu_shm_poll(&b->tail) &&
+	       fi_xpu_shm_poll(&ep->busy) == 0;
 }
 
 /* Where this process writes lane `lane` of an endpoint's staging area. */
@@ -1921,20 +1925,20 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_src(const struct fi_xpu_shm_cq_dev *q, uint64_t 
 FI_XPU_FUNC int fi_xpu_shm_cq_idle(const struct fi_xpu_shm_cq_dev *q)
 {
 	struct fi_xpu_shm_cq_ring *r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
-	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_ldr(&q->rring));
+	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_poll(&q->rring));
 	uint64_t i, t;
 	for (i = 0; i < q->nprog && i < FI_XPU_SHM_MAX_PROGRESS; i++)
 		if (!fi_xpu_shm_ep_idle(FI_XPU_SHM_P(const struct fi_xpu_shm_ep_dev, q->prog[i])))
 			return 0;
-	t = fi_xpu_shm_ldr(&r->tail);
-	if (fi_xpu_shm_ldr(&fi_xpu_shm_ring_entry(r, q->size, t)->seq) == t + 1 ||
-	    fi_xpu_shm_ldr(&r->overflow) != fi_xpu_shm_ldr(&r->overflow_seen))
+	t = fi_xpu_shm_poll(&r->tail);
+	if (fi_xpu_shm_poll(&fi_xpu_shm_ring_entry(r, q->size, t)->seq) == t + 1 ||
+	    fi_xpu_shm_poll(&r->overflow) != fi_xpu_shm_poll(&r->overflow_seen))
 		return 0;
 	if (!rr)
 		return 1;
-	t = fi_xpu_shm_ldr(&q->rtail);
-	return fi_xpu_shm_ldr(&fi_xpu_shm_ring_entry(rr, q->size, t)->seq) != t + 1 &&
-	       fi_xpu_shm_ldr(&rr->overflow) == fi_xpu_shm_ldr(&q->rseen);
+	t = fi_xpu_shm_poll(&q->rtail);
+	return fi_xpu_shm_poll(&fi_xpu_shm_ring_entry(rr, q->size, t)->seq) != t + 1 &&
+	       fi_xpu_shm_poll(&rr->overflow) == fi_xpu_shm_poll(&q->rseen);
 }
 
 /* The leader's CQ read once fi_xpu_shm_cq_idle saw something. */
@@ -1956,13 +1960,13 @@ FI_XPU_POLL_WORK_FUNC int64_t fi_xpu_shm_cq_read_work(struct fi_xpu_shm_cq_dev *
 		fi_xpu_shm_cq_take_remote(q);
 		fi_xpu_shm_report_overrun(r, q->size);
 		while (n < count) {
-			uint64_t t = fi_xpu_shm_ldr(&r->tail);
+			uint64_t t = fi_xpu_shm_poll(&r->tail);
 			struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(r, q->size, t);
 			struct fi_cq_tagged_entry out;
 			int claimed;
 			/* Two relaxed words when the ring is empty; one
 			 * acquire fence for an entry. */
-			if (fi_xpu_shm_ldr(&e->seq) != t + 1)
+			if (fi_xpu_shm_poll(&e->seq) != t + 1)
 				break;
 			fi_xpu_shm_acq();
 			if (e->is_err) {

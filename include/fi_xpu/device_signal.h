@@ -71,7 +71,7 @@ FI_XPU_FUNC int fi_xpu_signal_wait_item(uint64_t abort, const uint64_t *sig, int
 	for (;;) {
 		uint64_t now;
 		if (fi_xpu_signal_holds(
-			    fi_xpu_arch_load_u64(sig, FI_XPU_ARCH_RELAXED, FI_XPU_ARCH_MS_SYSTEM), cmp,
+			    fi_xpu_arch_load_u64(sig, FI_XPU_ARCH_POLL, FI_XPU_ARCH_MS_SYSTEM), cmp,
 			    value)) {
 			fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM);
 			return 0;
