@@ -33,6 +33,8 @@ mod nvcc;
 mod nvrtc;
 #[path = "device_matrix/sass.rs"]
 mod sass;
+#[path = "device_matrix/sass_loops.rs"]
+mod sass_loops;
 #[path = "device_matrix/vendor.rs"]
 mod vendor;
 

@@ -120,6 +120,18 @@
  *            in, so streaming it to memory costs the reader nothing and
  *            saves the writer a read of every destination line.
  *
+ *   NVIDIA only (FI_XPU_I_ARCH_HAVE_GLOBAL16 defined):
+ *   int  fi_xpu_arch_global2(const void *a, const void *b)  1 when both
+ *            generic addresses lie in global memory (isspacep.global)
+ *   void fi_xpu_arch_ld16_stream(uint64_t v[2], const void *src)
+ *   void fi_xpu_arch_st16_global(void *dst, const uint64_t v[2])
+ *            16 bytes, 16-byte aligned, of global memory: the load is
+ *            ld.global.L1::no_allocate (a source read once is not kept in
+ *            this SM's L1, which it would only evict other data from), the
+ *            store st.global. Non-coherent (.nc) loads are never used: a
+ *            buffer another agent may write during the kernel must not be
+ *            read through the texture path.
+ *
  * Every work item of a scope must call a cooperative function (barrier,
  * broadcast, and everything in fi_xpu/device_coop.h) the same number of
  * times with the same scope, as with __syncthreads().
@@ -178,6 +190,15 @@
 #else
 #define FI_XPU_NOINLINE_FUNC FI_XPU_FUNC
 #endif
+/* The work behind a poll that found something (a CQ entry to take): out
+ * of line on GPUs, so that the loop a kernel polls in holds the poll's
+ * relaxed loads and a call, and none of the fences and atomics of the
+ * work; inlined on the host, where it makes no difference. */
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define FI_XPU_POLL_WORK_FUNC FI_XPU_NOINLINE_FUNC
+#else
+#define FI_XPU_POLL_WORK_FUNC FI_XPU_FUNC
+#endif
 
 #define FI_XPU_ARCH_RELAXED 0
 #define FI_XPU_ARCH_ACQUIRE 2
@@ -187,6 +208,18 @@
 
 #define FI_XPU_ARCH_MS_DEVICE 0
 #define FI_XPU_ARCH_MS_SYSTEM 1
+
+/* The order of a poll's load (a CQ entry's sequence, a counter, a signal
+ * word), which fences with acquire order once it found something: relaxed
+ * on GPUs, where an acquire load invalidates the L1 on every turn; acquire
+ * on CPU threads, where it costs nothing on x86 and lets ThreadSanitizer
+ * pair the load with the store that published the word. */
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__) || \
+	(defined(__HIP__) && defined(__AMDGCN__))
+#define FI_XPU_ARCH_POLL FI_XPU_ARCH_RELAXED
+#else
+#define FI_XPU_ARCH_POLL FI_XPU_ARCH_ACQUIRE
+#endif
 
 #if defined(__CUDACC_RTC__)
 #define FI_XPU_ARCH_MEMCPY(dst, src, n) memcpy(dst, src, n)
@@ -498,6 +531,35 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void)
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return t;
 }
+/* 1 when both generic addresses are in the global window (not shared or
+ * local memory), where ld.global/st.global may reach them. */
+FI_XPU_FORCE_INLINE int fi_xpu_arch_global2(const void *a, const void *b)
+{
+	uint32_t ga, gb;
+	asm("{ .reg .pred p; isspacep.global p, %1; selp.u32 %0, 1, 0, p; }"
+	    : "=r"(ga) : "l"(a));
+	asm("{ .reg .pred p; isspacep.global p, %1; selp.u32 %0, 1, 0, p; }"
+	    : "=r"(gb) : "l"(b));
+	return (int)(ga & gb);
+}
+/* L1::no_allocate needs PTX ISA 7.4; clang without a CUDA installation
+ * emits older PTX, so there the load is a plain global one. */
+#if !defined(__clang__) || defined(CUDA_VERSION)
+#define FI_XPU_I_ARCH_LD16_HINT ".L1::no_allocate"
+#else
+#define FI_XPU_I_ARCH_LD16_HINT ""
+#endif
+FI_XPU_FORCE_INLINE void fi_xpu_arch_ld16_stream(uint64_t v[2], const void *src)
+{
+	asm volatile("ld.global" FI_XPU_I_ARCH_LD16_HINT ".v2.u64 {%0, %1}, [%2];"
+		     : "=l"(v[0]), "=l"(v[1]) : "l"(src) : "memory");
+}
+FI_XPU_FORCE_INLINE void fi_xpu_arch_st16_global(void *dst, const uint64_t v[2])
+{
+	asm volatile("st.global.v2.u64 [%0], {%1, %2};" :: "l"(dst), "l"(v[0]), "l"(v[1])
+		     : "memory");
+}
+#define FI_XPU_I_ARCH_HAVE_GLOBAL16 1
 /* Tells this launch's work group from any other: the launch number
  * (%gridid) and the work group. */
 FI_XPU_FORCE_INLINE uint64_t fi_xpu_i_arch_launch_id(void)

@@ -115,6 +115,62 @@ struct __attribute__((aligned(16))) fi_xpu_i_coop_v16 {
 #endif
 
 /*
+ * Lane `rank` of `size`'s share of `words` 16-byte units, interleaved:
+ * four units in flight per lane (all four loaded before the first is
+ * stored), so a lane waits for memory once per four units, not once per
+ * unit; then the units left over one at a time.
+ */
+FI_XPU_FUNC void fi_xpu_i_coop_copy16(unsigned char *d, const unsigned char *s, size_t words,
+				      size_t rank, size_t size)
+{
+	size_t i = rank;
+
+	for (; words >= 3 * size && i < words - 3 * size; i += 4 * size) {
+		struct fi_xpu_i_coop_v16 a, b, c, e;
+		FI_XPU_ARCH_MEMCPY(&a, FI_XPU_I_COOP_ALIGNED16(s + i * 16), 16);
+		FI_XPU_ARCH_MEMCPY(&b, FI_XPU_I_COOP_ALIGNED16(s + (i + size) * 16), 16);
+		FI_XPU_ARCH_MEMCPY(&c, FI_XPU_I_COOP_ALIGNED16(s + (i + 2 * size) * 16), 16);
+		FI_XPU_ARCH_MEMCPY(&e, FI_XPU_I_COOP_ALIGNED16(s + (i + 3 * size) * 16), 16);
+		FI_XPU_ARCH_MEMCPY(FI_XPU_I_COOP_ALIGNED16(d + i * 16), &a, 16);
+		FI_XPU_ARCH_MEMCPY(FI_XPU_I_COOP_ALIGNED16(d + (i + size) * 16), &b, 16);
+		FI_XPU_ARCH_MEMCPY(FI_XPU_I_COOP_ALIGNED16(d + (i + 2 * size) * 16), &c, 16);
+		FI_XPU_ARCH_MEMCPY(FI_XPU_I_COOP_ALIGNED16(d + (i + 3 * size) * 16), &e, 16);
+	}
+	for (; i < words; i += size) {
+		struct fi_xpu_i_coop_v16 v;
+		FI_XPU_ARCH_MEMCPY(&v, FI_XPU_I_COOP_ALIGNED16(s + i * 16), 16);
+		FI_XPU_ARCH_MEMCPY(FI_XPU_I_COOP_ALIGNED16(d + i * 16), &v, 16);
+	}
+}
+
+#ifdef FI_XPU_I_ARCH_HAVE_GLOBAL16
+/* The same between global buffers on NVIDIA: the source read with
+ * ld.global.L1::no_allocate (fi_xpu/device_arch.h). */
+FI_XPU_FUNC void fi_xpu_i_coop_copy16_global(unsigned char *d, const unsigned char *s,
+					     size_t words, size_t rank, size_t size)
+{
+	size_t i = rank;
+
+	for (; words >= 3 * size && i < words - 3 * size; i += 4 * size) {
+		uint64_t a[2], b[2], c[2], e[2];
+		fi_xpu_arch_ld16_stream(a, s + i * 16);
+		fi_xpu_arch_ld16_stream(b, s + (i + size) * 16);
+		fi_xpu_arch_ld16_stream(c, s + (i + 2 * size) * 16);
+		fi_xpu_arch_ld16_stream(e, s + (i + 3 * size) * 16);
+		fi_xpu_arch_st16_global(d + i * 16, a);
+		fi_xpu_arch_st16_global(d + (i + size) * 16, b);
+		fi_xpu_arch_st16_global(d + (i + 2 * size) * 16, c);
+		fi_xpu_arch_st16_global(d + (i + 3 * size) * 16, e);
+	}
+	for (; i < words; i += size) {
+		uint64_t v[2];
+		fi_xpu_arch_ld16_stream(v, s + i * 16);
+		fi_xpu_arch_st16_global(d + i * 16, v);
+	}
+}
+#endif
+
+/*
  * Lane `rank` of `size`'s share of an interleaved copy, the GPU form of a
  * cooperative copy: lanes take consecutive units in turn, so a subgroup's
  * accesses coalesce. The unit is the widest both sides allow: when source
@@ -140,11 +196,12 @@ FI_XPU_FUNC void fi_xpu_i_coop_copy_lanes(unsigned char *d, const unsigned char 
 	d += head;
 	s += head;
 	if (unit == 16) {
-		for (i = rank; i < words; i += size) {
-			struct fi_xpu_i_coop_v16 v;
-			FI_XPU_ARCH_MEMCPY(&v, FI_XPU_I_COOP_ALIGNED16(s + i * 16), 16);
-			FI_XPU_ARCH_MEMCPY(FI_XPU_I_COOP_ALIGNED16(d + i * 16), &v, 16);
-		}
+#ifdef FI_XPU_I_ARCH_HAVE_GLOBAL16
+		if (fi_xpu_arch_global2(d, s))
+			fi_xpu_i_coop_copy16_global(d, s, words, rank, size);
+		else
+#endif
+			fi_xpu_i_coop_copy16(d, s, words, rank, size);
 	} else if (unit == 8) {
 		for (i = rank; i < words; i += size) {
 			uint64_t w;
@@ -212,12 +269,22 @@ FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)
  * a wait has one shared destination, so the leader waits and every member
  * gets its status. */
 
-/* Word `i` (0: value, 1: errors) of the counter {c, r}. */
+/* Word `i` (0: value, 1: errors) of the counter {c, r}, read as a poll
+ * (FI_XPU_ARCH_POLL: relaxed on GPUs). Whoever acts on what it saw fences with acquire order once. */
+FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_poll(const uint64_t *c, const uint64_t *r, int i,
+					   int mscope)
+{
+	uint64_t v = fi_xpu_arch_load_u64(c + i, FI_XPU_ARCH_POLL, mscope);
+	return r ? v + fi_xpu_arch_load_u64(r + i, FI_XPU_ARCH_POLL, mscope) : v;
+}
+
+/* The same with acquire order: the relaxed reads, then one fence. */
 FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_word(const uint64_t *c, const uint64_t *r, int i,
 					   int mscope)
 {
-	uint64_t v = fi_xpu_arch_load_u64(c + i, FI_XPU_ARCH_ACQUIRE, mscope);
-	return r ? v + fi_xpu_arch_load_u64(r + i, FI_XPU_ARCH_ACQUIRE, mscope) : v;
+	uint64_t v = fi_xpu_coop_cntr_poll(c, r, i, mscope);
+	fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, mscope);
+	return v;
 }
 
 FI_XPU_FUNC uint64_t fi_xpu_coop_cntr_read(const uint64_t *c, const uint64_t *r, int err,
@@ -262,20 +329,27 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_update(uint64_t *c, const uint64_t *r, int err,
 FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, const uint64_t *r, uint64_t abort,
 					   uint64_t threshold, int timeout_ms, int mscope)
 {
-	uint64_t err0, start = fi_xpu_arch_clock_ns();
+	uint64_t err0, start = fi_xpu_arch_clock_ns(), next = 0;
 
 	if (!c)
 		return -FI_EINVAL;
-	err0 = fi_xpu_coop_cntr_word(c, r, 1, mscope);
+	err0 = fi_xpu_coop_cntr_poll(c, r, 1, mscope);
+	/* Relaxed looks; one acquire fence once the value or the errors
+	 * moved, so the turns that find nothing invalidate no cache. */
 	for (;;) {
-		if (fi_xpu_coop_cntr_word(c, r, 0, mscope) >= threshold)
+		uint64_t now;
+		if (fi_xpu_coop_cntr_poll(c, r, 0, mscope) >= threshold) {
+			fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, mscope);
 			return 0;
-		if (fi_xpu_coop_cntr_word(c, r, 1, mscope) != err0)
+		}
+		if (fi_xpu_coop_cntr_poll(c, r, 1, mscope) != err0) {
+			fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, mscope);
 			return -FI_EAVAIL;
-		if (fi_xpu_i_aborted(abort))
+		}
+		now = fi_xpu_arch_clock_ns();
+		if (fi_xpu_i_abort_due(abort, now, &next))
 			return FI_XPU_ABORT_ERR;
-		if (timeout_ms >= 0 &&
-		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
+		if (timeout_ms >= 0 && now - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
 			return -FI_ETIMEDOUT;
 		fi_xpu_arch_pause();
 	}

@@ -218,7 +218,7 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 			   abort)                                                        \
 	do {                                                                             \
 		uint64_t want_ = (threshold) == 0 ? 1 : (threshold);                     \
-		uint64_t start_ = fi_xpu_arch_clock_ns();                                \
+		uint64_t start_ = fi_xpu_arch_clock_ns(), next_ = 0, now_;               \
 		int64_t to_ = (timeout_ms), rc_;                                         \
 		size_t got_ = 0, esz_ = (esz);                                           \
 		if (want_ > (count))                                                     \
@@ -234,10 +234,10 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 				return got_ ? (int64_t)got_ : rc_;                       \
 			if (got_ >= want_)                                               \
 				return (int64_t)got_;                                    \
-			if (fi_xpu_i_aborted(abort))                                     \
+			now_ = fi_xpu_arch_clock_ns();                                   \
+			if (fi_xpu_i_abort_due(abort, now_, &next_))                     \
 				return got_ ? (int64_t)got_ : FI_XPU_ABORT_ERR;          \
-			if (to_ >= 0 && fi_xpu_arch_clock_ns() - start_ >=               \
-					      (uint64_t)to_ * (uint64_t)1000000)         \
+			if (to_ >= 0 && now_ - start_ >= (uint64_t)to_ * (uint64_t)1000000) \
 				return got_ ? (int64_t)got_ : -FI_ETIMEDOUT;             \
 			fi_xpu_arch_pause();                                             \
 		}                                                                        \

@@ -28,23 +28,46 @@
 	 (uint64_t)FI_XPU_API_VERSION)
 
 /* 1 when `word` (a device block's validity word, may be NULL) says: a live
- * object of class `cls`, exported by this version's layouts. */
+ * object of class `cls`, exported by this version's layouts. A poll's
+ * load (FI_XPU_ARCH_POLL, relaxed on GPUs): the block was filled before the handle was exported, and whatever
+ * handed the handle to the kernel (its launch, or a flag the kernel read
+ * with acquire order) made that visible already; an acquire here would
+ * invalidate the L1 on every poll of a CQ or counter. */
 FI_XPU_FUNC int fi_xpu_handle_live(const uint64_t *word, uint64_t cls)
 {
-	return word && fi_xpu_arch_load_u64(word, FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM) ==
+	return word && fi_xpu_arch_load_u64(word, FI_XPU_ARCH_POLL, FI_XPU_ARCH_MS_SYSTEM) ==
 			       FI_XPU_HANDLE_WORD(cls, FI_XPU_HANDLE_LIVE);
 }
 
 /* The abort word of the object's XPU context (fi_xpu_ctx_abort(3)): the
  * provider stores its address in every device block a kernel waits on
- * (0: none). Every device wait checks it on each turn of its loop and ends
- * with -FI_ECANCELED once the host has raised it. */
+ * (0: none). Every device wait looks at it on its first turn and then once
+ * every FI_XPU_ABORT_CHECK_NS nanoseconds of the device clock (define it
+ * before including to change it), not on every turn: the word is host
+ * memory, and a wait spinning on a word of its own should not cross PCIe
+ * twice per turn. It ends with -FI_ECANCELED once the host has raised it.
+ * The load is a poll's (FI_XPU_ARCH_POLL): nothing the host wrote before
+ * is read after it. */
 #define FI_XPU_ABORT_ERR (-FI_ECANCELED)
+#ifndef FI_XPU_ABORT_CHECK_NS
+#define FI_XPU_ABORT_CHECK_NS 20000
+#endif
 
 FI_XPU_FUNC int fi_xpu_i_aborted(uint64_t word)
 {
-	return word && fi_xpu_arch_load_u64((const uint64_t *)(uintptr_t)word, FI_XPU_ARCH_ACQUIRE,
+	return word && fi_xpu_arch_load_u64((const uint64_t *)(uintptr_t)word, FI_XPU_ARCH_POLL,
 					    FI_XPU_ARCH_MS_SYSTEM) != 0;
+}
+
+/* A wait's look at its abort word at time `now` (fi_xpu_arch_clock_ns):
+ * 1 when raised; only when `*next` (0 before the first turn) has passed,
+ * and then the next look is due FI_XPU_ABORT_CHECK_NS later. */
+FI_XPU_FUNC int fi_xpu_i_abort_due(uint64_t word, uint64_t now, uint64_t *next)
+{
+	if (!word || now < *next)
+		return 0;
+	*next = now + FI_XPU_ABORT_CHECK_NS;
+	return fi_xpu_i_aborted(word);
 }
 
 #endif /* FI_XPU_INCLUDED_DEVICE_HANDLE_H */

@@ -137,6 +137,19 @@ FI_XPU_FUNC uint64_t fi_xpu_ofi_ld(const uint64_t *p)
 	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_ACQUIRE, FI_XPU_OFI_SYS);
 }
 
+/* Polls of the words the proxy writes in pinned host memory (CQ entries,
+ * the flushed count): relaxed on GPUs (FI_XPU_ARCH_POLL), so a look that finds nothing invalidates no
+ * cache; one acquire fence (fi_xpu_ofi_acq) once something is there. */
+FI_XPU_FUNC uint64_t fi_xpu_ofi_poll(const uint64_t *p)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_POLL, FI_XPU_OFI_SYS);
+}
+
+FI_XPU_FUNC void fi_xpu_ofi_acq(void)
+{
+	fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, FI_XPU_OFI_SYS);
+}
+
 FI_XPU_FUNC void fi_xpu_ofi_st(uint64_t *p, uint64_t v)
 {
 	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_OFI_SYS);
@@ -615,19 +628,20 @@ FI_XPU_FUNC int fi_xpu_flush_ofi(struct fid_xpu_ep *hep, uint64_t flags, int sco
 	/* Every member's earlier posts are in the ring before the snapshot. */
 	fi_xpu_group_sync(&g);
 	if (fi_xpu_group_leader(&g)) {
-		uint64_t snap = fi_xpu_ofi_ld(&ep->prod), start = fi_xpu_arch_clock_ns();
-		while (fi_xpu_ofi_ld(&ep->flushed) < snap) {
-			if (fi_xpu_arch_clock_ns() - start >=
-			    (uint64_t)FI_XPU_OFI_FLUSH_TIMEOUT_MS * (uint64_t)1000000) {
+		uint64_t snap = fi_xpu_ofi_ld(&ep->prod), start = fi_xpu_arch_clock_ns(), next = 0;
+		while (fi_xpu_ofi_poll(&ep->flushed) < snap) {
+			uint64_t now = fi_xpu_arch_clock_ns();
+			if (now - start >= (uint64_t)FI_XPU_OFI_FLUSH_TIMEOUT_MS * (uint64_t)1000000) {
 				rc = -FI_ETIMEDOUT;
 				break;
 			}
-			if (fi_xpu_i_aborted(ep->abort)) {
+			if (fi_xpu_i_abort_due(ep->abort, now, &next)) {
 				rc = FI_XPU_ABORT_ERR;
 				break;
 			}
 			fi_xpu_arch_pause();
 		}
+		fi_xpu_ofi_acq();
 	}
 	return (int)fi_xpu_group_share(&g, rc);
 }
@@ -733,25 +747,31 @@ FI_XPU_FUNC struct fi_xpu_ofi_cqe *fi_xpu_ofi_cqe_at(struct fi_xpu_ofi_cq_dev *q
 	return FI_XPU_OFI_P(struct fi_xpu_ofi_cqe, q->ring) + (pos & (q->size - 1));
 }
 
-/* CQ reads, for one work item (the leader of a group). */
-FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *buf, size_t count,
-					    uint64_t *src_addr)
+/* Whether the CQ's next entry is not there yet: two relaxed words (the
+ * head and that entry's sequence), no fence, inlined into the caller's
+ * poll loop; the read itself (fi_xpu_ofi_cq_read_work) is out of line. */
+FI_XPU_FUNC int fi_xpu_ofi_cq_empty(struct fi_xpu_ofi_cq_dev *q)
 {
-	struct fi_xpu_ofi_cq_dev *q;
+	uint64_t h = fi_xpu_ofi_poll(&q->head);
+	return fi_xpu_ofi_poll(&fi_xpu_ofi_cqe_at(q, h)->seq) != h + 1;
+}
+
+FI_XPU_POLL_WORK_FUNC int64_t fi_xpu_ofi_cq_read_work(struct fi_xpu_ofi_cq_dev *q, void *buf,
+						     size_t count, uint64_t *src_addr)
+{
 	size_t n = 0, esz;
 	int64_t rc = 0;
-	q = fi_xpu_ofi_cq(hcq);
-	if (!q || (!buf && count))
-		return -FI_EINVAL;
 	{
 		esz = fi_xpu_ofi_entry_size(q->format);
 		while (n < count) {
-			uint64_t h = fi_xpu_ofi_ld(&q->head), seen;
+			uint64_t h = fi_xpu_ofi_poll(&q->head), seen;
 			struct fi_xpu_ofi_cqe *e = fi_xpu_ofi_cqe_at(q, h);
 			struct fi_cq_tagged_entry out;
 			uint64_t src;
-			if (fi_xpu_ofi_ld(&e->seq) != h + 1)
+			/* Two relaxed words when empty; one fence for an entry. */
+			if (fi_xpu_ofi_poll(&e->seq) != h + 1)
 				break;
+			fi_xpu_ofi_acq();
 			if (e->is_err) {
 				if (n == 0)
 					rc = -FI_EAVAIL;
@@ -764,10 +784,11 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *
 			out.data = e->data;
 			out.tag = e->tag;
 			src = e->src;
-			/* Hands the slot back to the proxy. */
+			/* Hands the slot back to the proxy; release only:
+			 * the fence above ordered the entry's reads. */
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ,
 					 seen = fi_xpu_arch_cas_u64(&q->head, h, h + 1,
-								    FI_XPU_ARCH_ACQ_REL, FI_XPU_OFI_SYS));
+								    FI_XPU_ARCH_RELEASE, FI_XPU_OFI_SYS));
 			if (seen != h)
 				continue;
 			fi_xpu_ofi_copy_bytes((unsigned char *)buf + n * esz, &out, esz);
@@ -781,6 +802,18 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *
 	return rc;
 }
 
+/* CQ reads, for one work item (the leader of a group). */
+FI_XPU_FUNC int64_t fi_xpu_ofi_cq_read_item(const struct fid_xpu_cq *hcq, void *buf, size_t count,
+					    uint64_t *src_addr)
+{
+	struct fi_xpu_ofi_cq_dev *q = fi_xpu_ofi_cq(hcq);
+	if (!q || (!buf && count))
+		return -FI_EINVAL;
+	if (count == 0 || fi_xpu_ofi_cq_empty(q))
+		return -FI_EAGAIN;
+	return fi_xpu_ofi_cq_read_work(q, buf, count, src_addr);
+}
+
 FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void *buf)
 {
 	struct fi_xpu_ofi_cq_dev *q;
@@ -792,10 +825,13 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 	rc = -FI_EAGAIN;
 	{
 		for (;;) {
-			uint64_t h = fi_xpu_ofi_ld(&q->head), seen;
+			uint64_t h = fi_xpu_ofi_poll(&q->head), seen;
 			struct fi_xpu_ofi_cqe *e = fi_xpu_ofi_cqe_at(q, h);
 			struct fi_cq_err_entry o;
-			if (fi_xpu_ofi_ld(&e->seq) != h + 1 || !e->is_err)
+			if (fi_xpu_ofi_poll(&e->seq) != h + 1)
+				break;
+			fi_xpu_ofi_acq();
+			if (!e->is_err)
 				break;
 			o.op_context = FI_XPU_OFI_P(void, e->context);
 			o.flags = e->flags;
@@ -809,10 +845,11 @@ FI_XPU_FUNC int64_t fi_xpu_ofi_cq_readerr_item(const struct fid_xpu_cq *cq, void
 			o.prov_errno = e->prov_errno ? (int)e->prov_errno : (int)e->err;
 			o.err_data = FI_XPU_I_NULL;
 			o.err_data_size = 0;
-			/* Hands the slot back to the proxy. */
+			/* Hands the slot back to the proxy; release only:
+			 * the fence above ordered the entry's reads. */
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ,
 					 seen = fi_xpu_arch_cas_u64(&q->head, h, h + 1,
-								    FI_XPU_ARCH_ACQ_REL, FI_XPU_OFI_SYS));
+								    FI_XPU_ARCH_RELEASE, FI_XPU_OFI_SYS));
 			if (seen != h)
 				continue;
 			*out = o;

@@ -140,6 +140,11 @@ struct fi_xpu_shm_ep_dev {
 	/* Its staging lanes: where this process writes them, and the region
 	 * (read-only to peers) and offset peers read them at. */
 	uint64_t stage, stage_region, stage_off;
+	/* Set (under the lock) when a rendezvous or streamed send starts or a
+	 * posted receive turns ACTIVE; cleared by progress when it found
+	 * neither. With the inbox empty and this clear, progress has nothing
+	 * to do, and a CQ poll skips it without taking the lock. */
+	uint64_t busy;
 	struct fi_xpu_shm_posted posted[FI_XPU_SHM_MAX_POSTED];
 	struct fi_xpu_shm_rdv rdv[FI_XPU_SHM_MAX_POSTED];
 };
@@ -236,6 +241,17 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_ldr(const uint64_t *p)
 FI_XPU_FUNC void fi_xpu_shm_st(uint64_t *p, uint64_t v)
 {
 	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);
+}
+/* Polls read relaxed on GPUs (FI_XPU_ARCH_POLL: no cache invalidation on
+ * the turns that find nothing); a poll that found something fences once
+ * with acquire order before it reads what the word covers. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_poll(const uint64_t *p)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_POLL, FI_XPU_SHM_SYS);
+}
+FI_XPU_FUNC void fi_xpu_shm_acq(void)
+{
+	fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, FI_XPU_SHM_SYS);
 }
 FI_XPU_FUNC void fi_xpu_shm_str(uint64_t *p, uint64_t v)
 {
@@ -542,9 +558,12 @@ FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_
 	 * it. Read the other way round, another reader's report between the
 	 * two reads would let this one move the reported count back, and
 	 * report ov - seen wrapped (2^64 - 1 completions lost). */
-	uint64_t seen = fi_xpu_shm_ld(&r->overflow_seen), ov = fi_xpu_shm_ld(&r->overflow);
+	uint64_t seen = fi_xpu_shm_poll(&r->overflow_seen), ov = fi_xpu_shm_poll(&r->overflow);
 	struct fi_xpu_shm_cqe_in in;
-	if (ov == seen || !fi_xpu_shm_cas(&r->overflow_seen, seen, ov))
+	if (ov == seen)
+		return;
+	fi_xpu_shm_acq();
+	if (!fi_xpu_shm_cas(&r->overflow_seen, seen, ov))
 		return;
 	in = fi_xpu_shm_cqe_zero();
 	in.err = -FI_EOVERRUN;
@@ -573,19 +592,22 @@ FI_XPU_FUNC const struct fi_xpu_shm_peer_map *fi_xpu_shm_conn_map(uint64_t cx, u
  * Overflows of the shared ring carry over as overflows of the private one. */
 FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 {
-	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_ld(&q->rring));
+	/* Set once by the host, before peers can push: read relaxed, as the
+	 * words below, and fenced once when an entry or overflow is there. */
+	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_poll(&q->rring));
 	struct fi_xpu_shm_cq_ring *r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
 	uint64_t ov, seen;
 	if (!rr)
 		return;
 	for (;;) {
-		uint64_t t = fi_xpu_shm_ld(&q->rtail);
+		uint64_t t = fi_xpu_shm_poll(&q->rtail);
 		struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(rr, q->size, t);
 		struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
 		const struct fi_xpu_shm_peer_map *map;
 		uint64_t conn, stamp;
-		if (fi_xpu_shm_ld(&e->seq) != t + 1)
+		if (fi_xpu_shm_poll(&e->seq) != t + 1)
 			break;
+		fi_xpu_shm_acq();
 		in.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
 		in.len = fi_xpu_shm_ldr(&e->len);
 		in.data = fi_xpu_shm_ldr(&e->data);
@@ -609,11 +631,14 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 		(void)fi_xpu_shm_ring_push(r, q->size, &in);
 	}
 	/* As in fi_xpu_shm_report_overrun: what was carried over first. */
-	seen = fi_xpu_shm_ld(&q->rseen);
-	ov = fi_xpu_shm_ld(&rr->overflow);
+	seen = fi_xpu_shm_poll(&q->rseen);
+	ov = fi_xpu_shm_poll(&rr->overflow);
+	if (ov == seen)
+		return;
+	fi_xpu_shm_acq();
 	/* A rewound or absurd count is a peer's scribble: resynchronised,
 	 * never reported. */
-	if (ov != seen && fi_xpu_shm_cas(&q->rseen, seen, ov) && ov - seen < (1ULL << 32))
+	if (fi_xpu_shm_cas(&q->rseen, seen, ov) && ov - seen < (1ULL << 32))
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_add(&r->overflow, ov - seen));
 }
 
@@ -1221,6 +1246,19 @@ FI_XPU_FUNC void fi_xpu_shm_unlock(struct fi_xpu_shm_ep_dev *ep)
 
 FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep);
 
+/* Nothing arrived in the endpoint's inbox and nothing of its own is under
+ * way (fi_xpu_shm_ep_dev.busy): progress would do nothing. Three relaxed
+ * words; a stale answer only moves the work to the next poll. */
+FI_XPU_FUNC int fi_xpu_shm_ep_idle(const struct fi_xpu_shm_ep_dev *ep)
+{
+	const struct fi_xpu_shm_ep_block *b;
+	if (!ep)
+		return 1;
+	b = FI_XPU_SHM_P(const struct fi_xpu_shm_ep_block, ep->block);
+	return fi_xpu_shm_poll(&b->head) == fi_xpu_shm_poll(&b->tail) &&
+	       fi_xpu_shm_poll(&ep->busy) == 0;
+}
+
 /* Where this process writes lane `lane` of an endpoint's staging area. */
 FI_XPU_FUNC unsigned char *fi_xpu_shm_lane(const struct fi_xpu_shm_ep_dev *ep, uint64_t lane)
 {
@@ -1377,6 +1415,7 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 			q->pst = 0;
 			if (kind == FI_XPU_SHM_RDV_STREAM)
 				ep->lanes |= 1ULL << lane;
+			fi_xpu_shm_str(&ep->busy, 1);
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m));
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->seq, h + 1));
 		}
@@ -1626,6 +1665,7 @@ FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struc
 			/* Progress takes its bytes (fi_xpu_shm_stream_rx) right
 			 * after the arrivals it matched: kept out of here, the
 			 * registers of both stay out of every kernel's count. */
+			fi_xpu_shm_str(&ep->busy, 1);
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_ACTIVE));
 			return;
 		} else {
@@ -1723,10 +1763,12 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 {
 	struct fi_xpu_shm_ep_block *b;
 	uint64_t pos, head, tail;
-	int i;
-	if (!ep || !fi_xpu_shm_lock(ep, 0))
+	int i, busy = 0;
+	if (!ep)
 		return;
 	b = FI_XPU_SHM_P(struct fi_xpu_shm_ep_block, ep->block);
+	if (fi_xpu_shm_ep_idle(ep) || !fi_xpu_shm_lock(ep, 0))
+		return;
 	tail = fi_xpu_shm_ld(&b->tail);
 	head = fi_xpu_shm_ld(&b->head);
 	/* Senders move head; never scan more than the inbox holds. */
@@ -1763,8 +1805,10 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 			fi_xpu_shm_deliver(ep, best, m, &h);
 	}
 	for (i = 0; i < FI_XPU_SHM_MAX_POSTED; i++)
-		if (ep->posted[i].state == FI_XPU_SHM_POSTED_ACTIVE)
+		if (ep->posted[i].state == FI_XPU_SHM_POSTED_ACTIVE) {
 			fi_xpu_shm_stream_rx(ep, &ep->posted[i]);
+			busy |= ep->posted[i].state == FI_XPU_SHM_POSTED_ACTIVE;
+		}
 	/* Retire the prefix the sender no longer needs. */
 	for (;;) {
 		struct fi_xpu_shm_msg *m = fi_xpu_shm_slot(b, tail);
@@ -1806,10 +1850,15 @@ FI_XPU_FUNC void fi_xpu_shm_progress(struct fi_xpu_shm_ep_dev *ep)
 				ep->lanes &= ~(1ULL << r->lane);
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&r->slot, 0));
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->state, FI_XPU_SHM_SLOT_CONSUMED));
-		} else if (r->kind != FI_XPU_SHM_RDV_REG) {
-			fi_xpu_shm_stream_tx(ep, r, m);
+		} else {
+			if (r->kind != FI_XPU_SHM_RDV_REG)
+				fi_xpu_shm_stream_tx(ep, r, m);
+			busy = 1;
 		}
 	}
+	/* Under the lock, which every setter holds: none is lost. */
+	if (!busy)
+		fi_xpu_shm_str(&ep->busy, 0);
 	fi_xpu_shm_unlock(ep);
 }
 
@@ -1872,19 +1921,40 @@ FI_XPU_FUNC uint64_t fi_xpu_shm_src(const struct fi_xpu_shm_cq_dev *q, uint64_t 
 	return FI_ADDR_NOTAVAIL;
 }
 
-FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
-					   uint64_t *src_addr, int scope)
+/* Whether a CQ read would find nothing: no endpoint it progresses has an
+ * arrival or a transfer under way (fi_xpu_shm_ep_idle), and neither its
+ * own ring nor the ring peers push remote completions into has an entry or
+ * an unreported overflow. Relaxed loads only, no fence, no lock, no
+ * atomic: what an empty poll costs, inlined into the caller's loop, while
+ * the read itself (fi_xpu_shm_cq_read_work) stays out of line. */
+FI_XPU_FUNC int fi_xpu_shm_cq_idle(const struct fi_xpu_shm_cq_dev *q)
 {
-	struct fi_xpu_shm_cq_dev *q;
+	struct fi_xpu_shm_cq_ring *r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
+	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_poll(&q->rring));
+	uint64_t i, t;
+	for (i = 0; i < q->nprog && i < FI_XPU_SHM_MAX_PROGRESS; i++)
+		if (!fi_xpu_shm_ep_idle(FI_XPU_SHM_P(const struct fi_xpu_shm_ep_dev, q->prog[i])))
+			return 0;
+	t = fi_xpu_shm_poll(&r->tail);
+	if (fi_xpu_shm_poll(&fi_xpu_shm_ring_entry(r, q->size, t)->seq) == t + 1 ||
+	    fi_xpu_shm_poll(&r->overflow) != fi_xpu_shm_poll(&r->overflow_seen))
+		return 0;
+	if (!rr)
+		return 1;
+	t = fi_xpu_shm_poll(&q->rtail);
+	return fi_xpu_shm_poll(&fi_xpu_shm_ring_entry(rr, q->size, t)->seq) != t + 1 &&
+	       fi_xpu_shm_poll(&rr->overflow) == fi_xpu_shm_poll(&q->rseen);
+}
+
+/* The leader's CQ read once fi_xpu_shm_cq_idle saw something. */
+FI_XPU_POLL_WORK_FUNC int64_t fi_xpu_shm_cq_read_work(struct fi_xpu_shm_cq_dev *q, void *buf,
+						     size_t count, uint64_t *src_addr)
+{
 	struct fi_xpu_shm_cq_ring *r;
 	size_t n = 0, esz;
 	uint64_t i;
 	int64_t rc = 0;
-	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
-	q = fi_xpu_shm_cq(hcq);
-	if (!q || (!buf && count))
-		return -FI_EINVAL;
-	if (rank == 0) {
+	{
 		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
 		esz = q->format == FI_CQ_FORMAT_CONTEXT ? sizeof(struct fi_cq_entry)
 		    : q->format == FI_CQ_FORMAT_MSG    ? sizeof(struct fi_cq_msg_entry)
@@ -1895,12 +1965,15 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 		fi_xpu_shm_cq_take_remote(q);
 		fi_xpu_shm_report_overrun(r, q->size);
 		while (n < count) {
-			uint64_t t = fi_xpu_shm_ld(&r->tail);
+			uint64_t t = fi_xpu_shm_poll(&r->tail);
 			struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(r, q->size, t);
 			struct fi_cq_tagged_entry out;
 			int claimed;
-			if (fi_xpu_shm_ld(&e->seq) != t + 1)
+			/* Two relaxed words when the ring is empty; one
+			 * acquire fence for an entry. */
+			if (fi_xpu_shm_poll(&e->seq) != t + 1)
 				break;
+			fi_xpu_shm_acq();
 			if (e->is_err) {
 				if (n == 0)
 					rc = -FI_EAVAIL;
@@ -1923,6 +1996,21 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 		if (rc == 0)
 			rc = n ? (int64_t)n : -FI_EAGAIN;
 	}
+	return rc;
+}
+
+FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
+					   uint64_t *src_addr, int scope)
+{
+	struct fi_xpu_shm_cq_dev *q;
+	int64_t rc = 0;
+	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
+	q = fi_xpu_shm_cq(hcq);
+	if (!q || (!buf && count))
+		return -FI_EINVAL;
+	if (rank == 0)
+		rc = fi_xpu_shm_cq_idle(q) ? -FI_EAGAIN
+					   : fi_xpu_shm_cq_read_work(q, buf, count, src_addr);
 	return fi_xpu_shm_bcast(scope, rc);
 }
 
@@ -1972,16 +2060,18 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 }
 
 /* ---- put with signal, fence, quiet, direct pointers ------------------- */
-/* Copies the data of a put-with-signal. Under the testing-only delay it
- * places the data as a slow, reordering transport would: 64-byte pieces,
- * the last one first, `delay_ns` apart, so that a signal raised before the
- * copy ended is seen with data missing. */
+/* Copies the data of a put-with-signal: the copy of fi_xpu_coop_copy for
+ * a group of one (16-byte units, four in flight, on GPUs; memcpy on CPU
+ * threads). Under the testing-only delay it places the data as a slow,
+ * reordering transport would: 64-byte pieces, the last one first,
+ * `delay_ns` apart, so that a signal raised before the copy ended is seen
+ * with data missing. */
 FI_XPU_FUNC void fi_xpu_shm_place(unsigned char *dst, const unsigned char *src, size_t len,
 				  uint64_t delay_ns)
 {
 	size_t n;
 	if (!delay_ns) {
-		fi_xpu_shm_copy(dst, src, len);
+		fi_xpu_i_coop_copy_share(dst, src, len, 0, 1);
 		return;
 	}
 	for (n = (len + 63) / 64; n-- > 0;) {

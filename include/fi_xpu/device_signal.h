@@ -9,14 +9,15 @@
  * put-with-signal updates it at the target once its data is placed
  * (FI_XPU_SIGNAL_SET stores the value, FI_XPU_SIGNAL_ADD adds it); the
  * target's device code waits until the word compares to a value
- * (FI_XPU_CMP_*), reading it with acquire order at system scope, so the
- * data the signal covers is visible once the wait returns 0. The wait needs
+ * (FI_XPU_CMP_*), reading it relaxed at system scope and fencing with
+ * acquire order once it compares, so the data the signal covers is
+ * visible once the wait returns 0. The wait needs
  * no counter and no transport support: it reads local memory.
  *
  * The abort word: every wait is given the address of its endpoint's
  * context's abort word (fi_xpu_ctx_abort(3); 0: none) and ends with
  * -FI_ECANCELED between two looks at the signal word once the host has
- * raised it, like every other device wait. fi_xpu_wait_aborted(ep)
+ * raised it (looked at every FI_XPU_ABORT_CHECK_NS, fi_xpu/device_handle.h), like every other device wait. fi_xpu_wait_aborted(ep)
  * (fi_xpu/device.h) asks the same of any endpoint.
  */
 #ifndef FI_XPU_INCLUDED_DEVICE_SIGNAL_H
@@ -63,17 +64,22 @@ FI_XPU_FUNC int fi_xpu_signal_holds(uint64_t word, int cmp, uint64_t value)
 FI_XPU_FUNC int fi_xpu_signal_wait_item(uint64_t abort, const uint64_t *sig, int cmp,
 					uint64_t value, int timeout_ms)
 {
-	uint64_t start = fi_xpu_arch_clock_ns();
+	uint64_t start = fi_xpu_arch_clock_ns(), next = 0;
 
+	/* Relaxed looks, then one acquire fence once the word compares: no
+	 * cache invalidation on the turns that find nothing. */
 	for (;;) {
+		uint64_t now;
 		if (fi_xpu_signal_holds(
-			    fi_xpu_arch_load_u64(sig, FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM), cmp,
-			    value))
+			    fi_xpu_arch_load_u64(sig, FI_XPU_ARCH_POLL, FI_XPU_ARCH_MS_SYSTEM), cmp,
+			    value)) {
+			fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM);
 			return 0;
-		if (fi_xpu_i_aborted(abort))
+		}
+		now = fi_xpu_arch_clock_ns();
+		if (fi_xpu_i_abort_due(abort, now, &next))
 			return FI_XPU_ABORT_ERR;
-		if (timeout_ms >= 0 &&
-		    fi_xpu_arch_clock_ns() - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
+		if (timeout_ms >= 0 && now - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
 			return -FI_ETIMEDOUT;
 		fi_xpu_arch_pause();
 	}

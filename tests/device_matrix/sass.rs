@@ -200,6 +200,20 @@ fn disassemble(cuda: &Path, cubin: &Path) -> String {
 /// Compiles `src` for `arch` with the publish markers to a cubin, with the
 /// headers under `includes` searched first, and returns its SASS.
 fn marked_sass(cuda: &Path, src: &Path, arch: &str, includes: &[PathBuf], out: &Path) -> String {
+    compiled_sass(cuda, src, arch, includes, out, true)
+}
+
+/// Compiles `src` for `arch` to a cubin (with the publish markers when
+/// `markers`), the headers under `includes` searched first, and returns
+/// its SASS.
+pub fn compiled_sass(
+    cuda: &Path,
+    src: &Path,
+    arch: &str,
+    includes: &[PathBuf],
+    out: &Path,
+    markers: bool,
+) -> String {
     // nvcc's flags of the compile matrix (warnings as errors), the
     // mutated headers ahead of the tree's.
     let mut cmd = Command::new(cuda.join("bin/nvcc"));
@@ -209,7 +223,8 @@ fn marked_sass(cuda: &Path, src: &Path, arch: &str, includes: &[PathBuf], out: &
     }
     cmd.args(include_flags())
         .arg(format!("-arch={arch}"))
-        .args(["-cubin", "-DFI_XPU_I_SASS_MARKERS"])
+        .arg("-cubin")
+        .args(markers.then_some("-DFI_XPU_I_SASS_MARKERS"))
         // #550 (set but never used) comes from device_shm.h's scope
         // prologue in the examples' kernels, as in tests/gpu_bundle.rs.
         .args(["-diag-suppress", "550"])

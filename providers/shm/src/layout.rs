@@ -299,6 +299,10 @@ pub struct EpDev {
     pub stage: u64,
     pub stage_region: u64,
     pub stage_off: u64,
+    /// Set by device code when a rendezvous or streamed send starts or a
+    /// posted receive turns active, cleared by its progress when none is
+    /// left: with the inbox empty, a CQ poll skips progress while it is 0.
+    pub busy: u64,
     pub posted: [Posted; MAX_POSTED],
     pub rdv: [Rdv; MAX_POSTED],
 }
@@ -446,7 +450,8 @@ mod tests {
             }
             EpDev = "fi_xpu_shm_ep_dev" {
                 block, ctx, nonce, ep_id, caps, tx_cq, rx_cq, cntr, av_tab, av_count, lock,
-                post_seq, lanes, magic, test_delay_ns, stage, stage_region, stage_off, posted, rdv
+                post_seq, lanes, magic, test_delay_ns, stage, stage_region, stage_off, busy, posted,
+                rdv
             }
             CqDev = "fi_xpu_shm_cq_dev" {
                 ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic, abort,
@@ -479,7 +484,7 @@ mod tests {
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
         assert_eq!(size_of::<PeerAddr>(), 80);
         assert_eq!(size_of::<MrDesc>(), 32);
-        assert_eq!(size_of::<EpDev>(), 184 + 64 * 144 + 64 * 136);
+        assert_eq!(size_of::<EpDev>(), 192 + 64 * 144 + 64 * 136);
         assert_eq!(size_of::<CqDev>(), 160);
         assert_eq!(size_of::<CntrDev>(), 64);
         assert_eq!(size_of::<CtxDev>(), 40 + 8 * MAX_CONNS);
