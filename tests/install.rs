@@ -448,6 +448,7 @@ fn installed_tree_works_alone() {
     // A fixed prefix: the compiled-in provider directory is part of the
     // install build, so a new path each run would rebuild the core.
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("install-test");
+    let _held = common::lock(&base);
     let prefix = base.join("prefix");
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).unwrap();

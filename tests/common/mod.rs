@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 pub fn root() -> PathBuf {
@@ -47,13 +48,37 @@ pub fn lib_dir() -> PathBuf {
     target.join(profile)
 }
 
-/// A fresh scratch directory for one test.
+/// A fresh scratch directory, unique to this call: named from `name`, the
+/// process id and a counter, as the tests of one binary run as threads of
+/// one process and may ask for the same name (two tests building the same
+/// program) at once.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// An exclusive lock on `<path>.lock`, held until the file is dropped: for
+/// the few fixed scratch paths a test keeps between runs (to reuse what it
+/// built), which two runs of the suite in one build directory would share.
+pub fn lock(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&name)
+        .unwrap_or_else(|e| panic!("cannot open {name:?}: {e}"));
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(r, 0, "flock {name:?}: {}", std::io::Error::last_os_error());
+    f
 }
 
 /// Builds libfi_xpu.so and every in-tree provider once per test binary, and
@@ -117,10 +142,10 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     .arg(format!("-I{}", root().join("include").display()))
     .args(extra)
     .args(sources)
-    .arg("-o")
-    .arg(out)
     .arg(format!("-L{}", lib.display()))
     .arg(format!("-Wl,-rpath,{}", lib.display()))
+    .arg("-o")
+    .arg(out)
     .args(["-lfi_xpu", "-lpthread"]);
     let o = cmd.output().expect("run cc");
     assert!(

@@ -66,6 +66,7 @@ pub fn chmod(path: &Path, mode: u32) {
 pub fn info_tool() -> &'static Path {
     static TOOL: OnceLock<PathBuf> = OnceLock::new();
     TOOL.get_or_init(|| {
+        // Once per process (a OnceLock): the process id makes it unique.
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("fi_xpu_info-bin-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
