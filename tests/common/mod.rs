@@ -105,6 +105,7 @@ pub fn build() -> &'static Path {
 #[path = "../../xtask/src/stage.rs"]
 mod stage;
 
+pub mod cache;
 pub mod memcheck;
 pub mod netns;
 pub mod ofi;
@@ -144,16 +145,8 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     .args(sources)
     .arg(format!("-L{}", lib.display()))
     .arg(format!("-Wl,-rpath,{}", lib.display()))
-    .arg("-o")
-    .arg(out)
     .args(["-lfi_xpu", "-lpthread"]);
-    let o = cmd.output().expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc failed: {:?}\n{}",
-        cmd,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    cache::compile(&mut cmd, out);
 }
 
 /// A scratch directory that test programs run in when the test names no
@@ -255,15 +248,9 @@ pub fn test_provider(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     .arg(format!("-I{}", root().display()))
     .arg(format!("-I{}", root().join("include").display()))
     .args(defines)
-    .arg(root().join("tests/plugins/test_provider.c"))
-    .arg("-o")
-    .arg(&out);
-    let o = cmd.output().expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc failed: {cmd:?}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    .arg(root().join("tests/plugins/test_provider.c"));
+    // A copy: tests change a plugin's mode.
+    cache::place(&mut cmd, &out, cache::Place::Copy);
     out
 }
 
