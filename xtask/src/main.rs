@@ -36,6 +36,8 @@ commands:
                              --debug-info: also the stripped debug information)
   demo [--release] [-- ARGS] build and run examples/hello.c (shm provider)
   test                       everything CI checks: fmt, clippy, build, tests
+                             (first installs .ci/packages and NVIDIA's compilers
+                             where it can, else says how and stops)
   bench [--quick] [--proxy] [--moe] [--launch]
                              run the benchmarks and their baselines, print a table
                              (--proxy: only the ofi proxy's, benches/ofi_proxy.c;
@@ -463,8 +465,112 @@ fn asan(args: &[String]) -> Result {
     run(&mut cmd)
 }
 
+/// The packages .ci/packages lists (comments and blank lines dropped).
+fn ci_packages() -> Result<Vec<String>> {
+    let path = root().join(".ci/packages");
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
+}
+
+/// Whether `cmd` runs and exits 0, its output discarded.
+fn succeeds(cmd: &mut Command) -> bool {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The packages of `wanted` that dpkg does not list as installed; `None`
+/// where there is no dpkg to ask.
+fn missing_packages(wanted: &[String]) -> Option<Vec<String>> {
+    let o = Command::new("dpkg-query")
+        .args(["-W", "-f=${binary:Package} ${db:Status-Status}\\n"])
+        .args(wanted)
+        .output()
+        .ok()?;
+    let listed = String::from_utf8_lossy(&o.stdout);
+    let installed: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.strip_suffix(" installed"))
+        // Multi-arch packages are listed as name:arch.
+        .map(|n| n.split(':').next().unwrap_or(n))
+        .collect();
+    Some(
+        wanted
+            .iter()
+            .filter(|p| !installed.contains(&p.as_str()))
+            .cloned()
+            .collect(),
+    )
+}
+
+/// Whether this user can install system packages: root, or sudo without a
+/// password.
+fn can_install_packages() -> bool {
+    let uid = Command::new("id").arg("-u").output();
+    uid.is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+        || succeeds(Command::new("sudo").args(["-n", "true"]))
+}
+
+/// Before anything is built: what the suite needs beyond Rust and a C
+/// compiler is installed, or installed now where this user can (the
+/// packages of .ci/packages, with .ci/run as CI does; NVIDIA's compilers
+/// with .ci/install-cuda, which needs no root; rustfmt and clippy with
+/// rustup). Where the packages cannot be installed from here, the error
+/// names the one command that installs them.
+fn suite_dependencies() -> Result {
+    let ci_run = root().join(".ci/run");
+    let missing = match missing_packages(&ci_packages()?) {
+        Some(m) => m,
+        None => {
+            println!(
+                "xtask test: no dpkg here, the packages of .ci/packages are not checked; \
+                 tests fail where one is missing"
+            );
+            Vec::new()
+        }
+    };
+    if !missing.is_empty() {
+        if !can_install_packages() {
+            return Err(format!(
+                "the test suite needs system packages that are not installed: {}.\n\
+                 Install them, and NVIDIA's compilers, with this command, then run \
+                 `cargo xtask test` again:\n\n    sudo {} --deps-only\n",
+                missing.join(" "),
+                ci_run.display()
+            ));
+        }
+        println!(
+            "xtask test: installing {} (.ci/run --deps-only)",
+            missing.join(" ")
+        );
+        // Also NVIDIA's compilers and the Rust components.
+        return run(Command::new("bash").arg(&ci_run).arg("--deps-only"));
+    }
+    let install_cuda = root().join(".ci/install-cuda");
+    let skip_matrix = env::var("FI_XPU_SKIP_DEVICE_MATRIX").is_ok_and(|v| v == "1");
+    if !skip_matrix && !succeeds(Command::new("bash").arg(&install_cuda).arg("--check")) {
+        println!("xtask test: installing NVIDIA's compilers (.ci/install-cuda)");
+        run(Command::new("bash")
+            .arg(&install_cuda)
+            .stdout(std::process::Stdio::null()))?;
+    }
+    for (tool, component) in [("fmt", "rustfmt"), ("clippy", "clippy")] {
+        if !succeeds(cargo().args([tool, "--version"])) {
+            run(Command::new("rustup").args(["component", "add", component]))?;
+        }
+    }
+    Ok(())
+}
+
 fn test() -> Result {
     let start = Instant::now();
+    suite_dependencies()?;
     let steps: [(&str, &[&str]); 5] = [
         ("fmt", &["fmt", "--all", "--", "--check"]),
         (
@@ -525,6 +631,24 @@ mod tests {
         assert_eq!(o.value("--destdir"), Some("/d"));
         assert!(Opts::parse(&args[..1], &[], &["--prefix"]).is_err());
         assert!(Opts::parse(&args[2..3], &[], &[]).is_err());
+    }
+
+    #[test]
+    fn ci_packages_are_names_only() {
+        let p = ci_packages().unwrap();
+        assert!(p.iter().any(|n| n == "libfabric-dev"), "{p:?}");
+        assert!(
+            p.iter().all(|n| !n.is_empty() && !n.contains([' ', '#'])),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_package_dpkg_does_not_know_is_missing() {
+        let wanted = ["fi-xpu-no-such-package".to_string()];
+        if let Some(m) = missing_packages(&wanted) {
+            assert_eq!(m, wanted);
+        }
     }
 
     #[test]
