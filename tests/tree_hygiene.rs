@@ -57,7 +57,10 @@ fn no_build_output_is_tracked() {
         let n = f.read(&mut head).unwrap_or(0);
         if let Some(kind) = build_output_kind(&head[..n]) {
             found.push(format!("{name} ({kind})"));
-        } else if [".o", ".obj", ".a", ".so"].iter().any(|x| name.ends_with(x)) {
+        } else if [".o", ".obj", ".a", ".so"]
+            .iter()
+            .any(|x| name.ends_with(x))
+        {
             found.push(format!("{name} (by its name)"));
         }
     }

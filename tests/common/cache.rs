@@ -80,10 +80,7 @@ fn build(cmd: &mut Command, key: &str) {
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if !o.status.success() {
         let _ = std::fs::remove_dir_all(&tmp);
-        panic!(
-            "cc failed: {cmd:?}\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        panic!("cc failed: {cmd:?}\n{}", String::from_utf8_lossy(&o.stderr));
     }
     // Another builder of the same content may have won: its output is the
     // same, ours goes.
@@ -138,7 +135,12 @@ fn compiler_id(program: &std::ffi::OsStr) -> Vec<u8> {
         .output()
     {
         let found = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        id.extend(std::fs::canonicalize(found).unwrap_or_default().as_os_str().as_encoded_bytes());
+        id.extend(
+            std::fs::canonicalize(found)
+                .unwrap_or_default()
+                .as_os_str()
+                .as_encoded_bytes(),
+        );
     }
     if let Ok(o) = Command::new(program).arg("--version").output() {
         id.extend(o.stdout);
