@@ -428,7 +428,8 @@ fn gpu_like_tests() -> Result {
     for (test, filter) in LAUNCHING_TESTS {
         run(cargo()
             .args(["test", "--test", test, "--", filter])
-            .env("FI_XPU_HOST_GPU", GPU_LIKE_RESIDENT))?;
+            .env("FI_XPU_HOST_GPU", GPU_LIKE_RESIDENT)
+            .env(BUILT_ENV, target_dir().join(profile(false))))?;
     }
     Ok(())
 }
@@ -568,9 +569,15 @@ fn suite_dependencies() -> Result {
     Ok(())
 }
 
+/// Tells the test binaries that the library and the providers are built and
+/// staged in the directory it names (tests/common/mod.rs, `build`), so that
+/// none runs `cargo build` again.
+const BUILT_ENV: &str = "FI_XPU_TEST_BUILT";
+
 fn test() -> Result {
     let start = Instant::now();
     suite_dependencies()?;
+    let built = target_dir().join(profile(false));
     let steps: [(&str, &[&str]); 5] = [
         ("fmt", &["fmt", "--all", "--", "--check"]),
         (
@@ -595,7 +602,7 @@ fn test() -> Result {
         } else if *name == "gpu-like" {
             gpu_like_tests()
         } else {
-            run(cargo().args(*args))
+            run(cargo().args(*args).env(BUILT_ENV, &built))
         };
         if let Err(e) = r {
             println!(
