@@ -2,7 +2,7 @@
 //! (the C test provider, shm, and ofi over libfabric's tcp): plainly, under
 //! AddressSanitizer and under valgrind's memcheck. The same bad input gets
 //! the same code from each.
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

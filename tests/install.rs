@@ -6,11 +6,9 @@
 //! `fi_xpu_*`, the shared one versions its symbols; every binary is stripped
 //! with its debug information installable beside it; `man` finds a page for
 //! every exported function and every device operation.
-mod common;
+use crate::common;
 
-#[allow(dead_code)]
-#[path = "../xtask/src/man.rs"]
-mod man;
+use crate::man;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;

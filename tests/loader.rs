@@ -2,7 +2,7 @@
 //! `tests/plugins/test_provider.c` in scratch directories, and `fi_xpu_info`
 //! run against them. The loader reads its environment once per process, so
 //! every scenario is a separate run of the tool.
-mod plugins;
+use crate::plugins;
 
 use fi_xpu::abi::*;
 use plugins::*;

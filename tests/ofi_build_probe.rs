@@ -6,7 +6,7 @@
 //! /usr/include made of symlinks, at first without `rdma/`: "installing
 //! libfabric" adds that one link. The environment stays the same across the
 //! builds, so only the build script's watched paths can trigger the rerun.
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! writes `*.btr` backtraces into the current directory) writes nothing
 //! into the tree, and no build output (an executable, a shared library, an
 //! object file or archive) is tracked.
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::Path;

@@ -275,9 +275,13 @@ fn build(release: bool) -> Result<PathBuf> {
 }
 
 fn headers() -> Result {
-    run(cargo()
-        .env("FI_XPU_UPDATE_HEADERS", "1")
-        .args(["test", "--test", "headers"]))
+    run(cargo().env("FI_XPU_UPDATE_HEADERS", "1").args([
+        "test",
+        "--test",
+        "tooling",
+        "--",
+        "headers::",
+    ]))
 }
 
 /// Renders every `man/*.md` below `out`, and an alias page for every other
@@ -406,18 +410,18 @@ fn demo(args: &[String]) -> Result {
     run(Command::new(&exe).args(extra))
 }
 
-/// The test programs that launch kernels through the host launcher, each
-/// with a name filter (empty: every test): the last step of `xtask test`
-/// runs them again in the launcher's GPU-like mode.
+/// The tests that launch kernels through the host launcher, as a test
+/// binary and a name filter (a file's module, or one test in it): the last
+/// step of `xtask test` runs them again in the launcher's GPU-like mode.
 const LAUNCHING_TESTS: [(&str, &str); 8] = [
-    ("device_host", ""),
-    ("device_signal", ""),
-    ("inflight", ""),
-    ("wr", ""),
-    ("world", ""),
-    ("moe_example", ""),
-    ("ofi_stress", "launcher_scopes"),
-    ("shm_multiproc", "every_operation"),
+    ("device", "device_host::"),
+    ("device", "device_signal::"),
+    ("device", "inflight::"),
+    ("device", "wr::"),
+    ("device", "moe_example::"),
+    ("worlds", "world::"),
+    ("ofi", "ofi_stress::launcher_scopes"),
+    ("shm", "shm_multiproc::every_operation"),
 ];
 
 /// Resident groups of that run: as many as the widest kernel that uses
@@ -425,9 +429,16 @@ const LAUNCHING_TESTS: [(&str, &str); 8] = [
 const GPU_LIKE_RESIDENT: &str = "4";
 
 fn gpu_like_tests() -> Result {
-    for (test, filter) in LAUNCHING_TESTS {
+    let mut binaries: Vec<&str> = LAUNCHING_TESTS.iter().map(|(b, _)| *b).collect();
+    binaries.dedup();
+    for binary in binaries {
+        let filters = LAUNCHING_TESTS
+            .iter()
+            .filter(|(b, _)| *b == binary)
+            .map(|(_, f)| *f);
         run(cargo()
-            .args(["test", "--test", test, "--", filter])
+            .args(["test", "--test", binary, "--"])
+            .args(filters)
             .env("FI_XPU_HOST_GPU", GPU_LIKE_RESIDENT)
             .env(BUILT_ENV, target_dir().join(profile(false))))?;
     }
