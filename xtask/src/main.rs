@@ -606,8 +606,10 @@ fn test() -> Result {
         ("test", &["test", "--workspace"]),
         ("gpu-like", &[]),
     ];
+    let mut took = Vec::new();
     for (i, (name, args)) in steps.iter().enumerate() {
         println!("==> xtask test: step {}/{}: {name}", i + 1, steps.len());
+        let step = Instant::now();
         let r = if *name == "build" {
             build(false).map(drop)
         } else if *name == "gpu-like" {
@@ -624,11 +626,13 @@ fn test() -> Result {
             );
             return Err(e);
         }
+        took.push(format!("{name} {}s", step.elapsed().as_secs()));
     }
     println!(
-        "xtask test: all {} steps passed (fmt, clippy, build, test, gpu-like) in {}s",
+        "xtask test: all {} steps passed in {}s ({})",
         steps.len(),
-        start.elapsed().as_secs()
+        start.elapsed().as_secs(),
+        took.join(", ")
     );
     Ok(())
 }
