@@ -1,7 +1,7 @@
 //! fi_xpu.h must agree with libfabric: built against libfabric's own
 //! headers and against fi_xpu's stand-ins, the same program must print the
 //! same values and layouts, and those must equal the Rust mirror's.
-mod common;
+use crate::common;
 
 use fi_xpu_abi::*;
 use std::mem::{offset_of, size_of};

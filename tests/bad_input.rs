@@ -4,7 +4,7 @@
 //! the same code from each. And the C-API fuzz driver (tests/c/capi_fuzz.c),
 //! a bounded number of random calls with fixed seeds on each provider,
 //! under AddressSanitizer and UBSan where the toolchain has them.
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

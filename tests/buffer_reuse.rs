@@ -4,7 +4,7 @@
 //! the bytes that arrive are the ones the buffer held at the post. Over
 //! the ofi provider the proxy read sources late, so before the contract
 //! and `FI_INJECT` were kept, overwritten bytes arrived.
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
 

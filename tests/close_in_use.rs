@@ -3,7 +3,7 @@
 //! under valgrind. The test provider is built to linger inside its host
 //! reads, so a close that does not wait for calls in flight frees the object
 //! under them (and the provider aborts on such a close).
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! (against a stand-in declared from upstream's documented types, since
 //! the libfabric under test has no fi_xpu.h), as C11 and as C++17, and
 //! runs; nothing fi_xpu installs sits at a path libfabric installs.
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! call: the arch layer takes the active mask (PTX `activemask`, AMD EXEC)
 //! and ranks the lanes among it. Compiled with clang-19 as CUDA (with a
 //! CUDA version defined, as a CUDA installation does) and HIP device code.
-mod common;
+use crate::common;
 
 use common::{root, run_ok, scratch};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! tests/c/device_gpu_like.c has a bug that CPU threads forgive and a GPU
 //! does not. Each test runs it both ways: the plain launcher lets the bug
 //! pass, the GPU-like mode catches it (so each test fails without the mode).
-mod common;
+use crate::common;
 
 use common::{cc, log_body, root, run_ok, scratch};
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! The device API on the host XPU: C programs built against the public
 //! headers and libfi_xpu.so, run on threads started by `fi_xpu_host_launch`.
-mod common;
+use crate::common;
 
 use common::{build, cc, root, run_ok, scratch};
 use std::path::{Path, PathBuf};

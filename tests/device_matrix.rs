@@ -242,6 +242,25 @@ fn device_headers() -> Vec<String> {
     v
 }
 
+/// Runs `run` on every job, as many at a time as there are CPUs: the
+/// compiles of the matrix are independent. A job's panic fails the test
+/// (its message is printed as it happens).
+fn in_parallel<J: Sync>(jobs: &[J], run: impl Fn(usize, &J) + Sync) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(jobs.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else {
+                    break;
+                };
+                run(i, job);
+            });
+        }
+    });
+}
+
 #[test]
 fn every_device_header_alone_and_twice() {
     if !clang_or_skip() {
@@ -250,6 +269,7 @@ fn every_device_header_alone_and_twice() {
     let dir = scratch("device-matrix-headers");
     let mut targets = DEVICE_TARGETS.to_vec();
     targets.extend(host_targets());
+    let mut jobs = Vec::new();
     for h in device_headers() {
         for (suffix, text) in [
             ("once", format!("#include <{h}>\n")),
@@ -258,10 +278,13 @@ fn every_device_header_alone_and_twice() {
             let src = dir.join(format!("{}.{suffix}.c", h.replace('/', "_")));
             std::fs::write(&src, text).unwrap();
             for &t in &targets {
-                compile(t, &src, &[], &dir.join("out"));
+                jobs.push((t, src.clone()));
             }
         }
     }
+    in_parallel(&jobs, |i, (t, src)| {
+        compile(*t, src, &[], &dir.join(format!("out{i}")));
+    });
 }
 
 /// Warnings strict C and C++ projects turn on in their own builds (MPI and
@@ -317,13 +340,13 @@ fn headers_compile_under_strict_user_warnings() {
     let dir = scratch("device-matrix-strict");
     let src = strict_user_file(&dir);
     let compat = compat_flag();
-    let out = dir.join("out");
     let cxx: Vec<&str> = STRICT.iter().chain(STRICT_CXX).copied().collect();
     let c: Vec<&str> = STRICT.iter().chain(STRICT_C).copied().collect();
+    let mut jobs = Vec::new();
     for &t in DEVICE_TARGETS.iter().chain(&[CudaHostPass]) {
         let mut extra = cxx.clone();
         extra.push(&compat);
-        compile(t, &src, &extra, &out);
+        jobs.push((t, extra));
     }
     for t in host_targets() {
         let Host { cxx: is_cxx, .. } = t else {
@@ -337,9 +360,12 @@ fn headers_compile_under_strict_user_warnings() {
         for std in stds {
             let mut extra = flags.to_vec();
             extra.extend([*std, compat.as_str()]);
-            compile(t, &src, &extra, &out);
+            jobs.push((t, extra));
         }
     }
+    in_parallel(&jobs, |i, (t, extra)| {
+        compile(*t, &src, extra, &dir.join(format!("out{i}")));
+    });
 }
 
 const TESTPROV: &[&str] = &[
@@ -359,40 +385,48 @@ fn example_kernel_is_emitted_for_every_target() {
         return;
     }
     let dir = scratch("device-matrix-example");
+    let mut jobs: Vec<(&str, &[&str], Target)> = Vec::new();
     for (variant, extra) in [("default", &[][..]), ("testprov", TESTPROV)] {
-        for &t in DEVICE_TARGETS {
-            let code = compile(t, &example(), extra, &dir.join(format!("{variant}.out")));
-            let ok = match t {
-                Nvptx(_) => code.contains(".entry device_all_ops("),
-                Amdgcn(_) => code.contains(".amdhsa_kernel device_all_ops"),
-                Sycl => code.lines().any(|l| {
-                    l.starts_with("define")
-                        && l.contains("spir_func")
-                        && l.contains("@device_all_ops(")
-                }),
-                _ => unreachable!(),
-            };
-            assert!(
-                ok,
-                "{t:?} ({variant}): device_all_ops not emitted as device code"
-            );
-            if variant == "testprov" {
-                // One provider: no jump table in the device code either.
-                assert!(
-                    !code.contains("brx.idx"),
-                    "{t:?}: PTX jump table in one-provider build"
-                );
-                match t {
-                    Nvptx(_) => assert!(code.contains(".sys."), "{t:?}: no system-scope op"),
-                    Sycl => assert!(code.contains("__spirv_Atomic"), "{t:?}: no SPIR-V atomics"),
-                    _ => {}
-                }
-            }
+        for &t in DEVICE_TARGETS.iter() {
+            jobs.push((variant, extra, t));
         }
         for t in host_targets() {
-            compile(t, &example(), extra, &dir.join("host.o"));
+            jobs.push((variant, extra, t));
         }
     }
+    in_parallel(&jobs, |i, &(variant, extra, t)| {
+        let code = compile(
+            t,
+            &example(),
+            extra,
+            &dir.join(format!("{variant}.{i}.out")),
+        );
+        let ok = match t {
+            Nvptx(_) => code.contains(".entry device_all_ops("),
+            Amdgcn(_) => code.contains(".amdhsa_kernel device_all_ops"),
+            Sycl => code.lines().any(|l| {
+                l.starts_with("define") && l.contains("spir_func") && l.contains("@device_all_ops(")
+            }),
+            // Host targets: compiled, nothing emitted to check.
+            Host { .. } | CudaHostPass => return,
+        };
+        assert!(
+            ok,
+            "{t:?} ({variant}): device_all_ops not emitted as device code"
+        );
+        if variant == "testprov" {
+            // One provider: no jump table in the device code either.
+            assert!(
+                !code.contains("brx.idx"),
+                "{t:?}: PTX jump table in one-provider build"
+            );
+            match t {
+                Nvptx(_) => assert!(code.contains(".sys."), "{t:?}: no system-scope op"),
+                Sycl => assert!(code.contains("__spirv_Atomic"), "{t:?}: no SPIR-V atomics"),
+                _ => {}
+            }
+        }
+    });
 }
 
 /// System-scope operations become the targets' system-scope instructions,
@@ -481,9 +515,9 @@ fn upstream_kernel_builds_with_device_flags() {
     let src = upstream_kernel();
     let mut targets = DEVICE_TARGETS.to_vec();
     targets.extend(host_targets());
-    for t in targets {
-        compile(t, &src, &[&compat], &dir.join("out"));
-    }
+    in_parallel(&targets, |i, &t| {
+        compile(t, &src, &[&compat], &dir.join(format!("out{i}")));
+    });
 }
 
 /// The device flag that makes `<rdma/fi_xpu_device.h>` ours.

@@ -7,7 +7,7 @@
 //! can overtake its data, or a fence that does not hold later operations
 //! back, is caught there, where plain runs usually pass by timing. On ofi
 //! a fence orders operations per peer (tests/c/ofi_fence.c).
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
 

@@ -5,7 +5,7 @@
 //! resolve inside it and whose script builds the examples with nothing but
 //! the bundle and nvcc; and `cargo xtask gpu-check` skips with one line
 //! where there is no GPU. Nothing here runs a kernel: there is no GPU in CI.
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! the handles of closed objects and (shm) a raw peer address of junk bytes
 //! give -FI_EINVAL on every operation, with the real objects untouched.
 //! tests/c/handle_checks.c, through the public headers, on shm and ofi.
-mod common;
+use crate::common;
 
 use std::process::Command;
 

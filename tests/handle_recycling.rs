@@ -2,8 +2,8 @@
 //! new generation (a million registrations opened and closed leave resident
 //! memory bounded; a stale handle whose slot was reused gets -FI_EINVAL and
 //! leaves the new object alone), through the C API and the test provider.
-mod common;
-mod plugins;
+use crate::common;
+use crate::plugins;
 
 use std::process::Command;
 

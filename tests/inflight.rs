@@ -4,7 +4,7 @@
 //! and through the ofi provider's proxy; without the agent they wait for
 //! the next kernel and then complete; a raised abort word ends every device
 //! wait with -FI_ECANCELED on every provider.
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
 

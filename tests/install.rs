@@ -6,11 +6,9 @@
 //! `fi_xpu_*`, the shared one versions its symbols; every binary is stripped
 //! with its debug information installable beside it; `man` finds a page for
 //! every exported function and every device operation.
-mod common;
+use crate::common;
 
-#[allow(dead_code)]
-#[path = "../xtask/src/man.rs"]
-mod man;
+use crate::man;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -727,6 +725,7 @@ fn installed_tree_works_alone() {
     // A fixed prefix: the compiled-in provider directory is part of the
     // install build, so a new path each run would rebuild the core.
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("install-test");
+    let _held = common::lock(&base);
     let prefix = base.join("prefix");
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).unwrap();

@@ -2,15 +2,19 @@
 //! `tests/plugins/test_provider.c` in scratch directories, and `fi_xpu_info`
 //! run against them. The loader reads its environment once per process, so
 //! every scenario is a separate run of the tool.
-mod plugins;
+use crate::plugins;
 
 use fi_xpu::abi::*;
 use plugins::*;
 use std::path::{Path, PathBuf};
 
+/// A fresh directory unique to this call (tests run as threads of one
+/// process, beside other runs).
 fn scratch(name: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("loader-{name}-{}", std::process::id()));
+        .join(format!("loader-{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     chmod(&dir, 0o755);

@@ -1,11 +1,9 @@
 //! The man pages: every page under man/ is well formed and renders cleanly,
 //! every function libfi_xpu.so exports is documented, and every function a
 //! page documents exists in the public headers.
-mod common;
+use crate::common;
 
-#[allow(dead_code)]
-#[path = "../xtask/src/man.rs"]
-mod man;
+use crate::man;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

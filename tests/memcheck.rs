@@ -3,7 +3,7 @@
 //! shm device-handle checks and the ofi provider's two-process operations over tcp,
 //! through the same harness (tests/common/memcheck.rs), and the harness
 //! itself reporting a planted invalid read.
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 //! struct version), run plainly and under AddressSanitizer; and a hostile
 //! exporter whose descriptors can shrink is refused, so that its
 //! `ftruncate` never makes the importer take SIGBUS.
-mod common;
+use crate::common;
 
 use std::process::Command;
 

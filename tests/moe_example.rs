@@ -2,7 +2,7 @@
 //! elements) and the ring allreduce beside it, from device code on the host
 //! XPU, at 2, 4 and 8 processes over shm, ofi/tcp and ofi over libfabric's
 //! shm. The programs check every byte on every rank and print "ok".
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, run};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! Drives `tests/c/object_model.c`: the whole host object model through the
 //! C API and the C test provider plugin, plainly and under AddressSanitizer.
-mod common;
-mod plugins;
+use crate::common;
+use crate::plugins;
 
 use std::path::Path;
 use std::process::Command;

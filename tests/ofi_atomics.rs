@@ -9,7 +9,7 @@
 //! so that later atomics shared buffers: counters far off, duplicate fetched
 //! values, crashes inside libfabric. The proxy now posts such an atomic as
 //! a fetching one.
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
 

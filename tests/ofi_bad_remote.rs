@@ -9,7 +9,7 @@
 //! fi_xpu_ofi(7) documents (tcp may fail the next operation to that peer
 //! with `FI_ENOTCONN` while it reconnects; shm fails every later one that
 //! waits for an answer).
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
 

@@ -6,7 +6,7 @@
 //! /usr/include made of symlinks, at first without `rdma/`: "installing
 //! libfabric" adds that one link. The environment stays the same across the
 //! builds, so only the build script's watched paths can trigger the rerun.
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -79,6 +79,7 @@ fn libfabric_installed_after_first_build_is_picked_up() {
     // Not common::scratch: the fixed path keeps the dependencies' check
     // artifacts between runs, only the scenario's files are fresh.
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ofi-build-probe");
+    let _held = common::lock(&base);
     let target = base.join("target");
     let sys = base.join("usr-include");
     let pc = base.join("pkgconfig");

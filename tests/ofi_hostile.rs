@@ -5,7 +5,7 @@
 //! the middle of a transfer, while a buggy kernel of the victim fills a
 //! ring with malformed entries. The victim keeps every legitimate value
 //! exact and every byte of its private memory, and every wait ends.
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
 

@@ -3,7 +3,7 @@
 //! pair, over libfabric's tcp provider, and the link's byte counters must
 //! show the traffic. Needs root and `ip`; skipped with a message otherwise.
 //! Only the two addresses assigned here, inside the namespaces, are used.
-mod common;
+use crate::common;
 
 use common::netns::Netns;
 

@@ -2,7 +2,7 @@
 //! providers: RMA, atomics, tagged messages with CQ data, counters and an
 //! error completion, all posted through the device API (tests/c/ofi_ops.c),
 //! and the ring-entry checks and layouts shared with the C header.
-mod common;
+use crate::common;
 
 use std::process::Command;
 

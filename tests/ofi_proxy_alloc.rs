@@ -6,7 +6,7 @@
 //! own progress allocates now and then, depending on how the threads were
 //! scheduled). Before request records were pooled and the thread's lists
 //! kept, each entry cost about five: 1500 more for the longer run.
-mod common;
+use crate::common;
 
 use common::ofi;
 use std::process::Command;

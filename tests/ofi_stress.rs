@@ -5,7 +5,7 @@
 //! never written right, and posts from the host
 //! launcher with work-group, subgroup and device scopes on two progress
 //! threads.
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! atomics crash inside libfabric 1.17), what `fi_xpu_info` shows of the
 //! choice, and endpoints that are never enabled (closing one crashed
 //! libfabric 1.17's `tcp;ofi_rxm`).
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

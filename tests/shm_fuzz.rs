@@ -4,7 +4,7 @@
 //! remote completions) while the device operations read it:
 //! tests/c/shm_fuzz.c, under AddressSanitizer and UBSan where the toolchain
 //! has them.
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! The shm provider between real processes: the C programs in tests/c fork
 //! their peers, run every device operation on the host XPU and check the
 //! results against values they compute themselves.
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,9 +1,11 @@
 //! Tests leave the source tree as they found it: no crash dump is committed,
 //! and a test program that crashes after loading libfabric (whose PSM layer
 //! writes `*.btr` backtraces into the current directory) writes nothing
-//! into the tree.
-mod common;
+//! into the tree, and no build output (an executable, a shared library, an
+//! object file or archive) is tracked.
+use crate::common;
 
+use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 
@@ -21,6 +23,56 @@ fn crash_dumps(dir: &Path) -> Vec<String> {
 fn no_crash_dumps_in_the_tree() {
     let dumps = crash_dumps(&common::root());
     assert!(dumps.is_empty(), "crash dumps in the tree: {dumps:?}");
+}
+
+/// What a build writes, told by its first bytes: ELF (executables, shared
+/// libraries, relocatable objects) and `ar` archives (static libraries).
+fn build_output_kind(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x7fELF") {
+        Some("ELF")
+    } else if head.starts_with(b"!<arch>\n") {
+        Some("ar archive")
+    } else {
+        None
+    }
+}
+
+#[test]
+fn no_build_output_is_tracked() {
+    let o = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(common::root())
+        .output()
+        .expect("run git ls-files");
+    assert!(o.status.success(), "git ls-files failed");
+    let mut found = Vec::new();
+    for name in o.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = String::from_utf8_lossy(name).into_owned();
+        let path = common::root().join(&name);
+        // A tracked file deleted in the work tree has nothing to read.
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let mut head = [0u8; 8];
+        let n = f.read(&mut head).unwrap_or(0);
+        if let Some(kind) = build_output_kind(&head[..n]) {
+            found.push(format!("{name} ({kind})"));
+        } else if [".o", ".obj", ".a", ".so"]
+            .iter()
+            .any(|x| name.ends_with(x))
+        {
+            found.push(format!("{name} (by its name)"));
+        }
+    }
+    assert!(found.is_empty(), "build output is tracked: {found:?}");
+}
+
+#[test]
+fn build_output_is_told_by_its_magic_bytes() {
+    assert_eq!(build_output_kind(b"\x7fELF\x02\x01\x01\0"), Some("ELF"));
+    assert_eq!(build_output_kind(b"!<arch>\nx"), Some("ar archive"));
+    assert_eq!(build_output_kind(b"#!/bin/sh"), None);
+    assert_eq!(build_output_kind(b"\x7fEL"), None);
 }
 
 #[test]

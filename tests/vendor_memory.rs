@@ -7,7 +7,7 @@
 //! operation, driver errors mapped to exact fi errors with one log line, a
 //! missing driver and a missing entry point, and device memory shared
 //! between processes and written by a peer through the shm provider.
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

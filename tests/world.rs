@@ -2,7 +2,7 @@
 //! started here with FI_XPU_BOOTSTRAP_RANK, _SIZE and _ADDR): collective
 //! windows, device operations naming peers by rank at every scope, device
 //! barriers, refusals with their exact codes and a peer that dies.
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::net::TcpListener;

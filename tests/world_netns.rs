@@ -6,7 +6,7 @@
 //! The MoE and allreduce examples (examples/moe) run across the same
 //! set-up, one process per rank started in its namespace.
 //! Needs root and `ip`; skipped with a message otherwise.
-mod common;
+use crate::common;
 
 use common::netns::Netns;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! the host launcher modify, queue (each work item its own, at work-group
 //! scope) and flush them, between two processes; bad input gets its exact
 //! code on the host and on the device.
-mod common;
+use crate::common;
 
 use common::ofi::{have_libfabric, over, program, run_ok};
 

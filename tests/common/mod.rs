@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 pub fn root() -> PathBuf {
@@ -47,21 +48,64 @@ pub fn lib_dir() -> PathBuf {
     target.join(profile)
 }
 
-/// A fresh scratch directory for one test.
+/// A fresh scratch directory, unique to this call: named from `name`, the
+/// process id and a counter, as the tests of one binary run as threads of
+/// one process and may ask for the same name (two tests building the same
+/// program) at once.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
+/// An exclusive lock on `<path>.lock`, held until the file is dropped: for
+/// the few fixed scratch paths a test keeps between runs (to reuse what it
+/// built), which two runs of the suite in one build directory would share.
+pub fn lock(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&name)
+        .unwrap_or_else(|e| panic!("cannot open {name:?}: {e}"));
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(r, 0, "flock {name:?}: {}", std::io::Error::last_os_error());
+    f
+}
+
+/// The name of the variable through which `cargo xtask test` says it has
+/// built and staged the library and every in-tree provider (`cargo xtask
+/// build`) into the directory it names, so that no test binary builds them
+/// again.
+pub const BUILT_ENV: &str = "FI_XPU_TEST_BUILT";
+
 /// Builds libfi_xpu.so and every in-tree provider once per test binary, and
 /// stages each provider as `libfi_xpu-<name>.so` beside libfi_xpu.so (the
-/// loader's last search directory).
+/// loader's last search directory). Under `cargo xtask test`, which built
+/// and staged them before running the tests (`FI_XPU_TEST_BUILT`), only
+/// checks that they are there.
 pub fn build() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
+        let dir = lib_dir();
+        if std::env::var_os(BUILT_ENV).is_some_and(|d| Path::new(&d) == dir) {
+            for f in ["libfi_xpu.so", "libfi_xpu-shm.so", "libfi_xpu-ofi.so"] {
+                assert!(
+                    dir.join(f).is_file(),
+                    "{BUILT_ENV} names {} but {f} is not there",
+                    dir.display()
+                );
+            }
+            return dir;
+        }
         let mut cmd = Command::new(env!("CARGO"));
         cmd.current_dir(root())
             .args(["build", "--workspace", "--lib"]);
@@ -70,7 +114,6 @@ pub fn build() -> &'static Path {
         }
         let st = cmd.status().expect("cargo build");
         assert!(st.success(), "cargo build --workspace failed");
-        let dir = lib_dir();
         stage_providers(&dir);
         stage::mpi_module(&root(), &dir).expect("building the MPI bootstrap module");
         dir
@@ -80,6 +123,7 @@ pub fn build() -> &'static Path {
 #[path = "../../xtask/src/stage.rs"]
 mod stage;
 
+pub mod cache;
 pub mod memcheck;
 pub mod netns;
 pub mod ofi;
@@ -117,18 +161,10 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     .arg(format!("-I{}", root().join("include").display()))
     .args(extra)
     .args(sources)
-    .arg("-o")
-    .arg(out)
     .arg(format!("-L{}", lib.display()))
     .arg(format!("-Wl,-rpath,{}", lib.display()))
     .args(["-lfi_xpu", "-lpthread"]);
-    let o = cmd.output().expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc failed: {:?}\n{}",
-        cmd,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    cache::compile(&mut cmd, out);
 }
 
 /// A scratch directory that test programs run in when the test names no
@@ -230,15 +266,9 @@ pub fn test_provider(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     .arg(format!("-I{}", root().display()))
     .arg(format!("-I{}", root().join("include").display()))
     .args(defines)
-    .arg(root().join("tests/plugins/test_provider.c"))
-    .arg("-o")
-    .arg(&out);
-    let o = cmd.output().expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc failed: {cmd:?}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    .arg(root().join("tests/plugins/test_provider.c"));
+    // A copy: tests change a plugin's mode.
+    cache::place(&mut cmd, &out, cache::Place::Copy);
     out
 }
 

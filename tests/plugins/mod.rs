@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use crate::common::cache;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -27,15 +29,9 @@ pub fn build_plugin_to(out: &Path, defines: &[String]) {
         .arg(format!("-I{}", root().display()))
         .arg(format!("-I{}", root().join("include").display()))
         .args(defines)
-        .arg(&src)
-        .arg("-o")
-        .arg(out);
-    let o = cmd.output().expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc failed: {cmd:?}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+        .arg(&src);
+    // A copy: tests change a plugin's mode and bytes.
+    cache::place(&mut cmd, out, cache::Place::Copy);
 }
 
 /// `-DTP_NAME="name"` and `-DTP_PROV_ID=id`.
@@ -66,6 +62,7 @@ pub fn chmod(path: &Path, mode: u32) {
 pub fn info_tool() -> &'static Path {
     static TOOL: OnceLock<PathBuf> = OnceLock::new();
     TOOL.get_or_init(|| {
+        // Once per process (a OnceLock): the process id makes it unique.
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("fi_xpu_info-bin-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

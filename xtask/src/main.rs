@@ -37,6 +37,8 @@ commands:
   demo [--release] [-- ARGS] MoE dispatch and combine between 2 processes on the
                              shm provider (examples/moe/moe.c -s; ARGS: its options)
   test                       everything CI checks: fmt, clippy, build, tests
+                             (first installs .ci/packages and NVIDIA's compilers
+                             where it can, else says how and stops)
   bench [--quick] [--proxy] [--moe] [--launch]
                              run the benchmarks and their baselines, print a table
                              (--proxy: only the ofi proxy's, benches/ofi_proxy.c;
@@ -274,9 +276,13 @@ fn build(release: bool) -> Result<PathBuf> {
 }
 
 fn headers() -> Result {
-    run(cargo()
-        .env("FI_XPU_UPDATE_HEADERS", "1")
-        .args(["test", "--test", "headers"]))
+    run(cargo().env("FI_XPU_UPDATE_HEADERS", "1").args([
+        "test",
+        "--test",
+        "tooling",
+        "--",
+        "headers::",
+    ]))
 }
 
 /// Renders every `man/*.md` below `out`, and an alias page for every other
@@ -399,18 +405,18 @@ fn demo(args: &[String]) -> Result {
     run(&mut cmd)
 }
 
-/// The test programs that launch kernels through the host launcher, each
-/// with a name filter (empty: every test): the last step of `xtask test`
-/// runs them again in the launcher's GPU-like mode.
+/// The tests that launch kernels through the host launcher, as a test
+/// binary and a name filter (a file's module, or one test in it): the last
+/// step of `xtask test` runs them again in the launcher's GPU-like mode.
 const LAUNCHING_TESTS: [(&str, &str); 8] = [
-    ("device_host", ""),
-    ("device_signal", ""),
-    ("inflight", ""),
-    ("wr", ""),
-    ("world", ""),
-    ("moe_example", ""),
-    ("ofi_stress", "launcher_scopes"),
-    ("shm_multiproc", "every_operation"),
+    ("device", "device_host::"),
+    ("device", "device_signal::"),
+    ("device", "inflight::"),
+    ("device", "wr::"),
+    ("device", "moe_example::"),
+    ("worlds", "world::"),
+    ("ofi", "ofi_stress::launcher_scopes"),
+    ("shm", "shm_multiproc::every_operation"),
 ];
 
 /// Resident groups of that run: as many as the widest kernel that uses
@@ -418,10 +424,18 @@ const LAUNCHING_TESTS: [(&str, &str); 8] = [
 const GPU_LIKE_RESIDENT: &str = "4";
 
 fn gpu_like_tests() -> Result {
-    for (test, filter) in LAUNCHING_TESTS {
+    let mut binaries: Vec<&str> = LAUNCHING_TESTS.iter().map(|(b, _)| *b).collect();
+    binaries.dedup();
+    for binary in binaries {
+        let filters = LAUNCHING_TESTS
+            .iter()
+            .filter(|(b, _)| *b == binary)
+            .map(|(_, f)| *f);
         run(cargo()
-            .args(["test", "--test", test, "--", filter])
-            .env("FI_XPU_HOST_GPU", GPU_LIKE_RESIDENT))?;
+            .args(["test", "--test", binary, "--"])
+            .args(filters)
+            .env("FI_XPU_HOST_GPU", GPU_LIKE_RESIDENT)
+            .env(BUILT_ENV, target_dir().join(profile(false))))?;
     }
     Ok(())
 }
@@ -458,8 +472,118 @@ fn asan(args: &[String]) -> Result {
     run(&mut cmd)
 }
 
+/// The packages .ci/packages lists (comments and blank lines dropped).
+fn ci_packages() -> Result<Vec<String>> {
+    let path = root().join(".ci/packages");
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
+}
+
+/// Whether `cmd` runs and exits 0, its output discarded.
+fn succeeds(cmd: &mut Command) -> bool {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The packages of `wanted` that dpkg does not list as installed; `None`
+/// where there is no dpkg to ask.
+fn missing_packages(wanted: &[String]) -> Option<Vec<String>> {
+    let o = Command::new("dpkg-query")
+        .args(["-W", "-f=${binary:Package} ${db:Status-Status}\\n"])
+        .args(wanted)
+        .output()
+        .ok()?;
+    let listed = String::from_utf8_lossy(&o.stdout);
+    let installed: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.strip_suffix(" installed"))
+        // Multi-arch packages are listed as name:arch.
+        .map(|n| n.split(':').next().unwrap_or(n))
+        .collect();
+    Some(
+        wanted
+            .iter()
+            .filter(|p| !installed.contains(&p.as_str()))
+            .cloned()
+            .collect(),
+    )
+}
+
+/// Whether this user can install system packages: root, or sudo without a
+/// password.
+fn can_install_packages() -> bool {
+    let uid = Command::new("id").arg("-u").output();
+    uid.is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+        || succeeds(Command::new("sudo").args(["-n", "true"]))
+}
+
+/// Before anything is built: what the suite needs beyond Rust and a C
+/// compiler is installed, or installed now where this user can (the
+/// packages of .ci/packages, with .ci/run as CI does; NVIDIA's compilers
+/// with .ci/install-cuda, which needs no root; rustfmt and clippy with
+/// rustup). Where the packages cannot be installed from here, the error
+/// names the one command that installs them.
+fn suite_dependencies() -> Result {
+    let ci_run = root().join(".ci/run");
+    let missing = match missing_packages(&ci_packages()?) {
+        Some(m) => m,
+        None => {
+            println!(
+                "xtask test: no dpkg here, the packages of .ci/packages are not checked; \
+                 tests fail where one is missing"
+            );
+            Vec::new()
+        }
+    };
+    if !missing.is_empty() {
+        if !can_install_packages() {
+            return Err(format!(
+                "the test suite needs system packages that are not installed: {}.\n\
+                 Install them, and NVIDIA's compilers, with this command, then run \
+                 `cargo xtask test` again:\n\n    sudo {} --deps-only\n",
+                missing.join(" "),
+                ci_run.display()
+            ));
+        }
+        println!(
+            "xtask test: installing {} (.ci/run --deps-only)",
+            missing.join(" ")
+        );
+        // Also NVIDIA's compilers and the Rust components.
+        return run(Command::new("bash").arg(&ci_run).arg("--deps-only"));
+    }
+    let install_cuda = root().join(".ci/install-cuda");
+    let skip_matrix = env::var("FI_XPU_SKIP_DEVICE_MATRIX").is_ok_and(|v| v == "1");
+    if !skip_matrix && !succeeds(Command::new("bash").arg(&install_cuda).arg("--check")) {
+        println!("xtask test: installing NVIDIA's compilers (.ci/install-cuda)");
+        run(Command::new("bash")
+            .arg(&install_cuda)
+            .stdout(std::process::Stdio::null()))?;
+    }
+    for (tool, component) in [("fmt", "rustfmt"), ("clippy", "clippy")] {
+        if !succeeds(cargo().args([tool, "--version"])) {
+            run(Command::new("rustup").args(["component", "add", component]))?;
+        }
+    }
+    Ok(())
+}
+
+/// Tells the test binaries that the library and the providers are built and
+/// staged in the directory it names (tests/common/mod.rs, `build`), so that
+/// none runs `cargo build` again.
+const BUILT_ENV: &str = "FI_XPU_TEST_BUILT";
+
 fn test() -> Result {
     let start = Instant::now();
+    suite_dependencies()?;
+    let built = target_dir().join(profile(false));
     let steps: [(&str, &[&str]); 5] = [
         ("fmt", &["fmt", "--all", "--", "--check"]),
         (
@@ -477,14 +601,16 @@ fn test() -> Result {
         ("test", &["test", "--workspace"]),
         ("gpu-like", &[]),
     ];
+    let mut took = Vec::new();
     for (i, (name, args)) in steps.iter().enumerate() {
         println!("==> xtask test: step {}/{}: {name}", i + 1, steps.len());
+        let step = Instant::now();
         let r = if *name == "build" {
             build(false).map(drop)
         } else if *name == "gpu-like" {
             gpu_like_tests()
         } else {
-            run(cargo().args(*args))
+            run(cargo().args(*args).env(BUILT_ENV, &built))
         };
         if let Err(e) = r {
             println!(
@@ -495,11 +621,13 @@ fn test() -> Result {
             );
             return Err(e);
         }
+        took.push(format!("{name} {}s", step.elapsed().as_secs()));
     }
     println!(
-        "xtask test: all {} steps passed (fmt, clippy, build, test, gpu-like) in {}s",
+        "xtask test: all {} steps passed in {}s ({})",
         steps.len(),
-        start.elapsed().as_secs()
+        start.elapsed().as_secs(),
+        took.join(", ")
     );
     Ok(())
 }
@@ -520,6 +648,24 @@ mod tests {
         assert_eq!(o.value("--destdir"), Some("/d"));
         assert!(Opts::parse(&args[..1], &[], &["--prefix"]).is_err());
         assert!(Opts::parse(&args[2..3], &[], &[]).is_err());
+    }
+
+    #[test]
+    fn ci_packages_are_names_only() {
+        let p = ci_packages().unwrap();
+        assert!(p.iter().any(|n| n == "libfabric-dev"), "{p:?}");
+        assert!(
+            p.iter().all(|n| !n.is_empty() && !n.contains([' ', '#'])),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_package_dpkg_does_not_know_is_missing() {
+        let wanted = ["fi-xpu-no-such-package".to_string()];
+        if let Some(m) = missing_packages(&wanted) {
+            assert_eq!(m, wanted);
+        }
     }
 
     #[test]
