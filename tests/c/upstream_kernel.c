@@ -10,7 +10,13 @@
  */
 #include <rdma/fi_xpu_device.h>
 
-#if defined(__CUDACC__) || defined(__CUDA__) || defined(__HIP__) || defined(__HIPCC__)
+#if defined(__HIP__) || defined(__HIPCC__)
+/* A work-group size bound, as HIP kernels declare with __launch_bounds__:
+ * without one, clang assumes 1024 work items and, for gfx942, asks for an
+ * occupancy that a kernel calling every CQ and counter operation at once
+ * does not meet (-Wpass-failed). */
+#define UPSTREAM_KERNEL extern "C" __attribute__((global, amdgpu_flat_work_group_size(1, 256)))
+#elif defined(__CUDACC__) || defined(__CUDA__)
 #define UPSTREAM_KERNEL extern "C" __attribute__((global))
 #elif defined(__SYCL_DEVICE_ONLY__) && defined(SYCL_EXTERNAL)
 #define UPSTREAM_KERNEL extern "C" SYCL_EXTERNAL
