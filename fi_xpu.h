@@ -581,13 +581,15 @@ int fi_xpu_import(struct fid_xpu_host_ctx *ctx,
                   void **dev_addr);
 
 /**
- * Undoes one `fi_xpu_import`; `FI_EBUSY` while a registration overlaps
+ * Undoes one `fi_xpu_import` of the application's (a provider's own
+ * imports are unknown here: `FI_EINVAL`); `FI_EBUSY` while a registration overlaps
  * the memory and this is the last import at that address.
  */
 int fi_xpu_unimport(struct fid_xpu_host_ctx *ctx, void *dev_addr);
 
 /**
- * Frees memory from `fi_xpu_alloc`; `FI_EBUSY` while a registration
+ * Frees memory from `fi_xpu_alloc` (the library's own allocations in the
+ * same context are unknown here: `FI_EINVAL`); `FI_EBUSY` while a registration
  * overlaps it.
  */
 int fi_xpu_free(struct fid_xpu_host_ctx *ctx, void *addr);
