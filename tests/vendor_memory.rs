@@ -443,6 +443,22 @@ mod cuda {
             run_ok(&msg, &["2"], "shm_msg n=2: ok");
         }
 
+        /// What examples/moe/moe.cu does on a GPU, on the double: a world
+        /// of two processes on `FI_HMEM_CUDA` contexts without callbacks,
+        /// its window device memory; the host copies inputs in and results
+        /// out, and every phase and the reset run as kernels. Every byte
+        /// of two rounds is checked on both ranks.
+        #[test]
+        fn moe_on_a_device_memory_window_as_the_cuda_example_runs_it() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/moe_on_cuda.c", "moe") else {
+                return;
+            };
+            run_ok(&p, &[], "moe_on_cuda: ok");
+        }
+
         /// What makes the suite above mean something: the double fails a
         /// program that stores to device memory from the host, and one
         /// that copies on the legacy stream while a kernel runs.

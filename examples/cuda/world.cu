@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only */
 /*
  * A world on a GPU: NRANKS processes (the parent forks the others; they meet
- * through the TCP bootstrap on 127.0.0.1), contexts whose memory comes from
- * the callbacks of cuda_mem.h, one symmetric window. A CUDA block of one
+ * through the TCP bootstrap on 127.0.0.1), FI_HMEM_CUDA contexts, one
+ * symmetric window of device memory that the host reads only by copying
+ * it out (cudaMemcpy). Where the provider does not serve device memory,
+ * or FI_XPU_EXAMPLE_MEMORY=pinned asks for it, the contexts are
+ * FI_HMEM_SYSTEM over the callbacks of cuda_mem.h (pinned host memory)
+ * and the program says so on stderr. A CUDA block of one
  * thread per peer writes a row into every peer's window, adds to every
  * peer's counter word, and the block barriers with all ranks
  * (fi_xpu_world_barrier at work-group scope); then one warp per peer reads
@@ -112,12 +116,14 @@ static double now_us(void)
 
 static int run(int rank)
 {
-	/* The memory of cuda_mem.h is host memory (memfd pages pinned and
-	 * mapped into the GPU at the same address), so the contexts say
-	 * FI_HMEM_SYSTEM, which every provider serves, with those callbacks:
-	 * rings, tables and windows all come from them, and kernels reach
-	 * every one of them. */
-	struct fi_xpu_ctx_open_attr xa = { FI_HMEM_SYSTEM, 0, &cuda_mem_ops };
+	/* Device memory first (the provider's own CUDA backend, no
+	 * callbacks); else the memory of cuda_mem.h, host memory (memfd pages
+	 * pinned and mapped into the GPU at the same address) that the
+	 * contexts declare FI_HMEM_SYSTEM, which every provider serves. */
+	struct fi_xpu_ctx_open_attr xa = { FI_HMEM_CUDA, 0, NULL };
+	const char *mem = getenv("FI_XPU_EXAMPLE_MEMORY");
+	unsigned char host[W_SIZE];
+	int rc;
 	struct fi_xpu_world_attr wa;
 	struct fid_xpu_world *world;
 	struct fi_xpu_world_info info;
@@ -135,7 +141,17 @@ static int run(int rank)
 	wa.rank = rank;
 	wa.nranks = NRANKS;
 	wa.xpu = &xa;
-	CHECK(fi_xpu_world_open(&wa, &world, NULL));
+	if (mem && !strcmp(mem, "pinned"))
+		xa.iface = FI_HMEM_SYSTEM, xa.ops = &cuda_mem_ops;
+	rc = fi_xpu_world_open(&wa, &world, NULL);
+	if (rc && xa.iface == FI_HMEM_CUDA) {
+		fprintf(stderr, "[rank %d] device memory refused (%s); pinned host memory instead\n",
+			rank, fi_xpu_strerror(rc));
+		xa.iface = FI_HMEM_SYSTEM;
+		xa.ops = &cuda_mem_ops;
+		rc = fi_xpu_world_open(&wa, &world, NULL);
+	}
+	CHECK(rc);
 	CHECK(fi_xpu_world_query(world, &info));
 	CHECK(fi_xpu_world_alloc(world, W_SIZE, 0, &addr, &wdev, &win));
 	mine = (unsigned char *)addr;
@@ -152,18 +168,20 @@ static int run(int rank)
 			ok = 0;
 			break;
 		}
+		CUDA_CHECK(cudaMemcpy(host, mine, W_SIZE, cudaMemcpyDefault));
 		for (int p = 0; p < NRANKS && ok; p++)
 			for (int i = 0; i < ROW; i++)
-				if (mine[W_ROWS + p * ROW + i] != pattern(p, rank, i, round)) {
+				if (host[W_ROWS + p * ROW + i] != pattern(p, rank, i, round)) {
 					fprintf(stderr, "[rank %d] round %d: byte %d from %d wrong\n",
 						rank, round, i, p);
 					ok = 0;
 					break;
 				}
-		if (ok && *(volatile uint64_t *)(mine + W_COUNT) != want) {
+		uint64_t count;
+		memcpy(&count, host + W_COUNT, sizeof(count));
+		if (ok && count != want) {
 			fprintf(stderr, "[rank %d] round %d: counter %llu, want %llu\n", rank, round,
-				(unsigned long long)*(volatile uint64_t *)(mine + W_COUNT),
-				(unsigned long long)want);
+				(unsigned long long)count, (unsigned long long)want);
 			ok = 0;
 		}
 		/* Nobody writes the next round before everyone checked this one. */
@@ -178,9 +196,11 @@ static int run(int rank)
 			fprintf(stderr, "[rank %d] read back: %s\n", rank, fi_xpu_strerror(*err));
 			ok = 0;
 		}
+		if (ok)
+			CUDA_CHECK(cudaMemcpy(host, mine, W_SIZE, cudaMemcpyDefault));
 		for (int p = 0; p < NRANKS && ok; p++)
 			for (int i = 0; i < ROW; i++)
-				if (mine[W_BACK + p * ROW + i] != pattern(rank, p, i, ROUNDS - 1)) {
+				if (host[W_BACK + p * ROW + i] != pattern(rank, p, i, ROUNDS - 1)) {
 					fprintf(stderr, "[rank %d] read back from %d: byte %d wrong\n",
 						rank, p, i);
 					ok = 0;
@@ -192,6 +212,7 @@ static int run(int rank)
 	CHECK(fi_xpu_world_close(world));
 	if (rank == 0 && ok) {
 		const char *prov = getenv("FI_XPU_PROVIDER");
+		printf("world memory %s\n", xa.iface == FI_HMEM_CUDA ? "device" : "pinned_host");
 		printf("RESULT world %s ok %.1f -\n", prov && *prov ? prov : "shm", t0);
 	}
 	return ok ? 0 : 1;

@@ -2,10 +2,14 @@
 /*
  * MoE dispatch and combine (moe.h) on a GPU, as a user writes them: the
  * dispatch is one kernel and the combine one kernel, on an fi_xpu world
- * (fi_xpu_world(3)) whose window memory comes from ../cuda/cuda_mem.h
- * (pinned host memory the GPU maps; world.h writes the kernels' table into
- * the window from the host). All ranks use GPU 0 unless CUDA_VISIBLE_DEVICES
- * says otherwise.
+ * (fi_xpu_world(3)) of FI_HMEM_CUDA contexts, so the symmetric window is
+ * device memory. The host never touches it through a pointer: the layout
+ * and the inputs are built in host memory and copied in, the result is
+ * copied out to be checked (cudaMemcpy both ways). Where the provider
+ * does not serve device memory (ofi today), or FI_XPU_EXAMPLE_MEMORY=pinned
+ * asks for it, the window is pinned host memory from ../cuda/cuda_mem.h
+ * instead, and the program says so on stderr. All ranks use GPU 0 unless
+ * CUDA_VISIBLE_DEVICES says otherwise.
  *
  *   dispatch  every work item sends its tokens (moe_dispatch_send); a grid
  *             barrier; one work item sends the count signals after a quiet
@@ -29,8 +33,9 @@
  *            [-E experts per rank] [-K top-k] [-8] [-W warm-ups] [-i iters]
  *
  * Every iteration starts with a host barrier and times the dispatch and the
- * combine kernel with CUDA events; rank 0 prints the median over iterations
- * of the slowest rank's time:
+ * combine kernel with CUDA events; rank 0 prints the memory kind and the
+ * median over iterations of the slowest rank's time:
+ *   MOE memory device|pinned_host
  *   MOE dispatch_us <us>
  *   MOE combine_us <us>
  *   MOE total_us <us>
@@ -166,16 +171,25 @@ __global__ void k_combine(struct moe_args a, uint64_t *bar, uint64_t seq, int re
 	reset_words(&a, item, nitems);
 }
 
-static void sync_or_die(const struct moe_args *a, const char *what)
+/* The host's one way into the window, device memory or pinned host memory
+ * alike. */
+static void window_write(void *dst, const void *src, size_t len)
 {
+	CUDA_CHECK_RT(cudaMemcpy(dst, src, len, cudaMemcpyDefault));
+}
+
+static void sync_or_die(const struct moe_args *a, int rank, const char *what)
+{
+	struct moe_layout l;
 	cudaError_t e = cudaDeviceSynchronize();
 	if (e != cudaSuccess) {
-		fprintf(stderr, "[%u] %s: %s\n", a->w->rank, what, cudaGetErrorString(e));
+		fprintf(stderr, "[%d] %s: %s\n", rank, what, cudaGetErrorString(e));
 		exit(1);
 	}
-	if (a->l->err) {
-		fprintf(stderr, "[%u] %s failed at moe.h:%d: %s\n", a->w->rank, what, a->l->err_line,
-			fi_xpu_strerror(a->l->err));
+	CUDA_CHECK_RT(cudaMemcpy(&l, a->l, sizeof(l), cudaMemcpyDefault));
+	if (l.err) {
+		fprintf(stderr, "[%d] %s failed at moe.h:%d: %s\n", rank, what, l.err_line,
+			fi_xpu_strerror(l.err));
 		exit(1);
 	}
 }
@@ -209,8 +223,10 @@ int main(int argc, char **argv)
 	struct world w;
 	struct moe_layout plan;
 	struct moe_args a;
-	struct fi_xpu_ctx_open_attr xattr = { FI_HMEM_SYSTEM, 0, &cuda_mem_ops };
-	int c, n = 2, fp8 = 0, iters = 20, warm = 5, it, rc;
+	struct fi_xpu_ctx_open_attr dev_attr = { FI_HMEM_CUDA, 0, NULL };
+	struct fi_xpu_ctx_open_attr pinned_attr = { FI_HMEM_SYSTEM, 0, &cuda_mem_ops };
+	const char *mem = getenv("FI_XPU_EXAMPLE_MEMORY"), *kind = "device";
+	int c, n = 2, fp8 = 0, iters = 20, warm = 5, it, rc = 0;
 	uint32_t T = 128, H = 7168, E = 8, K = 8;
 	uint64_t *bar, seq = 0;
 	long bad;
@@ -249,19 +265,31 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	moe_plan(&plan, (uint32_t)n, T, H, E, K, fp8);
-	world_open(&w, plan.size, &xattr);
-	memcpy(w.sym + WORLD_HDR, &plan, sizeof(plan));
+	w.write = window_write;
+	CUDA_CHECK_RT(cudaSetDevice(0));
+	if ((mem && !strcmp(mem, "pinned")) || (rc = world_try_open(&w, plan.size, &dev_attr))) {
+		if (!(mem && !strcmp(mem, "pinned")))
+			fprintf(stderr, "[%d] %s: device memory refused (%s); pinned host memory instead\n",
+				w.rank, prov, fi_xpu_strerror(rc));
+		kind = "pinned_host";
+		world_open(&w, plan.size, &pinned_attr);
+	}
+	/* The layout and this rank's inputs, built in host memory and copied
+	 * into the window after the kernels' table. */
+	std::vector<unsigned char> host(plan.size);
+	memcpy(host.data() + WORLD_HDR, &plan, sizeof(plan));
+	moe_fill(&plan, host.data(), (uint32_t)n, (uint32_t)w.rank);
+	window_write(w.sym + WORLD_HDR, host.data() + WORLD_HDR, plan.size - WORLD_HDR);
 	a.w = w.dev;
 	a.sym = w.sym;
 	a.l = (struct moe_layout *)(void *)(w.sym + WORLD_HDR);
-	moe_fill(a.l, w.sym, (uint32_t)n, (uint32_t)w.rank);
 	CUDA_CHECK_RT(cudaMalloc((void **)&bar, sizeof(*bar)));
 	CUDA_CHECK_RT(cudaMemset(bar, 0, sizeof(*bar)));
 	for (int i = 0; i < 4; i++)
 		CUDA_CHECK_RT(cudaEventCreate(&ev[i]));
 	unsigned blocks = grid_blocks((uint64_t)n * E * T);
 	k_reset<<<1, MOE_THREADS>>>(a);
-	sync_or_die(&a, "reset");
+	sync_or_die(&a, w.rank, "reset");
 	for (it = 0; it < warm + iters; it++) {
 		float d = 0, cmb = 0;
 		double mine[2], all[2 * WORLD_MAXP], dmax = 0, cmax = 0;
@@ -270,16 +298,16 @@ int main(int argc, char **argv)
 		CUDA_CHECK_RT(cudaEventRecord(ev[0]));
 		k_dispatch<<<blocks, MOE_THREADS>>>(a, bar, ++seq);
 		CUDA_CHECK_RT(cudaEventRecord(ev[1]));
-		sync_or_die(&a, "dispatch");
+		sync_or_die(&a, w.rank, "dispatch");
 		k_expert<<<blocks, MOE_THREADS>>>(a);
-		sync_or_die(&a, "expert");
+		sync_or_die(&a, w.rank, "expert");
 		/* The combine starts on every rank with the experts done. */
 		world_barrier(&w);
 		CUDA_CHECK_RT(cudaEventRecord(ev[2]));
 		k_combine<<<blocks, MOE_THREADS>>>(a, bar, ++seq, it + 1 < warm + iters);
 		CUDA_CHECK_RT(cudaEventRecord(ev[3]));
 		seq++;
-		sync_or_die(&a, "combine");
+		sync_or_die(&a, w.rank, "combine");
 		CUDA_CHECK_RT(cudaEventElapsedTime(&d, ev[0], ev[1]));
 		CUDA_CHECK_RT(cudaEventElapsedTime(&cmb, ev[2], ev[3]));
 		mine[0] = d * 1e3;
@@ -295,14 +323,17 @@ int main(int argc, char **argv)
 			total_us.push_back(dmax + cmax);
 		}
 	}
-	/* The last round skipped its reset: every byte it moved is checked. */
-	bad = moe_verify(a.l, w.sym, (uint32_t)n, (uint32_t)w.rank);
+	/* The last round skipped its reset: every byte it moved is checked,
+	 * on a copy of the window in host memory. */
+	CUDA_CHECK_RT(cudaMemcpy(host.data(), w.sym, plan.size, cudaMemcpyDefault));
+	bad = moe_verify(&plan, host.data(), (uint32_t)n, (uint32_t)w.rank);
 	printf("[%d] moe_cuda n=%d prov=%s dtype=%s T=%u H=%u E=%u K=%u grid=%ux%d: %s\n", w.rank, n,
 	       prov, fp8 ? "fp8" : "bf16", T, H, E, K, blocks, MOE_THREADS, bad ? "FAILED" : "ok");
 	world_close(&w);
 	if (w.rank != 0)
 		return bad != 0;
 	rc = world_join(&w);
+	printf("MOE memory %s\n", kind);
 	printf("MOE dispatch_us %.1f\nMOE combine_us %.1f\nMOE total_us %.1f\n", median(dispatch_us),
 	       median(combine_us), median(total_us));
 	/* The line gpu-check.sh reads: operation, provider, result, latency. */

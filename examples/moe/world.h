@@ -71,6 +71,10 @@ struct world {
 	size_t sym_len;
 	struct world_dev *dev; /* in device-visible memory */
 	void *dev_mem;
+	/* How the host writes into the window: NULL for memcpy, which
+	 * suits host memory; a GPU program whose window is device memory
+	 * gives a copy through its runtime. */
+	void (*write)(void *dst, const void *src, size_t len);
 };
 
 static inline void world_io(int fd, void *buf, size_t len, int out)
@@ -225,13 +229,18 @@ static inline int world_bootstrap_allgather(void *context, const void *mine, voi
 /* Joins the fi_xpu world of these processes (fi_xpu_world(3); its
  * bootstrap is the socketpairs above) on `prov` (over `fabric` for ofi)
  * and allocates a symmetric window of `sym_len` bytes. `xpu` chooses the
- * device (NULL: host XPU). */
-static inline void world_open(struct world *w, size_t sym_len, const struct fi_xpu_ctx_open_attr *xpu)
+ * device (NULL: host XPU). Returns what fi_xpu_world_open returned (the
+ * world is open on 0; a caller may try another memory kind on an
+ * error); exits on any later error. */
+static inline int world_try_open(struct world *w, size_t sym_len,
+				 const struct fi_xpu_ctx_open_attr *xpu)
 {
 	struct fi_xpu_bootstrap_ops boot;
 	struct fi_xpu_world_attr attr;
 	struct fi_xpu_world_info info;
+	struct world_dev hdr;
 	void *win_dev;
+	int rc;
 
 	/* The world takes its providers from the environment. */
 	setenv("FI_XPU_PROVIDER", w->prov, 1);
@@ -249,18 +258,31 @@ static inline void world_open(struct world *w, size_t sym_len, const struct fi_x
 	/* Launched: the library's tcp bootstrap, from the environment. */
 	attr.bootstrap_ops = w->launched ? NULL : &boot;
 	attr.xpu = xpu;
-	WCHECK(fi_xpu_world_open(&attr, &w->world, NULL));
+	rc = fi_xpu_world_open(&attr, &w->world, NULL);
+	if (rc)
+		return rc;
 	WCHECK(fi_xpu_world_query(w->world, &info));
 	w->sym_len = sym_len;
 	WCHECK(fi_xpu_world_alloc(w->world, sym_len, 0, (void **)&w->sym, &win_dev, &w->win));
-	/* The kernels' own table, in the window (device-visible memory). */
+	/* The kernels' own table, at the start of the window (memory of the
+	 * world's device), written through w->write. */
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.world = (const struct fi_xpu_world_dev *)info.dev;
+	hdr.win = (const struct fi_xpu_window_dev *)win_dev;
+	hdr.rank = (uint32_t)w->rank;
+	hdr.n = (uint32_t)w->n;
 	w->dev = (struct world_dev *)(void *)w->sym;
-	memset(w->dev, 0, WORLD_HDR);
-	w->dev->world = (const struct fi_xpu_world_dev *)info.dev;
-	w->dev->win = (const struct fi_xpu_window_dev *)win_dev;
-	w->dev->rank = (uint32_t)w->rank;
-	w->dev->n = (uint32_t)w->n;
+	if (w->write)
+		w->write(w->dev, &hdr, sizeof(hdr));
+	else
+		memcpy(w->dev, &hdr, sizeof(hdr));
 	WCHECK(fi_xpu_world_host_barrier(w->world));
+	return 0;
+}
+
+static inline void world_open(struct world *w, size_t sym_len, const struct fi_xpu_ctx_open_attr *xpu)
+{
+	WCHECK(world_try_open(w, sym_len, xpu));
 }
 
 static inline void world_close(struct world *w)
