@@ -4,7 +4,7 @@
 //! are ordinary objects with the same checks and lifetimes as the
 //! application's.
 use crate::error::{Error, Result};
-use crate::memory::UserOps;
+use crate::memory::{Access, UserOps};
 use crate::object::{lookup, Kind, Use};
 use crate::ops::memory as mem;
 use crate::ops::objects as obj;
@@ -262,6 +262,55 @@ impl Lane {
         // it.
         let c = self.context()?;
         Ok(mem::alloc(&c, size, 4096, flags, crate::memory::Owner::App)?.addr)
+    }
+
+    /// Memory for one of the world's device tables (`len` bytes), which
+    /// kernels read and count into with atomics and the host only writes,
+    /// through `write_table`. Where the context's memory is a device's
+    /// that the host reaches only through its driver (a GPU's), the table
+    /// is that device memory, so kernels read it from their own memory
+    /// rather than across the bus; otherwise host memory the device can
+    /// reach, as `alloc(len, true)`.
+    pub fn alloc_table(&self, len: u64) -> Result<usize> {
+        let c = self.context()?;
+        let flags = if Self::device_only(&c) {
+            0
+        } else {
+            FI_XPU_ALLOC_HOST
+        };
+        Ok(mem::alloc(&c, len, 4096, flags, crate::memory::Owner::App)?.addr)
+    }
+
+    /// Writes `bytes` at `addr`, a table from `alloc_table`: through the
+    /// device's driver when the host cannot dereference the memory, by
+    /// plain stores otherwise. No kernel reads the range while it is
+    /// written (tables are written before the call that returns them).
+    pub fn write_table(&self, addr: usize, bytes: &[u8]) -> Result<()> {
+        let c = self.context()?;
+        let m = c.memory.as_ref().ok_or(Error::INVAL)?;
+        match m.access(Access::Write {
+            dev: addr,
+            src: bytes,
+        }) {
+            Err(e) if e == Error::OPNOTSUPP => {
+                // SAFETY: `access` checked that [addr, addr + len) lies in a
+                // live allocation of this context, and the backend said the
+                // host reaches it with plain stores; no kernel reads it yet.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len())
+                };
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// Whether the context's memory is reachable by the host only through
+    /// the backend (`memory::Access`).
+    fn device_only(c: &Use) -> bool {
+        c.memory
+            .as_ref()
+            .is_some_and(|m| m.access(Access::Probe).is_ok())
     }
 
     pub fn free(&self, addr: usize) -> Result<()> {

@@ -73,6 +73,51 @@ pub struct WindowDev {
     pub local: [WindowLocal; LANES],
 }
 
+/// A device table: `#[repr(C)]`, made only of `u32` and `u64` fields (and
+/// arrays and tables of them) laid out without padding, as the C twin is
+/// (the test below compares every field's offset).
+///
+/// # Safety
+/// Implement only for such types: `bytes` reads every byte of the value.
+pub unsafe trait Table: Copy {
+    /// The value's bytes, as the C side lays them out.
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the trait's contract: no padding, so every byte of the
+        // value is initialised; the slice borrows `self`.
+        unsafe {
+            std::slice::from_raw_parts(
+                self as *const Self as *const u8,
+                std::mem::size_of::<Self>(),
+            )
+        }
+    }
+}
+
+// SAFETY: u64s and u32s in pairs, and WorldLanes (fid_xpu: two u32s and a
+// u64, then u64s); no padding.
+unsafe impl Table for WorldDev {}
+// SAFETY: u64s, u32s in a pair, and WindowLocals (u64s); no padding.
+unsafe impl Table for WindowDev {}
+// SAFETY: Routes: two u32s, then u64s; no padding.
+unsafe impl Table for WindowPeer {}
+
+const _: () = {
+    // No padding: each size is the sum of its fields'.
+    assert!(std::mem::size_of::<fi_xpu_abi::fid_xpu>() == 16);
+    assert!(std::mem::size_of::<WorldLane>() == 3 * 16 + 2 * 8);
+    assert!(
+        std::mem::size_of::<WorldDev>()
+            == 8 + 4 * 4 + 3 * 8 + 2 * 8 + LANES * std::mem::size_of::<WorldLane>()
+    );
+    assert!(std::mem::size_of::<Route>() == 2 * 4 + 3 * 8);
+    assert!(std::mem::size_of::<WindowPeer>() == 2 * std::mem::size_of::<Route>());
+    assert!(std::mem::size_of::<WindowLocal>() == 5 * 8);
+    assert!(
+        std::mem::size_of::<WindowDev>()
+            == 8 + 2 * 4 + 4 * 8 + 2 * 8 + LANES * std::mem::size_of::<WindowLocal>()
+    );
+};
+
 /// `flags` of `WorldDev`: atomics on every window go through the ofi lane
 /// (the world spans nodes).
 pub const WORLD_ATOMICS_OFI: u32 = 1;

@@ -185,7 +185,7 @@ impl World {
             dev: 0,
             ctl: None,
         };
-        let table = w.lanes[0].alloc(std::mem::size_of::<WorldDev>() as u64, true);
+        let table = w.lanes[0].alloc_table(std::mem::size_of::<WorldDev>() as u64);
         w.dev = agree(w.boot.as_mut(), table)?;
         let mut d = WorldDev {
             valid: 0,
@@ -204,19 +204,18 @@ impl World {
                 errors_seen: 0,
             };
         }
-        w.write_dev(d);
+        w.write_dev(&d)?;
         let ctl = window::Window::alloc(&mut w, (8 * BARRIER_ROUNDS) as u64)?;
         d.ctl = ctl.dev as u64;
         d.valid = WORLD_VALID;
         w.ctl = Some(ctl);
-        w.write_dev(d);
+        w.write_dev(&d)?;
         Ok(w)
     }
 
-    fn write_dev(&self, d: WorldDev) {
-        // SAFETY: `dev` is this world's table, sized for a WorldDev and
-        // aligned to a page; kernels only read it before `valid` is set.
-        unsafe { std::ptr::write_volatile(self.dev as *mut WorldDev, d) };
+    /// This world's table (kernels get it only once the world is open).
+    fn write_dev(&self, d: &WorldDev) -> Result<()> {
+        self.lanes[0].write_table(self.dev, d.bytes())
     }
 
     pub fn boot(&mut self) -> &mut dyn Bootstrap {

@@ -116,7 +116,9 @@ impl Window {
         let n = w.size;
         let head = std::mem::size_of::<WindowDev>();
         let len = head + n * std::mem::size_of::<WindowPeer>();
-        let dev = w.lanes[0].alloc(len as u64, true)?;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len).map_err(|_| Error::NOMEM)?;
+        let dev = w.lanes[0].alloc_table(len as u64)?;
         let route = |p: usize, lane: usize| -> Result<Route> {
             let prov_id = w.lanes[lane].prov_id;
             let c = &cards[p * CARD_LANE * LANES..(p + 1) * CARD_LANE * LANES];
@@ -163,14 +165,15 @@ impl Window {
                 desc: r.desc,
             };
         }
-        // SAFETY: `dev` is a fresh allocation of `len` bytes, page-aligned:
-        // the header, then `n` peers; no kernel has it yet.
-        unsafe {
-            let pp = (dev + head) as *mut WindowPeer;
-            for (i, p) in peers.into_iter().enumerate() {
-                pp.add(i).write(p);
-            }
-            (dev as *mut WindowDev).write(d);
+        // The header, then `n` peers, in one write (no kernel has the
+        // table yet).
+        bytes.extend_from_slice(d.bytes());
+        for p in &peers {
+            bytes.extend_from_slice(p.bytes());
+        }
+        if let Err(e) = w.lanes[0].write_table(dev, &bytes) {
+            let _ = w.lanes[0].free(dev);
+            return Err(e);
         }
         Ok(dev)
     }

@@ -7,7 +7,8 @@
  * moe.cu, the host builds the layout and the inputs in host memory and
  * copies them in (world.h's write hook), every phase and the reset of the
  * receive-side words run as kernels, and the window is copied out to be
- * checked byte by byte.
+ * checked byte by byte. The world's and the window's tables, which
+ * kernels read on every operation, are device memory too.
  *
  *   moe_on_cuda     prints "moe_on_cuda: ok" on rank 0 when every byte
  *                   of two rounds checked out on both ranks
@@ -127,9 +128,19 @@ int main(void)
 			fi_xpu_strerror(rc));
 		return 1;
 	}
-	if (!((is_device_fn)(uintptr_t)driver_sym("fake_cuda_device_memory"))(w.sym, plan.size)) {
-		fprintf(stderr, "[%d] the window is not device memory\n", w.rank);
-		return 1;
+	/* The window, and the world's and the window's tables that kernels
+	 * read on every operation, are device memory. */
+	{
+		is_device_fn is_device = (is_device_fn)(uintptr_t)driver_sym("fake_cuda_device_memory");
+		struct world_dev hdr;
+		copy_out(&hdr, w.dev, sizeof(hdr));
+		if (!is_device(w.sym, plan.size) || !is_device(hdr.world, sizeof(*hdr.world)) ||
+		    !is_device(hdr.win, sizeof(*hdr.win))) {
+			fprintf(stderr, "[%d] window %d, world table %d, window table %d: not all device memory\n",
+				w.rank, is_device(w.sym, plan.size), is_device(hdr.world, sizeof(*hdr.world)),
+				is_device(hdr.win, sizeof(*hdr.win)));
+			return 1;
+		}
 	}
 	host = (unsigned char *)calloc(1, plan.size);
 	if (!host)
