@@ -952,6 +952,76 @@ mod tests {
         assert_eq!(arrived.load(Ordering::SeqCst), 8);
     }
 
+    /// The weak-ordering mode: a copy is seen by its own work item only;
+    /// a device-scope release shows it to the launch but not in memory; a
+    /// relaxed store overtakes it (and the work item stops for the window);
+    /// a system-scope release writes it; an RMW reads held-back bytes.
+    #[test]
+    fn weak_ordering_holds_stores_back_until_a_release_of_their_scope() {
+        let mut s = Shape::new(&attr(1, 2, 0)).unwrap();
+        s.weak = Some(Duration::from_millis(1));
+        let data = AtomicU64::new(0);
+        let flag = AtomicU64::new(0);
+        let word = AtomicU64::new(0);
+        let step = AtomicU32::new(0);
+        let bad = AtomicU32::new(0);
+        let (d, f, w) = (
+            data.as_ptr() as usize,
+            flag.as_ptr() as usize,
+            word.as_ptr() as usize,
+        );
+        let wait = |n: u32| {
+            while step.load(Ordering::SeqCst) < n {
+                std::thread::yield_now();
+            }
+        };
+        let check = |ok: bool| {
+            if !ok {
+                bad.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        launch(&s, || {
+            let value = 0x1122_3344_5566_7788u64.to_ne_bytes();
+            // SAFETY: `data`, `flag` and `word` outlive the launch; `value`
+            // outlives the copy's release (each step releases before the
+            // work item returns).
+            unsafe {
+                if current_item().local_id == 0 {
+                    weak_copy(d, value.as_ptr() as usize, 8);
+                    check(weak_load(d, 8, 0) == 0x1122_3344_5566_7788);
+                    check(data.load(Ordering::SeqCst) == 0);
+                    weak_store(f, 8, 1, 0, weak::MS_SYSTEM);
+                    check(flag.load(Ordering::SeqCst) == 1 && data.load(Ordering::SeqCst) == 0);
+                    weak_fence(3, 0);
+                    check(data.load(Ordering::SeqCst) == 0);
+                    step.store(1, Ordering::SeqCst);
+                    wait(2);
+                    weak_fence(5, weak::MS_SYSTEM);
+                    check(data.load(Ordering::SeqCst) == 0x1122_3344_5566_7788);
+                    weak_copy(w, value.as_ptr() as usize, 8);
+                    check(
+                        weak_rmw(w, 8, FI_XPU_HOST_WEAK_ADD, (1, 0), 4, weak::MS_SYSTEM)
+                            == 0x1122_3344_5566_7788,
+                    );
+                    check(word.load(Ordering::SeqCst) == 0x1122_3344_5566_7789);
+                } else {
+                    wait(1);
+                    check(weak_load(d, 8, 2) == 0x1122_3344_5566_7788);
+                    check(data.load(Ordering::SeqCst) == 0);
+                    step.store(2, Ordering::SeqCst);
+                }
+            }
+        })
+        .unwrap();
+        assert_eq!(bad.load(Ordering::SeqCst), 0);
+        // Outside the mode the same calls are the plain operations.
+        // SAFETY: as above.
+        unsafe {
+            weak_copy(d, w, 8);
+            assert_eq!(weak_load(d, 8, 0), 0x1122_3344_5566_7789);
+        }
+    }
+
     #[test]
     fn items_cover_the_launch() {
         let s = Shape::new(&attr(3, 10, 4)).unwrap();
