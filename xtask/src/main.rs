@@ -424,9 +424,10 @@ const LAUNCHING_TESTS: [(&str, &str); 8] = [
 /// held back until a release of the right scope; fi_xpu_host_launch(3)),
 /// by exact name: put-with-signal, fence and quiet, and every shm operation
 /// (RMA, atomics, messages, CQs, counters) between processes, cooperative
-/// copies at every scope, the CQ ring under contention, and one ofi run.
-/// About 20 s.
-const WEAK_ORDER_TESTS: [(&str, &str); 7] = [
+/// copies at every scope, the CQ ring under contention, work requests, an
+/// abort, MoE dispatch and combine, a world of four ranks, and one ofi run.
+/// About 25 s.
+const WEAK_ORDER_TESTS: [(&str, &str); 11] = [
     ("device", "device_signal::ordered_signals_on_shm"),
     ("device", "device_host::coop_reserve_and_copy_every_scope"),
     (
@@ -441,11 +442,15 @@ const WEAK_ORDER_TESTS: [(&str, &str); 7] = [
         "device",
         "device_host::every_work_item_issues_its_own_operation_ofi_over_tcp",
     ),
+    ("device", "wr::work_requests_on_shm"),
+    ("device", "inflight::abort_ends_every_wait_on_shm"),
+    ("device", "moe_example::moe_two_ranks_on_shm"),
     (
         "shm",
         "shm_multiproc::every_operation_two_processes_every_format",
     ),
     ("shm", "shm_multiproc::every_operation_four_processes"),
+    ("worlds", "world::four_ranks_on_shm"),
 ];
 
 fn weak_order_tests() -> Result {
