@@ -47,7 +47,9 @@
 //! work items until the next system-scope release, barrier or the end of a
 //! work item; device code must read such data with instrumented loads. The
 //! library publishes everything at system scope, so it never relies on
-//! that. Loads are never stale: a missing acquire is not caught. Copies
+//! that. Loads are never stale: a missing acquire is not caught; atomic
+//! stores are never held back: a missing seq_cst fence between a store and
+//! a later load (store buffering) is not caught either. Copies
 //! through `FI_XPU_ARCH_MEMCPY` (the compiler's memcpy, used for locals
 //! too) are not buffered.
 use std::cell::RefCell;
