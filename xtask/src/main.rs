@@ -60,6 +60,8 @@ commands:
                              (FI_XPU_TEST_VALGRIND=1; default: cargo test --workspace --tests)
   asan [CARGO TEST ARGS]      the tests with every C test program built with AddressSanitizer
                              and UBSan (FI_XPU_TEST_ASAN=1; default: all tests, no fail-fast)
+  weak-order                 build, then the last step of `test`: the shm device tests in the
+                             launcher's weak-ordering mode (FI_XPU_HOST_WEAK_ORDER=1)
 ";
 
 fn main() -> ExitCode {
@@ -118,6 +120,10 @@ fn main() -> ExitCode {
         "unsafe-count" => Opts::parse(rest, &[], &[]).and_then(|_| unsafe_count::run(&root())),
         "valgrind" => valgrind(rest),
         "asan" => asan(rest),
+        "weak-order" => Opts::parse(rest, &[], &[]).and_then(|_| {
+            build(false)?;
+            weak_order_tests()
+        }),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -457,13 +463,26 @@ fn weak_order_tests() -> Result {
     let mut binaries: Vec<&str> = WEAK_ORDER_TESTS.iter().map(|(b, _)| *b).collect();
     binaries.dedup();
     for binary in binaries {
-        let names = WEAK_ORDER_TESTS
+        let names: Vec<&str> = WEAK_ORDER_TESTS
             .iter()
             .filter(|(b, _)| *b == binary)
-            .map(|(_, f)| *f);
+            .map(|(_, f)| *f)
+            .collect();
+        // A renamed test would drop out of an --exact run silently.
+        let listed = cargo()
+            .args(["test", "--test", binary, "--", "--exact", "--list"])
+            .args(&names)
+            .output()
+            .map_err(|e| format!("cannot list the tests of {binary}: {e}"))?;
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        for name in &names {
+            if !listed.lines().any(|l| l == format!("{name}: test")) {
+                return Err(format!("weak-order: no test {name} in {binary}"));
+            }
+        }
         run(cargo()
             .args(["test", "--test", binary, "--", "--exact"])
-            .args(names)
+            .args(&names)
             .env("FI_XPU_HOST_WEAK_ORDER", "1")
             .env(BUILT_ENV, target_dir().join(profile(false))))?;
     }
