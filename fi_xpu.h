@@ -73,6 +73,24 @@
 #define FI_XPU_HOST_LAUNCH_GPU (1 << 0)
 
 /**
+ * `fi_xpu_host_weak_rmw` operations: the read-modify-writes of the device
+ * arch layer, instrumented for the weak-ordering mode
+ * (fi_xpu_host_launch(3)).
+ */
+#define FI_XPU_HOST_WEAK_XCHG 0
+
+#define FI_XPU_HOST_WEAK_ADD 1
+
+#define FI_XPU_HOST_WEAK_OR 2
+
+#define FI_XPU_HOST_WEAK_AND 3
+
+/**
+ * Compare-and-swap: `v` is the expected value, `desired` the new one.
+ */
+#define FI_XPU_HOST_WEAK_CAS 4
+
+/**
  * `fid.fclass` of a world and of a window (values no libfabric class has).
  */
 #define FI_XPU_CLASS_WORLD 1480808449
@@ -550,6 +568,60 @@ uint64_t fi_xpu_host_clock_ns(void);
  * Back-off inside a host work item's spin loop: yields the CPU.
  */
 void fi_xpu_host_pause(void);
+
+/**
+ * Weak-ordering mode (fi_xpu_host_launch(3)): the atomic load of `size`
+ * (4 or 8) bytes at `p` that device code built with
+ * `FI_XPU_HOST_WEAK_ORDER` defined makes (`order` an `__ATOMIC_*` order,
+ * `mscope` a `FI_XPU_ARCH_MS_*` scope). In a launch in the mode it sees
+ * the work item's own held-back stores and those released to the launch;
+ * elsewhere it is the plain load.
+ *
+ * # Safety
+ * `p` is aligned and valid for an atomic access of `size` bytes.
+ */
+uint64_t fi_xpu_host_weak_load(const void *p, size_t size, int order, int mscope);
+
+/**
+ * Weak-ordering mode: an atomic store of `v` (its low `size` bytes). A
+ * release at `mscope` first when `order` releases.
+ *
+ * # Safety
+ * As `fi_xpu_host_weak_load`.
+ */
+void fi_xpu_host_weak_store(void *p, size_t size, uint64_t v, int order, int mscope);
+
+/**
+ * Weak-ordering mode: an atomic read-modify-write `op`
+ * (`FI_XPU_HOST_WEAK_XCHG`, `_ADD`, `_OR`, `_AND` with `v`;
+ * `FI_XPU_HOST_WEAK_CAS` from `v` to `desired`). Returns the old value.
+ *
+ * # Safety
+ * As `fi_xpu_host_weak_load`.
+ */
+uint64_t fi_xpu_host_weak_rmw(void *p,
+                              size_t size,
+                              int op,
+                              uint64_t v,
+                              uint64_t desired,
+                              int order,
+                              int mscope);
+
+/**
+ * Weak-ordering mode: a fence; one that releases makes what the work item
+ * stored visible at `mscope`.
+ */
+void fi_xpu_host_weak_fence(int order, int mscope);
+
+/**
+ * Weak-ordering mode: a data copy of `n` bytes, held back in the work
+ * item's buffer until a release.
+ *
+ * # Safety
+ * `src` is valid for reading and `dst` for writing `n` bytes until the
+ * work item returns; they do not overlap.
+ */
+void fi_xpu_host_weak_copy(void *dst, const void *src, size_t n);
 
 /**
  * Allocates device-accessible memory. With `FI_XPU_ALLOC_DMABUF`, `*fd` and

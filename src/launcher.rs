@@ -14,6 +14,11 @@
 //! between subgroup syncs (`lanes`), and subgroups are 64 lanes wide unless
 //! the launch says otherwise, so groups of 32 or of 48 work items end with a
 //! partial one.
+//!
+//! The weak-ordering mode (`FI_XPU_HOST_WEAK_ORDER`, `weak`) holds back the
+//! stores of device code compiled for it, as a GPU may, so that a missing
+//! or too narrow release shows on CPU threads too. It combines with the
+//! GPU-like mode.
 use crate::error::{Error, Result};
 use crate::param;
 use fi_xpu_abi::*;
@@ -27,6 +32,7 @@ mod monitor;
 mod partial;
 mod pool;
 mod residency;
+mod weak;
 
 use lanes::Lanes;
 use residency::{Call, Doing, Residency};
@@ -115,6 +121,29 @@ impl GpuEnv {
     }
 }
 
+/// The weak-ordering mode's window when `FI_XPU_HOST_WEAK_ORDER` turns it
+/// on (any value but empty and `0`), else `None`.
+fn weak_env() -> Option<Duration> {
+    let on = param::core(param::HOST_WEAK_ORDER)?;
+    if on.trim().is_empty() || on.trim() == "0" {
+        return None;
+    }
+    Some(
+        param::core(param::HOST_WEAK_WINDOW_MS).map_or(weak::DEFAULT_WINDOW, |v| {
+            v.trim().parse::<u64>().map_or_else(
+                |_| {
+                    crate::warn!(
+                        "{}={v} is not a number: ignored",
+                        param::HOST_WEAK_WINDOW_MS
+                    );
+                    weak::DEFAULT_WINDOW
+                },
+                Duration::from_millis,
+            )
+        }),
+    )
+}
+
 /// A validated launch shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
@@ -123,6 +152,8 @@ pub struct Shape {
     pub subgroup_size: u32,
     /// The GPU-like mode, when on.
     pub gpu: Option<GpuLike>,
+    /// The weak-ordering mode, when on: its window (`weak`).
+    pub weak: Option<Duration>,
 }
 
 impl Shape {
@@ -130,8 +161,12 @@ impl Shape {
     /// `-FI_EBADFLAGS` for unknown flags, `-FI_E2BIG` for more than
     /// `FI_XPU_HOST_MAX_ITEMS` threads. The GPU-like mode's parameters come
     /// from the environment.
+    /// The weak-ordering mode too comes from the environment
+    /// (`FI_XPU_HOST_WEAK_ORDER`, `FI_XPU_HOST_WEAK_WINDOW_MS`).
     pub fn new(attr: &fi_xpu_host_launch_attr) -> Result<Shape> {
-        Shape::with_env(attr, &GpuEnv::read())
+        let mut shape = Shape::with_env(attr, &GpuEnv::read())?;
+        shape.weak = weak_env();
+        Ok(shape)
     }
 
     pub fn with_env(attr: &fi_xpu_host_launch_attr, env: &GpuEnv) -> Result<Shape> {
@@ -166,6 +201,7 @@ impl Shape {
             group_size: attr.group_size,
             subgroup_size,
             gpu,
+            weak: None,
         })
     }
 
@@ -327,6 +363,8 @@ struct Launch {
     subgroups: Vec<Team>,
     per_group: u32,
     gpu: Option<Gpu>,
+    /// The weak-ordering mode's device overlay.
+    weak: Option<weak::Device>,
 }
 
 /// The GPU-like mode's state of a launch.
@@ -367,6 +405,7 @@ impl Launch {
             },
             per_group,
             gpu,
+            weak: shape.weak.map(weak::Device::new),
         }
     }
 
@@ -485,6 +524,7 @@ fn gpu_scope<T>(
 /// because a member can never arrive (`partial`).
 pub fn barrier(scope: i32) -> Result<()> {
     check_scope(scope)?;
+    weak_sync();
     if scope != FI_XPU_WORK_ITEM {
         // Without a deadline the wait only ends when everyone arrived (or
         // the partial-group check gave up on the instance).
@@ -507,6 +547,7 @@ pub fn barrier(scope: i32) -> Result<()> {
 /// left waiting for the caller then.
 pub fn barrier_for(scope: i32, limit: Duration) -> Result<std::result::Result<(), u32>> {
     check_scope(scope)?;
+    weak_sync();
     if scope != FI_XPU_WORK_ITEM {
         let deadline = Instant::now() + limit;
         if let Some(r) = gpu_scope(
@@ -526,6 +567,7 @@ pub fn barrier_for(scope: i32, limit: Duration) -> Result<std::result::Result<()
 /// `-FI_ETIMEDOUT` as for `barrier`.
 pub fn broadcast(scope: i32, value: u64) -> Result<u64> {
     check_scope(scope)?;
+    weak_sync();
     if scope != FI_XPU_WORK_ITEM {
         if let Some(v) = gpu_scope(
             scope,
@@ -580,6 +622,85 @@ pub fn pause() {
     }
 }
 
+/// Runs `f` with the weak-ordering mode's state of the caller's launch
+/// and the caller's global id; `None` outside a launch in that mode.
+fn with_weak<T>(f: impl FnOnce(&weak::Device, u32) -> T) -> Option<T> {
+    LAUNCH.with(|l| {
+        let l = l.borrow();
+        let d = l.as_ref()?.weak.as_ref()?;
+        let it = current_item();
+        Some(f(d, it.group_id * it.group_size + it.local_id))
+    })
+}
+
+/// Writes everything the caller's launch holds back to memory (a
+/// system-scope release by the caller); nothing outside the mode.
+fn weak_sync() {
+    // SAFETY: what is held back was stored by `weak_copy`, whose caller
+    // named each destination writable (and keeps it so for the kernel).
+    with_weak(|d, me| unsafe { d.release(me, weak::MS_SYSTEM) });
+}
+
+/// An atomic load of `size` (4 or 8) bytes of device code compiled for
+/// the weak-ordering mode (`weak`); the plain load elsewhere.
+///
+/// # Safety
+/// `p` is aligned and valid for an atomic load of `size` bytes.
+pub unsafe fn weak_load(p: usize, size: usize, order: i32) -> u64 {
+    // SAFETY: the caller's contract.
+    with_weak(|d, _| unsafe { d.load(p, size, order) })
+        .unwrap_or_else(|| unsafe { weak::plain_load(p, size, order) })
+}
+
+/// An atomic store, as `weak_load`.
+///
+/// # Safety
+/// `p` is aligned and valid for an atomic store of `size` bytes.
+pub unsafe fn weak_store(p: usize, size: usize, v: u64, order: i32, mscope: i32) {
+    // SAFETY: the caller's contract; held-back stores as in `weak_sync`.
+    with_weak(|d, me| unsafe { d.store(me, p, size, v, order, mscope) })
+        .unwrap_or_else(|| unsafe { weak::plain_store(p, size, v, order) });
+}
+
+/// An atomic read-modify-write (`FI_XPU_HOST_WEAK_*`), as `weak_load`;
+/// returns the old value.
+///
+/// # Safety
+/// `p` is aligned and valid for an atomic RMW of `size` bytes.
+pub unsafe fn weak_rmw(
+    p: usize,
+    size: usize,
+    op: i32,
+    v: (u64, u64),
+    order: i32,
+    mscope: i32,
+) -> u64 {
+    // SAFETY: the caller's contract; held-back stores as in `weak_sync`.
+    with_weak(|d, me| unsafe { d.rmw(me, p, size, op, v.0, v.1, order, mscope) })
+        .unwrap_or_else(|| unsafe { weak::plain_rmw(p, size, op, v.0, v.1, order) })
+}
+
+/// A fence, as `weak_load`.
+pub fn weak_fence(order: i32, mscope: i32) {
+    if weak::releases(order, false) {
+        // SAFETY: held-back stores as in `weak_sync`.
+        with_weak(|d, me| unsafe { d.release(me, mscope) });
+    }
+    weak::plain_fence(order);
+}
+
+/// A data copy of `n` bytes, as `weak_load`.
+///
+/// # Safety
+/// `src` is valid for reading and `dst` for writing `n` bytes until the
+/// caller's work item ends, and they do not overlap.
+pub unsafe fn weak_copy(dst: usize, src: usize, n: usize) {
+    // SAFETY: the caller's contract.
+    with_weak(|d, me| unsafe { d.copy(me, dst, src, n) }).unwrap_or_else(|| unsafe {
+        std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, n)
+    });
+}
+
 /// Puts back a thread's position and launch as they were before a work
 /// item ran on it, when the kernel returns or unwinds: a pooled thread is
 /// then outside any launch, and a launching thread what it was before.
@@ -590,6 +711,8 @@ struct ItemExit {
 
 impl Drop for ItemExit {
     fn drop(&mut self) {
+        // The end of a work item releases everything it held back.
+        weak_sync();
         LAUNCH.with(|l| *l.borrow_mut() = self.launch.take());
         ITEM.with(|c| c.set(self.item));
     }
@@ -637,6 +760,8 @@ fn run_item(
 /// group waited in a call for members that had returned (reported by
 /// `partial`; the members that waited got `-FI_ETIMEDOUT`).
 pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
+    // A work item that launches releases what it held back first.
+    weak_sync();
     let shared = Arc::new(Launch::new(shape));
     let kernel = &kernel;
     let on_caller = shared.gpu.is_none();
@@ -662,6 +787,14 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
             false
         }
     })?;
+    if let Some(w) = &shared.weak {
+        if w.stalls() > 0 {
+            crate::info!(
+                "weak-ordering mode: {} stores or RMWs reached memory ahead of stores still hidden from the host",
+                w.stalls()
+            );
+        }
+    }
     if hung {
         return Err(Error::TIMEDOUT);
     }
@@ -817,6 +950,76 @@ mod tests {
         });
         assert_eq!(r, Err(Error::TIMEDOUT));
         assert_eq!(arrived.load(Ordering::SeqCst), 8);
+    }
+
+    /// The weak-ordering mode: a copy is seen by its own work item only;
+    /// a device-scope release shows it to the launch but not in memory; a
+    /// relaxed store overtakes it (and the work item stops for the window);
+    /// a system-scope release writes it; an RMW reads held-back bytes.
+    #[test]
+    fn weak_ordering_holds_stores_back_until_a_release_of_their_scope() {
+        let mut s = Shape::new(&attr(1, 2, 0)).unwrap();
+        s.weak = Some(Duration::from_millis(1));
+        let data = AtomicU64::new(0);
+        let flag = AtomicU64::new(0);
+        let word = AtomicU64::new(0);
+        let step = AtomicU32::new(0);
+        let bad = AtomicU32::new(0);
+        let (d, f, w) = (
+            data.as_ptr() as usize,
+            flag.as_ptr() as usize,
+            word.as_ptr() as usize,
+        );
+        let wait = |n: u32| {
+            while step.load(Ordering::SeqCst) < n {
+                std::thread::yield_now();
+            }
+        };
+        let check = |ok: bool| {
+            if !ok {
+                bad.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        launch(&s, || {
+            let value = 0x1122_3344_5566_7788u64.to_ne_bytes();
+            // SAFETY: `data`, `flag` and `word` outlive the launch; `value`
+            // outlives the copy's release (each step releases before the
+            // work item returns).
+            unsafe {
+                if current_item().local_id == 0 {
+                    weak_copy(d, value.as_ptr() as usize, 8);
+                    check(weak_load(d, 8, 0) == 0x1122_3344_5566_7788);
+                    check(data.load(Ordering::SeqCst) == 0);
+                    weak_store(f, 8, 1, 0, weak::MS_SYSTEM);
+                    check(flag.load(Ordering::SeqCst) == 1 && data.load(Ordering::SeqCst) == 0);
+                    weak_fence(3, 0);
+                    check(data.load(Ordering::SeqCst) == 0);
+                    step.store(1, Ordering::SeqCst);
+                    wait(2);
+                    weak_fence(5, weak::MS_SYSTEM);
+                    check(data.load(Ordering::SeqCst) == 0x1122_3344_5566_7788);
+                    weak_copy(w, value.as_ptr() as usize, 8);
+                    check(
+                        weak_rmw(w, 8, FI_XPU_HOST_WEAK_ADD, (1, 0), 4, weak::MS_SYSTEM)
+                            == 0x1122_3344_5566_7788,
+                    );
+                    check(word.load(Ordering::SeqCst) == 0x1122_3344_5566_7789);
+                } else {
+                    wait(1);
+                    check(weak_load(d, 8, 2) == 0x1122_3344_5566_7788);
+                    check(data.load(Ordering::SeqCst) == 0);
+                    step.store(2, Ordering::SeqCst);
+                }
+            }
+        })
+        .unwrap();
+        assert_eq!(bad.load(Ordering::SeqCst), 0);
+        // Outside the mode the same calls are the plain operations.
+        // SAFETY: as above.
+        unsafe {
+            weak_copy(d, w, 8);
+            assert_eq!(weak_load(d, 8, 0), 0x1122_3344_5566_7789);
+        }
     }
 
     #[test]

@@ -33,10 +33,12 @@ pub const HOST_GPU_HANG_MS: &str = "FI_XPU_HOST_GPU_HANG_MS";
 pub const HOST_GPU_SEED: &str = "FI_XPU_HOST_GPU_SEED";
 pub const HOST_GPU_SUBGROUP: &str = "FI_XPU_HOST_GPU_SUBGROUP";
 pub const HOST_GPU_GROUP_MS: &str = "FI_XPU_HOST_GPU_GROUP_MS";
+pub const HOST_WEAK_ORDER: &str = "FI_XPU_HOST_WEAK_ORDER";
+pub const HOST_WEAK_WINDOW_MS: &str = "FI_XPU_HOST_WEAK_WINDOW_MS";
 
 /// The core's parameters: variable, default (as `fi_xpu_info -e` shows it),
 /// description.
-const CORE_PARAMS: [(&str, &str, &str); 17] = [
+const CORE_PARAMS: [(&str, &str, &str); 19] = [
     (
         PROVIDER_PATH,
         "",
@@ -121,6 +123,16 @@ const CORE_PARAMS: [(&str, &str, &str); 17] = [
         HOST_GPU_GROUP_MS,
         "5000",
         "GPU-like launches: how long a subgroup or work-group call waits for missing members before the launch reports the partial group (0: never)",
+    ),
+    (
+        HOST_WEAK_ORDER,
+        "",
+        "1: run every fi_xpu_host_launch in the weak-ordering mode (device code built with FI_XPU_HOST_WEAK_ORDER defined has its stores held back until a release of the right scope)",
+    ),
+    (
+        HOST_WEAK_WINDOW_MS,
+        "20",
+        "weak-ordering launches: how long a work item stops after a store reached memory ahead of its earlier stores, so that observers can see the reorder",
     ),
 ];
 

@@ -18,5 +18,7 @@ mod device_signal;
 mod inflight;
 #[path = "moe_example.rs"]
 mod moe_example;
+#[path = "weak_order.rs"]
+mod weak_order;
 #[path = "wr.rs"]
 mod wr;

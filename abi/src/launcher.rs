@@ -5,6 +5,7 @@
 //! `group_size` work items, one thread per work item, and publishes each
 //! thread's position in a `fi_xpu_host_item` that the host branch of
 //! `fi_xpu/device_arch.h` reads.
+use std::ffi::c_int;
 
 /// Most work items (threads) one launch may start.
 pub const FI_XPU_HOST_MAX_ITEMS: u32 = 4096;
@@ -69,3 +70,13 @@ impl Default for fi_xpu_host_item {
         }
     }
 }
+
+/// `fi_xpu_host_weak_rmw` operations: the read-modify-writes of the device
+/// arch layer, instrumented for the weak-ordering mode
+/// (fi_xpu_host_launch(3)).
+pub const FI_XPU_HOST_WEAK_XCHG: c_int = 0;
+pub const FI_XPU_HOST_WEAK_ADD: c_int = 1;
+pub const FI_XPU_HOST_WEAK_OR: c_int = 2;
+pub const FI_XPU_HOST_WEAK_AND: c_int = 3;
+/// Compare-and-swap: `v` is the expected value, `desired` the new one.
+pub const FI_XPU_HOST_WEAK_CAS: c_int = 4;

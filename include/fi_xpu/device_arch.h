@@ -931,6 +931,40 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return 0; }
  */
 #include <fi_xpu.h>
 
+#ifdef FI_XPU_HOST_WEAK_ORDER
+/*
+ * The weak-ordering mode's instrumentation (fi_xpu_host_launch(3)): with
+ * FI_XPU_HOST_WEAK_ORDER defined before this header, every atomic, fence
+ * and data copy (fi_xpu_arch_bulk_copy) of the host arch calls the
+ * launcher, which holds data stores back per work item until a release of
+ * the right memory scope when the launch runs in the mode
+ * (FI_XPU_HOST_WEAK_ORDER=1 in the environment), and does the plain
+ * operation otherwise. Plain C loads and stores are not instrumented;
+ * barriers and broadcasts release at system scope. The model and its
+ * limits: the launcher's man page.
+ */
+#define fi_xpu_i_arch_atomic_load(p, o, s) fi_xpu_host_weak_load(p, sizeof(*(p)), o, s)
+#define fi_xpu_i_arch_atomic_store(p, v, o, s)                                 \
+	fi_xpu_host_weak_store(p, sizeof(*(p)), (uint64_t)(v), o, s)
+#define fi_xpu_i_arch_weak_rmw(p, op, v, o, s)                                \
+	fi_xpu_host_weak_rmw(p, sizeof(*(p)), op, (uint64_t)(v), 0, o, s)
+#define fi_xpu_i_arch_atomic_exchange(p, v, o, s)                              \
+	fi_xpu_i_arch_weak_rmw(p, FI_XPU_HOST_WEAK_XCHG, v, o, s)
+#define fi_xpu_i_arch_atomic_fetch_add(p, v, o, s)                             \
+	fi_xpu_i_arch_weak_rmw(p, FI_XPU_HOST_WEAK_ADD, v, o, s)
+#define fi_xpu_i_arch_atomic_fetch_or(p, v, o, s)                              \
+	fi_xpu_i_arch_weak_rmw(p, FI_XPU_HOST_WEAK_OR, v, o, s)
+#define fi_xpu_i_arch_atomic_fetch_and(p, v, o, s)                             \
+	fi_xpu_i_arch_weak_rmw(p, FI_XPU_HOST_WEAK_AND, v, o, s)
+/* The old value into *e, as __atomic_compare_exchange_n leaves it. */
+#define fi_xpu_i_arch_atomic_cas(p, e, d, o, f, s)                             \
+	(*(e) = fi_xpu_host_weak_rmw(p, sizeof(*(p)), FI_XPU_HOST_WEAK_CAS,     \
+				     (uint64_t)*(e), (uint64_t)(d), o, s))
+#define FI_XPU_I_ARCH_SCOPED(CALL, ...)                                        \
+	do {                                                                  \
+		CALL(__VA_ARGS__, mscope)                                     \
+	} while (0)
+#else
 #define fi_xpu_i_arch_atomic_load(p, o, s) __atomic_load_n(p, o)
 #define fi_xpu_i_arch_atomic_store(p, v, o, s) __atomic_store_n(p, v, o)
 #define fi_xpu_i_arch_atomic_exchange(p, v, o, s) __atomic_exchange_n(p, v, o)
@@ -938,12 +972,13 @@ FI_XPU_FORCE_INLINE uint64_t fi_xpu_arch_clock_ns(void) { return 0; }
 #define fi_xpu_i_arch_atomic_fetch_or(p, v, o, s) __atomic_fetch_or(p, v, o)
 #define fi_xpu_i_arch_atomic_fetch_and(p, v, o, s) __atomic_fetch_and(p, v, o)
 #define fi_xpu_i_arch_atomic_cas(p, e, d, o, f, s) __atomic_compare_exchange_n(p, e, d, 0, o, f)
-#define FI_XPU_I_ARCH_HAVE_BUILTIN_ATOMICS 1
 #define FI_XPU_I_ARCH_SCOPED(CALL, ...)                                        \
 	do {                                                                  \
 		(void)mscope;                                                 \
 		CALL(__VA_ARGS__, 0)                                          \
 	} while (0)
+#endif
+#define FI_XPU_I_ARCH_HAVE_BUILTIN_ATOMICS 1
 
 /*
  * The host launcher synchronises its threads inside libfi_xpu, out of sight
@@ -979,6 +1014,10 @@ FI_XPU_FORCE_INLINE void fi_xpu_i_arch_tsan_acquire(void) {}
 FI_XPU_FORCE_INLINE void fi_xpu_arch_fence(int order, int mscope)
 {
 	(void)mscope;
+#ifdef FI_XPU_HOST_WEAK_ORDER
+	fi_xpu_host_weak_fence(order, mscope);
+	return;
+#endif
 #ifdef FI_XPU_I_ARCH_TSAN
 	if (order != FI_XPU_ARCH_RELAXED)
 		fi_xpu_i_arch_tsan_release();
@@ -1031,6 +1070,12 @@ FI_XPU_FUNC void fi_xpu_i_arch_stream_copy(unsigned char *d, const unsigned char
 
 FI_XPU_FUNC void fi_xpu_arch_bulk_copy(void *dst, const void *src, size_t n, size_t total)
 {
+#ifdef FI_XPU_HOST_WEAK_ORDER
+	/* Held back in the work item's buffer until a release. */
+	(void)total;
+	fi_xpu_host_weak_copy(dst, src, n);
+	return;
+#endif
 #ifdef FI_XPU_I_ARCH_STREAM_COPY
 	if (total >= (size_t)FI_XPU_HOST_NT_COPY_MIN) {
 		fi_xpu_i_arch_stream_copy((unsigned char *)dst, (const unsigned char *)src, n);

@@ -2087,6 +2087,9 @@ FI_XPU_FUNC void fi_xpu_shm_place(unsigned char *dst, const unsigned char *src, 
  * signal word, so that a peer that sees the signal sees the data. Checked
  * like a write; a refused access (data or signal word) is an error
  * completion and touches nothing. */
+#ifndef FI_XPU_I_TEST_SIG_ORDER /* testing only: tests/weak_order.rs weakens it */
+#define FI_XPU_I_TEST_SIG_ORDER(order, mscope) order, mscope
+#endif
 FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *buf, size_t len,
 					   const void *dest_addr, uint64_t addr, uint64_t key,
 					   uint64_t sig_addr, uint64_t sig_key, uint64_t signal,
@@ -2112,11 +2115,11 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 	if (rc)
 		return rc;
 	fi_xpu_shm_place(mem, (const unsigned char *)buf, len, ep->test_delay_ns);
-	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
+	fi_xpu_arch_fence(FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS));
 	if (sig_op == FI_XPU_SIGNAL_SET)
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_SIGNAL,
 				 fi_xpu_arch_store_u64((uint64_t *)(void *)sig, signal,
-						       FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS));
+						       FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS)));
 	else
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_SIGNAL,
 				 (void)fi_xpu_arch_fetch_add_u64((uint64_t *)(void *)sig, signal,

@@ -113,3 +113,101 @@ pub extern "C" fn fi_xpu_host_clock_ns() -> u64 {
 pub extern "C" fn fi_xpu_host_pause() {
     launcher::pause()
 }
+
+/// Weak-ordering mode (fi_xpu_host_launch(3)): the atomic load of `size`
+/// (4 or 8) bytes at `p` that device code built with
+/// `FI_XPU_HOST_WEAK_ORDER` defined makes (`order` an `__ATOMIC_*` order,
+/// `mscope` a `FI_XPU_ARCH_MS_*` scope). In a launch in the mode it sees
+/// the work item's own held-back stores and those released to the launch;
+/// elsewhere it is the plain load.
+///
+/// # Safety
+/// `p` is aligned and valid for an atomic access of `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_host_weak_load(
+    p: *const c_void,
+    size: usize,
+    order: c_int,
+    mscope: c_int,
+) -> u64 {
+    let _ = mscope;
+    // SAFETY: the caller's contract.
+    unsafe { launcher::weak_load(p as usize, atomic_size(size), order) }
+}
+
+/// Weak-ordering mode: an atomic store of `v` (its low `size` bytes). A
+/// release at `mscope` first when `order` releases.
+///
+/// # Safety
+/// As `fi_xpu_host_weak_load`.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_host_weak_store(
+    p: *mut c_void,
+    size: usize,
+    v: u64,
+    order: c_int,
+    mscope: c_int,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { launcher::weak_store(p as usize, atomic_size(size), v, order, mscope) }
+}
+
+/// Weak-ordering mode: an atomic read-modify-write `op`
+/// (`FI_XPU_HOST_WEAK_XCHG`, `_ADD`, `_OR`, `_AND` with `v`;
+/// `FI_XPU_HOST_WEAK_CAS` from `v` to `desired`). Returns the old value.
+///
+/// # Safety
+/// As `fi_xpu_host_weak_load`.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_host_weak_rmw(
+    p: *mut c_void,
+    size: usize,
+    op: c_int,
+    v: u64,
+    desired: u64,
+    order: c_int,
+    mscope: c_int,
+) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        launcher::weak_rmw(
+            p as usize,
+            atomic_size(size),
+            op,
+            (v, desired),
+            order,
+            mscope,
+        )
+    }
+}
+
+/// Weak-ordering mode: a fence; one that releases makes what the work item
+/// stored visible at `mscope`.
+#[no_mangle]
+pub extern "C" fn fi_xpu_host_weak_fence(order: c_int, mscope: c_int) {
+    launcher::weak_fence(order, mscope)
+}
+
+/// Weak-ordering mode: a data copy of `n` bytes, held back in the work
+/// item's buffer until a release.
+///
+/// # Safety
+/// `src` is valid for reading and `dst` for writing `n` bytes until the
+/// work item returns; they do not overlap.
+#[no_mangle]
+pub unsafe extern "C" fn fi_xpu_host_weak_copy(dst: *mut c_void, src: *const c_void, n: usize) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { launcher::weak_copy(dst as usize, src as usize, n) }
+}
+
+/// The width of an atomic: 4, or 8 for anything else.
+fn atomic_size(size: usize) -> usize {
+    if size == 4 {
+        4
+    } else {
+        8
+    }
+}

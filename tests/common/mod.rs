@@ -148,6 +148,12 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
             "-fno-omit-frame-pointer",
         ]);
     }
+    // `FI_XPU_HOST_WEAK_ORDER=1` (cargo xtask test's weak-ordering pass):
+    // the device code is built for the launcher's weak-ordering mode, which
+    // the same variable turns on in the program.
+    if weak_order() && !extra.contains(&"-DFI_XPU_HOST_WEAK_ORDER") {
+        cmd.arg("-DFI_XPU_HOST_WEAK_ORDER");
+    }
     cmd.args([
         "-std=c11",
         "-g",
@@ -207,6 +213,13 @@ pub fn have(tool: &str) -> bool {
         .args(["-c", &format!("command -v {tool}")])
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Whether the tests run with the launcher's weak-ordering mode on
+/// (`FI_XPU_HOST_WEAK_ORDER` set and not `0`): C programs are then built
+/// for it.
+pub fn weak_order() -> bool {
+    std::env::var("FI_XPU_HOST_WEAK_ORDER").is_ok_and(|v| !v.trim().is_empty() && v.trim() != "0")
 }
 
 /// Whether `FI_XPU_TEST_ASAN=1` asks for every C program to be built with

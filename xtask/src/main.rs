@@ -60,6 +60,8 @@ commands:
                              (FI_XPU_TEST_VALGRIND=1; default: cargo test --workspace --tests)
   asan [CARGO TEST ARGS]      the tests with every C test program built with AddressSanitizer
                              and UBSan (FI_XPU_TEST_ASAN=1; default: all tests, no fail-fast)
+  weak-order                 build, then the last step of `test`: the shm device tests in the
+                             launcher's weak-ordering mode (FI_XPU_HOST_WEAK_ORDER=1)
 ";
 
 fn main() -> ExitCode {
@@ -118,6 +120,10 @@ fn main() -> ExitCode {
         "unsafe-count" => Opts::parse(rest, &[], &[]).and_then(|_| unsafe_count::run(&root())),
         "valgrind" => valgrind(rest),
         "asan" => asan(rest),
+        "weak-order" => Opts::parse(rest, &[], &[]).and_then(|_| {
+            build(false)?;
+            weak_order_tests()
+        }),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
@@ -419,6 +425,70 @@ const LAUNCHING_TESTS: [(&str, &str); 8] = [
     ("shm", "shm_multiproc::every_operation"),
 ];
 
+/// Tests that run once more in the launcher's weak-ordering mode
+/// (`FI_XPU_HOST_WEAK_ORDER=1`: C programs built for it, device stores
+/// held back until a release of the right scope; fi_xpu_host_launch(3)),
+/// by exact name: put-with-signal, fence and quiet, and every shm operation
+/// (RMA, atomics, messages, CQs, counters) between processes, cooperative
+/// copies at every scope, the CQ ring under contention, work requests, an
+/// abort, MoE dispatch and combine, a world of four ranks, and one ofi run.
+/// About 25 s.
+const WEAK_ORDER_TESTS: [(&str, &str); 11] = [
+    ("device", "device_signal::ordered_signals_on_shm"),
+    ("device", "device_host::coop_reserve_and_copy_every_scope"),
+    (
+        "device",
+        "device_host::every_work_item_issues_its_own_operation_shm",
+    ),
+    (
+        "device",
+        "device_host::shm_cq_ring_never_looks_full_with_room_and_reports_losses_exactly",
+    ),
+    (
+        "device",
+        "device_host::every_work_item_issues_its_own_operation_ofi_over_tcp",
+    ),
+    ("device", "wr::work_requests_on_shm"),
+    ("device", "inflight::abort_ends_every_wait_on_shm"),
+    ("device", "moe_example::moe_two_ranks_on_shm"),
+    (
+        "shm",
+        "shm_multiproc::every_operation_two_processes_every_format",
+    ),
+    ("shm", "shm_multiproc::every_operation_four_processes"),
+    ("worlds", "world::four_ranks_on_shm"),
+];
+
+fn weak_order_tests() -> Result {
+    let mut binaries: Vec<&str> = WEAK_ORDER_TESTS.iter().map(|(b, _)| *b).collect();
+    binaries.dedup();
+    for binary in binaries {
+        let names: Vec<&str> = WEAK_ORDER_TESTS
+            .iter()
+            .filter(|(b, _)| *b == binary)
+            .map(|(_, f)| *f)
+            .collect();
+        // A renamed test would drop out of an --exact run silently.
+        let listed = cargo()
+            .args(["test", "--test", binary, "--", "--exact", "--list"])
+            .args(&names)
+            .output()
+            .map_err(|e| format!("cannot list the tests of {binary}: {e}"))?;
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        for name in &names {
+            if !listed.lines().any(|l| l == format!("{name}: test")) {
+                return Err(format!("weak-order: no test {name} in {binary}"));
+            }
+        }
+        run(cargo()
+            .args(["test", "--test", binary, "--", "--exact"])
+            .args(&names)
+            .env("FI_XPU_HOST_WEAK_ORDER", "1")
+            .env(BUILT_ENV, target_dir().join(profile(false))))?;
+    }
+    Ok(())
+}
+
 /// Resident groups of that run: as many as the widest kernel that uses
 /// `FI_XPU_DEVICE` scope (a cooperative launch on a GPU) has.
 const GPU_LIKE_RESIDENT: &str = "4";
@@ -584,7 +654,7 @@ fn test() -> Result {
     let start = Instant::now();
     suite_dependencies()?;
     let built = target_dir().join(profile(false));
-    let steps: [(&str, &[&str]); 5] = [
+    let steps: [(&str, &[&str]); 6] = [
         ("fmt", &["fmt", "--all", "--", "--check"]),
         (
             "clippy",
@@ -600,6 +670,7 @@ fn test() -> Result {
         ("build", &[]),
         ("test", &["test", "--workspace"]),
         ("gpu-like", &[]),
+        ("weak-order", &[]),
     ];
     let mut took = Vec::new();
     for (i, (name, args)) in steps.iter().enumerate() {
@@ -609,6 +680,8 @@ fn test() -> Result {
             build(false).map(drop)
         } else if *name == "gpu-like" {
             gpu_like_tests()
+        } else if *name == "weak-order" {
+            weak_order_tests()
         } else {
             run(cargo().args(*args).env(BUILT_ENV, &built))
         };
