@@ -9,7 +9,7 @@ mod memfd;
 #[cfg(test)]
 mod tests;
 
-use super::{Allocation, Backend, Import};
+use super::backend::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use fi_xpu_os::file;
 use fi_xpu_os::rustix::mm::{self, MapFlags, ProtFlags};
