@@ -2,6 +2,7 @@
 //! atomics: once a block is shared, every access to it is atomic.
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
+/// The word `p` of a shared block as an atomic.
 pub fn at64(p: &u64) -> &AtomicU64 {
     // SAFETY: every u64 of the shared blocks is 8-aligned and only ever
     // accessed atomically once the block is shared.
