@@ -37,6 +37,8 @@ const BASE_CAPS: u64 = FI_MSG
     | FI_REMOTE_READ
     | FI_REMOTE_WRITE;
 
+/// A domain: what its objects and the progress threads read of it
+/// (`inner`), and the threads themselves.
 pub struct Domain {
     pub inner: Arc<DomInner>,
     pub workers: Arc<Workers>,
