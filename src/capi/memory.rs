@@ -66,7 +66,7 @@ unsafe fn import(
     dev_addr: *mut *mut c_void,
 ) -> Result<c_int> {
     non_null(dev_addr)?;
-    let dev = ops::import(c, host_addr as usize, fd, offset, size, flags)?;
+    let dev = ops::import(c, host_addr as usize, fd, offset, size, flags, Owner::App)?;
     // SAFETY: checked non-NULL; valid for writing (function contract).
     unsafe { put(dev_addr, dev as *mut c_void) };
     Ok(0)
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn fi_xpu_import(
 pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        ops::unimport(&c, dev_addr as usize)?;
+        ops::unimport(&c, dev_addr as usize, Owner::App)?;
         Ok(0)
     })
 }
@@ -143,7 +143,7 @@ pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_v
 pub extern "C" fn fi_xpu_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        ops::free(&c, addr as usize)?;
+        ops::free(&c, addr as usize, Owner::App)?;
         Ok(0)
     })
 }

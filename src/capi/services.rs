@@ -4,6 +4,7 @@ use super::{guard, memory as m};
 use crate::error::Error;
 use crate::memory::Owner;
 use crate::object::{lookup_for_provider, Kind};
+use crate::ops::memory as ops;
 use fi_xpu_abi::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::fd::IntoRawFd;
@@ -31,7 +32,7 @@ unsafe extern "C" fn mem_alloc(
     offset: *mut u64,
 ) -> c_int {
     guard(|| {
-        let c = memory_of(ctx)?;
+        let c = ctx_of(ctx)?;
         // SAFETY: the provider's out-pointers are NULL or valid for writing
         // (the contract of fi_xpu_core.mem_alloc).
         unsafe {
@@ -60,52 +61,44 @@ unsafe extern "C" fn mem_import(
         if dev_addr.is_null() {
             return Err(Error::INVAL);
         }
-        // A provider's own import (a peer's memory): never exported again,
-        // so no fd is kept for it.
-        let dev = memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .import(host_addr as usize, fd, offset, size, flags, Owner::Provider)?;
+        let c = ctx_of(ctx)?;
+        let dev = ops::import(
+            &c,
+            host_addr as usize,
+            fd,
+            offset,
+            size,
+            flags,
+            Owner::Provider,
+        )?;
         // SAFETY: checked non-NULL; the plugin ABI requires it valid.
         unsafe { dev_addr.write(dev as *mut c_void) };
         Ok(0)
     })
 }
 
-fn memory_of(ctx: *mut fid_xpu_host_ctx) -> crate::Result<std::sync::Arc<crate::object::Object>> {
+/// The context a provider names in a memory call.
+fn ctx_of(ctx: *mut fid_xpu_host_ctx) -> crate::Result<std::sync::Arc<crate::object::Object>> {
     lookup_for_provider(ctx as *const c_void, Kind::Ctx)
 }
 
 unsafe extern "C" fn mem_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
     guard(|| {
-        memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .unimport(dev_addr as usize, Owner::Provider)?;
+        ops::unimport(&*ctx_of(ctx)?, dev_addr as usize, Owner::Provider)?;
         Ok(0)
     })
 }
 
 unsafe extern "C" fn mem_retire(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
     guard(|| {
-        memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .retire(dev_addr as usize)?;
+        ops::of(&*ctx_of(ctx)?)?.retire(dev_addr as usize)?;
         Ok(0)
     })
 }
 
 unsafe extern "C" fn mem_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
     guard(|| {
-        memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .free(addr as usize, Owner::Provider)?;
+        ops::free(&*ctx_of(ctx)?, addr as usize, Owner::Provider)?;
         Ok(0)
     })
 }
@@ -121,11 +114,7 @@ unsafe extern "C" fn mem_export(
         if fd.is_null() || offset.is_null() {
             return Err(Error::INVAL);
         }
-        let (f, off) = memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .export(addr as usize, size)?;
+        let (f, off) = ops::of(&*ctx_of(ctx)?)?.export(addr as usize, size)?;
         // SAFETY: both out-pointers were checked non-NULL.
         unsafe {
             fd.write(f.into_raw_fd());
@@ -207,11 +196,7 @@ unsafe extern "C" fn mem_known(
     size: u64,
 ) -> c_int {
     guard(|| {
-        let known = memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .contains(addr as usize, size);
+        let known = ops::of(&*ctx_of(ctx)?)?.contains(addr as usize, size);
         if known {
             Ok(0)
         } else {
@@ -222,7 +207,7 @@ unsafe extern "C" fn mem_known(
 
 unsafe extern "C" fn ctx_abort_word(ctx: *mut fid_xpu_host_ctx) -> *mut u64 {
     let word = || -> crate::Result<usize> {
-        memory_of(ctx)?
+        ctx_of(ctx)?
             .memory
             .as_ref()
             .and_then(|m| m.abort_word())
@@ -244,8 +229,8 @@ unsafe extern "C" fn mem_access(
     value: u64,
 ) -> c_int {
     guard(|| {
-        let c = memory_of(ctx)?;
-        let mem = c.memory.as_ref().ok_or(Error::INVAL)?;
+        let c = ctx_of(ctx)?;
+        let mem = ops::of(&c)?;
         let dev = dev_addr as usize;
         let len = usize::try_from(size).map_err(|_| Error::INVAL)?;
         let access = match op {
@@ -282,11 +267,7 @@ unsafe extern "C" fn ctx_device_uuid(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) 
         if uuid.is_null() {
             return Err(Error::INVAL);
         }
-        let u = memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .device_uuid()?;
+        let u = ops::of(&*ctx_of(ctx)?)?.device_uuid()?;
         // SAFETY: the provider passes 16 writable bytes (the contract of
         // fi_xpu_core.ctx_device_uuid).
         unsafe { std::ptr::copy_nonoverlapping(u.as_ptr(), uuid, 16) };
@@ -305,11 +286,7 @@ unsafe extern "C" fn mem_export_ipc(
         if handle.is_null() || offset.is_null() {
             return Err(Error::INVAL);
         }
-        let (h, off) = memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .export_ipc(addr as usize, size)?;
+        let (h, off) = ops::of(&*ctx_of(ctx)?)?.export_ipc(addr as usize, size)?;
         // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE writable bytes
         // and a writable offset (the contract of fi_xpu_core.mem_export_ipc).
         unsafe {
@@ -334,11 +311,7 @@ unsafe extern "C" fn mem_import_ipc(
         let mut h = [0u8; FI_XPU_IPC_HANDLE_SIZE];
         // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE readable bytes.
         unsafe { std::ptr::copy_nonoverlapping(handle, h.as_mut_ptr(), h.len()) };
-        let d = memory_of(ctx)?
-            .memory
-            .as_ref()
-            .ok_or(Error::INVAL)?
-            .import_ipc(&h, offset, size)?;
+        let d = ops::of(&*ctx_of(ctx)?)?.import_ipc(&h, offset, size)?;
         // SAFETY: a writable out-pointer (the contract).
         unsafe { *dev_addr = d as *mut c_void };
         Ok(0)

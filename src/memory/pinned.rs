@@ -4,8 +4,8 @@
 //! mappings of imported fds the driver does not take as its own, and host
 //! addresses the application imports. Shared by the CUDA and ROCr
 //! backends; the device address of pinned memory must be its host address.
+use super::backend::{Allocation, Backend, Import};
 use super::system::System;
-use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use fi_xpu_abi::FI_XPU_IMPORT_IOMEMORY;
 use std::collections::HashMap;

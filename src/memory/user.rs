@@ -1,5 +1,5 @@
 //! Memory through the application's `struct fi_xpu_mem_ops` callbacks.
-use super::{Allocation, Backend, Import};
+use super::backend::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use fi_xpu_abi::fi_xpu_mem_ops;
 use std::ffi::{c_int, c_void};

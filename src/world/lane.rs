@@ -315,7 +315,7 @@ impl Lane {
 
     pub fn free(&self, addr: usize) -> Result<()> {
         let c = self.context()?;
-        mem::free(&c, addr)
+        mem::free(&c, addr, crate::memory::Owner::App)
     }
 
     /// The lane's context, held for one operation.
@@ -327,12 +327,20 @@ impl Lane {
     /// returns its address here.
     pub fn import(&self, addr: usize, size: u64) -> Result<usize> {
         let c = self.context()?;
-        mem::import(&c, addr, -1, 0, size, FI_XPU_IMPORT_DEVICEMAP)
+        mem::import(
+            &c,
+            addr,
+            -1,
+            0,
+            size,
+            FI_XPU_IMPORT_DEVICEMAP,
+            crate::memory::Owner::App,
+        )
     }
 
     pub fn unimport(&self, addr: usize) -> Result<()> {
         let c = self.context()?;
-        mem::unimport(&c, addr)
+        mem::unimport(&c, addr, crate::memory::Owner::App)
     }
 }
 

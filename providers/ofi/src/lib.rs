@@ -14,11 +14,12 @@ mod inflight;
 pub mod layout;
 pub mod mr_table;
 mod objects;
+mod params;
 mod proxy;
 pub mod ring;
 #[cfg(test)]
 mod ring_fuzz;
-mod tables;
+mod state;
 
 use fi_xpu_abi::*;
 use fi_xpu_prov_sdk::{lock, Bind, HostCqBuf, Provider};
@@ -46,7 +47,7 @@ impl Provider for Ofi {
     type Ep = Mutex<Ep>;
 
     fn init() -> Result<()> {
-        for (name, default, help) in objects::PARAMS {
+        for (name, default, help) in params::PARAMS {
             fi_xpu_prov_sdk::services::param_define(name, default, help)?;
         }
         if !ffi::available() {
@@ -61,7 +62,7 @@ impl Provider for Ofi {
     }
 
     fn ctx_open(d: &Domain, args: &fi_xpu_prov_ctx_args) -> Result<XpuCtx> {
-        XpuCtx::open(&d.inner, args)
+        XpuCtx::open(d, args)
     }
 
     fn ctx_query(_ctx: &XpuCtx) -> Result<fi_xpu_ctx_info> {

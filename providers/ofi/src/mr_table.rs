@@ -1,7 +1,7 @@
 //! A domain's registrations as the proxy checks ring entries against them:
 //! an entry names a registration by the id word of its raw descriptor
 //! (`MR_MAGIC << 32 | index`). A generation moves with every change, so
-//! that progress threads keep copies (`tables::Tables`) and take no lock
+//! that progress threads keep copies (`state::tables::Tables`) and take no lock
 //! per entry.
 use crate::layout::MR_MAGIC;
 use std::sync::atomic::{AtomicU64, Ordering};

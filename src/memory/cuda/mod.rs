@@ -27,8 +27,8 @@
 //!   may sit on, each followed by a wait on that stream alone.
 mod driver;
 
+use super::backend::{Access, Allocation, Backend, Import, IPC_HANDLE};
 use super::pinned::{Pin, PinHow, Pinned};
-use super::{Access, Allocation, Backend, Import, IPC_HANDLE};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};

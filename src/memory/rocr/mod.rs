@@ -14,8 +14,8 @@
 //!   way (`pinned`).
 mod driver;
 
+use super::backend::{Allocation, Backend, Import};
 use super::pinned::{Pin, PinHow, Pinned};
-use super::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};

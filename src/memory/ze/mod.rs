@@ -12,7 +12,7 @@
 //!   API: a host import is accepted only for memory of this context.
 mod driver;
 
-use super::{Allocation, Backend, Import};
+use super::backend::{Allocation, Backend, Import};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};

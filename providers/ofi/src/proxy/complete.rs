@@ -2,13 +2,17 @@
 //! operations libfabric finished or failed, the remote-access counters,
 //! and the time limits that fail operations libfabric holds, or keeps
 //! refusing, too long.
+use super::gate::Gate;
 use super::post::post_signal;
-use super::{cq_for, fail, finish_part, EpState, Gate, Req, Tuning};
+use super::requests::{fail, finish_part};
+use super::tuning::Tuning;
 use crate::fabric::Fid;
 use crate::ffi::{self, fi_cq_err_entry, fi_cq_tagged_entry};
 use crate::layout::*;
-use crate::objects::{Bound, CntrShared, EpInner};
 use crate::ring;
+use crate::state::cntr::CntrShared;
+use crate::state::ep::{Bound, EpInner, EpState, CQ_BATCH};
+use crate::state::req::Req;
 use fi_xpu_abi::errno::FI_EAVAIL;
 use fi_xpu_abi::flags::*;
 use fi_xpu_prov_sdk::Error;
@@ -16,8 +20,6 @@ use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
-/// Completions read from libfabric per call.
-const CQ_BATCH: usize = 64;
 /// Most libfabric CQ reads (of up to `CQ_BATCH` entries, or one error) per
 /// endpoint and pass.
 const CQ_READS_PER_PASS: usize = 16;
@@ -35,7 +37,7 @@ fn fail_reported(b: &Bound, req: &Req, e: &fi_cq_err_entry) {
         c.add_err(1);
     }
     let recv = ring::is_receive(req.op);
-    if let Some(cq) = cq_for(b, req.op) {
+    if let Some(cq) = b.cq_for(req.op) {
         cq.push_reserved(Cqe {
             flags: ring::completion_flags(req.op) | (e.flags & FI_REMOTE_CQ_DATA),
             context: req.context,
@@ -179,18 +181,6 @@ fn take_req(st: &mut EpState, ctx: *mut c_void) -> Option<Box<Req>> {
     Some(req)
 }
 
-/// The source addresses of one CQ read, kept between passes: not every
-/// provider writes them, so each slot holds `FI_ADDR_NOTAVAIL` until
-/// libfabric writes it and is reset once its entry is handled, and no
-/// pass has to fill the whole buffer.
-pub(super) struct CqSources([u64; CQ_BATCH]);
-
-impl Default for CqSources {
-    fn default() -> CqSources {
-        CqSources([ffi::FI_ADDR_NOTAVAIL; CQ_BATCH])
-    }
-}
-
 #[inline(never)]
 pub(super) fn poll_cq(ep: &EpInner, b: &Bound, st: &mut EpState, g: &Gate) -> bool {
     let mut busy = false;
@@ -284,7 +274,7 @@ fn complete(ep: &EpInner, b: &Bound, st: &mut EpState, e: &fi_cq_tagged_entry, s
     if let Some(c) = ring::counter_of(req.op).and_then(|i| b.cntr[i].as_deref()) {
         c.add(1);
     }
-    if let Some(cq) = cq_for(b, req.op) {
+    if let Some(cq) = b.cq_for(req.op) {
         cq.push_reserved(Cqe {
             flags: ring::completion_flags(req.op) | (e.flags & FI_REMOTE_CQ_DATA),
             context: req.context,
@@ -377,33 +367,4 @@ fn mirror(now: (u64, u64), c: Option<&CntrShared>, seen: &mut (u64, u64)) -> boo
     }
     *seen = (v.max(seen.0), e.max(seen.1));
     busy
-}
-
-/// Frees the requests libfabric never completed (the endpoint is closed).
-pub fn release_requests(ep: &EpInner) {
-    let mut st = ep.state.lock().unwrap();
-    let held = st.fences.drain();
-    for req in std::mem::take(&mut st.waiting)
-        .into_iter()
-        .map(|h| h.req)
-        .chain(held.into_iter().map(|(req, _)| req))
-    {
-        if let Some(cq) = ep.bound.get().and_then(|b| cq_for(b, req.op)) {
-            cq.unreserve();
-        }
-    }
-    for r in st.reqs.drain() {
-        // SAFETY: registered requests are live boxes that libfabric no
-        // longer references once its endpoint is closed.
-        let req = unsafe { Box::from_raw(r as *mut Req) };
-        // The completion it reserved will never come (one that timed out
-        // used its reservation already).
-        if req.timed_out {
-            continue;
-        }
-        if let Some(cq) = ep.bound.get().and_then(|b| cq_for(b, req.op)) {
-            cq.unreserve();
-        }
-    }
-    st.inflight.clear();
 }

@@ -1,12 +1,16 @@
 //! Ring entries to libfabric: each entry checked against what the context
 //! knows, translated into a libfabric operation and posted, or held back
 //! behind a fence or for a later pass.
-use super::{cq_for, fail, finish_part, req_wqe, EpState, Gate, Req, Signal, Tuning, Waiting};
+use super::gate::Gate;
+use super::requests::{fail, finish_part};
+use super::tuning::Tuning;
 use crate::ffi;
 use crate::layout::*;
-use crate::objects::{Bound, EpInner};
 use crate::ring::{self, Limits, MrRange};
-use crate::tables::Tables;
+use crate::state::dom::KEY_BASE_MASK;
+use crate::state::ep::{Bound, EpInner, EpState};
+use crate::state::req::{req_wqe, Req, Signal, Waiting};
+use crate::state::tables::Tables;
 use fi_xpu_abi::flags::*;
 use fi_xpu_prov_sdk::{Error, Result};
 use std::ffi::c_void;
@@ -32,7 +36,7 @@ pub(super) fn issue(
         return Ok(());
     }
     if w.op == OP_NOP || w.op == OP_FENCE {
-        if let Some(cq) = cq_for(b, w.op) {
+        if let Some(cq) = b.cq_for(w.op) {
             cq.unreserve();
         }
         if w.op == OP_FENCE {
@@ -421,7 +425,7 @@ fn local_desc(t: &Tables, id: u64, buf: u64, len: u64) -> *mut c_void {
 fn post(ep: &EpInner, t: &Tables, w: &Wqe, ctx: *mut c_void, more: bool) -> Result<()> {
     use ffi::*;
     let raddr = if ep.dom.offset_keys {
-        w.raddr.wrapping_sub(w.rkey & crate::objects::KEY_BASE_MASK)
+        w.raddr.wrapping_sub(w.rkey & KEY_BASE_MASK)
     } else {
         w.raddr
     };

@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn listed_defaults_are_the_ones_used() {
         let listed = |name: &str| {
-            crate::objects::PARAMS
+            crate::params::PARAMS
                 .iter()
                 .find(|(n, _, _)| *n == name)
                 .map(|(_, d, _)| d.parse::<u64>().unwrap())
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(listed("test_delay_ms"), 0);
         assert_eq!(
             listed("progress_threads"),
-            u64::from(crate::objects::DEFAULT_THREADS)
+            u64::from(crate::params::DEFAULT_THREADS)
         );
     }
 

@@ -1,8 +1,11 @@
 //! The progress thread: its endpoints, its loop over them, and its sleep
 //! in `epoll` when they are idle.
-use super::{at32, progress, ring_ready, Gate, Tuning, Watch, GATE_IN, GATE_LOST, GATE_STATE};
+use super::gate::{Gate, Watch, GATE_IN, GATE_LOST, GATE_STATE};
+use super::pass::{progress, ring_ready};
+use super::tuning::Tuning;
 use crate::ffi;
-use crate::objects::EpInner;
+use crate::state::ep::EpInner;
+use crate::state::word::at32_ptr;
 use fi_xpu_abi::errno::*;
 use fi_xpu_os::rustix::event::epoll;
 use fi_xpu_os::rustix::io::Errno;
@@ -44,7 +47,7 @@ pub struct Worker {
 
 fn sleeping_word(ep: &EpInner) -> &'static AtomicU32 {
     // SAFETY: the block is live while `ep` is.
-    unsafe { at32(std::ptr::addr_of_mut!((*ep.dev()).sleeping)) }
+    unsafe { at32_ptr(std::ptr::addr_of_mut!((*ep.dev()).sleeping)) }
 }
 
 /// Token of the eventfd in the epoll set; CQ fds carry their fd number.

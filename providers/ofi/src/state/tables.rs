@@ -8,9 +8,10 @@
 //! used for it: the close bumps the generation before it returns, and the
 //! thread reads the generation after the entry (whose publication the
 //! close happened before).
+use super::av::AvInner;
+use super::dom::DomInner;
 use crate::inflight::FiAddrSet;
 use crate::mr_table::{self, MrRec};
-use crate::objects::{AvInner, DomInner};
 use std::sync::atomic::Ordering;
 
 pub struct Tables {
