@@ -612,10 +612,7 @@ fn installed_perf(prefix: &Path) {
 
     // Two invocations, one per rank, joined by the library's tcp
     // bootstrap (as a launcher starts them): rank 0 prints.
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    };
+    let addr = common::loopback_addr();
     let ranks: Vec<_> = (0..2)
         .map(|r| {
             Command::new(prefix.join("bin/fi_xpu_perf"))
