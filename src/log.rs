@@ -119,16 +119,16 @@ pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<(String, String)>) {
     (r, got)
 }
 
-thread_local! {
-    /// The source whose lines this thread holds back, and those lines.
-    static HELD: RefCell<Option<(String, Vec<(i32, String)>)>> = const { RefCell::new(None) };
-}
-
 /// Lines `source` logged on this thread while `hold` ran, not yet written.
 #[must_use = "held lines are lost unless released"]
 pub struct Held {
     source: String,
     lines: Vec<(i32, String)>,
+}
+
+thread_local! {
+    /// The lines this thread holds back, and whose.
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
 
 impl Held {
@@ -137,11 +137,7 @@ impl Held {
     /// warning unless the user asked for that provider).
     pub fn release(self, demote: bool) {
         for (level, msg) in self.lines {
-            let level = if demote {
-                level.max(FI_XPU_LOG_INFO)
-            } else {
-                level
-            };
+            let level = if demote { level.max(FI_XPU_LOG_INFO) } else { level };
             write(level, &self.source, &msg);
         }
     }
@@ -151,24 +147,24 @@ impl Held {
 /// (a plugin's `init`), so the caller can decide their level from `f`'s
 /// outcome.
 pub fn hold<R>(source: &str, f: impl FnOnce() -> R) -> (R, Held) {
-    HELD.with(|h| *h.borrow_mut() = Some((source.to_string(), Vec::new())));
-    let r = f();
-    let lines = HELD
-        .with(|h| h.borrow_mut().take())
-        .map(|(_, l)| l)
-        .unwrap_or_default();
-    let held = Held {
+    let fresh = Held {
         source: source.to_string(),
-        lines,
+        lines: Vec::new(),
     };
+    HELD.with(|h| *h.borrow_mut() = Some(fresh));
+    let r = f();
+    let held = HELD.with(|h| h.borrow_mut().take()).unwrap_or(Held {
+        source: source.to_string(),
+        lines: Vec::new(),
+    });
     (r, held)
 }
 
 /// Whether this thread holds `source`'s lines; if so, `msg` is kept.
 fn held(level: i32, source: &str, msg: &str) -> bool {
     HELD.with(|h| match h.borrow_mut().as_mut() {
-        Some((s, lines)) if s == source => {
-            lines.push((level, msg.to_string()));
+        Some(held) if held.source == source => {
+            held.lines.push((level, msg.to_string()));
             true
         }
         _ => false,
