@@ -160,3 +160,63 @@ fn shm_leftovers_of_a_dead_process() {
         assert!(!stderr.contains("fi_close failed"), "{mode}: {stderr}");
     }
 }
+
+/// An ofi domain open removes what libfabric's shm left in /dev/shm for
+/// this user's endpoints whose process is gone: a pid no process can have
+/// (above pid_max), and this process's pid with another start time (a
+/// reused pid). This process's own name, another uid's, and libfabric's
+/// default names stay. The info line says what was removed.
+#[test]
+fn stale_shm_files_are_swept_at_domain_open() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    common::build();
+    let me = std::process::id();
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    let start = rest.split_whitespace().nth(19).unwrap().to_string();
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    // The last field is this process's pid: names no other run plants.
+    let stale = [
+        format!("fi_xpu-{}-{start}:{uid}:{me}", pid_max + 1),
+        format!("fi_xpu-{me}-1:{uid}:{me}"),
+    ];
+    let kept = [
+        format!("fi_xpu-{me}-{start}:{uid}:{me}"),
+        format!("fi_xpu-{}-1:{}:{me}", pid_max + 1, uid + 1),
+        format!("{}:{uid}:{me}", pid_max + 1),
+    ];
+    let shm = std::path::Path::new("/dev/shm");
+    for n in stale.iter().chain(&kept) {
+        std::fs::write(shm.join(n), b"left behind").unwrap();
+    }
+    let out = common::run_ok(
+        Command::new(env!("CARGO_BIN_EXE_fi_xpu_info"))
+            .current_dir(scratch("sweep"))
+            .args(["-p", "ofi"])
+            .env("FI_XPU_PROVIDER_PATH", common::lib_dir())
+            .env("FI_XPU_OFI_PROVIDER", "tcp")
+            .env("FI_TCP_IFACE", "lo")
+            .env("FI_XPU_LOG_LEVEL", "info"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let left: Vec<bool> = stale.iter().map(|n| shm.join(n).exists()).collect();
+    let still: Vec<bool> = kept.iter().map(|n| shm.join(n).exists()).collect();
+    for n in stale.iter().chain(&kept) {
+        let _ = std::fs::remove_file(shm.join(n));
+    }
+    assert_eq!(left, [false, false], "{stderr}");
+    assert_eq!(still, [true, true, true], "{stderr}");
+    for n in &stale {
+        let line = format!("ofi:info: removed /dev/shm/{n}: left by a process that is gone");
+        assert!(stderr.contains(&line), "{line}\n{stderr}");
+    }
+}

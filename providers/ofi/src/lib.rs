@@ -18,6 +18,7 @@ mod proxy;
 pub mod ring;
 #[cfg(test)]
 mod ring_fuzz;
+mod shm_sweep;
 mod tables;
 
 use fi_xpu_abi::*;
@@ -60,6 +61,8 @@ impl Provider for Ofi {
     }
 
     fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Domain> {
+        // What libfabric's shm left for endpoints of processes now gone.
+        shm_sweep::sweep();
         Domain::open(Some(attr))
     }
 
