@@ -137,7 +137,11 @@ impl Held {
     /// warning unless the user asked for that provider).
     pub fn release(self, demote: bool) {
         for (level, msg) in self.lines {
-            let level = if demote { level.max(FI_XPU_LOG_INFO) } else { level };
+            let level = if demote {
+                level.max(FI_XPU_LOG_INFO)
+            } else {
+                level
+            };
             write(level, &self.source, &msg);
         }
     }
