@@ -30,6 +30,11 @@ impl Filter {
         self.names.iter().any(|n| n == name) != self.exclude
     }
 
+    /// Whether this is a keep-list naming `name` (the user asked for it).
+    pub fn requests(&self, name: &str) -> bool {
+        !self.exclude && self.names.iter().any(|n| n == name)
+    }
+
     /// The names a keep-list gives that are not among `found` (none for a
     /// drop-list: dropping what is absent changes nothing).
     pub fn unmatched<'a>(&'a self, found: &[String]) -> Vec<&'a str> {
@@ -58,5 +63,7 @@ mod tests {
         let found = vec!["shm".to_string()];
         assert_eq!(keep.unmatched(&found), vec!["core"]);
         assert!(drop.unmatched(&found).is_empty());
+        assert!(keep.requests("shm") && !keep.requests("ofi"));
+        assert!(!drop.requests("ofi") && !drop.requests("shm"));
     }
 }

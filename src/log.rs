@@ -14,6 +14,7 @@ use crate::filter::Filter;
 use crate::fork::made_once;
 use crate::param;
 use fi_xpu_abi::{FI_XPU_LOG_DEBUG, FI_XPU_LOG_INFO, FI_XPU_LOG_WARN};
+use std::cell::RefCell;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -118,8 +119,67 @@ pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<(String, String)>) {
     (r, got)
 }
 
+/// Lines `source` logged on this thread while `hold` ran, not yet written.
+#[must_use = "held lines are lost unless released"]
+pub struct Held {
+    source: String,
+    lines: Vec<(i32, String)>,
+}
+
+thread_local! {
+    /// The lines this thread holds back, and whose.
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+}
+
+impl Held {
+    /// Writes the held lines, warnings as info lines when `demote` (what a
+    /// provider says about a machine it has nothing to serve on is no
+    /// warning unless the user asked for that provider).
+    pub fn release(self, demote: bool) {
+        for (level, msg) in self.lines {
+            let level = if demote {
+                level.max(FI_XPU_LOG_INFO)
+            } else {
+                level
+            };
+            write(level, &self.source, &msg);
+        }
+    }
+}
+
+/// Runs `f`, holding back the lines `source` logs on this thread meanwhile
+/// (a plugin's `init`), so the caller can decide their level from `f`'s
+/// outcome.
+pub fn hold<R>(source: &str, f: impl FnOnce() -> R) -> (R, Held) {
+    let fresh = Held {
+        source: source.to_string(),
+        lines: Vec::new(),
+    };
+    HELD.with(|h| *h.borrow_mut() = Some(fresh));
+    let r = f();
+    let held = HELD.with(|h| h.borrow_mut().take()).unwrap_or(Held {
+        source: source.to_string(),
+        lines: Vec::new(),
+    });
+    (r, held)
+}
+
+/// Whether this thread holds `source`'s lines; if so, `msg` is kept.
+fn held(level: i32, source: &str, msg: &str) -> bool {
+    HELD.with(|h| match h.borrow_mut().as_mut() {
+        Some(held) if held.source == source => {
+            held.lines.push((level, msg.to_string()));
+            true
+        }
+        _ => false,
+    })
+}
+
 /// Writes one line, if `level` and `source` pass the filters.
 pub fn write(level: i32, source: &str, msg: &str) {
+    if held(level, source, msg) {
+        return;
+    }
     if level <= FI_XPU_LOG_INFO && CAPTURING.load(Ordering::Acquire) {
         if let Some(v) = CAPTURED.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             v.push((source.to_string(), msg.trim_end().to_string()));
@@ -173,5 +233,24 @@ mod tests {
             )
         );
         assert!(!host().is_empty());
+    }
+
+    #[test]
+    fn held_lines_are_kept_for_their_source_only() {
+        let ((), held) = hold("plug", || {
+            write(FI_XPU_LOG_WARN, "plug", "no device");
+            write(FI_XPU_LOG_DEBUG, "plug", "probe");
+        });
+        assert_eq!(held.source, "plug");
+        assert_eq!(
+            held.lines,
+            [
+                (FI_XPU_LOG_WARN, "no device".to_string()),
+                (FI_XPU_LOG_DEBUG, "probe".to_string())
+            ]
+        );
+        // Nothing is held once `hold` returned.
+        assert!(!super::held(FI_XPU_LOG_WARN, "plug", "later"));
+        held.release(true);
     }
 }

@@ -496,8 +496,9 @@ fn installed_examples(dir: &Path, prefix: &Path) {
 }
 
 /// bin/fi_xpu_perf of the prefix: every test over shm in CSV with the
-/// columns fi_xpu_perf(1) lists, JSON over ofi (libfabric's tcp) that a
-/// JSON parser reads, and usage with exit status 2 for a bad option.
+/// columns fi_xpu_perf(1) lists, one in the table format, every test over
+/// ofi (libfabric's tcp) in JSON that a JSON parser reads, and usage with
+/// exit status 2 for a bad option.
 fn installed_perf(prefix: &Path) {
     let perf = |args: &[&str]| {
         Command::new(prefix.join("bin/fi_xpu_perf"))
@@ -543,6 +544,8 @@ fn installed_perf(prefix: &Path) {
             ("read", "8"),
             ("read", "16"),
             ("atomic", "8"),
+            ("send", "8"),
+            ("send", "16"),
             ("put_signal", "8"),
             ("put_signal", "16"),
         ],
@@ -554,17 +557,62 @@ fn installed_perf(prefix: &Path) {
         assert_eq!(&r[1..2], ["shm"], "{r:?}");
         assert_eq!(r[3], "5", "{r:?}");
         assert!(r[4].parse::<f64>().unwrap() > 0.0, "{r:?}");
+        // Bandwidth and rate where the test streams; put_signal is a
+        // ping-pong, moe has no rate.
+        let (bw, rate) = match r[0] {
+            "put_signal" => (false, false),
+            "moe" => (true, false),
+            _ => (true, true),
+        };
+        for (col, measured) in [(5, bw), (6, rate)] {
+            if measured {
+                assert!(r[col].parse::<f64>().unwrap() >= 0.0, "{r:?}");
+            } else {
+                assert_eq!(r[col], "", "{r:?}");
+            }
+        }
         assert_eq!(r[7], "ok", "{r:?}");
         // No -B: no baseline.
         assert_eq!(r[8..], ["", "", ""], "{r:?}");
     }
 
+    // The default table: a header and one row per size, of the header's
+    // eight columns.
+    let table = ok(perf(&[
+        "-t", "send", "-s", "8", "-S", "4096", "-n", "5", "-w", "1",
+    ]));
+    let mut lines = table.lines();
+    let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        head,
+        [
+            "test",
+            "provider",
+            "bytes",
+            "iters",
+            "latency_us",
+            "GB/s",
+            "Mops/s",
+            "verified"
+        ]
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    let sizes: Vec<&str> = rows.iter().map(|r| r[2]).collect();
+    assert_eq!(
+        sizes,
+        ["8", "16", "32", "64", "128", "256", "512", "1024", "2048", "4096"],
+        "{table}"
+    );
+    for r in &rows {
+        assert_eq!(r[..2], ["send", "shm"], "{table}");
+        assert_eq!(r[3], "5", "{table}");
+        assert!(r[4..7].iter().all(|v| v.parse::<f64>().is_ok()), "{table}");
+        assert_eq!(r[7], "ok", "{table}");
+    }
+
     // Two invocations, one per rank, joined by the library's tcp
     // bootstrap (as a launcher starts them): rank 0 prints.
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    };
+    let addr = common::loopback_addr();
     let ranks: Vec<_> = (0..2)
         .map(|r| {
             Command::new(prefix.join("bin/fi_xpu_perf"))
@@ -634,28 +682,12 @@ fn installed_perf(prefix: &Path) {
         eprintln!("libfabric is not installed: fi_xpu_perf over ofi skipped");
         return;
     }
-    // -B: the host-driven libfabric baselines (installed in libexec/fi_xpu
-    // where libfabric's headers are) beside the figures they match.
+    // Every test over ofi; -B: the host-driven libfabric baselines
+    // (installed in libexec/fi_xpu where libfabric's headers are) beside
+    // the figures they match.
     let json = ok(perf(&[
-        "-p",
-        "ofi",
-        "-f",
-        "tcp",
-        "-o",
-        "json",
-        "-B",
-        "-t",
-        "write,put_signal,moe",
-        "-s",
-        "8",
-        "-S",
-        "8",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "-T",
-        "4",
+        "-p", "ofi", "-f", "tcp", "-o", "json", "-B", "-s", "8", "-S", "8", "-n", "3", "-w", "1",
+        "-T", "4",
     ]));
     if common::have("python3") {
         let mut py = Command::new("python3")
@@ -682,6 +714,9 @@ fn installed_perf(prefix: &Path) {
             String::from_utf8_lossy(&o.stdout),
             format!(
                 "write ofi/tcp 8 True False True {keys}\n\
+                 read ofi/tcp 8 True False False {keys}\n\
+                 atomic ofi/tcp 8 True False False {keys}\n\
+                 send ofi/tcp 8 True False False {keys}\n\
                  put_signal ofi/tcp 8 True True False {keys}\n\
                  moe ofi/tcp 344064 True True False {keys}\n"
             ),
@@ -689,7 +724,7 @@ fn installed_perf(prefix: &Path) {
         );
     } else {
         assert!(json.starts_with("[\n") && json.ends_with("\n]\n"), "{json}");
-        assert_eq!(json.matches("\"verified\": true").count(), 3, "{json}");
+        assert_eq!(json.matches("\"verified\": true").count(), 6, "{json}");
     }
 }
 

@@ -150,11 +150,14 @@ fn refusals_are_recorded_logged_and_not_fatal() {
         ),
         (
             "initfail",
-            with(named("initfail", 210), &["-DTP_INIT_FAIL"]),
+            with(
+                named("initfail", 210),
+                &["-DTP_INIT_FAIL", "-DTP_INIT_ERR=FI_EIO"],
+            ),
             format!(
                 "initialisation failed: {} ({})",
-                fi_xpu::error::strerror(-errno::FI_ENODEV),
-                -errno::FI_ENODEV
+                fi_xpu::error::strerror(-errno::FI_EIO),
+                -errno::FI_EIO
             ),
         ),
         // Same prov_id as "good", which sorts first and is loaded first.
@@ -203,12 +206,93 @@ fn refusals_are_recorded_logged_and_not_fatal() {
         assert!(!ran.iter().any(|n| n == name), "{name} was loaded: {ran:?}");
     }
     assert!(ran.iter().any(|n| n == "good"), "{ran:?}");
-    // A plugin that fails to initialise says why through the core's log.
+}
+
+/// A plugin whose init says -FI_ENODEV (nothing to serve here, as the ofi
+/// plugin built without libfabric) is no warning unless FI_XPU_PROVIDER
+/// names it: its own lines and the loader's come at info level; asked for,
+/// both are warnings. Another init failure always warns.
+#[test]
+fn a_plugin_with_nothing_to_serve_warns_only_when_asked_for() {
+    let dir = scratch("absent");
+    build_plugin(&dir, "good", &named("good", 215));
+    let so = build_plugin(
+        &dir,
+        "initfail",
+        &with(named("initfail", 216), &["-DTP_INIT_FAIL"]),
+    );
+    let reason = format!(
+        "initialisation failed: {} ({})",
+        fi_xpu::error::strerror(-errno::FI_ENODEV),
+        -errno::FI_ENODEV
+    );
+    let own = |level: &str| {
+        format!("fi_xpu:initfail:{level}: refusing to initialise (built with TP_INIT_FAIL)")
+    };
+    let core = |level: &str| {
+        format!(
+            "fi_xpu:core:{level}: {}: plugin refused: {reason}",
+            so.display()
+        )
+    };
+    let (tool, cwd) = (info_tool(), info_tool_dir());
+    let p = path_str(&dir);
+
+    // Not asked for: nothing at the default level, the reason still listed.
+    for filter in [None, Some("^ofi")] {
+        let run = info_env(cwd, tool, Some(p), filter, &["-v"], &[]);
+        assert_eq!(run.code, 0, "{}", run.dump());
+        assert_eq!(run.providers(), ["good"], "{}", run.dump());
+        assert_eq!(
+            run.log(),
+            Vec::<String>::new(),
+            "{filter:?}: {}",
+            run.dump()
+        );
+        assert_eq!(run.reason(&so), Some(reason.as_str()), "{}", run.dump());
+    }
+    let run = info_env(
+        cwd,
+        tool,
+        Some(p),
+        None,
+        &[],
+        &[("FI_XPU_LOG_LEVEL", "info")],
+    );
+    assert!(run.logged(&own("info")), "{}", run.dump());
+    assert!(run.logged(&core("info")), "{}", run.dump());
     assert!(
-        run.logged("fi_xpu:initfail:warn: refusing to initialise (built with TP_INIT_FAIL)"),
+        !run.log().iter().any(|l| l.contains(":warn: ")),
         "{}",
         run.dump()
     );
+
+    // Asked for by name: both lines are warnings, in the plugin's order.
+    for filter in ["initfail", "good,initfail"] {
+        let run = info_env(cwd, tool, Some(p), Some(filter), &[], &[]);
+        let log = run.log();
+        assert_eq!(log, [own("warn"), core("warn")], "{filter}: {}", run.dump());
+    }
+
+    // A failure other than -FI_ENODEV is a warning, asked for or not.
+    let other = scratch("absent-other");
+    let so = build_plugin(
+        &other,
+        "initfail",
+        &with(
+            named("initfail", 217),
+            &["-DTP_INIT_FAIL", "-DTP_INIT_ERR=FI_EIO"],
+        ),
+    );
+    let run = info_env(cwd, tool, Some(path_str(&other)), None, &[], &[]);
+    let line = format!(
+        "fi_xpu:core:warn: {}: plugin refused: initialisation failed: {} ({})",
+        so.display(),
+        fi_xpu::error::strerror(-errno::FI_EIO),
+        -errno::FI_EIO
+    );
+    assert!(run.logged(&own("warn")), "{}", run.dump());
+    assert!(run.logged(&line), "{}", run.dump());
 }
 
 /// A plugin name found twice: the first in search order is used, the later
@@ -648,11 +732,13 @@ fn log_lines_carry_pid_host_time_and_filter_by_source() {
     };
     let prov_line = "fi_xpu:initfail:warn: refusing to initialise (built with TP_INIT_FAIL)";
 
+    // Named in FI_XPU_PROVIDER, so that its failure is a warning.
+    let asked = Some("initfail");
     let run = info_env(
         cwd,
         tool,
         Some(p),
-        None,
+        asked,
         &[],
         &[("FI_XPU_LOG_LEVEL", "warn")],
     );
@@ -679,7 +765,7 @@ fn log_lines_carry_pid_host_time_and_filter_by_source() {
         ("FI_XPU_LOG_LEVEL", "warn"),
         ("FI_XPU_LOG_PROV", "initfail"),
     ];
-    let run = info_env(cwd, tool, Some(p), None, &[], &only);
+    let run = info_env(cwd, tool, Some(p), asked, &[], &only);
     assert!(!core_line(&run) && run.logged(prov_line), "{}", run.dump());
     assert_eq!(run.log().len(), 1, "{}", run.dump());
 
@@ -687,7 +773,7 @@ fn log_lines_carry_pid_host_time_and_filter_by_source() {
         ("FI_XPU_LOG_LEVEL", "warn"),
         ("FI_XPU_LOG_PROV", "^initfail"),
     ];
-    let run = info_env(cwd, tool, Some(p), None, &[], &drop);
+    let run = info_env(cwd, tool, Some(p), asked, &[], &drop);
     assert!(core_line(&run) && !run.logged(prov_line), "{}", run.dump());
 }
 

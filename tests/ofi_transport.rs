@@ -160,3 +160,80 @@ fn shm_leftovers_of_a_dead_process() {
         assert!(!stderr.contains("fi_close failed"), "{mode}: {stderr}");
     }
 }
+
+/// An ofi domain open removes what libfabric's shm left in /dev/shm for
+/// this user's endpoints whose process is gone: a pid no process can have
+/// (above pid_max), and this process's pid with another start time (a
+/// reused pid). This process's own name, another uid's, and libfabric's
+/// default names stay. The info line says what was removed.
+///
+/// The domain is opened by `fi_xpu_info` under a uid of this run's own, so
+/// that no other process's sweep (the other tests', another run's) takes
+/// the files first; that needs root.
+#[test]
+fn stale_shm_files_are_swept_at_domain_open() {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: opening the domain under another uid needs root");
+        return;
+    }
+    common::build();
+    let me = std::process::id();
+    let uid = 200_000 + me % 100_000;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    let start = rest.split_whitespace().nth(19).unwrap().to_string();
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stale = [
+        format!("fi_xpu-{}-{start}:{uid}:0", pid_max + 1),
+        format!("fi_xpu-{me}-1:{uid}:0"),
+    ];
+    let kept = [
+        format!("fi_xpu-{me}-{start}:{uid}:0"),
+        // A uid no run of this test takes.
+        format!("fi_xpu-{}-1:{}:0", pid_max + 1, uid + 100_000),
+        format!("{}:{uid}:0", pid_max + 1),
+    ];
+    let shm = std::path::Path::new("/dev/shm");
+    for n in stale.iter().chain(&kept) {
+        let p = shm.join(n);
+        std::fs::write(&p, b"left behind").unwrap();
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+    }
+    let dir = scratch("sweep");
+    std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+    let out = {
+        use std::os::unix::process::CommandExt;
+        common::run_ok(
+            Command::new(env!("CARGO_BIN_EXE_fi_xpu_info"))
+                .current_dir(&dir)
+                .uid(uid)
+                .gid(uid)
+                .args(["-p", "ofi"])
+                .env("FI_XPU_PROVIDER_PATH", common::lib_dir())
+                .env("FI_XPU_OFI_PROVIDER", "tcp")
+                .env("FI_TCP_IFACE", "lo")
+                .env("FI_XPU_LOG_LEVEL", "info"),
+        )
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let left: Vec<bool> = stale.iter().map(|n| shm.join(n).exists()).collect();
+    let still: Vec<bool> = kept.iter().map(|n| shm.join(n).exists()).collect();
+    for n in stale.iter().chain(&kept) {
+        let _ = std::fs::remove_file(shm.join(n));
+    }
+    assert_eq!(left, [false, false], "{stderr}");
+    assert_eq!(still, [true, true, true], "{stderr}");
+    for n in &stale {
+        let line = format!("ofi:info: removed /dev/shm/{n}: left by a process that is gone");
+        assert!(stderr.contains(&line), "{line}\n{stderr}");
+    }
+}

@@ -5,7 +5,6 @@
 use crate::common;
 
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -13,10 +12,9 @@ fn program() -> PathBuf {
     common::ofi::program("world", &[])
 }
 
-/// A port nobody listens on now (rank 0 binds it again).
+/// A rendezvous address of this call's own (rank 0 binds it).
 fn free_addr() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
+    common::loopback_addr()
 }
 
 /// Runs `n` ranks of `world MODE`, rank r with `env(r)` added; returns
@@ -36,25 +34,35 @@ fn run_world_with(
     n: usize,
     env: impl Fn(usize) -> Vec<(&'static str, String)>,
 ) -> Vec<Output> {
-    let addr = free_addr();
-    let kids: Vec<_> = (0..n)
-        .map(|r| {
-            common::memcheck::spawn(
-                Command::new("timeout")
-                    .arg("120")
-                    .arg(exe)
-                    .arg(mode)
-                    .current_dir(exe.parent().unwrap())
-                    .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
-                    .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
-                    .env("FI_XPU_BOOTSTRAP_SIZE", n.to_string())
-                    .env("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "60000")
-                    .env("FI_XPU_LOG_LEVEL", "warn")
-                    .envs(env(r)),
-            )
-        })
-        .collect();
-    kids.into_iter().map(|k| k.wait_with_output()).collect()
+    // A port taken between free_addr and rank 0's bind (by a listener on
+    // every address): the world is started again at another address.
+    for _ in 0..3 {
+        let addr = free_addr();
+        let kids: Vec<_> = (0..n)
+            .map(|r| {
+                common::memcheck::spawn(
+                    Command::new("timeout")
+                        .arg("120")
+                        .arg(exe)
+                        .arg(mode)
+                        .current_dir(exe.parent().unwrap())
+                        .env("FI_XPU_BOOTSTRAP_ADDR", &addr)
+                        .env("FI_XPU_BOOTSTRAP_RANK", r.to_string())
+                        .env("FI_XPU_BOOTSTRAP_SIZE", n.to_string())
+                        .env("FI_XPU_BOOTSTRAP_TIMEOUT_MS", "60000")
+                        .env("FI_XPU_BOOTSTRAP_KEY", format!("world-test-{addr}"))
+                        .env("FI_XPU_LOG_LEVEL", "warn")
+                        .envs(env(r)),
+                )
+            })
+            .collect();
+        let outs: Vec<Output> = kids.into_iter().map(|k| k.wait_with_output()).collect();
+        if !common::bind_failed(&outs[0].stderr) {
+            return outs;
+        }
+        eprintln!("rank 0 could not listen at {addr}: starting the world again");
+    }
+    panic!("rank 0 could not listen at three fresh addresses");
 }
 
 /// Panics with every rank's output unless each exited 0 and printed

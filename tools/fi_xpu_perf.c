@@ -22,9 +22,9 @@
 #define PERF_WAIT_MS 60000
 #define PERF_MAX_SIZE (64u << 20)
 
-enum perf_test { T_WRITE, T_READ, T_ATOMIC, T_PUT_SIGNAL, T_MOE, T_COUNT };
+enum perf_test { T_WRITE, T_READ, T_ATOMIC, T_SEND, T_PUT_SIGNAL, T_MOE, T_COUNT };
 static const char *const test_names[T_COUNT] = {
-	"write", "read", "atomic", "put_signal", "moe",
+	"write", "read", "atomic", "send", "put_signal", "moe",
 };
 
 struct opts {
@@ -123,6 +123,137 @@ static void pingpong(struct job *j)
 	}
 }
 
+/* ---- send ------------------------------------------------------------ */
+/* Messages go through the endpoint of the lane that reaches the peer
+ * (fi_xpu_world_route_ep), from and into this rank's window as that lane
+ * addresses it; receives complete in the lane's CQ, sends in its counter,
+ * which fi_xpu_world_quiet waits on once they are counted as issued. */
+struct lane_io {
+	struct fid_xpu_ep *ep;
+	struct fid_xpu_cq *cq;
+	const uint64_t *dest;
+	unsigned char *src, *dst;
+	void *desc;
+	uint64_t *issued;
+};
+
+static int lane_io(const struct job *j, struct lane_io *io)
+{
+	const struct fi_xpu_world_route *r = fi_xpu_world_rma_route(j->w->win, j->peer);
+	const struct fi_xpu_window_dev *win = j->w->win;
+	const struct fi_xpu_world_dev *wd = j->w->world;
+	if (!r || r->lane >= wd->nlanes)
+		return -FI_EINVAL;
+	io->ep = fi_xpu_world_route_ep(wd, r);
+	io->cq = (struct fid_xpu_cq *)(uintptr_t)&wd->lane[r->lane].cq;
+	io->dest = &r->addr;
+	io->src = (unsigned char *)(uintptr_t)(win->local[r->lane].addr + j->src);
+	io->dst = (unsigned char *)(uintptr_t)(win->local[r->lane].addr + j->dst);
+	io->desc = (void *)(uintptr_t)win->local[r->lane].desc;
+	io->issued = (uint64_t *)(uintptr_t)&wd->lane[r->lane].issued;
+	return 0;
+}
+
+static int send_one(const struct job *j, const struct lane_io *io)
+{
+	int rc = fi_xpu_send(io->ep, io->src, j->size, io->desc, 0,
+			     (void *)(uintptr_t)io->dest, NULL, 0, FI_XPU_WORK_ITEM);
+	/* Full: progress reaps the sends the peer has taken. */
+	if (rc == -FI_EAGAIN)
+		fi_xpu_flush(io->ep, 0, FI_XPU_WORK_ITEM);
+	if (!rc)
+		fi_xpu_arch_fetch_add_u64(io->issued, 1, FI_XPU_ARCH_RELAXED, FI_XPU_ARCH_MS_SYSTEM);
+	return rc;
+}
+
+static int recv_one(const struct job *j, const struct lane_io *io)
+{
+	return fi_xpu_recv(io->ep, io->dst, j->size, io->desc, NULL, NULL, 0, FI_XPU_WORK_ITEM);
+}
+
+/* Waits for `n` receive completions: 0, the CQ's error, or -FI_ETIMEDOUT. */
+static int recv_wait(const struct lane_io *io, int n)
+{
+	uint64_t start = fi_xpu_arch_clock_ns();
+	struct fi_cq_data_entry e[8];
+	while (n > 0) {
+		int64_t got = fi_xpu_cq_read(io->cq, e, n < 8 ? (size_t)n : 8, FI_XPU_WORK_ITEM);
+		if (got > 0) {
+			n -= (int)got;
+			continue;
+		}
+		if (got != -FI_EAGAIN)
+			return (int)got;
+		if (fi_xpu_arch_clock_ns() - start > (uint64_t)PERF_WAIT_MS * 1000000)
+			return -FI_ETIMEDOUT;
+		fi_xpu_arch_pause();
+	}
+	return 0;
+}
+
+/* The world's quiet for sends: a rendezvous send (shm, above its eager
+ * size) is reported complete by progress on the sending endpoint, which
+ * fi_xpu_flush makes; the quiet itself only reads the lane's counter. */
+static void send_quiet(struct job *j, const struct lane_io *io)
+{
+	uint64_t start = fi_xpu_arch_clock_ns();
+	int rc;
+	do {
+		PERF_TRY(j, fi_xpu_flush(io->ep, 0, FI_XPU_WORK_ITEM));
+		rc = fi_xpu_world_quiet(j->w->world, 0, FI_XPU_WORK_ITEM);
+		if (rc == -FI_ETIMEDOUT &&
+		    fi_xpu_arch_clock_ns() - start > (uint64_t)PERF_WAIT_MS * 1000000)
+			break;
+	} while (rc == -FI_ETIMEDOUT);
+	PERF_TRY(j, rc);
+}
+
+/* Latency: a ping-pong, each rank posting its receive before it sends. */
+static void send_pingpong(struct job *j, const struct lane_io *io)
+{
+	int i;
+	for (i = 0; i < j->iters; i++) {
+		PERF_TRY(j, recv_one(j, io));
+		if (j->w->rank == 1)
+			PERF_TRY(j, recv_wait(io, 1));
+		PERF_TRY(j, send_one(j, io));
+		if (j->w->rank == 0)
+			PERF_TRY(j, recv_wait(io, 1));
+	}
+	send_quiet(j, io);
+}
+
+/* Bandwidth and rate: rank 0 streams, rank 1 keeps PERF_WINDOW receives
+ * posted and waits for them. */
+static void send_stream(struct job *j, const struct lane_io *io)
+{
+	int i, n;
+	for (i = 0; i < j->iters; i += n) {
+		n = j->iters - i < PERF_WINDOW ? j->iters - i : PERF_WINDOW;
+		if (j->w->rank == 1) {
+			int k;
+			for (k = 0; k < n; k++)
+				PERF_TRY(j, recv_one(j, io));
+			PERF_TRY(j, recv_wait(io, n));
+		} else {
+			int k;
+			for (k = 0; k < n; k++)
+				PERF_TRY(j, send_one(j, io));
+			send_quiet(j, io);
+		}
+	}
+}
+
+static void send_test(struct job *j)
+{
+	struct lane_io io;
+	PERF_TRY(j, lane_io(j, &io));
+	if (j->stream)
+		send_stream(j, &io);
+	else
+		send_pingpong(j, &io);
+}
+
 /* The kernel: one work item runs the timed loop. */
 static void perf_kernel(void *arg)
 {
@@ -131,6 +262,8 @@ static void perf_kernel(void *arg)
 	int i;
 	if (j->test == T_PUT_SIGNAL) {
 		pingpong(j);
+	} else if (j->test == T_SEND) {
+		send_test(j);
 	} else if (!j->stream) {
 		for (i = 0; i < j->iters && !j->err; i++) {
 			issue(j);
@@ -454,7 +587,7 @@ static int perf_verified(struct world *w, const struct job *j, const struct opts
 		check = w->rank == 1;
 	else if (j->test == T_READ)
 		check = w->rank == 0;
-	else if (j->test == T_PUT_SIGNAL)
+	else if (j->test == T_PUT_SIGNAL || j->test == T_SEND)
 		check = 1;
 	if (check)
 		for (i = 0; i < j->size; i++)
@@ -530,6 +663,8 @@ static int rank_main(struct world *w, const struct opts *o)
 			}
 			{
 				struct job j;
+				/* put_signal and send: both ranks take part. */
+				int both = t == T_PUT_SIGNAL || t == T_SEND;
 				memset(&j, 0, sizeof(j));
 				j.w = w->dev;
 				j.sym = w->sym;
@@ -544,18 +679,24 @@ static int rank_main(struct world *w, const struct opts *o)
 				/* The atomics' source: registered memory, as on ofi. */
 				memcpy(w->sym + j.sig + 16, &(uint64_t){ 1 }, 8);
 				world_barrier(w);
-				if (t == T_PUT_SIGNAL || w->rank == 0) {
+				if (both || w->rank == 0) {
 					j.iters = o->warmup;
 					if (j.iters)
 						run_job(&j);
-					if (t == T_PUT_SIGNAL)
+					if (both)
 						world_barrier(w);
 					j.iters = o->iters;
 					run_job(&j);
 					r.lat_us = j.seconds / o->iters * 1e6;
-					if (t == T_PUT_SIGNAL) {
+					if (both)
 						r.lat_us /= 2; /* one way */
-					} else {
+					if (t == T_SEND) {
+						world_barrier(w);
+						j.stream = 1;
+						run_job(&j);
+						r.rate_mops = o->iters / j.seconds / 1e6;
+						r.bw_gbps = (double)size * o->iters / j.seconds / 1e9;
+					} else if (t != T_PUT_SIGNAL) {
 						j.stream = 1;
 						run_job(&j);
 						r.rate_mops = o->iters / j.seconds / 1e6;
@@ -593,7 +734,7 @@ static void usage(FILE *f)
 		"                   [-n iterations] [-w warm-up] [-T tokens] [-o table|csv|json]\n"
 		"                   [-B] [-P] [-h]\n"
 		"  -p  fi_xpu provider (shm)           -f  libfabric provider under ofi (tcp)\n"
-		"  -t  comma-separated tests: write,read,atomic,put_signal,moe (all)\n"
+		"  -t  comma-separated tests: write,read,atomic,send,put_signal,moe (all)\n"
 		"  -s  smallest size in bytes (8)      -S  largest size in bytes (1048576)\n"
 		"  -n  timed iterations (1000)         -w  untimed iterations first (100)\n"
 		"  -T  MoE tokens per rank (32)        -o  output format (table)\n"

@@ -547,8 +547,22 @@ mod tests {
         }
     }
 
+    /// A port free at a loopback address of this call's own (127.x.y.z
+    /// from the process id and a counter), so that neither the other
+    /// tests of this process nor another run of them can bind it between
+    /// this call and rank 0's bind.
     fn free_addr() -> String {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let id = std::process::id().wrapping_mul(2_654_435_761) ^ n.wrapping_mul(40_503);
+        let ip = std::net::Ipv4Addr::new(
+            127,
+            1 + (id % 254) as u8,
+            (id >> 8) as u8,
+            1 + ((id >> 16) % 254) as u8,
+        );
+        let l = TcpListener::bind((ip, 0)).unwrap();
         l.local_addr().unwrap().to_string()
     }
 

@@ -337,13 +337,18 @@ fn load_all(services: &'static fi_xpu_core) -> Providers {
                     continue;
                 }
             }
-            match load_one(&path, &name, &out.loaded, services) {
+            let requested = filter.as_ref().is_some_and(|f| f.requests(&name));
+            match load_one(&path, &name, &out.loaded, services, requested) {
                 Ok(p) => {
                     info!("loaded provider {} from {}", p.name, path.display());
                     out.loaded.push(Arc::new(p));
                 }
-                Err(reason) => {
-                    warn!("{}: plugin refused: {reason}", path.display());
+                Err(Refusal { reason, absent }) => {
+                    if absent {
+                        info!("{}: plugin refused: {reason}", path.display());
+                    } else {
+                        warn!("{}: plugin refused: {reason}", path.display());
+                    }
                     out.skipped.push(Skipped { path, reason });
                 }
             }
@@ -444,12 +449,31 @@ fn duplicate_prov_id(prov_id: u32, loaded: &[Arc<Provider>]) -> Result<(), Strin
     }
 }
 
+/// Why `load_one` did not load a plugin; `absent` when its `init` said
+/// `-FI_ENODEV` (nothing to serve on this machine, such as the ofi plugin
+/// built without libfabric) and the user did not ask for it by name in
+/// `FI_XPU_PROVIDER`: that is logged at info level, not as a warning.
+struct Refusal {
+    reason: String,
+    absent: bool,
+}
+
+impl From<String> for Refusal {
+    fn from(reason: String) -> Refusal {
+        Refusal {
+            reason,
+            absent: false,
+        }
+    }
+}
+
 fn load_one(
     path: &Path,
     file_name: &str,
     loaded: &[Arc<Provider>],
     services: &'static fi_xpu_core,
-) -> Result<Provider, String> {
+    requested: bool,
+) -> Result<Provider, Refusal> {
     let file = PluginFile::open(path)?;
     // The descriptor must carry the file's name, so a later file of a loaded
     // name is refused without running any of its code.
@@ -464,10 +488,11 @@ fn load_one(
             return Err(format!(
                 "its fi_xpu note names provider '{}' but the file is for '{file_name}'",
                 n.name
-            ));
+            )
+            .into());
         }
         if n.prov_id == 0 {
-            return Err("prov_id 0 is reserved".into());
+            return Err(String::from("prov_id 0 is reserved").into());
         }
         duplicate_prov_id(n.prov_id, loaded)?;
     }
@@ -485,7 +510,7 @@ fn load_one(
     // SAFETY: calling the plugin's entry point, as the ABI requires.
     let desc_ptr = unsafe { ini() };
     if desc_ptr.is_null() {
-        return Err(format!("{FI_XPU_PROV_INI_SYMBOL} returned NULL"));
+        return Err(format!("{FI_XPU_PROV_INI_SYMBOL} returned NULL").into());
     }
     // SAFETY: the header (versions and size) is read first; the rest only
     // once `size` says the plugin's struct is large enough.
@@ -504,21 +529,29 @@ fn load_one(
     if name != file_name {
         return Err(format!(
             "descriptor names provider '{name}' but the file is for '{file_name}'"
-        ));
+        )
+        .into());
     }
     if let Some(n) = note.filter(|n| n.prov_id != desc.prov_id) {
         return Err(format!(
             "descriptor's prov_id {} differs from its fi_xpu note's {}",
             desc.prov_id, n.prov_id
-        ));
+        )
+        .into());
     }
     duplicate_prov_id(desc.prov_id, loaded)?;
     let init = desc.init.expect("checked");
     let mut handle: *mut c_void = std::ptr::null_mut();
+    // What the plugin logs while it initialises waits for the outcome.
     // SAFETY: init receives the core's static service table and an out-pointer.
-    let ret = unsafe { init(services, &mut handle) };
+    let (ret, said) = crate::log::hold(&name, || unsafe { init(services, &mut handle) });
+    let absent = ret == -fi_xpu_abi::errno::FI_ENODEV && !requested;
+    said.release(absent);
     if ret != 0 {
-        return Err(format!("initialisation failed: {} ({ret})", strerror(ret)));
+        return Err(Refusal {
+            reason: format!("initialisation failed: {} ({ret})", strerror(ret)),
+            absent,
+        });
     }
     lib.keep();
     Ok(Provider {

@@ -297,6 +297,17 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_endpoint(dom, NULL, &ep, NULL), -FI_EINVAL);
 	EXPECT(fi_xpu_endpoint(dom, &eattr, NULL, NULL), -FI_EINVAL);
 	EXPECT(ep == POISON, 1);
+	if (strcmp(prov, "ofi") == 0) {
+		/* Past the deepest ring ofi serves (2^16 entries): refused before
+		 * anything is allocated. */
+		eattr.tx_size = ((size_t)1 << 16) + 1;
+		EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), -FI_EINVAL);
+		eattr.tx_size = 0;
+		eattr.rx_size = (size_t)-1;
+		EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), -FI_EINVAL);
+		eattr.rx_size = 0;
+		EXPECT(ep == POISON, 1);
+	}
 	EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), 0);
 	struct fid_xpu xh;
 	memset(&xh, 0xab, sizeof(xh));

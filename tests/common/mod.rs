@@ -62,6 +62,40 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A TCP address for a rendezvous (`FI_XPU_BOOTSTRAP_ADDR`) that no other
+/// test of this process nor any other suite run uses: a loopback address
+/// of its own in 127.0.0.0/8 (outside 127.0.*.*, from the process id and a
+/// counter), with a port the kernel found free there. Between this call
+/// and rank 0's bind only a listener on every address at that same port
+/// can take it; `bind_failed` tells that case, to retry with a new one.
+pub fn loopback_addr() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed) as u64;
+    // FNV-1a over the pid and the counter, folded into 24 bits.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in (u64::from(std::process::id()) << 20 | n).to_le_bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let h = h ^ (h >> 24) ^ (h >> 48);
+    let ip = std::net::Ipv4Addr::new(
+        127,
+        1 + (h % 254) as u8,
+        (h >> 8) as u8,
+        1 + ((h >> 16) % 254) as u8,
+    );
+    let l =
+        std::net::TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("cannot bind {ip}:0: {e}"));
+    l.local_addr().unwrap().to_string()
+}
+
+/// Whether a rank 0's standard error says it could not listen at its
+/// rendezvous address because something took the port meanwhile.
+pub fn bind_failed(stderr: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines()
+        .any(|l| l.contains("bootstrap: rank 0 cannot listen at") && l.contains("in use"))
+}
+
 /// An exclusive lock on `<path>.lock`, held until the file is dropped: for
 /// the few fixed scratch paths a test keeps between runs (to reuse what it
 /// built), which two runs of the suite in one build directory would share.

@@ -16,7 +16,8 @@
  *   TP_NO_INI            exports a misspelt entry symbol instead of fi_xpu_prov_ini
  *   TP_NULL_DESC         fi_xpu_prov_ini returns NULL
  *   TP_NULL_ENTRY=field  that entry point is left NULL
- *   TP_INIT_FAIL         init logs and fails with -FI_ENODEV
+ *   TP_INIT_FAIL         init logs and fails with -FI_ENODEV, or with
+ *                        -TP_INIT_ERR when that is defined (an FI_E* name)
  *   TP_MARK="path"       a constructor appends the name to that file, so a
  *                        test can tell whether the loader opened the file
  *   TP_MARK_ID           ... followed by the prov_id
@@ -305,7 +306,11 @@ static int tp_init(const struct fi_xpu_core *core, fi_xpu_prov_handle *out)
 #ifdef TP_INIT_FAIL
 	core->log(FI_XPU_LOG_WARN, TP_NAME, "refusing to initialise (built with TP_INIT_FAIL)");
 	(void)out;
+#ifdef TP_INIT_ERR
+	return -TP_INIT_ERR;
+#else
 	return -FI_ENODEV;
+#endif
 #else
 #ifdef TP_PARAM
 	int pret = tp_params(core);

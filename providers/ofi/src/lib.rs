@@ -19,6 +19,7 @@ mod proxy;
 pub mod ring;
 #[cfg(test)]
 mod ring_fuzz;
+mod shm_sweep;
 mod state;
 
 use fi_xpu_abi::*;
@@ -51,6 +52,9 @@ impl Provider for Ofi {
             fi_xpu_prov_sdk::services::param_define(name, default, help)?;
         }
         if !ffi::available() {
+            // -FI_ENODEV: nothing to serve here. The loader shows this line
+            // as a warning only when FI_XPU_PROVIDER names ofi; otherwise a
+            // machine without libfabric is nothing wrong (info level).
             core::warn("built without libfabric (its headers were not found at build time)");
             return Err(Error::NODEV);
         }
@@ -58,6 +62,8 @@ impl Provider for Ofi {
     }
 
     fn domain_open(attr: &fi_xpu_domain_attr) -> Result<Domain> {
+        // What libfabric's shm left for endpoints of processes now gone.
+        shm_sweep::sweep();
         Domain::open(Some(attr))
     }
 
