@@ -190,7 +190,10 @@ static void inject_receiver(struct ofi_node *n)
 		}
 }
 
-static int run(const char *mode, int sock, int rank)
+/* The mode the program was started with. */
+static const char *mode;
+
+static int run(int sock, int rank)
 {
 	struct ofi_node n;
 	struct ofi_opts o = { .nep = 1, .heap = HEAP, .ring = 64, .cq_size = 1024 };
@@ -219,26 +222,14 @@ static int run(const char *mode, int sock, int rank)
 
 int main(int argc, char **argv)
 {
-	int sv[2], st = 0;
 	pid_t child;
+	int sock;
 	if (argc != 2)
 		return 2;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+	mode = argv[1];
+	sock = ofi_fork_peer("buffer_reuse", run, &child);
+	if (run(sock, 0) != 0 || !ofi_peer_ok(child))
 		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(argv[1], sv[1], 1));
-	}
-	close(sv[1]);
-	printf("buffer_reuse pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (run(argv[1], sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return 1;
-	printf("buffer_reuse %s: ok\n", argv[1]);
+	printf("buffer_reuse %s: ok\n", mode);
 	return 0;
 }

@@ -470,27 +470,16 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	int sv[2], st = 0;
 	pid_t child;
+	int sock;
 
 	alarm(240);
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	fflush(stdout);
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1) ? 1 : 0);
-	}
-	close(sv[1]);
-	printf("device_signal pids %d %d\n", (int)getpid(), (int)child);
-	if (run(sv[0], 0) != 0) {
+	sock = ofi_fork_peer("device_signal", run, &child);
+	if (run(sock, 0) != 0) {
 		fprintf(stderr, "device_signal: rank 0 FAILED\n");
 		return 1;
 	}
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+	if (!ofi_peer_ok(child)) {
 		fprintf(stderr, "device_signal: rank 1 FAILED\n");
 		return 1;
 	}

@@ -10,6 +10,7 @@
 #include <fi_xpu.h>
 
 #include "test_provider.h"
+#include "expect.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,30 +20,6 @@
 
 #define PROV_NAME "objtest"
 #define PROV_ID 150
-
-static int failures;
-
-#define EXPECT(expr, want)                                                                  \
-	do {                                                                                \
-		long long got_ = (long long)(expr);                                         \
-		long long want_ = (long long)(want);                                        \
-		if (got_ != want_) {                                                        \
-			fprintf(stderr, "%s:%d: %s = %lld (%s), expected %lld (%s)\n",      \
-				__FILE__, __LINE__, #expr, got_,                            \
-				fi_xpu_strerror((int)got_), want_,                          \
-				fi_xpu_strerror((int)want_));                               \
-			failures++;                                                         \
-		}                                                                           \
-	} while (0)
-
-/* Fatal: what follows depends on it. */
-#define REQUIRE(expr, want)                                                                 \
-	do {                                                                                \
-		int before_ = failures;                                                     \
-		EXPECT(expr, want);                                                         \
-		if (failures != before_)                                                    \
-			exit(1);                                                            \
-	} while (0)
 
 static struct fid_xpu_host_ctx *open_ctx(struct fid_xpu_domain *dom, uint64_t device, void *context)
 {

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +103,41 @@ static inline void ofi_barrier(struct ofi_node *n)
 {
 	char c = 'b', d;
 	ofi_xfer(n->sock, &c, &d, 1);
+}
+
+/*
+ * Forks the peer, rank 1, which runs `run` on its end of a socket pair and
+ * exits 0 when that returns 0 and 1 otherwise; returns this process's end
+ * (rank 0), with the peer's pid in *child. With a label, prints
+ * "LABEL pids PARENT CHILD" first: the harness removes what the processes
+ * it names leave behind.
+ */
+static inline int ofi_fork_peer(const char *label, int (*run)(int sock, int rank), pid_t *child)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		exit(1);
+	fflush(stdout);
+	*child = fork();
+	if (*child < 0)
+		exit(1);
+	if (*child == 0) {
+		close(sv[0]);
+		exit(run(sv[1], 1) ? 1 : 0);
+	}
+	close(sv[1]);
+	if (label) {
+		printf("%s pids %d %d\n", label, (int)getpid(), (int)*child);
+		fflush(stdout);
+	}
+	return sv[0];
+}
+
+/* Waits for the peer ofi_fork_peer started; whether it exited 0. */
+static inline int ofi_peer_ok(pid_t child)
+{
+	int st = 0;
+	return waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 static inline uint64_t ofi_now_ms(void)

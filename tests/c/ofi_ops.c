@@ -301,8 +301,8 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	int sv[2], st = 0;
 	pid_t child;
+	int sock;
 	const char *fd = getenv("OFI_OPS_FD"), *rank = getenv("OFI_OPS_RANK");
 	/* One side only, talking to its peer over an inherited socket: the two
 	 * sides may run in different network namespaces. */
@@ -312,19 +312,8 @@ int main(void)
 		printf("ofi_ops rank %s: ok\n", rank);
 		return 0;
 	}
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1));
-	}
-	close(sv[1]);
-	if (run(sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	sock = ofi_fork_peer(NULL, run, &child);
+	if (run(sock, 0) != 0 || !ofi_peer_ok(child))
 		return 1;
 	printf("ofi_ops: ok\n");
 	return 0;

@@ -431,23 +431,9 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	int sv[2], st = 0;
 	pid_t child;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1));
-	}
-	close(sv[1]);
-	printf("wr pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (run(sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	int sock = ofi_fork_peer("wr", run, &child);
+	if (run(sock, 0) != 0 || !ofi_peer_ok(child))
 		return 1;
 	printf("wr: ok\n");
 	return 0;
