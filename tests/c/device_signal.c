@@ -27,6 +27,7 @@
  * Prints "device_signal: ok".
  */
 #include "ofi_common.h"
+#include "scope_index.h"
 
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -79,23 +80,6 @@ static void fail(struct env *e, const char *what, uint32_t item, int64_t got)
 	__atomic_fetch_add(&e->fails, 1, __ATOMIC_RELAXED);
 }
 
-/* This work item's group at the scope, as an index. */
-static uint32_t instance(int scope)
-{
-	uint32_t per = (fi_xpu_arch_group_size() + fi_xpu_arch_subgroup_size() - 1) /
-		       fi_xpu_arch_subgroup_size();
-	switch (scope) {
-	case FI_XPU_WORK_ITEM:
-		return fi_xpu_arch_scope_rank(FI_XPU_DEVICE);
-	case FI_XPU_SUBGROUP:
-		return fi_xpu_arch_group_id() * per + fi_xpu_arch_subgroup_id();
-	case FI_XPU_WORK_GROUP:
-		return fi_xpu_arch_group_id();
-	default:
-		return 0;
-	}
-}
-
 static int leader(int scope)
 {
 	return scope == FI_XPU_WORK_ITEM || fi_xpu_arch_scope_rank(scope) == 0;
@@ -113,7 +97,7 @@ static void initiator(void *arg)
 	struct env *e = (struct env *)arg;
 	struct ofi_node *n = e->n;
 	int s = e->scope;
-	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = instance(s);
+	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = scope_index(s);
 	uint64_t base = n->peer.base, key = n->peer.key;
 	void *peer = &n->raw[0];
 	int64_t *rc = e->rc[i];
@@ -167,7 +151,7 @@ static void target(void *arg)
 	struct env *e = (struct env *)arg;
 	struct ofi_node *n = e->n;
 	int s = e->scope;
-	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = instance(s);
+	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = scope_index(s);
 	unsigned char *h = n->heap;
 	int64_t *rc = e->rc[i];
 

@@ -82,7 +82,6 @@ static int64_t reap(struct fid_xpu_cq *cq)
 
 static int run(int rank)
 {
-	struct fi_xpu_info *info, *i;
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
@@ -99,12 +98,7 @@ static int run(int rank)
 	size_t len;
 	int fd;
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
+	ofi_open_domain("ofi", NULL, &dom);
 	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
 	cattr.xpu_ctx = ctx;

@@ -147,9 +147,26 @@ static inline uint64_t ofi_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struct ofi_opts *o)
+/* Opens a domain of the provider named `prov` with `attr` (NULL: the
+ * defaults); returns the provider's address length. */
+static inline size_t ofi_open_domain(const char *prov, struct fi_xpu_domain_attr *attr,
+				     struct fid_xpu_domain **dom)
 {
 	struct fi_xpu_info *info, *i;
+	size_t addrlen;
+
+	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	for (i = info; i && strcmp(i->prov_name, prov) != 0; i = i->next)
+		;
+	EXPECT(i != NULL);
+	addrlen = i->addrlen;
+	CHECK(fi_xpu_domain(i, attr, dom, NULL));
+	fi_xpu_freeinfo(info);
+	return addrlen;
+}
+
+static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struct ofi_opts *o)
+{
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_domain_attr dattr;
 	struct fi_xpu_cq_attr cattr;
@@ -166,16 +183,11 @@ static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struc
 	/* The ofi provider, unless OFI_COMMON_PROV names another (the tests
 	 * that hold every provider to one contract). */
 	const char *want = getenv("OFI_COMMON_PROV") ? getenv("OFI_COMMON_PROV") : "ofi";
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, want) != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
 	memset(&dattr, 0, sizeof(dattr));
 	dattr.size = sizeof(dattr);
 	dattr.progress_threads = o->threads;
 	dattr.flags = o->dflags;
-	CHECK(fi_xpu_domain(i, &dattr, &n->dom, NULL));
-	fi_xpu_freeinfo(info);
+	ofi_open_domain(want, &dattr, &n->dom);
 	CHECK(fi_xpu_ctx_open(n->dom, &xattr, &n->ctx, NULL));
 	CHECK(fi_xpu_av_open(n->dom, NULL, &n->av, NULL));
 	memset(&nattr, 0, sizeof(nattr));

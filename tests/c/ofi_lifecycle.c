@@ -7,7 +7,6 @@
 
 int main(void)
 {
-	struct fi_xpu_info *info, *i;
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
@@ -21,12 +20,7 @@ int main(void)
 	uint8_t name[64];
 	size_t len = sizeof(name);
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
+	ofi_open_domain("ofi", NULL, &dom);
 	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
 	cattr.xpu_ctx = ctx;

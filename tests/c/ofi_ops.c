@@ -92,7 +92,6 @@ static void overrun_seen(struct fid_xpu_cq *cq)
 
 static int run(int sock, int rank)
 {
-	struct fi_xpu_info *info, *i;
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
@@ -117,13 +116,7 @@ static int run(int sock, int rank)
 	int fd;
 	char c = 0;
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
-	EXPECT(i->addrlen == 64);
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
+	EXPECT(ofi_open_domain("ofi", NULL, &dom) == 64);
 	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
 	cattr.xpu_ctx = ctx;

@@ -52,7 +52,6 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "pid";
 	int ours = strcmp(mode, "ours") == 0;
-	struct fi_xpu_info *info, *i;
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
@@ -71,12 +70,7 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
+	ofi_open_domain("ofi", NULL, &dom);
 	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
 	cattr.xpu_ctx = ctx;
