@@ -2,6 +2,7 @@
 //! headers and libfi_xpu.so, run on threads started by `fi_xpu_host_launch`.
 use crate::common;
 
+use common::ofi::have_libfabric;
 use common::{build, cc, root, run_ok, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -281,13 +282,6 @@ fn device_scope(prov: &str, fabric: Option<&str>) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn have_libfabric() -> bool {
-    Command::new("pkg-config")
-        .args(["--exists", "libfabric"])
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 #[test]

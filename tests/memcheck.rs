@@ -7,23 +7,9 @@ use crate::common;
 
 use std::process::Command;
 
-/// Whether these tests can run: never with every program built with
-/// AddressSanitizer (`cargo xtask asan`), which valgrind cannot run.
-fn have_valgrind() -> bool {
-    if common::asan_all() {
-        eprintln!("skipped: the programs are built with AddressSanitizer");
-        return false;
-    }
-    assert!(
-        common::have("valgrind"),
-        "valgrind is missing: install it (.ci/run does)"
-    );
-    true
-}
-
 #[test]
 fn harness_reports_an_invalid_read() {
-    if !have_valgrind() {
+    if !common::valgrind_usable() {
         return;
     }
     let dir = common::scratch("memcheck-bad");
@@ -39,7 +25,7 @@ fn harness_reports_an_invalid_read() {
 
 #[test]
 fn shm_handle_checks_under_memcheck() {
-    if !have_valgrind() {
+    if !common::valgrind_usable() {
         return;
     }
     let dir = common::scratch("memcheck-handle-checks");
@@ -60,7 +46,7 @@ fn shm_handle_checks_under_memcheck() {
 
 #[test]
 fn ofi_ops_over_tcp_under_memcheck() {
-    if !have_valgrind() {
+    if !common::valgrind_usable() {
         return;
     }
     if !common::ofi::have_libfabric() {

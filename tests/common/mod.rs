@@ -133,21 +133,11 @@ pub fn stage_providers(dir: &Path) {
     stage::stage(dir).expect("staging the build directory");
 }
 
-/// Compiles C sources into `out` with warnings as errors, against the
-/// in-tree headers and libfi_xpu.so. `extra` adds flags (sanitizers, -D...).
-pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
-    let lib = build();
+/// The C compiler (`$CC`, else `cc`) with the flags of every C program of
+/// the tests: C11, debug information, warnings as errors, the in-tree
+/// headers.
+fn cc_command() -> Command {
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    // `cargo xtask asan`: every C program under AddressSanitizer and
-    // UBSan (the device code it inlines, which reads what peers write,
-    // included), unless it asks for a sanitizer of its own.
-    if asan_all() && !extra.iter().any(|f| f.starts_with("-fsanitize")) {
-        cmd.args([
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=undefined",
-            "-fno-omit-frame-pointer",
-        ]);
-    }
     cmd.args([
         "-std=c11",
         "-g",
@@ -158,12 +148,30 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
         "-D_GNU_SOURCE",
     ])
     .arg(format!("-I{}", root().display()))
-    .arg(format!("-I{}", root().join("include").display()))
-    .args(extra)
-    .args(sources)
-    .arg(format!("-L{}", lib.display()))
-    .arg(format!("-Wl,-rpath,{}", lib.display()))
-    .args(["-lfi_xpu", "-lpthread"]);
+    .arg(format!("-I{}", root().join("include").display()));
+    cmd
+}
+
+/// Compiles C sources into `out` with warnings as errors, against the
+/// in-tree headers and libfi_xpu.so. `extra` adds flags (sanitizers, -D...).
+pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
+    let lib = build();
+    let mut cmd = cc_command();
+    // `cargo xtask asan`: every C program under AddressSanitizer and
+    // UBSan (the device code it inlines, which reads what peers write,
+    // included), unless it asks for a sanitizer of its own.
+    if asan_all() && !extra.iter().any(|f| f.starts_with("-fsanitize")) {
+        cmd.args([
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=undefined",
+            "-fno-omit-frame-pointer",
+        ]);
+    }
+    cmd.args(extra)
+        .args(sources)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lfi_xpu", "-lpthread"]);
     cache::compile(&mut cmd, out);
 }
 
@@ -209,6 +217,22 @@ pub fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether a test may run its program under valgrind: not when every C
+/// program is built with AddressSanitizer (`cargo xtask asan`), which
+/// valgrind cannot run (the test is skipped, saying so). Panics when
+/// valgrind is missing.
+pub fn valgrind_usable() -> bool {
+    if asan_all() {
+        eprintln!("skipped: the program is built with AddressSanitizer, which valgrind cannot run");
+        return false;
+    }
+    assert!(
+        have("valgrind"),
+        "valgrind is missing: install it (.ci/run does)"
+    );
+    true
+}
+
 /// Whether `FI_XPU_TEST_ASAN=1` asks for every C program to be built with
 /// AddressSanitizer and UBSan (`cargo xtask asan`), and the compiler can.
 pub fn asan_all() -> bool {
@@ -251,22 +275,10 @@ pub fn asan_works() -> bool {
 /// `dir/file_name` with the given `-D` defines; returns the plugin's path.
 pub fn test_provider(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     let out = dir.join(file_name);
-    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    cmd.args([
-        "-std=c11",
-        "-g",
-        "-O1",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-shared",
-        "-fPIC",
-        "-D_GNU_SOURCE",
-    ])
-    .arg(format!("-I{}", root().display()))
-    .arg(format!("-I{}", root().join("include").display()))
-    .args(defines)
-    .arg(root().join("tests/plugins/test_provider.c"));
+    let mut cmd = cc_command();
+    cmd.args(["-shared", "-fPIC"])
+        .args(defines)
+        .arg(root().join("tests/plugins/test_provider.c"));
     // A copy: tests change a plugin's mode.
     cache::place(&mut cmd, &out, cache::Place::Copy);
     out
