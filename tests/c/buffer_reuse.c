@@ -50,15 +50,7 @@ static int same(const unsigned char *p, size_t len, uint64_t op)
 static void *reap(struct fid_xpu_cq *cq)
 {
 	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
-	int64_t n = fi_xpu_cq_sread(cq, &e, 1, 1, FI_XPU_WORK_ITEM);
-	if (n == -FI_EAVAIL) {
-		CHECK(fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM));
-		fprintf(stderr, "[%d] error completion %d (%s)\n", (int)getpid(), err.err,
-			fi_xpu_strerror(-err.err));
-		exit(1);
-	}
-	CHECK(n);
+	ofi_no_error_entry(cq, fi_xpu_cq_sread(cq, &e, 1, 1, FI_XPU_WORK_ITEM));
 	return e.op_context;
 }
 

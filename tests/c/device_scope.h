@@ -234,11 +234,7 @@ static int sc_run(struct scope_env *env, int scope, uint32_t groups, uint32_t it
 		  uint32_t lanes, int phases)
 {
 	struct fi_xpu_host_launch_attr attr = { groups, items, lanes, 0 };
-	uint32_t total = groups * items, per_group = (items + lanes - 1) / lanes;
-	uint32_t instances = scope == FI_XPU_WORK_ITEM	  ? total
-			     : scope == FI_XPU_SUBGROUP	  ? groups * per_group
-			     : scope == FI_XPU_WORK_GROUP ? groups
-							  : 1;
+	uint32_t total = groups * items, instances = scope_count(scope, groups, items, lanes);
 	unsigned char *h = env->heap;
 	int64_t want[9] = { 0, 0, 0, -FI_ETIMEDOUT, 0, 0, 0, 0, 0 };
 	uint64_t acc;

@@ -232,11 +232,7 @@ static int run_scope(struct ofi_node *n, int scope, uint32_t groups, uint32_t it
 {
 	static struct env e;
 	struct fi_xpu_host_launch_attr attr = { groups, items, lanes, 0 };
-	uint32_t total = groups * items, per = (items + lanes - 1) / lanes;
-	uint32_t ninst = scope == FI_XPU_WORK_ITEM	? total
-			 : scope == FI_XPU_SUBGROUP	? groups * per
-			 : scope == FI_XPU_WORK_GROUP ? groups
-						      : 1;
+	uint32_t total = groups * items, ninst = scope_count(scope, groups, items, lanes);
 	int ret;
 
 	memset(&e, 0, sizeof(e));

@@ -165,6 +165,14 @@ static void check_host_cq(struct fid_xpu_host_cq *hcq)
 	EXPECT(fi_xpu_cq_host_read(hcq, entries, 0), 0);
 }
 
+/* The counter's value (or, with `err`, its error count) is `want`. */
+static void expect_cntr(struct fid_xpu_host_cntr *c, int err, uint64_t want)
+{
+	uint64_t v = 99;
+	EXPECT(err ? fi_xpu_cntr_host_readerr(c, &v) : fi_xpu_cntr_host_read(c, &v), 0);
+	EXPECT(v, want);
+}
+
 static void check_host_cntr(struct fid_xpu_host_cntr *c)
 {
 	uint64_t v = 99;
@@ -172,20 +180,15 @@ static void check_host_cntr(struct fid_xpu_host_cntr *c)
 	EXPECT(v, 0);
 	EXPECT(fi_xpu_cntr_host_add(c, 5), 0);
 	EXPECT(fi_xpu_cntr_host_add(c, 7), 0);
-	EXPECT(fi_xpu_cntr_host_read(c, &v), 0);
-	EXPECT(v, 12);
+	expect_cntr(c, 0, 12);
 	EXPECT(fi_xpu_cntr_host_set(c, 3), 0);
-	EXPECT(fi_xpu_cntr_host_read(c, &v), 0);
-	EXPECT(v, 3);
+	expect_cntr(c, 0, 3);
 	EXPECT(fi_xpu_cntr_host_adderr(c, 2), 0);
 	EXPECT(fi_xpu_cntr_host_adderr(c, 2), 0);
-	EXPECT(fi_xpu_cntr_host_readerr(c, &v), 0);
-	EXPECT(v, 4);
+	expect_cntr(c, 1, 4);
 	EXPECT(fi_xpu_cntr_host_seterr(c, 9), 0);
-	EXPECT(fi_xpu_cntr_host_readerr(c, &v), 0);
-	EXPECT(v, 9);
-	EXPECT(fi_xpu_cntr_host_read(c, &v), 0);
-	EXPECT(v, 3);
+	expect_cntr(c, 1, 9);
+	expect_cntr(c, 0, 3);
 }
 
 /* XPU CQs and counters belong to the device: host calls are refused. */

@@ -66,17 +66,10 @@ static const char *case_name(int c)
 static int64_t reap(struct fid_xpu_cq *cq)
 {
 	struct fi_cq_tagged_entry e[16];
-	struct fi_cq_err_entry err;
 	int64_t n = fi_xpu_cq_read(cq, e, 16, FI_XPU_WORK_ITEM);
 	if (n == -FI_EAGAIN)
 		return 0;
-	if (n == -FI_EAVAIL) {
-		CHECK(fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM));
-		fprintf(stderr, "[%d] error completion %d (%s)\n", (int)getpid(), err.err,
-			fi_xpu_strerror(-err.err));
-		exit(1);
-	}
-	CHECK(n);
+	ofi_no_error_entry(cq, n);
 	return n;
 }
 

@@ -140,6 +140,33 @@ static inline int ofi_peer_ok(pid_t child)
 	return waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* A read of `cq` that returned `n`: an error entry waiting (-FI_EAVAIL)
+ * is read, said and ends the run; any other failure ends it too. */
+static inline void ofi_no_error_entry(struct fid_xpu_cq *cq, int64_t n)
+{
+	struct fi_cq_err_entry err;
+	if (n == -FI_EAVAIL) {
+		CHECK(fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM));
+		fprintf(stderr, "[%d] error completion %d (%s)\n", (int)getpid(), err.err,
+			fi_xpu_strerror(-err.err));
+		exit(1);
+	}
+	CHECK(n);
+}
+
+/* The sides meet, rank 0 runs `initiator` and rank 1 `target`, and they
+ * meet again. */
+static inline void ofi_roles(struct ofi_node *n, void (*initiator)(struct ofi_node *),
+			     void (*target)(struct ofi_node *))
+{
+	ofi_barrier(n);
+	if (n->rank == 0)
+		initiator(n);
+	else
+		target(n);
+	ofi_barrier(n);
+}
+
 static inline uint64_t ofi_now_ms(void)
 {
 	struct timespec ts;

@@ -117,12 +117,7 @@ static int run(int sock, int rank)
 	struct ofi_node n;
 
 	ofi_setup(&n, sock, rank, &o);
-	ofi_barrier(&n);
-	if (rank == 0)
-		initiator(&n);
-	else
-		target(&n);
-	ofi_barrier(&n);
+	ofi_roles(&n, initiator, target);
 	ofi_teardown(&n);
 	return 0;
 }

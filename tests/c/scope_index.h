@@ -28,4 +28,20 @@ static inline uint32_t scope_index(int scope)
 	}
 }
 
+/* How many groups a launch of `groups` work groups of `items` work items
+ * (subgroups of `lanes`) has at `scope`. */
+static inline uint32_t scope_count(int scope, uint32_t groups, uint32_t items, uint32_t lanes)
+{
+	switch (scope) {
+	case FI_XPU_WORK_ITEM:
+		return groups * items;
+	case FI_XPU_SUBGROUP:
+		return groups * ((items + lanes - 1) / lanes);
+	case FI_XPU_WORK_GROUP:
+		return groups;
+	default:
+		return 1;
+	}
+}
+
 #endif

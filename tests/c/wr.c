@@ -416,12 +416,7 @@ static int run(int sock, int rank)
 	struct ofi_node n;
 	struct ofi_opts o = { .nep = 1, .heap = 4096, .ring = 64, .cq_size = 256 };
 	ofi_setup(&n, sock, rank, &o);
-	ofi_barrier(&n);
-	if (rank == 0)
-		initiator(&n);
-	else
-		target(&n);
-	ofi_barrier(&n);
+	ofi_roles(&n, initiator, target);
 	if (rank == 1)
 		check_target(&n);
 	ofi_barrier(&n);
