@@ -412,15 +412,12 @@ static void xpu_open(struct xpu *x)
 
 static void xpu_close(struct xpu *x)
 {
+	struct fid *objs[] = { &x->hep->fid, &x->hep2->fid, &x->hcq->fid, &x->hcq2->fid,
+			       &x->av->fid, &x->ctx->fid, &x->dom->fid };
+
 	XTRY(fi_xpu_close(&x->mr->fid));
 	XTRY(fi_xpu_free(x->ctx, x->heap));
-	XTRY(fi_xpu_close(&x->hep->fid));
-	XTRY(fi_xpu_close(&x->hep2->fid));
-	XTRY(fi_xpu_close(&x->hcq->fid));
-	XTRY(fi_xpu_close(&x->hcq2->fid));
-	XTRY(fi_xpu_close(&x->av->fid));
-	XTRY(fi_xpu_close(&x->ctx->fid));
-	XTRY(fi_xpu_close(&x->dom->fid));
+	xpu_bench_close(objs, sizeof(objs) / sizeof(objs[0]));
 }
 
 /* ---- a bare ring between the same two threads (the bound of any proxy) ----

@@ -71,10 +71,9 @@ static inline void xpu_bench_endpoint(struct fid_xpu_domain *dom, struct fid_xpu
 {
 	struct fi_xpu_cq_attr cattr = { .size = cq_size, .format = FI_CQ_FORMAT_CONTEXT,
 					.timeout = 10000, .xpu_ctx = ctx };
-	struct fi_xpu_ep_attr eattr = { 0 };
+	struct fi_xpu_ep_attr eattr = { .xpu_ctx = ctx };
 
 	CHECK(fi_xpu_cq_open(dom, &cattr, hcq, NULL));
-	eattr.xpu_ctx = ctx;
 	CHECK(fi_xpu_endpoint(dom, &eattr, hep, NULL));
 	CHECK(fi_xpu_ep_bind(*hep, &av->fid, 0));
 	CHECK(fi_xpu_ep_bind(*hep, &(*hcq)->fid, FI_TRANSMIT | FI_RECV));
@@ -121,15 +120,21 @@ static inline void xpu_ep_open(struct xpu_ep *x, const char *prov, size_t cq_siz
 	CHECK(fi_xpu_export(&x->hcq->fid, 0, &x->cq.fid));
 }
 
+/* Closes `n` objects in the order given. */
+static inline void xpu_bench_close(struct fid **objs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		CHECK(fi_xpu_close(objs[i]));
+}
+
 static inline void xpu_ep_close(struct xpu_ep *x)
 {
+	struct fid *objs[] = { &x->hep->fid, &x->hcq->fid, &x->av->fid, &x->ctx->fid,
+			       &x->dom->fid };
+
 	CHECK(fi_xpu_close(&x->mr->fid));
 	CHECK(fi_xpu_free(x->ctx, x->heap));
-	CHECK(fi_xpu_close(&x->hep->fid));
-	CHECK(fi_xpu_close(&x->hcq->fid));
-	CHECK(fi_xpu_close(&x->av->fid));
-	CHECK(fi_xpu_close(&x->ctx->fid));
-	CHECK(fi_xpu_close(&x->dom->fid));
+	xpu_bench_close(objs, sizeof(objs) / sizeof(objs[0]));
 }
 
 #endif
