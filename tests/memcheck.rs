@@ -28,18 +28,12 @@ fn shm_handle_checks_under_memcheck() {
     if !common::valgrind_usable() {
         return;
     }
-    let dir = common::scratch("memcheck-handle-checks");
-    let exe = dir.join("handle_checks");
-    common::cc(
-        &[&common::root().join("tests/c/handle_checks.c")],
-        &exe,
-        &[],
-    );
+    let exe = common::ofi::program("handle_checks", &[]);
     let mut cmd = Command::new(&exe);
     cmd.arg("shm")
         .env("FI_XPU_PROVIDER", "shm")
         .env("FI_XPU_LOG_LEVEL", "none")
-        .current_dir(&dir);
+        .current_dir(exe.parent().unwrap());
     let out = common::memcheck::run_with(&cmd, true).expect("a test program");
     assert!(out.status.success(), "{out:?}");
 }

@@ -192,6 +192,52 @@ static inline size_t ofi_open_domain(const char *prov, struct fi_xpu_domain_attr
 	return addrlen;
 }
 
+/*
+ * The objects of a test that makes its own endpoints: a domain of the ofi
+ * provider, a context on the host XPU, an AV, a CQ of `cq_size` entries
+ * (FI_CQ_FORMAT_TAGGED; reads time out after 10 s) and, when asked, a
+ * counter.
+ */
+struct ofi_objs {
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_cntr *hcntr; /* NULL unless asked for */
+};
+
+/* Opens them; returns the provider's address length. */
+static inline size_t ofi_open_objs(struct ofi_objs *o, size_t cq_size, int with_cntr)
+{
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	size_t addrlen;
+
+	memset(o, 0, sizeof(*o));
+	addrlen = ofi_open_domain("ofi", NULL, &o->dom);
+	CHECK(fi_xpu_ctx_open(o->dom, &xattr, &o->ctx, NULL));
+	CHECK(fi_xpu_av_open(o->dom, NULL, &o->av, NULL));
+	{
+		struct fi_xpu_cq_attr cattr = { .size = cq_size, .format = FI_CQ_FORMAT_TAGGED,
+						.timeout = 10000, .xpu_ctx = o->ctx };
+		struct fi_xpu_cntr_attr nattr = { .xpu_ctx = o->ctx };
+
+		CHECK(fi_xpu_cq_open(o->dom, &cattr, &o->hcq, NULL));
+		if (with_cntr)
+			CHECK(fi_xpu_cntr_open(o->dom, &nattr, &o->hcntr, NULL));
+	}
+	return addrlen;
+}
+
+static inline void ofi_close_objs(struct ofi_objs *o)
+{
+	CHECK(fi_xpu_close(&o->hcq->fid));
+	if (o->hcntr)
+		CHECK(fi_xpu_close(&o->hcntr->fid));
+	CHECK(fi_xpu_close(&o->av->fid));
+	CHECK(fi_xpu_close(&o->ctx->fid));
+	CHECK(fi_xpu_close(&o->dom->fid));
+}
+
 static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struct ofi_opts *o)
 {
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
