@@ -450,19 +450,6 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	pid_t child;
-	int sock;
-
 	alarm(240);
-	sock = ofi_fork_peer("device_signal", run, &child);
-	if (run(sock, 0) != 0) {
-		fprintf(stderr, "device_signal: rank 0 FAILED\n");
-		return 1;
-	}
-	if (!ofi_peer_ok(child)) {
-		fprintf(stderr, "device_signal: rank 1 FAILED\n");
-		return 1;
-	}
-	printf("device_signal: ok\n");
-	return 0;
+	return ofi_pair_main("device_signal", run);
 }

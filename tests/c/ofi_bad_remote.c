@@ -128,10 +128,5 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	pid_t child;
-	int sock = ofi_fork_peer("bad_remote", run, &child);
-	if (run(sock, 0) != 0 || !ofi_peer_ok(child))
-		return 1;
-	printf("bad_remote: ok\n");
-	return 0;
+	return ofi_pair_main("bad_remote", run);
 }

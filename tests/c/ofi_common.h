@@ -140,6 +140,26 @@ static inline int ofi_peer_ok(pid_t child)
 	return waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* The main of a two-process test: runs `run` as rank 0 here and rank 1 in
+ * a forked peer (ofi_fork_peer, which prints "LABEL pids ..."); prints
+ * "LABEL: ok" and returns 0 when both succeed, else says which rank failed
+ * on stderr and returns 1. */
+static inline int ofi_pair_main(const char *label, int (*run)(int sock, int rank))
+{
+	pid_t child;
+	int sock = ofi_fork_peer(label, run, &child);
+	if (run(sock, 0) != 0) {
+		fprintf(stderr, "%s: rank 0 FAILED\n", label);
+		return 1;
+	}
+	if (!ofi_peer_ok(child)) {
+		fprintf(stderr, "%s: rank 1 FAILED\n", label);
+		return 1;
+	}
+	printf("%s: ok\n", label);
+	return 0;
+}
+
 /* A read of `cq` that returned `n`: an error entry waiting (-FI_EAVAIL)
  * is read, said and ends the run; any other failure ends it too. */
 static inline void ofi_no_error_entry(struct fid_xpu_cq *cq, int64_t n)

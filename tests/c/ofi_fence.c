@@ -124,19 +124,6 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	pid_t child;
-	int sock;
-
 	alarm(120);
-	sock = ofi_fork_peer("ofi_fence", run, &child);
-	if (run(sock, 0) != 0) {
-		fprintf(stderr, "ofi_fence: rank 0 FAILED\n");
-		return 1;
-	}
-	if (!ofi_peer_ok(child)) {
-		fprintf(stderr, "ofi_fence: rank 1 FAILED\n");
-		return 1;
-	}
-	printf("ofi_fence: ok\n");
-	return 0;
+	return ofi_pair_main("ofi_fence", run);
 }

@@ -426,10 +426,5 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	pid_t child;
-	int sock = ofi_fork_peer("wr", run, &child);
-	if (run(sock, 0) != 0 || !ofi_peer_ok(child))
-		return 1;
-	printf("wr: ok\n");
-	return 0;
+	return ofi_pair_main("wr", run);
 }
