@@ -282,6 +282,37 @@ static inline void close_lone(struct lone *l)
 	EXPECT(fi_xpu_close(&l->dom->fid), 0);
 }
 
+/*
+ * Another endpoint in the world's domain, bound to its AV and to a CQ of its
+ * own (`size` entries of `format`) that takes its sends only; enabled, with
+ * the CQ exported to `cq`.
+ */
+static inline void open_send_ep(struct world *w, size_t size, int format,
+				struct fid_xpu_host_cq **hcq, struct fid_xpu_host_ep **hep,
+				struct fid_xpu_cq *cq)
+{
+	struct fi_xpu_cq_attr qa = { .size = size, .flags = 0, .format = format, .timeout = 0,
+				     .xpu_ctx = w->ctx };
+	struct fi_xpu_ep_attr ea = { .xpu_ctx = w->ctx };
+
+	REQUIRE(fi_xpu_cq_open(w->dom, &qa, hcq, NULL), 0);
+	REQUIRE(fi_xpu_endpoint(w->dom, &ea, hep, NULL), 0);
+	REQUIRE(fi_xpu_ep_bind(*hep, &w->av->fid, 0), 0);
+	REQUIRE(fi_xpu_ep_bind(*hep, &(*hcq)->fid, FI_TRANSMIT), 0);
+	REQUIRE(fi_xpu_enable(*hep), 0);
+	REQUIRE(fi_xpu_export(&(*hcq)->fid, 0, &cq->fid), 0);
+}
+
+/* Whether the `n` bytes at `p` all hold `v`. */
+static inline int intact(const unsigned char *p, size_t n, unsigned char v)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (p[i] != v)
+			return 0;
+	return 1;
+}
+
 /* Forks n-1 children; returns in every process with w->rank set. */
 static void spawn(struct world *w, int n)
 {

@@ -138,15 +138,6 @@ static unsigned char *canary, *rbuf;
  * completions. */
 static long refused, completed, errored;
 
-static int intact(const unsigned char *p, size_t n, unsigned char v)
-{
-	size_t i;
-	for (i = 0; i < n; i++)
-		if (p[i] != v)
-			return 0;
-	return 1;
-}
-
 static void check_private(int r)
 {
 	if (!intact(canary, CANARY, 0xc5) || !intact(rbuf, GUARD, 0xe7) ||
