@@ -81,17 +81,19 @@ static inline void xpu_bench_endpoint(struct fid_xpu_domain *dom, struct fid_xpu
 }
 
 struct xpu_ep {
+	/* What device code posts with. */
+	struct fid_xpu_ep ep;
+	struct fid_xpu_cq cq;
+	uint8_t *heap;
+	uint8_t desc[64];
+	/* The host objects behind them. */
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
 	struct fid_xpu_host_cq *hcq;
 	struct fid_xpu_host_ep *hep;
 	struct fid_xpu_mr *mr;
-	struct fid_xpu_ep ep;
-	struct fid_xpu_cq cq;
-	uint8_t *heap;
 	size_t heap_len;
-	uint8_t desc[64];
 };
 
 /*

@@ -98,21 +98,8 @@ fn coop_copy_with_streaming_stores() {
 /// `src` built with ThreadSanitizer, after checking that the C compiler can
 /// build and run such programs here.
 fn build_tsan(test: &str, src: &str) -> PathBuf {
-    let probe = scratch(&format!("{test}-probe"));
-    let p = probe.join("p.c");
-    std::fs::write(&p, "int main(void){return 0;}\n").unwrap();
-    let ok = Command::new("cc")
-        .args(["-fsanitize=thread"])
-        .arg(&p)
-        .arg("-o")
-        .arg(probe.join("p"))
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new(probe.join("p"))
-            .status()
-            .is_ok_and(|s| s.success());
     assert!(
-        ok,
+        common::sanitizer_works("-fsanitize=thread", &format!("{test}-probe"), true),
         "the C compiler cannot build and run ThreadSanitizer programs here"
     );
     build_c(test, src, &["-fsanitize=thread"])

@@ -132,7 +132,7 @@ fn ordered_signals_on_ofi_tcp_with_late_data() {
 /// (the transport line says so). Late data must still come first: the
 /// signal may only follow the data into libfabric.
 fn injected_over_shm(delay_ms: Option<&str>) {
-    let Some(mut env) = ofi("shm", delay_ms) else {
+    let Some(env) = ofi("shm", delay_ms) else {
         return;
     };
     signal_saying(

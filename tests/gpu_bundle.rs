@@ -113,7 +113,7 @@ fn cuda_examples_build_with_nvcc() {
                 assert!(!text(&o).contains("warning"), "{}", text(&o));
                 let mut nvcc = Command::new(cuda.join("bin/nvcc"));
                 nvcc.args(["-cudart", "static"]);
-                link(nvcc, &obj, &lib, &dir.join(ex));
+                link(nvcc, &obj, lib, &dir.join(ex));
             });
         }
     });
@@ -252,7 +252,7 @@ fn hip_examples_build_with_hipcc() {
                 if ex == "device_all_ops" {
                     return; // a kernel, no program
                 }
-                link(Command::new("hipcc"), &obj, &lib, &dir.join(ex));
+                link(Command::new("hipcc"), &obj, lib, &dir.join(ex));
             });
         }
     });

@@ -257,18 +257,26 @@ pub fn preload(lib: &Path) -> String {
 /// Whether the C compiler can link with AddressSanitizer here.
 pub fn asan_works() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        let dir = scratch("asan-probe");
-        let src = dir.join("p.c");
-        std::fs::write(&src, "int main(void){return 0;}\n").unwrap();
-        Command::new("cc")
-            .args(["-fsanitize=address"])
-            .arg(&src)
-            .arg("-o")
-            .arg(dir.join("p"))
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    *OK.get_or_init(|| sanitizer_works("-fsanitize=address", "asan-probe", false))
+}
+
+/// Whether the C compiler builds an empty program with the sanitizer `flag`
+/// (in the scratch directory `tag`) and, with `run`, whether it runs.
+pub fn sanitizer_works(flag: &str, tag: &str, run: bool) -> bool {
+    let dir = scratch(tag);
+    let src = dir.join("p.c");
+    std::fs::write(&src, "int main(void){return 0;}\n").unwrap();
+    Command::new("cc")
+        .arg(flag)
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("p"))
+        .status()
+        .is_ok_and(|s| s.success())
+        && (!run
+            || Command::new(dir.join("p"))
+                .status()
+                .is_ok_and(|s| s.success()))
 }
 
 /// Compiles the C test provider (tests/plugins/test_provider.c) into
