@@ -214,14 +214,8 @@ static int run(int sock, int rank)
 
 int main(int argc, char **argv)
 {
-	pid_t child;
-	int sock;
 	if (argc != 2)
 		return 2;
 	mode = argv[1];
-	sock = ofi_fork_peer("buffer_reuse", run, &child);
-	if (run(sock, 0) != 0 || !ofi_peer_ok(child))
-		return 1;
-	printf("buffer_reuse %s: ok\n", mode);
-	return 0;
+	return ofi_pair_main("buffer_reuse", mode, run);
 }

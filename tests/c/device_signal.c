@@ -451,5 +451,5 @@ static int run(int sock, int rank)
 int main(void)
 {
 	alarm(240);
-	return ofi_pair_main("device_signal", run);
+	return ofi_pair_main("device_signal", NULL, run);
 }

@@ -259,8 +259,6 @@ static int run_abort(void)
 
 int main(int argc, char **argv)
 {
-	pid_t child;
-	int sock;
 	if (argc != 2)
 		return 2;
 	if (strcmp(argv[1], "abort") == 0) {
@@ -272,9 +270,5 @@ int main(int argc, char **argv)
 	agent = strcmp(argv[1], "agent") == 0;
 	if (!agent && strcmp(argv[1], "resume") != 0)
 		return 2;
-	sock = ofi_fork_peer("inflight", run_pair, &child);
-	if (run_pair(sock, 0) != 0 || !ofi_peer_ok(child))
-		return 1;
-	printf("inflight %s: ok\n", argv[1]);
-	return 0;
+	return ofi_pair_main("inflight", argv[1], run_pair);
 }

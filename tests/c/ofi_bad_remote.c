@@ -128,5 +128,5 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	return ofi_pair_main("bad_remote", run);
+	return ofi_pair_main("bad_remote", NULL, run);
 }

@@ -142,9 +142,10 @@ static inline int ofi_peer_ok(pid_t child)
 
 /* The main of a two-process test: runs `run` as rank 0 here and rank 1 in
  * a forked peer (ofi_fork_peer, which prints "LABEL pids ..."); prints
- * "LABEL: ok" and returns 0 when both succeed, else says which rank failed
- * on stderr and returns 1. */
-static inline int ofi_pair_main(const char *label, int (*run)(int sock, int rank))
+ * "LABEL: ok" ("LABEL MODE: ok" with a mode) and returns 0 when both
+ * succeed, else says which rank failed on stderr and returns 1. */
+static inline int ofi_pair_main(const char *label, const char *mode,
+				int (*run)(int sock, int rank))
 {
 	pid_t child;
 	int sock = ofi_fork_peer(label, run, &child);
@@ -156,7 +157,10 @@ static inline int ofi_pair_main(const char *label, int (*run)(int sock, int rank
 		fprintf(stderr, "%s: rank 1 FAILED\n", label);
 		return 1;
 	}
-	printf("%s: ok\n", label);
+	if (mode)
+		printf("%s %s: ok\n", label, mode);
+	else
+		printf("%s: ok\n", label);
 	return 0;
 }
 

@@ -125,5 +125,5 @@ static int run(int sock, int rank)
 int main(void)
 {
 	alarm(120);
-	return ofi_pair_main("ofi_fence", run);
+	return ofi_pair_main("ofi_fence", NULL, run);
 }

@@ -426,5 +426,5 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	return ofi_pair_main("wr", run);
+	return ofi_pair_main("wr", NULL, run);
 }
