@@ -10,13 +10,8 @@
  *   rate_8B_mps       8-byte fi_write message rate from one posting thread
  *   bw_<size>_MBps    fi_write bandwidth at 64 KiB, 1 MiB and 16 MiB
  */
-#include "ordered_getinfo.h"
+#include "lf_bench.h"
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
 #include <stdint.h>
@@ -31,22 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(2); } while (0)
-#define TRY(call) do { int r_ = (int)(call); if (r_) DIE("%s: %s", #call, fi_strerror(-r_)); } while (0)
-
 #define BUF_SIZE (16u << 20)
 #define WINDOW 64
 
 struct res {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	struct fid_mr *mr;
-	uint8_t *buf;
-	void *desc;
+	struct lf_ep l;
 	fi_addr_t peer;
 	uint64_t peer_addr, peer_key;
 	int sock;
@@ -57,13 +41,6 @@ struct hello {
 	size_t namelen;
 	uint64_t addr, key;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void xfer(int sock, void *out, void *in, size_t len)
 {
@@ -80,41 +57,14 @@ static void xfer(int sock, void *out, void *in, size_t len)
 
 static void setup(struct res *r, const char *prov)
 {
-	struct fi_info *hints = fi_allocinfo();
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_RMA;
-	hints->mode = FI_CONTEXT;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-	hints->fabric_attr->prov_name = strdup(prov);
-	TRY(fi_getinfo_ordered(hints, &r->info));
-	fi_freeinfo(hints);
-	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
-	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 1024 };
-	TRY(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL));
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-	TRY(fi_av_open(r->domain, &av_attr, &r->av, NULL));
-	TRY(fi_endpoint(r->domain, r->info, &r->ep, NULL));
-	TRY(fi_ep_bind(r->ep, &r->av->fid, 0));
-	TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
-	TRY(fi_enable(r->ep));
-	r->buf = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (r->buf == MAP_FAILED)
-		DIE("mmap");
-	memset(r->buf, 0, BUF_SIZE);
-	TRY(fi_mr_reg(r->domain, r->buf, BUF_SIZE, FI_WRITE | FI_REMOTE_WRITE, 0, 0, 0, &r->mr, NULL));
-	if (r->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
-		TRY(fi_mr_bind(r->mr, &r->ep->fid, 0));
-		TRY(fi_mr_enable(r->mr));
-	}
-	r->desc = fi_mr_desc(r->mr);
+	lf_ep_open(&r->l, prov, 1024, BUF_SIZE, LF_ORDERED | LF_ZERO);
 
 	struct hello mine = { .namelen = sizeof(mine.name) }, theirs;
-	TRY(fi_getname(&r->ep->fid, mine.name, &mine.namelen));
-	mine.addr = (r->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)r->buf : 0;
-	mine.key = fi_mr_key(r->mr);
+	TRY(fi_getname(&r->l.ep->fid, mine.name, &mine.namelen));
+	mine.addr = lf_ep_base(&r->l);
+	mine.key = fi_mr_key(r->l.mr);
 	xfer(r->sock, &mine, &theirs, sizeof(mine));
-	if (fi_av_insert(r->av, theirs.name, 1, &r->peer, 0, NULL) != 1)
+	if (fi_av_insert(r->l.av, theirs.name, 1, &r->peer, 0, NULL) != 1)
 		DIE("fi_av_insert");
 	r->peer_addr = theirs.addr;
 	r->peer_key = theirs.key;
@@ -125,7 +75,7 @@ static void reap(struct res *r, int *outstanding, int target)
 {
 	struct fi_cq_entry e[16];
 	while (*outstanding > target) {
-		ssize_t n = fi_cq_read(r->cq, e, 16);
+		ssize_t n = fi_cq_read(r->l.cq, e, 16);
 		if (n > 0)
 			*outstanding -= (int)n;
 		else if (n != -FI_EAGAIN)
@@ -137,7 +87,7 @@ static void reap(struct res *r, int *outstanding, int target)
 static void write_at(struct res *r, size_t src, size_t dst, size_t len, int *outstanding)
 {
 	for (;;) {
-		ssize_t ret = fi_write(r->ep, r->buf + src, len, r->desc, r->peer,
+		ssize_t ret = fi_write(r->l.ep, r->l.buf + src, len, r->l.desc, r->peer,
 				       r->peer_addr + dst, r->peer_key, NULL);
 		if (ret == 0)
 			break;
@@ -153,8 +103,8 @@ static void write_at(struct res *r, size_t src, size_t dst, size_t len, int *out
 static void wait_word(struct res *r, size_t off, uint64_t want, int *outstanding)
 {
 	struct fi_cq_entry e[16];
-	while (__atomic_load_n((uint64_t *)(r->buf + off), __ATOMIC_ACQUIRE) != want) {
-		ssize_t n = fi_cq_read(r->cq, e, 16);
+	while (__atomic_load_n((uint64_t *)(r->l.buf + off), __ATOMIC_ACQUIRE) != want) {
+		ssize_t n = fi_cq_read(r->l.cq, e, 16);
 		if (n > 0)
 			*outstanding -= (int)n;
 	}
@@ -173,7 +123,7 @@ static void run(struct res *r, int initiator, int iters)
 	barrier(r);
 	double t0 = now();
 	for (int i = 1; i <= iters; i++) {
-		uint64_t *word = (uint64_t *)r->buf + 1;
+		uint64_t *word = (uint64_t *)r->l.buf + 1;
 		if (initiator) {
 			*word = (uint64_t)i;
 			write_at(r, 8, 0, 8, &out);
@@ -224,7 +174,7 @@ static void run(struct res *r, int initiator, int iters)
 		struct fi_cq_entry e[16];
 		char done;
 		for (;;) {
-			(void)fi_cq_read(r->cq, e, 16);
+			(void)fi_cq_read(r->l.cq, e, 16);
 			ssize_t n = recv(r->sock, &done, 1, MSG_DONTWAIT);
 			if (n == 1)
 				break;
@@ -234,14 +184,7 @@ static void run(struct res *r, int initiator, int iters)
 
 static void teardown(struct res *r)
 {
-	fi_close(&r->mr->fid);
-	fi_close(&r->ep->fid);
-	fi_close(&r->av->fid);
-	fi_close(&r->cq->fid);
-	fi_close(&r->domain->fid);
-	fi_close(&r->fabric->fid);
-	fi_freeinfo(r->info);
-	munmap(r->buf, BUF_SIZE);
+	lf_ep_close(&r->l);
 }
 
 int main(int argc, char **argv)

@@ -14,30 +14,17 @@
  */
 #include "../examples/moe/moe.h"
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
+#include "lf_bench.h"
+
 #include <rdma/fi_rma.h>
 
 #include <getopt.h>
 #include <sys/mman.h>
 
-#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(2); } while (0)
-#define TRY(call) do { int r_ = (int)(call); if (r_) DIE("%s: %s", #call, fi_strerror(-r_)); } while (0)
 #define WINDOW 256
 
 struct lf {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	struct fid_mr *mr;
-	unsigned char *buf;
-	void *desc;
+	struct lf_ep l;
 	fi_addr_t peer[WORLD_MAXP];
 	uint64_t base[WORLD_MAXP], key[WORLD_MAXP];
 	int outstanding;
@@ -52,13 +39,13 @@ struct card {
 static void progress(struct lf *r)
 {
 	struct fi_cq_entry e[16];
-	ssize_t n = fi_cq_read(r->cq, e, 16);
+	ssize_t n = fi_cq_read(r->l.cq, e, 16);
 	if (n > 0)
 		r->outstanding -= (int)n;
 	else if (n != -FI_EAGAIN) {
 		struct fi_cq_err_entry err;
 		memset(&err, 0, sizeof(err));
-		fi_cq_readerr(r->cq, &err, 0);
+		fi_cq_readerr(r->l.cq, &err, 0);
 		DIE("fi_cq_read: %s", fi_strerror(err.err));
 	}
 }
@@ -71,19 +58,19 @@ static void drain(struct lf *r, int target)
 
 static void put(struct lf *r, int d, uint64_t src, uint64_t dst, size_t len)
 {
-	struct iovec iov = { r->buf + src, len };
+	struct iovec iov = { r->l.buf + src, len };
 	struct fi_rma_iov rma = { r->base[d] + dst, len, r->key[d] };
 	struct fi_msg_rma msg;
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
-	msg.desc = &r->desc;
+	msg.desc = &r->l.desc;
 	msg.iov_count = 1;
 	msg.addr = r->peer[d];
 	msg.rma_iov = &rma;
 	msg.rma_iov_count = 1;
 	drain(r, WINDOW - 1);
 	for (;;) {
-		ssize_t ret = fi_writemsg(r->ep, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+		ssize_t ret = fi_writemsg(r->l.ep, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
 		if (ret == 0)
 			break;
 		if (ret != -FI_EAGAIN)
@@ -107,44 +94,17 @@ static uint64_t wait_word(struct lf *r, const uint64_t *w)
 
 static void setup(struct lf *r, struct world *w, const char *prov, size_t len)
 {
-	struct fi_info *hints = fi_allocinfo();
 	struct card mine, all[WORLD_MAXP];
 	int i;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_RMA;
-	hints->mode = FI_CONTEXT;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-	hints->fabric_attr->prov_name = strdup(prov);
-	TRY(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &r->info));
-	fi_freeinfo(hints);
-	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
-	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 4096 };
-	TRY(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL));
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-	TRY(fi_av_open(r->domain, &av_attr, &r->av, NULL));
-	TRY(fi_endpoint(r->domain, r->info, &r->ep, NULL));
-	TRY(fi_ep_bind(r->ep, &r->av->fid, 0));
-	TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
-	TRY(fi_enable(r->ep));
-	r->buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (r->buf == MAP_FAILED)
-		DIE("mmap");
-	TRY(fi_mr_reg(r->domain, r->buf, len, FI_WRITE | FI_REMOTE_WRITE, 0, 0, 0, &r->mr, NULL));
-	if (r->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
-		TRY(fi_mr_bind(r->mr, &r->ep->fid, 0));
-		TRY(fi_mr_enable(r->mr));
-	}
-	r->desc = fi_mr_desc(r->mr);
+	lf_ep_open(&r->l, prov, 4096, len, 0);
 	memset(&mine, 0, sizeof(mine));
 	mine.namelen = sizeof(mine.name);
-	TRY(fi_getname(&r->ep->fid, mine.name, &mine.namelen));
-	mine.base = (r->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)r->buf : 0;
-	mine.key = fi_mr_key(r->mr);
+	TRY(fi_getname(&r->l.ep->fid, mine.name, &mine.namelen));
+	mine.base = lf_ep_base(&r->l);
+	mine.key = fi_mr_key(r->l.mr);
 	world_allgather(w, &mine, all, sizeof(mine));
 	for (i = 0; i < w->n; i++) {
-		if (fi_av_insert(r->av, all[i].name, 1, &r->peer[i], 0, NULL) != 1)
+		if (fi_av_insert(r->l.av, all[i].name, 1, &r->peer[i], 0, NULL) != 1)
 			DIE("fi_av_insert");
 		r->base[i] = all[i].base;
 		r->key[i] = all[i].key;
@@ -155,7 +115,7 @@ static void setup(struct lf *r, struct world *w, const char *prov, size_t len)
 __attribute__((noinline)) void moe_host_dispatch(struct lf *r, struct moe_layout *l, uint32_t me);
 __attribute__((noinline)) void moe_host_dispatch(struct lf *r, struct moe_layout *l, uint32_t me)
 {
-	unsigned char *sym = r->buf;
+	unsigned char *sym = r->l.buf;
 	const uint32_t *route = (const uint32_t *)(const void *)(sym + l->route);
 	uint64_t *cnt = (uint64_t *)(void *)(sym + l->cnt);
 	uint32_t t, j;
@@ -175,7 +135,7 @@ __attribute__((noinline)) void moe_host_exchange(struct lf *r, struct moe_layout
 __attribute__((noinline)) void moe_host_exchange(struct lf *r, struct moe_layout *l, uint32_t n,
 						 uint32_t me)
 {
-	unsigned char *sym = r->buf;
+	unsigned char *sym = r->l.buf;
 	const float *wt = (const float *)(const void *)(sym + l->weight);
 	const uint64_t *cnt = (const uint64_t *)(const void *)(sym + l->cnt);
 	uint64_t *sig = (uint64_t *)(void *)(sym + l->sigsrc);
@@ -262,10 +222,10 @@ int main(int argc, char **argv)
 	world_spawn(&w, n);
 	moe_plan(&l, (uint32_t)n, T, 7168, 4, 3, fp8);
 	setup(&r, &w, prov, l.size);
-	memcpy(r.buf + WORLD_HDR, &l, sizeof(l));
-	moe_fill(&l, r.buf, (uint32_t)n, (uint32_t)w.rank);
+	memcpy(r.l.buf + WORLD_HDR, &l, sizeof(l));
+	moe_fill(&l, r.l.buf, (uint32_t)n, (uint32_t)w.rank);
 	for (it = -warmup; it < iters; it++) {
-		moe_reset(&l, r.buf, (uint32_t)n);
+		moe_reset(&l, r.l.buf, (uint32_t)n);
 		world_barrier(&w);
 		t0 = world_now();
 		moe_host_exchange(&r, &l, (uint32_t)n, (uint32_t)w.rank);
@@ -273,7 +233,7 @@ int main(int argc, char **argv)
 			sum += world_now() - t0;
 		world_barrier(&w);
 	}
-	bad = moe_verify(&l, r.buf, (uint32_t)n, (uint32_t)w.rank);
+	bad = moe_verify(&l, r.l.buf, (uint32_t)n, (uint32_t)w.rank);
 	sum /= iters;
 	world_allgather(&w, &sum, all, sizeof(sum));
 	world_allgather(&w, &bad, bads, sizeof(bad));
@@ -287,13 +247,7 @@ int main(int argc, char **argv)
 		       bad ? "FAILED" : "ok");
 	}
 	world_barrier(&w);
-	fi_close(&r.ep->fid);
-	fi_close(&r.mr->fid);
-	fi_close(&r.cq->fid);
-	fi_close(&r.av->fid);
-	fi_close(&r.domain->fid);
-	fi_close(&r.fabric->fid);
-	fi_freeinfo(r.info);
+	lf_ep_close(&r.l);
 	if (w.rank != 0)
 		return bad != 0;
 	return world_join(&w) || bad != 0;

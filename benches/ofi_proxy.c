@@ -44,10 +44,10 @@
  *                                                  100: xpu_put_signal_8B_us,
  *                                                  xpu_write_8B_us
  */
-#include "ordered_getinfo.h"
+#include "lf_bench.h"
 
-#include <fi_xpu.h>
-#include <fi_xpu/device.h>
+#include "xpu_bench.h"
+
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -63,8 +63,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(2); } while (0)
-#define TRY(call) do { long long r_ = (long long)(call); if (r_) DIE("%s: %s", #call, fi_strerror((int)-r_)); } while (0)
 #define XTRY(call) do { long long r_ = (long long)(call); if (r_ < 0) DIE("%s: %s", #call, fi_xpu_strerror((int)r_)); } while (0)
 
 #define BIG (16u << 20)
@@ -77,13 +75,6 @@
 #define BW_WINDOW 8
 
 static const size_t sizes[] = { 64u << 10, 1u << 20, 16u << 20 };
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* One way of posting a write and reaping completions. */
 struct path {
@@ -283,17 +274,11 @@ static int host_reap(void *s)
 /* Two endpoints of one domain, the first writing to the second. */
 static void host_open(struct host *h, const char *prov)
 {
-	struct fi_info *hints = fi_allocinfo();
+	struct fi_info *hints = lf_hints(prov);
 	memset(h, 0, sizeof(*h));
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_RMA;
-	hints->mode = FI_CONTEXT;
 	/* As the ofi provider asks (its progress threads and host calls share
 	 * the domain). */
 	hints->domain_attr->threading = FI_THREAD_SAFE;
-	hints->domain_attr->mr_mode =
-		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-	hints->fabric_attr->prov_name = strdup(prov);
 	TRY(fi_getinfo_ordered(hints, &h->info));
 	fi_freeinfo(hints);
 	fprintf(stderr, "host-direct on libfabric provider %s, writes %s\n",
@@ -400,46 +385,21 @@ static int xpu_reap(void *s)
 
 static void xpu_open(struct xpu *x)
 {
-	struct fi_xpu_info *info, *i;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 1024, .format = FI_CQ_FORMAT_CONTEXT, .timeout = 10000 };
-	struct fi_xpu_ep_attr eattr = { 0 };
 	uint8_t name[64];
 	size_t len = sizeof(name);
 	fi_addr_t fa;
-	int fd;
-	uint64_t off;
 
-	XTRY(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	if (!i)
-		DIE("the ofi provider is not available");
-	XTRY(fi_xpu_domain(i, NULL, &x->dom, NULL));
-	fi_xpu_freeinfo(info);
+	xpu_bench_domain("ofi", &x->dom);
 	XTRY(fi_xpu_ctx_open(x->dom, &xattr, &x->ctx, NULL));
 	XTRY(fi_xpu_av_open(x->dom, NULL, &x->av, NULL));
-	cattr.xpu_ctx = x->ctx;
-	XTRY(fi_xpu_cq_open(x->dom, &cattr, &x->hcq, NULL));
-	XTRY(fi_xpu_cq_open(x->dom, &cattr, &x->hcq2, NULL));
-	eattr.xpu_ctx = x->ctx;
 	/* As on the host: the first endpoint writes to the second, both
 	 * served by the domain's one progress thread. */
-	XTRY(fi_xpu_endpoint(x->dom, &eattr, &x->hep, NULL));
-	XTRY(fi_xpu_ep_bind(x->hep, &x->av->fid, 0));
-	XTRY(fi_xpu_ep_bind(x->hep, &x->hcq->fid, FI_TRANSMIT | FI_RECV));
-	XTRY(fi_xpu_enable(x->hep));
-	XTRY(fi_xpu_endpoint(x->dom, &eattr, &x->hep2, NULL));
-	XTRY(fi_xpu_ep_bind(x->hep2, &x->av->fid, 0));
-	XTRY(fi_xpu_ep_bind(x->hep2, &x->hcq2->fid, FI_TRANSMIT | FI_RECV));
-	XTRY(fi_xpu_enable(x->hep2));
+	xpu_bench_endpoint(x->dom, x->ctx, x->av, 1024, &x->hcq, &x->hep);
+	xpu_bench_endpoint(x->dom, x->ctx, x->av, 1024, &x->hcq2, &x->hep2);
 	memset(name, 0, sizeof(name));
 	XTRY(fi_xpu_getname(x->hep2, name, &len));
-	XTRY(fi_xpu_alloc(x->ctx, HEAP, 4096, FI_XPU_ALLOC_DMABUF, (void **)&x->heap, &fd, &off));
-	close(fd);
-	memset(x->heap, 0, HEAP);
-	XTRY(fi_xpu_mr_reg(x->dom, x->ctx, x->heap, HEAP,
-			   FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &x->mr, NULL));
+	x->heap = xpu_bench_heap(x->dom, x->ctx, HEAP, &x->mr);
 	XTRY(fi_xpu_mr_key(x->mr, &x->key));
 	len = sizeof(x->desc);
 	XTRY(fi_xpu_mr_desc(x->mr, x->desc, &len, 0, x->ctx));
@@ -452,15 +412,12 @@ static void xpu_open(struct xpu *x)
 
 static void xpu_close(struct xpu *x)
 {
+	struct fid *objs[] = { &x->hep->fid, &x->hep2->fid, &x->hcq->fid, &x->hcq2->fid,
+			       &x->av->fid, &x->ctx->fid, &x->dom->fid };
+
 	XTRY(fi_xpu_close(&x->mr->fid));
 	XTRY(fi_xpu_free(x->ctx, x->heap));
-	XTRY(fi_xpu_close(&x->hep->fid));
-	XTRY(fi_xpu_close(&x->hep2->fid));
-	XTRY(fi_xpu_close(&x->hcq->fid));
-	XTRY(fi_xpu_close(&x->hcq2->fid));
-	XTRY(fi_xpu_close(&x->av->fid));
-	XTRY(fi_xpu_close(&x->ctx->fid));
-	XTRY(fi_xpu_close(&x->dom->fid));
+	xpu_bench_close(objs, sizeof(objs) / sizeof(objs[0]));
 }
 
 /* ---- a bare ring between the same two threads (the bound of any proxy) ----

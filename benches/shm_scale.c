@@ -30,8 +30,7 @@
  *
  * Prints "name value unit" lines.
  */
-#include <fi_xpu.h>
-#include <fi_xpu/device.h>
+#include "xpu_bench.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -46,16 +45,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CHECK(expr)                                                             \
-	do {                                                                    \
-		long long rc_ = (long long)(expr);                              \
-		if (rc_ < 0) {                                                  \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__,  \
-				#expr, fi_xpu_strerror((int)rc_));              \
-			exit(2);                                                \
-		}                                                               \
-	} while (0)
 
 #define MAXP 64
 #define MAXK 1024
@@ -78,17 +67,7 @@ struct board {
 struct rank {
 	int me, np;
 	struct board *board;
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
-	struct fid_xpu_mr *mr;
-	struct fid_xpu_ep ep;
-	struct fid_xpu_cq cq;
-	uint8_t *heap;
-	size_t heap_len;
-	uint8_t desc[64];
+	struct xpu_ep x;
 	fi_addr_t fa[MAXK];
 	uint64_t raw[MAXP][8];
 };
@@ -101,13 +80,6 @@ static double cpu_secs(void)
 	getrusage(RUSAGE_SELF, &u);
 	return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 +
 	       (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec * 1e-6;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Every rank waits for all; yields, since ranks may outnumber cores. */
@@ -132,46 +104,10 @@ static void barrier(struct rank *r)
 /* Opens this rank's objects and registers a heap of `heap_len` bytes. */
 static void open_rank(struct rank *r, size_t heap_len)
 {
-	struct fi_xpu_info *info, *i;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = CQ_SIZE, .format = FI_CQ_FORMAT_CONTEXT, .timeout = 10000 };
-	struct fi_xpu_ep_attr eattr = { 0 };
 	struct card *mine = &r->board->cards[r->me];
-	size_t len = sizeof(mine->name);
-	int fd;
-	uint64_t off;
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
-		;
-	if (!i) {
-		fprintf(stderr, "the shm provider is not available\n");
-		exit(2);
-	}
-	CHECK(fi_xpu_domain(i, NULL, &r->dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(r->dom, &xattr, &r->ctx, NULL));
-	CHECK(fi_xpu_av_open(r->dom, NULL, &r->av, NULL));
-	cattr.xpu_ctx = r->ctx;
-	CHECK(fi_xpu_cq_open(r->dom, &cattr, &r->hcq, NULL));
-	eattr.xpu_ctx = r->ctx;
-	CHECK(fi_xpu_endpoint(r->dom, &eattr, &r->hep, NULL));
-	CHECK(fi_xpu_ep_bind(r->hep, &r->av->fid, 0));
-	CHECK(fi_xpu_ep_bind(r->hep, &r->hcq->fid, FI_TRANSMIT | FI_RECV));
-	CHECK(fi_xpu_enable(r->hep));
-	CHECK(fi_xpu_getname(r->hep, mine->name, &len));
-	r->heap_len = heap_len;
-	CHECK(fi_xpu_alloc(r->ctx, heap_len, 4096, FI_XPU_ALLOC_DMABUF, (void **)&r->heap, &fd, &off));
-	close(fd);
-	memset(r->heap, 0, heap_len);
-	CHECK(fi_xpu_mr_reg(r->dom, r->ctx, r->heap, heap_len,
-			    FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r->mr, NULL));
-	CHECK(fi_xpu_mr_key(r->mr, &mine->key));
-	len = sizeof(r->desc);
-	CHECK(fi_xpu_mr_desc(r->mr, r->desc, &len, 0, r->ctx));
-	mine->base = (uint64_t)(uintptr_t)r->heap;
-	CHECK(fi_xpu_export(&r->hep->fid, 0, &r->ep.fid));
-	CHECK(fi_xpu_export(&r->hcq->fid, 0, &r->cq.fid));
+	xpu_ep_open(&r->x, "shm", CQ_SIZE, heap_len, mine->name, &mine->key);
+	mine->base = (uint64_t)(uintptr_t)r->x.heap;
 }
 
 /* Inserts every other rank's address; raw[p] is rank p's raw address. */
@@ -181,8 +117,8 @@ static void connect_all(struct rank *r)
 		size_t len = sizeof(r->raw[p]);
 		if (p == r->me)
 			continue;
-		CHECK(fi_xpu_av_insert(r->av, r->board->cards[p].name, 1, &r->fa[p], 0, NULL));
-		CHECK(fi_xpu_av_lookup(r->av, r->fa[p], r->raw[p], &len, 0, r->ctx));
+		CHECK(fi_xpu_av_insert(r->x.av, r->board->cards[p].name, 1, &r->fa[p], 0, NULL));
+		CHECK(fi_xpu_av_lookup(r->x.av, r->fa[p], r->raw[p], &len, 0, r->x.ctx));
 	}
 }
 
@@ -201,14 +137,14 @@ static int64_t reap_some(struct fid_xpu_cq *cq)
 static void reap(struct rank *r, int64_t *outstanding, int64_t target)
 {
 	while (*outstanding > target)
-		*outstanding -= reap_some(&r->cq);
+		*outstanding -= reap_some(&r->x.cq);
 }
 
 /* One 8-byte write: the post whose instruction count is reported. */
 __attribute__((noinline)) int post_one(struct rank *r, int peer, size_t src, uint64_t dst,
 				       uint64_t key)
 {
-	return fi_xpu_write(&r->ep, r->heap + src, 8, r->desc, 0, r->raw[peer], dst, key, NULL, 0,
+	return fi_xpu_write(&r->x.ep, r->x.heap + src, 8, r->x.desc, 0, r->raw[peer], dst, key, NULL, 0,
 			    FI_XPU_WORK_ITEM);
 }
 
@@ -217,7 +153,7 @@ static void write_to(struct rank *r, int peer, size_t src, uint64_t dst, uint64_
 {
 	int rc;
 	while ((rc = post_one(r, peer, src, dst, key)) == -FI_EAGAIN)
-		*outstanding -= reap_some(&r->cq);
+		*outstanding -= reap_some(&r->x.cq);
 	CHECK(rc);
 	if (++*outstanding >= 64)
 		reap(r, outstanding, 32);
@@ -225,13 +161,7 @@ static void write_to(struct rank *r, int peer, size_t src, uint64_t dst, uint64_
 
 static void close_rank(struct rank *r)
 {
-	CHECK(fi_xpu_close(&r->mr->fid));
-	CHECK(fi_xpu_free(r->ctx, r->heap));
-	CHECK(fi_xpu_close(&r->hep->fid));
-	CHECK(fi_xpu_close(&r->hcq->fid));
-	CHECK(fi_xpu_close(&r->av->fid));
-	CHECK(fi_xpu_close(&r->ctx->fid));
-	CHECK(fi_xpu_close(&r->dom->fid));
+	xpu_ep_close(&r->x);
 }
 
 /* ---- rate: N posting work items on one endpoint ------------------------ */
@@ -260,14 +190,14 @@ static void rate_kernel(void *p)
 			while (__atomic_load_n(&a->posted, __ATOMIC_RELAXED) -
 				       __atomic_load_n(&a->reaped, __ATOMIC_RELAXED) >
 			       CQ_SIZE / 2)
-				__atomic_add_fetch(&a->reaped, reap_some(&r->cq), __ATOMIC_RELAXED);
+				__atomic_add_fetch(&a->reaped, reap_some(&r->x.cq), __ATOMIC_RELAXED);
 			__atomic_add_fetch(&a->posted, RATE_BATCH, __ATOMIC_RELAXED);
 		}
 		while ((rc = post_one(r, 1, 8, dst, r->board->cards[1].key)) == -FI_EAGAIN)
-			__atomic_add_fetch(&a->reaped, reap_some(&r->cq), __ATOMIC_RELAXED);
+			__atomic_add_fetch(&a->reaped, reap_some(&r->x.cq), __ATOMIC_RELAXED);
 		CHECK(rc);
 		if (i % RATE_BATCH == RATE_BATCH - 1)
-			__atomic_add_fetch(&a->reaped, reap_some(&r->cq), __ATOMIC_RELAXED);
+			__atomic_add_fetch(&a->reaped, reap_some(&r->x.cq), __ATOMIC_RELAXED);
 	}
 }
 
@@ -369,9 +299,9 @@ static int memory(struct rank *r, int regs, int both)
 	for (int i = 0; i < regs; i++) {
 		int fd;
 		uint64_t off;
-		CHECK(fi_xpu_alloc(r->ctx, 64 << 10, 4096, FI_XPU_ALLOC_DMABUF, &bufs[i], &fd, &off));
+		CHECK(fi_xpu_alloc(r->x.ctx, 64 << 10, 4096, FI_XPU_ALLOC_DMABUF, &bufs[i], &fd, &off));
 		close(fd);
-		CHECK(fi_xpu_mr_reg(r->dom, r->ctx, bufs[i], 64 << 10, FI_REMOTE_WRITE, 0, 0, 0,
+		CHECK(fi_xpu_mr_reg(r->x.dom, r->x.ctx, bufs[i], 64 << 10, FI_REMOTE_WRITE, 0, 0, 0,
 				    &mrs[i], NULL));
 	}
 	if (r->me == 0) {
@@ -384,8 +314,8 @@ static int memory(struct rank *r, int regs, int both)
 	} else {
 		for (int p = r->me + 1; p < r->np; p++) {
 			size_t len = sizeof(r->raw[p]);
-			CHECK(fi_xpu_av_insert(r->av, r->board->cards[p].name, 1, &r->fa[p], 0, NULL));
-			CHECK(fi_xpu_av_lookup(r->av, r->fa[p], r->raw[p], &len, 0, r->ctx));
+			CHECK(fi_xpu_av_insert(r->x.av, r->board->cards[p].name, 1, &r->fa[p], 0, NULL));
+			CHECK(fi_xpu_av_lookup(r->x.av, r->fa[p], r->raw[p], &len, 0, r->x.ctx));
 		}
 	}
 	barrier(r);
@@ -402,7 +332,7 @@ static int memory(struct rank *r, int regs, int both)
 	barrier(r);
 	for (int i = 0; i < regs; i++) {
 		CHECK(fi_xpu_close(&mrs[i]->fid));
-		CHECK(fi_xpu_free(r->ctx, bufs[i]));
+		CHECK(fi_xpu_free(r->x.ctx, bufs[i]));
 	}
 	return 0;
 }
@@ -411,7 +341,7 @@ static int memory(struct rank *r, int regs, int both)
 __attribute__((noinline)) int lookup_one(struct rank *r, fi_addr_t fa, uint64_t *raw)
 {
 	size_t len = sizeof(uint64_t) * 8;
-	return fi_xpu_av_lookup(r->av, fa, raw, &len, 0, r->ctx);
+	return fi_xpu_av_lookup(r->x.av, fa, raw, &len, 0, r->x.ctx);
 }
 
 /* The first lookup of an entry, which also takes a slot in the context's
@@ -419,7 +349,7 @@ __attribute__((noinline)) int lookup_one(struct rank *r, fi_addr_t fa, uint64_t 
 __attribute__((noinline)) int lookup_first(struct rank *r, fi_addr_t fa, uint64_t *raw)
 {
 	size_t len = sizeof(uint64_t) * 8;
-	return fi_xpu_av_lookup(r->av, fa, raw, &len, 0, r->ctx);
+	return fi_xpu_av_lookup(r->x.av, fa, raw, &len, 0, r->x.ctx);
 }
 
 static int lookup(struct rank *r, int m, int k, int posts)
@@ -431,7 +361,7 @@ static int lookup(struct rank *r, int m, int k, int posts)
 		int got = 1;
 		r->board->keys[0] = r->board->cards[1].key;
 		for (; got < m; got++) {
-			int rc = fi_xpu_mr_reg(r->dom, r->ctx, r->heap + 4096 + 64 * (size_t)got, 64,
+			int rc = fi_xpu_mr_reg(r->x.dom, r->x.ctx, r->x.heap + 4096 + 64 * (size_t)got, 64,
 					       FI_REMOTE_WRITE, 0, 0, 0, &mrs[got], NULL);
 			if (rc == -FI_ENOSPC)
 				break;
@@ -447,10 +377,10 @@ static int lookup(struct rank *r, int m, int k, int posts)
 		int64_t out = 0;
 		/* k entries of the same peer in the AV, each looked up once. */
 		for (int i = 0; i < k; i++)
-			CHECK(fi_xpu_av_insert(r->av, r->board->cards[1].name, 1, &r->fa[i], 0, NULL));
+			CHECK(fi_xpu_av_insert(r->x.av, r->board->cards[1].name, 1, &r->fa[i], 0, NULL));
 		for (int i = 0; i < k - 1; i++) {
 			size_t len = sizeof(raw);
-			CHECK(fi_xpu_av_lookup(r->av, r->fa[i], raw, &len, 0, r->ctx));
+			CHECK(fi_xpu_av_lookup(r->x.av, r->fa[i], raw, &len, 0, r->x.ctx));
 		}
 		CHECK(lookup_first(r, r->fa[k - 1], r->raw[1]));
 		uint64_t dst = r->board->cards[1].base + (m > 1 ? 4096 + 64 * (uint64_t)(m - 1) : 64);
@@ -483,7 +413,7 @@ static double copy_rate(struct rank *r, uint8_t *dst, const uint8_t *src, size_t
 	for (int i = 0; i < reps; i++) {
 		if (device) {
 			int rc;
-			while ((rc = fi_xpu_write(&r->ep, (void *)src, len, r->desc, 0, r->raw[1],
+			while ((rc = fi_xpu_write(&r->x.ep, (void *)src, len, r->x.desc, 0, r->raw[1],
 						  (uint64_t)(uintptr_t)dst, r->board->cards[1].key,
 						  NULL, 0, FI_XPU_WORK_ITEM)) == -FI_EAGAIN)
 				reap(r, &out, 0);
@@ -510,7 +440,7 @@ static int copy(struct rank *r, int rounds)
 		/* The first write through the fresh mapping of the peer's heap. */
 		getrusage(RUSAGE_SELF, &u0);
 		double t0 = now();
-		copy_rate(r, peer, r->heap + BIG, BIG, 1, 1);
+		copy_rate(r, peer, r->x.heap + BIG, BIG, 1, 1);
 		double t = now() - t0;
 		getrusage(RUSAGE_SELF, &u1);
 		printf("first_write_16MiB_ms %.3f ms\n", t * 1e3);
@@ -521,7 +451,7 @@ static int copy(struct rank *r, int rounds)
 			double best_w = 0, best_m = 0;
 			int reps = (int)((128u << 20) / sizes[s]);
 			for (int i = 0; i < rounds; i++) {
-				double w = copy_rate(r, peer, r->heap + BIG, sizes[s], reps, 1);
+				double w = copy_rate(r, peer, r->x.heap + BIG, sizes[s], reps, 1);
 				double m = copy_rate(r, b, a, sizes[s], reps, 0);
 				best_w = w > best_w ? w : best_w;
 				best_m = m > best_m ? m : best_m;

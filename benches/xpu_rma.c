@@ -9,8 +9,7 @@
  *        xpu_rma --post N                posts N 8-byte writes through
  *                                        post_one() (for callgrind)
  */
-#include <fi_xpu.h>
-#include <fi_xpu/device.h>
+#include "xpu_bench.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,16 +21,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CHECK(expr)                                                             \
-	do {                                                                    \
-		long long rc_ = (long long)(expr);                              \
-		if (rc_ < 0) {                                                  \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__,  \
-				#expr, fi_xpu_strerror((int)rc_));              \
-			exit(2);                                                \
-		}                                                               \
-	} while (0)
 
 #define HEAP (40u << 20)
 #define BIG (16u << 20)
@@ -49,27 +38,11 @@ struct card {
 };
 
 struct bench {
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
-	struct fid_xpu_mr *mr;
-	struct fid_xpu_ep ep;
-	struct fid_xpu_cq cq;
-	uint8_t *heap;
-	uint8_t desc[64];
+	struct xpu_ep x;
 	uint64_t raw[8];
 	struct card peer;
 	int sock;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void xfer(int sock, const void *out, void *in, size_t len)
 {
@@ -81,65 +54,25 @@ static void xfer(int sock, const void *out, void *in, size_t len)
 
 static void setup(struct bench *b)
 {
-	struct fi_xpu_info *info, *i;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 1024, .format = FI_CQ_FORMAT_CONTEXT, .timeout = 10000 };
-	struct fi_xpu_ep_attr eattr = { 0 };
 	struct card mine;
-	size_t len = sizeof(mine.name);
+	size_t len;
 	fi_addr_t fa;
-	int fd;
-	uint64_t off;
 
 	const char *want = getenv("FI_XPU_PROVIDER");
 	if (!want || !*want || strchr(want, ',') || want[0] == '^')
 		want = "shm";
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, want) != 0; i = i->next)
-		;
-	if (!i) {
-		fprintf(stderr, "the %s provider is not available\n", want);
-		exit(2);
-	}
-	CHECK(fi_xpu_domain(i, NULL, &b->dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(b->dom, &xattr, &b->ctx, NULL));
-	CHECK(fi_xpu_av_open(b->dom, NULL, &b->av, NULL));
-	cattr.xpu_ctx = b->ctx;
-	CHECK(fi_xpu_cq_open(b->dom, &cattr, &b->hcq, NULL));
-	eattr.xpu_ctx = b->ctx;
-	CHECK(fi_xpu_endpoint(b->dom, &eattr, &b->hep, NULL));
-	CHECK(fi_xpu_ep_bind(b->hep, &b->av->fid, 0));
-	CHECK(fi_xpu_ep_bind(b->hep, &b->hcq->fid, FI_TRANSMIT | FI_RECV));
-	CHECK(fi_xpu_enable(b->hep));
 	memset(&mine, 0, sizeof(mine));
-	CHECK(fi_xpu_getname(b->hep, mine.name, &len));
-	CHECK(fi_xpu_alloc(b->ctx, HEAP, 4096, FI_XPU_ALLOC_DMABUF, (void **)&b->heap, &fd, &off));
-	close(fd);
-	memset(b->heap, 0, HEAP);
-	CHECK(fi_xpu_mr_reg(b->dom, b->ctx, b->heap, HEAP,
-			    FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &b->mr, NULL));
-	CHECK(fi_xpu_mr_key(b->mr, &mine.key));
-	len = sizeof(b->desc);
-	CHECK(fi_xpu_mr_desc(b->mr, b->desc, &len, 0, b->ctx));
-	mine.base = (uint64_t)(uintptr_t)b->heap;
+	xpu_ep_open(&b->x, want, 1024, HEAP, mine.name, &mine.key);
+	mine.base = (uint64_t)(uintptr_t)b->x.heap;
 	xfer(b->sock, &mine, &b->peer, sizeof(mine));
-	CHECK(fi_xpu_av_insert(b->av, b->peer.name, 1, &fa, 0, NULL));
+	CHECK(fi_xpu_av_insert(b->x.av, b->peer.name, 1, &fa, 0, NULL));
 	len = sizeof(b->raw);
-	CHECK(fi_xpu_av_lookup(b->av, fa, b->raw, &len, 0, b->ctx));
-	CHECK(fi_xpu_export(&b->hep->fid, 0, &b->ep.fid));
-	CHECK(fi_xpu_export(&b->hcq->fid, 0, &b->cq.fid));
+	CHECK(fi_xpu_av_lookup(b->x.av, fa, b->raw, &len, 0, b->x.ctx));
 }
 
 static void teardown(struct bench *b)
 {
-	CHECK(fi_xpu_close(&b->mr->fid));
-	CHECK(fi_xpu_free(b->ctx, b->heap));
-	CHECK(fi_xpu_close(&b->hep->fid));
-	CHECK(fi_xpu_close(&b->hcq->fid));
-	CHECK(fi_xpu_close(&b->av->fid));
-	CHECK(fi_xpu_close(&b->ctx->fid));
-	CHECK(fi_xpu_close(&b->dom->fid));
+	xpu_ep_close(&b->x);
 }
 
 /* Reaps completions until at most `target` operations are outstanding. */
@@ -147,7 +80,7 @@ static void reap(struct bench *b, int *outstanding, int target)
 {
 	struct fi_cq_entry e[16];
 	while (*outstanding > target) {
-		int64_t n = fi_xpu_cq_read(&b->cq, e, 16, FI_XPU_WORK_ITEM);
+		int64_t n = fi_xpu_cq_read(&b->x.cq, e, 16, FI_XPU_WORK_ITEM);
 		if (n > 0)
 			*outstanding -= (int)n;
 		else
@@ -158,7 +91,7 @@ static void reap(struct bench *b, int *outstanding, int target)
 /* One 8-byte write: the post whose instruction count is reported. */
 __attribute__((noinline)) int post_one(struct bench *b, size_t src, size_t dst, size_t len)
 {
-	return fi_xpu_write(&b->ep, b->heap + src, len, b->desc, 0, b->raw, b->peer.base + dst,
+	return fi_xpu_write(&b->x.ep, b->x.heap + src, len, b->x.desc, 0, b->raw, b->peer.base + dst,
 			    b->peer.key, NULL, 0, FI_XPU_WORK_ITEM);
 }
 
@@ -173,9 +106,9 @@ static void write_at(struct bench *b, size_t src, size_t dst, size_t len, int *o
 
 static void wait_word(struct bench *b, size_t off, uint64_t want, int *outstanding)
 {
-	while (__atomic_load_n((uint64_t *)(b->heap + off), __ATOMIC_ACQUIRE) != want) {
+	while (__atomic_load_n((uint64_t *)(b->x.heap + off), __ATOMIC_ACQUIRE) != want) {
 		struct fi_cq_entry e[16];
-		int64_t n = fi_xpu_cq_read(&b->cq, e, 16, FI_XPU_WORK_ITEM);
+		int64_t n = fi_xpu_cq_read(&b->x.cq, e, 16, FI_XPU_WORK_ITEM);
 		if (n > 0)
 			*outstanding -= (int)n;
 	}
@@ -212,7 +145,7 @@ static void run(struct bench *b, int initiator, int iters)
 {
 	int out = 0;
 	for (int i = 1; i <= iters; i++)
-		*(uint64_t *)(b->heap + VALUES + 8 * (size_t)i) = (uint64_t)i;
+		*(uint64_t *)(b->x.heap + VALUES + 8 * (size_t)i) = (uint64_t)i;
 	barrier(b);
 	double t0 = now();
 	for (int i = 1; i <= iters; i++) {

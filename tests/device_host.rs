@@ -2,6 +2,7 @@
 //! headers and libfi_xpu.so, run on threads started by `fi_xpu_host_launch`.
 use crate::common;
 
+use common::ofi::have_libfabric;
 use common::{build, cc, root, run_ok, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -97,21 +98,8 @@ fn coop_copy_with_streaming_stores() {
 /// `src` built with ThreadSanitizer, after checking that the C compiler can
 /// build and run such programs here.
 fn build_tsan(test: &str, src: &str) -> PathBuf {
-    let probe = scratch(&format!("{test}-probe"));
-    let p = probe.join("p.c");
-    std::fs::write(&p, "int main(void){return 0;}\n").unwrap();
-    let ok = Command::new("cc")
-        .args(["-fsanitize=thread"])
-        .arg(&p)
-        .arg("-o")
-        .arg(probe.join("p"))
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new(probe.join("p"))
-            .status()
-            .is_ok_and(|s| s.success());
     assert!(
-        ok,
+        common::sanitizer_works("-fsanitize=thread", &format!("{test}-probe"), true),
         "the C compiler cannot build and run ThreadSanitizer programs here"
     );
     build_c(test, src, &["-fsanitize=thread"])
@@ -281,13 +269,6 @@ fn device_scope(prov: &str, fabric: Option<&str>) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn have_libfabric() -> bool {
-    Command::new("pkg-config")
-        .args(["--exists", "libfabric"])
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 #[test]

@@ -42,6 +42,32 @@ fn signal_asan(mut env: Vec<(&'static str, String)>) {
     );
 }
 
+/// As `signal`, with the log at `info`: the log also says `transport` (the
+/// libfabric provider's line) and `path` (how signals follow their data).
+fn signal_saying(mut env: Vec<(&'static str, String)>, transport: &str, path: &str) {
+    env.push(("FI_XPU_LOG_LEVEL", "info".into()));
+    let out = common::ofi::run(
+        &program("device_signal", &[]),
+        &[],
+        &env,
+        240,
+        "device_signal",
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("device_signal: ok"),
+        "{}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains(transport) && stderr.contains(path),
+        "{stderr}"
+    );
+}
+
 fn shm(delay_us: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![
         ("FI_XPU_PROVIDER", "shm".into()),
@@ -106,30 +132,13 @@ fn ordered_signals_on_ofi_tcp_with_late_data() {
 /// (the transport line says so). Late data must still come first: the
 /// signal may only follow the data into libfabric.
 fn injected_over_shm(delay_ms: Option<&str>) {
-    let Some(mut env) = ofi("shm", delay_ms) else {
+    let Some(env) = ofi("shm", delay_ms) else {
         return;
     };
-    env.push(("FI_XPU_LOG_LEVEL", "info".into()));
-    let out = common::ofi::run(
-        &program("device_signal", &[]),
-        &[],
-        &env,
-        240,
-        "device_signal",
-    );
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("device_signal: ok"),
-        "{}\n{stdout}\n{stderr}",
-        out.status
-    );
-    assert!(
-        stderr.contains("transport: libfabric provider shm")
-            && stderr.contains("or at once behind injected data of up to"),
-        "{stderr}"
+    signal_saying(
+        env,
+        "transport: libfabric provider shm",
+        "or at once behind injected data of up to",
     );
 }
 
@@ -169,27 +178,10 @@ fn fenced_over_sockets(delay_ms: Option<&str>) {
         return;
     }
     env.push(("FI_SOCKETS_IFACE", "lo".into()));
-    env.push(("FI_XPU_LOG_LEVEL", "info".into()));
-    let out = common::ofi::run(
-        &program("device_signal", &[]),
-        &[],
-        &env,
-        240,
-        "device_signal",
-    );
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("device_signal: ok"),
-        "{}\n{stdout}\n{stderr}",
-        out.status
-    );
-    assert!(
-        stderr.contains("transport: libfabric provider sockets")
-            && stderr.contains("signals follow their data fenced (FI_FENCE)"),
-        "{stderr}"
+    signal_saying(
+        env,
+        "transport: libfabric provider sockets",
+        "signals follow their data fenced (FI_FENCE)",
     );
 }
 

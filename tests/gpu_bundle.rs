@@ -61,6 +61,19 @@ fn text(o: &Output) -> String {
 /// front end, cicc, ptxas (SASS for sm_90) and the host compiler with
 /// warnings as errors; then linked with libfi_xpu and the static CUDA
 /// runtime, so every host call resolves.
+/// Links `obj` with libfi_xpu (in `lib`) into `out` by `linker`, which must
+/// succeed.
+fn link(mut linker: Command, obj: &Path, lib: &Path, out: &Path) {
+    linker
+        .arg(obj)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lfi_xpu")
+        .arg("-o")
+        .arg(out);
+    let o = common::run(&mut linker);
+    assert!(o.status.success(), "{linker:?}\n{}", text(&o));
+}
+
 #[test]
 fn cuda_examples_build_with_nvcc() {
     let Some(cuda) = cuda_home() else {
@@ -98,15 +111,9 @@ fn cuda_examples_build_with_nvcc() {
                 let o = common::run(&mut cc);
                 assert!(o.status.success(), "{cc:?}\n{}", text(&o));
                 assert!(!text(&o).contains("warning"), "{}", text(&o));
-                let mut link = Command::new(cuda.join("bin/nvcc"));
-                link.arg(&obj)
-                    .args(["-cudart", "static"])
-                    .arg(format!("-L{}", lib.display()))
-                    .arg("-lfi_xpu")
-                    .arg("-o")
-                    .arg(dir.join(ex));
-                let o = common::run(&mut link);
-                assert!(o.status.success(), "{link:?}\n{}", text(&o));
+                let mut nvcc = Command::new(cuda.join("bin/nvcc"));
+                nvcc.args(["-cudart", "static"]);
+                link(nvcc, &obj, lib, &dir.join(ex));
             });
         }
     });
@@ -245,14 +252,7 @@ fn hip_examples_build_with_hipcc() {
                 if ex == "device_all_ops" {
                     return; // a kernel, no program
                 }
-                let mut link = Command::new("hipcc");
-                link.arg(&obj)
-                    .arg(format!("-L{}", lib.display()))
-                    .arg("-lfi_xpu")
-                    .arg("-o")
-                    .arg(dir.join(ex));
-                let o = common::run(&mut link);
-                assert!(o.status.success(), "{link:?}\n{}", text(&o));
+                link(Command::new("hipcc"), &obj, lib, &dir.join(ex));
             });
         }
     });

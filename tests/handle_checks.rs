@@ -8,14 +8,7 @@ use crate::common;
 use std::process::Command;
 
 fn run(prov: &str) {
-    let dir = common::scratch(&format!("handle-checks-{prov}"));
-    let exe = dir.join("handle_checks");
-    common::cc(
-        &[&common::root().join("tests/c/handle_checks.c")],
-        &exe,
-        &[],
-    );
-    let mut cmd = Command::new(&exe);
+    let mut cmd = Command::new(common::ofi::program("handle_checks", &[]));
     cmd.arg(prov)
         .env("FI_XPU_PROVIDER", prov)
         .env("FI_XPU_LOG_LEVEL", "none");

@@ -7,23 +7,9 @@ use crate::common;
 
 use std::process::Command;
 
-/// Whether these tests can run: never with every program built with
-/// AddressSanitizer (`cargo xtask asan`), which valgrind cannot run.
-fn have_valgrind() -> bool {
-    if common::asan_all() {
-        eprintln!("skipped: the programs are built with AddressSanitizer");
-        return false;
-    }
-    assert!(
-        common::have("valgrind"),
-        "valgrind is missing: install it (.ci/run does)"
-    );
-    true
-}
-
 #[test]
 fn harness_reports_an_invalid_read() {
-    if !have_valgrind() {
+    if !common::valgrind_usable() {
         return;
     }
     let dir = common::scratch("memcheck-bad");
@@ -39,28 +25,22 @@ fn harness_reports_an_invalid_read() {
 
 #[test]
 fn shm_handle_checks_under_memcheck() {
-    if !have_valgrind() {
+    if !common::valgrind_usable() {
         return;
     }
-    let dir = common::scratch("memcheck-handle-checks");
-    let exe = dir.join("handle_checks");
-    common::cc(
-        &[&common::root().join("tests/c/handle_checks.c")],
-        &exe,
-        &[],
-    );
+    let exe = common::ofi::program("handle_checks", &[]);
     let mut cmd = Command::new(&exe);
     cmd.arg("shm")
         .env("FI_XPU_PROVIDER", "shm")
         .env("FI_XPU_LOG_LEVEL", "none")
-        .current_dir(&dir);
+        .current_dir(exe.parent().unwrap());
     let out = common::memcheck::run_with(&cmd, true).expect("a test program");
     assert!(out.status.success(), "{out:?}");
 }
 
 #[test]
 fn ofi_ops_over_tcp_under_memcheck() {
-    if !have_valgrind() {
+    if !common::valgrind_usable() {
         return;
     }
     if !common::ofi::have_libfabric() {

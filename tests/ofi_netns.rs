@@ -6,18 +6,12 @@
 use crate::common;
 
 use common::netns::Netns;
+use common::ofi::have_libfabric;
 
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
-
-fn have_libfabric() -> bool {
-    Command::new("pkg-config")
-        .args(["--exists", "libfabric"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 #[test]
 fn ops_across_veth_over_tcp() {

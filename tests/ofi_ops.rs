@@ -4,34 +4,34 @@
 //! and the ring-entry checks and layouts shared with the C header.
 use crate::common;
 
-use std::process::Command;
+use common::ofi::{have_libfabric, over, program};
 
-fn have_libfabric() -> bool {
-    Command::new("pkg-config")
-        .args(["--exists", "libfabric"])
-        .status()
-        .is_ok_and(|s| s.success())
+/// Runs tests/c/`name`.c (one process, or its own two) on the ofi
+/// provider over libfabric's `fabric` within `limit_s` seconds; it must
+/// exit 0 saying `<name>: ok`. Its stderr; `None` when libfabric is not
+/// installed (skipped, saying so).
+fn run_over(name: &str, fabric: &str, limit_s: u32) -> Option<String> {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping the ofi provider over {fabric}");
+        return None;
+    }
+    let out = common::ofi::run(&program(name, &[]), &[], &over(fabric), limit_s, name);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains(&format!("{name}: ok")),
+        "{}\n{stdout}\n{stderr}",
+        out.status
+    );
+    Some(stderr.into_owned())
 }
 
 fn run_ops(fabric: &str) {
-    if !have_libfabric() {
-        eprintln!("libfabric is not installed: skipping the ofi provider over {fabric}");
+    let Some(stderr) = run_over("ofi_ops", fabric, 120) else {
         return;
-    }
-    let dir = common::scratch(&format!("ofi-ops-{fabric}"));
-    let exe = dir.join("ofi_ops");
-    common::cc(&[&common::root().join("tests/c/ofi_ops.c")], &exe, &[]);
-    let out = common::run_ok(
-        Command::new("timeout")
-            .arg("120")
-            .arg(&exe)
-            .env("FI_XPU_PROVIDER", "ofi")
-            .env("FI_XPU_OFI_PROVIDER", fabric)
-            .env("FI_TCP_IFACE", "lo"),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("ofi_ops: ok"), "{stdout}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    };
     assert!(
         stderr.contains("malformed ring entry at 4 (op 1): Permission denied"),
         "the out-of-range local buffer is reported: {stderr}"
@@ -61,24 +61,7 @@ fn ops_over_shm() {
 /// registration's descriptor and an address removed from the AV
 /// (tests/c/ofi_stale.c, one process writing to itself).
 fn stale(fabric: &str) {
-    if !have_libfabric() {
-        eprintln!("libfabric is not installed: skipping the ofi provider over {fabric}");
-        return;
-    }
-    let dir = common::scratch(&format!("ofi-stale-{fabric}"));
-    let exe = dir.join("ofi_stale");
-    common::cc(&[&common::root().join("tests/c/ofi_stale.c")], &exe, &[]);
-    let out = common::run_ok(
-        Command::new("timeout")
-            .arg("60")
-            .arg(&exe)
-            .current_dir(&dir)
-            .env("FI_XPU_PROVIDER", "ofi")
-            .env("FI_XPU_OFI_PROVIDER", fabric)
-            .env("FI_TCP_IFACE", "lo"),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("ofi_stale: ok"), "{stdout}");
+    run_over("ofi_stale", fabric, 60);
 }
 
 #[test]

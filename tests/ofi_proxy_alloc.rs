@@ -38,26 +38,30 @@ fn allocations(exe: &std::path::Path, n: u32) -> u64 {
     count.parse().unwrap()
 }
 
-#[test]
-fn proxy_allocates_nothing_per_entry() {
-    if common::asan_all() {
-        eprintln!("skipped: the program is built with AddressSanitizer, which valgrind cannot run");
-        return;
-    }
+/// benches/ofi_proxy.c built in the scratch directory `tag`; `None`
+/// (skipped, saying so) where libfabric is not installed.
+fn ofi_proxy(tag: &str) -> Option<std::path::PathBuf> {
     if !ofi::have_libfabric() {
         eprintln!("skipped: libfabric is not installed");
-        return;
+        return None;
     }
-    assert!(
-        common::have("valgrind"),
-        "valgrind is missing: install it (.ci/run does)"
-    );
-    let exe = common::scratch("ofi-proxy-alloc").join("ofi_proxy");
+    let exe = common::scratch(tag).join("ofi_proxy");
     common::cc(
         &[&common::root().join("benches/ofi_proxy.c")],
         &exe,
         &["-Wl,--no-as-needed", "-lfabric"],
     );
+    Some(exe)
+}
+
+#[test]
+fn proxy_allocates_nothing_per_entry() {
+    let Some(exe) = ofi_proxy("ofi-proxy-alloc") else {
+        return;
+    };
+    if !common::valgrind_usable() {
+        return;
+    }
     let few = allocations(&exe, 100);
     let many = allocations(&exe, 400);
     // One allocation per entry would add 300; scheduling noise adds or
@@ -75,16 +79,9 @@ fn proxy_allocates_nothing_per_entry() {
 /// instruction counts compare with `--post`.
 #[test]
 fn bench_ring_and_host_post_run() {
-    if !ofi::have_libfabric() {
-        eprintln!("skipped: libfabric is not installed");
+    let Some(exe) = ofi_proxy("ofi-proxy-paths") else {
         return;
-    }
-    let exe = common::scratch("ofi-proxy-paths").join("ofi_proxy");
-    common::cc(
-        &[&common::root().join("benches/ofi_proxy.c")],
-        &exe,
-        &["-Wl,--no-as-needed", "-lfabric"],
-    );
+    };
     let out = common::run_ok(
         Command::new(&exe)
             .args(["shm", "20", "1", "ring"])

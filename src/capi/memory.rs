@@ -12,6 +12,15 @@ fn ctx_of(ctx: *mut fid_xpu_host_ctx) -> Result<Use> {
     lookup(ctx as *const c_void, Kind::Ctx)
 }
 
+/// The body of a call that only acts on the context `ctx`: 0 or the
+/// error's code.
+fn on_ctx(ctx: *mut fid_xpu_host_ctx, f: impl FnOnce(&Object) -> Result<()>) -> c_int {
+    guard(|| {
+        f(&*ctx_of(ctx)?)?;
+        Ok(0)
+    })
+}
+
 /// Where `fi_xpu_alloc` writes what it made: the address, and (may be
 /// NULL without `FI_XPU_ALLOC_DMABUF`) the fd and offset.
 pub(crate) struct AllocOut {
@@ -49,26 +58,6 @@ pub(crate) unsafe fn alloc(
         // SAFETY: as above.
         unsafe { put(offset, a.offset) };
     }
-    Ok(0)
-}
-
-/// An application's import: see `memory::Import::exportable`.
-///
-/// # Safety
-/// `dev_addr` is NULL or valid for writing (`fi_xpu_import`'s contract).
-unsafe fn import(
-    c: &Object,
-    host_addr: *mut c_void,
-    fd: c_int,
-    offset: u64,
-    size: u64,
-    flags: u64,
-    dev_addr: *mut *mut c_void,
-) -> Result<c_int> {
-    non_null(dev_addr)?;
-    let dev = ops::import(c, host_addr as usize, fd, offset, size, flags, Owner::App)?;
-    // SAFETY: checked non-NULL; valid for writing (function contract).
-    unsafe { put(dev_addr, dev as *mut c_void) };
     Ok(0)
 }
 
@@ -119,8 +108,12 @@ pub unsafe extern "C" fn fi_xpu_import(
 ) -> c_int {
     guard(|| {
         let c = ctx_of(ctx)?;
-        // SAFETY: the out-pointer is NULL or valid for writing (`fi_xpu_import`'s contract).
-        unsafe { import(&c, host_addr, fd, offset, size, flags, dev_addr) }
+        non_null(dev_addr)?;
+        // An application's import: see `memory::Import::exportable`.
+        let dev = ops::import(&c, host_addr as usize, fd, offset, size, flags, Owner::App)?;
+        // SAFETY: checked non-NULL; valid for writing (`fi_xpu_import`'s contract).
+        unsafe { put(dev_addr, dev as *mut c_void) };
+        Ok(0)
     })
 }
 
@@ -129,11 +122,7 @@ pub unsafe extern "C" fn fi_xpu_import(
 /// the memory and this is the last import at that address.
 #[no_mangle]
 pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
-    guard(|| {
-        let c = ctx_of(ctx)?;
-        ops::unimport(&c, dev_addr as usize, Owner::App)?;
-        Ok(0)
-    })
+    on_ctx(ctx, |c| ops::unimport(c, dev_addr as usize, Owner::App))
 }
 
 /// Frees memory from `fi_xpu_alloc` (the library's own allocations in the
@@ -141,9 +130,5 @@ pub extern "C" fn fi_xpu_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_v
 /// overlaps it.
 #[no_mangle]
 pub extern "C" fn fi_xpu_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
-    guard(|| {
-        let c = ctx_of(ctx)?;
-        ops::free(&c, addr as usize, Owner::App)?;
-        Ok(0)
-    })
+    on_ctx(ctx, |c| ops::free(c, addr as usize, Owner::App))
 }

@@ -11,6 +11,45 @@ use crate::prov_call;
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 
+/// The body of a call that answers through an out-parameter: checks that
+/// `out` is not NULL, runs `f` and writes what it returns there; 0 or the
+/// error's code.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `T` (the API's contract for
+/// out-parameters).
+unsafe fn answer<T>(out: *mut T, f: impl FnOnce() -> Result<T>) -> c_int {
+    guard(|| {
+        non_null(out)?;
+        let v = f()?;
+        // SAFETY: checked non-NULL; valid for writing per the function contract.
+        unsafe { put(out, v) };
+        Ok(0)
+    })
+}
+
+/// The body of an object's open call in `domain` with a required attribute
+/// (NULL: `-FI_EINVAL`): `open` makes the object, whose fid goes to `out`.
+///
+/// # Safety
+/// `attr` is NULL or a valid struct, unchanged during the call; `out` is
+/// NULL or a valid out-pointer (the API's contract).
+unsafe fn open_in<A, T>(
+    domain: *mut fid_xpu_domain,
+    attr: *const A,
+    out: *mut *mut T,
+    open: impl FnOnce(&Use, &A) -> Result<*mut fid>,
+) -> c_int {
+    // SAFETY: per the function contract.
+    unsafe {
+        answer(out, || {
+            let dom = lookup(domain as *const c_void, Kind::Domain)?;
+            let attr = read_opt(attr).ok_or(Error::INVAL)?;
+            open(&dom, attr).map(|fid| fid.cast())
+        })
+    }
+}
+
 /// Opens a domain on the provider `info` names.
 ///
 /// # Safety
@@ -23,30 +62,29 @@ pub unsafe extern "C" fn fi_xpu_domain(
     domain: *mut *mut fid_xpu_domain,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(domain)?;
-        let prov = provider_of(info)?;
-        let defaults = fi_xpu_domain_attr {
-            size: std::mem::size_of::<fi_xpu_domain_attr>(),
-            fabric_prov: std::ptr::null(),
-            progress_threads: 0,
-            reserved: 0,
-            flags: 0,
-        };
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let attr = match unsafe { read_opt(attr) } {
-            None => &defaults,
-            Some(a) => {
-                attr_size::<fi_xpu_domain_attr>("fi_xpu_domain", "fi_xpu_domain_attr", a.size)?;
-                flags::accept::<DomainFlags>(a.flags)?;
-                a
-            }
-        };
-        let fid = ops::domain(prov, attr, context, &FID_OPS)?;
-        // SAFETY: `domain` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(domain, fid as *mut fid_xpu_domain) };
-        Ok(0)
-    })
+    // SAFETY: `attr` is NULL or a valid struct, unchanged during the call;
+    // `domain` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        answer(domain, || {
+            let prov = provider_of(info)?;
+            let defaults = fi_xpu_domain_attr {
+                size: std::mem::size_of::<fi_xpu_domain_attr>(),
+                fabric_prov: std::ptr::null(),
+                progress_threads: 0,
+                reserved: 0,
+                flags: 0,
+            };
+            let attr = match read_opt(attr) {
+                None => &defaults,
+                Some(a) => {
+                    attr_size::<fi_xpu_domain_attr>("fi_xpu_domain", "fi_xpu_domain_attr", a.size)?;
+                    flags::accept::<DomainFlags>(a.flags)?;
+                    a
+                }
+            };
+            ops::domain(prov, attr, context, &FID_OPS).map(|fid| fid.cast())
+        })
+    }
 }
 
 /// Creates the XPU context of one device.
@@ -61,22 +99,19 @@ pub unsafe extern "C" fn fi_xpu_ctx_open(
     ctx: *mut *mut fid_xpu_host_ctx,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(ctx)?;
-        let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        let user = if attr.ops.is_null() {
-            None
-        } else {
-            // SAFETY: the caller guarantees `ops` points to a struct of `size` bytes.
-            Some(unsafe { UserOps::from_raw(attr.ops, attr.device) }?)
-        };
-        let shell = ops::ctx_open(&dom, attr.iface, attr.device, user, context, &FID_OPS)?;
-        // SAFETY: `ctx` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(ctx, shell as *mut fid_xpu_host_ctx) };
-        Ok(0)
-    })
+    // SAFETY: `attr` is NULL or a valid struct, unchanged during the call,
+    // whose `ops` is NULL or points to a struct of `size` bytes; `ctx` is NULL
+    // or a valid out-pointer (the API's contract).
+    unsafe {
+        open_in(domain, attr, ctx, |dom, attr| {
+            let user = if attr.ops.is_null() {
+                None
+            } else {
+                Some(UserOps::from_raw(attr.ops, attr.device)?)
+            };
+            ops::ctx_open(dom, attr.iface, attr.device, user, context, &FID_OPS)
+        })
+    }
 }
 
 /// Capabilities and raw sizes of a context.
@@ -88,14 +123,12 @@ pub unsafe extern "C" fn fi_xpu_ctx_getinfo(
     ctx: *mut fid_xpu_host_ctx,
     attr: *mut fi_xpu_ctx_info,
 ) -> c_int {
-    guard(|| {
-        non_null(attr)?;
-        let c = lookup(ctx as *const c_void, Kind::Ctx)?;
-        let out = ops::ctx_query(&c)?;
-        // SAFETY: `attr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(attr, out) };
-        Ok(0)
-    })
+    // SAFETY: `attr` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        answer(attr, || {
+            ops::ctx_query(&*lookup(ctx as *const c_void, Kind::Ctx)?)
+        })
+    }
 }
 
 /// Raises the context's abort word (lowers it with `FI_XPU_ABORT_CLEAR`):
@@ -125,17 +158,16 @@ pub unsafe extern "C" fn fi_xpu_av_open(
     av: *mut *mut fid_xpu_av,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(av)?;
-        let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        let defaults = fi_xpu_av_attr { count: 0, flags: 0 };
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let attr = unsafe { read_opt(attr) }.unwrap_or(&defaults);
-        let fid = ops::av_open(&dom, attr, context, &FID_OPS)?;
-        // SAFETY: `av` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(av, fid as *mut fid_xpu_av) };
-        Ok(0)
-    })
+    // SAFETY: `attr` is NULL or a valid struct, unchanged during the call;
+    // `av` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        answer(av, || {
+            let dom = lookup(domain as *const c_void, Kind::Domain)?;
+            let defaults = fi_xpu_av_attr { count: 0, flags: 0 };
+            let attr = read_opt(attr).unwrap_or(&defaults);
+            ops::av_open(&dom, attr, context, &FID_OPS).map(|fid| fid.cast())
+        })
+    }
 }
 
 /// Inserts `count` addresses (each `fi_xpu_info.addrlen` bytes, packed).
@@ -290,23 +322,22 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
     mr: *mut *mut fid_xpu_mr,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(mr)?;
-        let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        let c = ops::attr_ctx(&dom, ctx)?;
-        let r = ops::MrReg {
-            buf: buf as usize,
-            len,
-            access,
-            offset,
-            requested_key,
-            flags,
-        };
-        let fid = ops::mr_reg(&dom, c, &r, context, &FID_OPS)?;
-        // SAFETY: `mr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(mr, fid as *mut fid_xpu_mr) };
-        Ok(0)
-    })
+    // SAFETY: `mr` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        answer(mr, || {
+            let dom = lookup(domain as *const c_void, Kind::Domain)?;
+            let c = ops::attr_ctx(&dom, ctx)?;
+            let r = ops::MrReg {
+                buf: buf as usize,
+                len,
+                access,
+                offset,
+                requested_key,
+                flags,
+            };
+            ops::mr_reg(&dom, c, &r, context, &FID_OPS).map(|fid| fid.cast())
+        })
+    }
 }
 
 /// The remote key of a registration.
@@ -315,14 +346,12 @@ pub unsafe extern "C" fn fi_xpu_mr_reg(
 /// `key` is a valid out-pointer.
 #[no_mangle]
 pub unsafe extern "C" fn fi_xpu_mr_key(mr: *mut fid_xpu_mr, key: *mut u64) -> c_int {
-    guard(|| {
-        non_null(key)?;
-        let m = lookup(mr as *const c_void, Kind::Mr)?;
-        let k = ops::mr_key(&m)?;
-        // SAFETY: `key` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(key, k) };
-        Ok(0)
-    })
+    // SAFETY: `key` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        answer(key, || {
+            ops::mr_key(&*lookup(mr as *const c_void, Kind::Mr)?)
+        })
+    }
 }
 
 /// The raw descriptor a kernel on `ctx` passes as `desc` for this memory.
@@ -360,24 +389,25 @@ pub unsafe extern "C" fn fi_xpu_cq_open(
     cq: *mut *mut fid_xpu_host_cq,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(cq)?;
-        let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        let fid = ops::cq_open(&dom, attr, context, &FID_OPS)?;
-        // SAFETY: `cq` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(cq, fid as *mut fid_xpu_host_cq) };
-        Ok(0)
-    })
+    // SAFETY: `attr` is NULL or a valid struct, unchanged during the call;
+    // `cq` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        open_in(domain, attr, cq, |dom, attr| {
+            ops::cq_open(dom, attr, context, &FID_OPS)
+        })
+    }
+}
+/// A CQ or counter the host reads: `-FI_EOPNOTSUPP` for an XPU one.
+fn host_side(obj: *const c_void, kind: Kind) -> Result<Use> {
+    let o = lookup(obj, kind)?;
+    if o.xpu {
+        return Err(Error::OPNOTSUPP);
+    }
+    Ok(o)
 }
 
 fn host_cq(cq: *mut fid_xpu_host_cq) -> Result<Use> {
-    let q = lookup(cq as *const c_void, Kind::Cq)?;
-    if q.xpu {
-        return Err(Error::OPNOTSUPP);
-    }
-    Ok(q)
+    host_side(cq as *const c_void, Kind::Cq)
 }
 
 /// Reads up to `count` entries of a host CQ (format of the CQ). Returns the
@@ -452,24 +482,16 @@ pub unsafe extern "C" fn fi_xpu_cntr_open(
     cntr: *mut *mut fid_xpu_host_cntr,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(cntr)?;
-        let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        let fid = ops::cntr_open(&dom, attr, context, &FID_OPS)?;
-        // SAFETY: `cntr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(cntr, fid as *mut fid_xpu_host_cntr) };
-        Ok(0)
-    })
-}
-
-fn host_cntr(cntr: *mut fid_xpu_host_cntr) -> Result<Use> {
-    let c = lookup(cntr as *const c_void, Kind::Cntr)?;
-    if c.xpu {
-        return Err(Error::OPNOTSUPP);
+    // SAFETY: `attr` is NULL or a valid struct, unchanged during the call;
+    // `cntr` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        open_in(domain, attr, cntr, |dom, attr| {
+            ops::cntr_open(dom, attr, context, &FID_OPS)
+        })
     }
-    Ok(c)
+}
+fn host_cntr(cntr: *mut fid_xpu_host_cntr) -> Result<Use> {
+    host_side(cntr as *const c_void, Kind::Cntr)
 }
 
 /// Reads a host counter's value or error count into `*out`.
@@ -560,18 +582,14 @@ pub unsafe extern "C" fn fi_xpu_endpoint(
     ep: *mut *mut fid_xpu_host_ep,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(ep)?;
-        let dom = lookup(domain as *const c_void, Kind::Domain)?;
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
-        let fid = ops::endpoint(&dom, attr, context, &FID_OPS)?;
-        // SAFETY: `ep` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(ep, fid as *mut fid_xpu_host_ep) };
-        Ok(0)
-    })
+    // SAFETY: `attr` is NULL or a valid struct, unchanged during the call;
+    // `ep` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        open_in(domain, attr, ep, |dom, attr| {
+            ops::endpoint(dom, attr, context, &FID_OPS)
+        })
+    }
 }
-
 /// Binds an AV, CQ or counter to an endpoint (also reached through
 /// libfabric's `fi_ep_bind`, i.e. the fid's `bind`).
 ///
@@ -626,14 +644,12 @@ pub unsafe extern "C" fn fi_xpu_getname(
 /// `out` is a valid `struct fid_xpu` (or larger typed wrapper).
 #[no_mangle]
 pub unsafe extern "C" fn fi_xpu_export(obj: *mut fid, flags: u64, out: *mut fid_xpu) -> c_int {
-    guard(|| {
-        non_null(out)?;
-        let o = lookup_any(obj as *const c_void)?;
-        let handle = ops::export(&o, flags)?;
-        // SAFETY: `out` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(out, handle) };
-        Ok(0)
-    })
+    // SAFETY: `out` is NULL or a valid out-pointer (the API's contract).
+    unsafe {
+        answer(out, || {
+            ops::export(&*lookup_any(obj as *const c_void)?, flags)
+        })
+    }
 }
 
 /// Closes any fi_xpu object (as `fi_close(fid)` does).

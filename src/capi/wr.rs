@@ -175,24 +175,38 @@ unsafe fn local(
 ) -> Result<()> {
     // SAFETY: `iov` is NULL or holds the given count of valid elements (function contract).
     let iovs = unsafe { slice(iov, count) }?;
+    let spans: Vec<_> = iovs
+        .iter()
+        .map(|v| (v.iov_base as u64, v.iov_len as u64))
+        .collect();
     // SAFETY: the application's pointers are passed on as this function's contract gives them.
-    let one = unsafe {
-        one(
-            &iovs
-                .iter()
-                .map(|v| (v.iov_base as u64, v.iov_len as u64))
-                .collect::<Vec<_>>(),
-            desc,
-        )
-    }?;
-    if let Some(((buf, len), mr)) = one {
-        w.buf = buf;
-        w.len = len;
-        if c.desc(mr, &mut w.desc)? {
-            w.present |= FI_XPU_WR_DESC;
-        }
-    }
+    unsafe { set_local(c, w, &spans, desc) }?;
     Ok(())
+}
+
+/// The one local buffer of `spans` (address, length), with its
+/// registration from `desc`, into `w`'s buffer, length and descriptor;
+/// whether there is one.
+///
+/// # Safety
+/// The application's pointers it is given (directly or inside the structs)
+/// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
+unsafe fn set_local(
+    c: &Conv,
+    w: &mut fi_xpu_wr,
+    spans: &[(u64, u64)],
+    desc: *mut *mut c_void,
+) -> Result<bool> {
+    // SAFETY: the application's pointers are passed on as this function's contract gives them.
+    let Some(((buf, len), mr)) = unsafe { one(spans, desc) }? else {
+        return Ok(false);
+    };
+    w.buf = buf;
+    w.len = len;
+    if c.desc(mr, &mut w.desc)? {
+        w.present |= FI_XPU_WR_DESC;
+    }
+    Ok(true)
 }
 
 fn set_peer(c: &Conv, w: &mut fi_xpu_wr, addr: fi_addr_t, any: bool) -> Result<()> {
@@ -209,29 +223,18 @@ fn set_peer(c: &Conv, w: &mut fi_xpu_wr, addr: fi_addr_t, any: bool) -> Result<(
 unsafe fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
     // SAFETY: `m.msg_iov` is NULL or holds the given count of valid elements (function contract).
     let iocs = unsafe { slice(m.msg_iov, m.iov_count) }?;
+    let spans: Vec<_> = iocs
+        .iter()
+        .map(|v| (v.addr as u64, v.count as u64))
+        .collect();
     // SAFETY: the application's pointers are passed on as this function's contract gives them.
-    let one = unsafe {
-        one(
-            &iocs
-                .iter()
-                .map(|v| (v.addr as u64, v.count as u64))
-                .collect::<Vec<_>>(),
-            m.desc,
-        )
-    }?;
-    if let Some(((buf, count), mr)) = one {
-        w.buf = buf;
-        w.len = count;
-        if c.desc(mr, &mut w.desc)? {
-            w.present |= FI_XPU_WR_DESC;
-        }
-    }
+    let one = unsafe { set_local(c, w, &spans, m.desc) }?;
     // SAFETY: `m.rma_iov` is NULL or holds the given count of valid elements (function contract).
     let r = unsafe { slice(m.rma_iov, m.rma_iov_count) }?;
-    if r.len() != 1 || (one.is_some() && r[0].count as u64 != w.len) {
+    if r.len() != 1 || (one && r[0].count as u64 != w.len) {
         return Err(Error::INVAL);
     }
-    if one.is_none() {
+    if !one {
         w.len = r[0].count as u64;
     }
     w.addr = r[0].addr;
@@ -243,28 +246,30 @@ unsafe fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
     set_peer(c, w, m.addr, false)
 }
 
-/// One extra buffer of a fetching atomic (result or compare): its address,
-/// and its descriptor into `raw` (`bit` set in `present`).
+/// One extra buffer of a fetching atomic into `w`: the result buffer
+/// (`bit` is `FI_XPU_WR_RESULT_DESC`) or the compare one
+/// (`FI_XPU_WR_COMPARE_DESC`): its address, and its descriptor (`bit` set
+/// in `present`).
 ///
 /// # Safety
 /// The application's pointers it is given (directly or inside the structs)
 /// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
-unsafe fn extra(
-    c: &Conv,
-    f: &fi_msg_fetch,
-    raw: &mut [u8; FI_XPU_WR_RAW_SIZE],
-    present: &mut u32,
-    bit: u32,
-) -> Result<u64> {
+unsafe fn extra(c: &Conv, w: &mut fi_xpu_wr, f: &fi_msg_fetch, bit: u32) -> Result<()> {
     // SAFETY: `f.msg_iov` is NULL or holds the given count of valid elements (function contract).
     let iocs = unsafe { slice(f.msg_iov, f.iov_count) }?;
     let addrs: Vec<u64> = iocs.iter().map(|v| v.addr as u64).collect();
     // SAFETY: the application's pointers are passed on as this function's contract gives them.
     let (addr, mr) = unsafe { one(&addrs, f.desc) }?.ok_or(Error::INVAL)?;
+    let (to, raw) = if bit == FI_XPU_WR_RESULT_DESC {
+        (&mut w.result, &mut w.result_desc)
+    } else {
+        (&mut w.compare, &mut w.compare_desc)
+    };
+    *to = addr;
     if c.desc(mr, raw)? {
-        *present |= bit;
+        w.present |= bit;
     }
-    Ok(addr)
+    Ok(())
 }
 
 /// Converts `attr`'s operation for endpoint `ep` into `w`.
@@ -274,22 +279,25 @@ unsafe fn extra(
 /// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
 unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_wr) -> Result<()> {
     let op = attr.op_type as u32;
-    macro_rules! check_ep {
-        ($d:expr) => {
-            if $d.ep != ep {
+    // The operation's struct, of type `$t`, for this endpoint and with
+    // flags the operation allows; its flags go to `w`.
+    macro_rules! op_for_ep {
+        ($t:ty) => {{
+            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
+            let d: &$t = unsafe { op_ref(attr.op) }?;
+            if d.ep != ep {
                 return Err(Error::INVAL);
             }
-            if !allowed_flags(op).contains(flags::accept::<OpFlags>($d.flags)?) {
+            if !allowed_flags(op).contains(flags::accept::<OpFlags>(d.flags)?) {
                 return Err(Error::BADFLAGS);
             }
-            w.flags = $d.flags;
-        };
+            w.flags = d.flags;
+            d
+        }};
     }
     match op {
         FI_OP_SEND | FI_OP_RECV => {
-            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
-            let d: &fi_op_msg = unsafe { op_ref(attr.op) }?;
-            check_ep!(d);
+            let d = op_for_ep!(fi_op_msg);
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
             unsafe { local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc) }?;
             w.context = d.msg.context as u64;
@@ -297,9 +305,7 @@ unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_w
             set_peer(c, w, d.msg.addr, op == FI_OP_RECV)?;
         }
         FI_OP_TSEND | FI_OP_TRECV => {
-            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
-            let d: &fi_op_tagged = unsafe { op_ref(attr.op) }?;
-            check_ep!(d);
+            let d = op_for_ep!(fi_op_tagged);
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
             unsafe { local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc) }?;
             w.context = d.msg.context as u64;
@@ -309,9 +315,7 @@ unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_w
             set_peer(c, w, d.msg.addr, op == FI_OP_TRECV)?;
         }
         FI_OP_WRITE | FI_OP_READ => {
-            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
-            let d: &fi_op_rma = unsafe { op_ref(attr.op) }?;
-            check_ep!(d);
+            let d = op_for_ep!(fi_op_rma);
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
             unsafe { local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc) }?;
             // SAFETY: `d.msg.rma_iov` is NULL or holds the given count of valid elements (function contract).
@@ -326,55 +330,25 @@ unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_w
             set_peer(c, w, d.msg.addr, false)?;
         }
         FI_OP_ATOMIC => {
-            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
-            let d: &fi_op_atomic = unsafe { op_ref(attr.op) }?;
-            check_ep!(d);
+            let d = op_for_ep!(fi_op_atomic);
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
             unsafe { atomic(c, w, &d.msg) }?;
         }
         FI_OP_FETCH_ATOMIC => {
-            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
-            let d: &fi_op_fetch_atomic = unsafe { op_ref(attr.op) }?;
-            check_ep!(d);
+            let d = op_for_ep!(fi_op_fetch_atomic);
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
             unsafe { atomic(c, w, &d.msg) }?;
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
-            w.result = unsafe {
-                extra(
-                    c,
-                    &d.fetch,
-                    &mut w.result_desc,
-                    &mut w.present,
-                    FI_XPU_WR_RESULT_DESC,
-                )
-            }?;
+            unsafe { extra(c, w, &d.fetch, FI_XPU_WR_RESULT_DESC) }?;
         }
         FI_OP_COMPARE_ATOMIC => {
-            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
-            let d: &fi_op_compare_atomic = unsafe { op_ref(attr.op) }?;
-            check_ep!(d);
+            let d = op_for_ep!(fi_op_compare_atomic);
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
             unsafe { atomic(c, w, &d.msg) }?;
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
-            w.result = unsafe {
-                extra(
-                    c,
-                    &d.fetch,
-                    &mut w.result_desc,
-                    &mut w.present,
-                    FI_XPU_WR_RESULT_DESC,
-                )
-            }?;
+            unsafe { extra(c, w, &d.fetch, FI_XPU_WR_RESULT_DESC) }?;
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
-            w.compare = unsafe {
-                extra(
-                    c,
-                    &d.compare,
-                    &mut w.compare_desc,
-                    &mut w.present,
-                    FI_XPU_WR_COMPARE_DESC,
-                )
-            }?;
+            unsafe { extra(c, w, &d.compare, FI_XPU_WR_COMPARE_DESC) }?;
         }
         // Counter operations are deferred work, not work requests.
         FI_OP_CNTR_SET | FI_OP_CNTR_ADD => return Err(Error::OPNOTSUPP),

@@ -50,15 +50,7 @@ static int same(const unsigned char *p, size_t len, uint64_t op)
 static void *reap(struct fid_xpu_cq *cq)
 {
 	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
-	int64_t n = fi_xpu_cq_sread(cq, &e, 1, 1, FI_XPU_WORK_ITEM);
-	if (n == -FI_EAVAIL) {
-		CHECK(fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM));
-		fprintf(stderr, "[%d] error completion %d (%s)\n", (int)getpid(), err.err,
-			fi_xpu_strerror(-err.err));
-		exit(1);
-	}
-	CHECK(n);
+	ofi_no_error_entry(cq, fi_xpu_cq_sread(cq, &e, 1, 1, FI_XPU_WORK_ITEM));
 	return e.op_context;
 }
 
@@ -190,7 +182,10 @@ static void inject_receiver(struct ofi_node *n)
 		}
 }
 
-static int run(const char *mode, int sock, int rank)
+/* The mode the program was started with. */
+static const char *mode;
+
+static int run(int sock, int rank)
 {
 	struct ofi_node n;
 	struct ofi_opts o = { .nep = 1, .heap = HEAP, .ring = 64, .cq_size = 1024 };
@@ -219,26 +214,8 @@ static int run(const char *mode, int sock, int rank)
 
 int main(int argc, char **argv)
 {
-	int sv[2], st = 0;
-	pid_t child;
 	if (argc != 2)
 		return 2;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(argv[1], sv[1], 1));
-	}
-	close(sv[1]);
-	printf("buffer_reuse pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (run(argv[1], sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return 1;
-	printf("buffer_reuse %s: ok\n", argv[1]);
-	return 0;
+	mode = argv[1];
+	return ofi_pair_main("buffer_reuse", mode, run);
 }

@@ -13,6 +13,9 @@
  */
 #include <fi_xpu.h>
 
+#define EXPECT_THREADS
+#include "expect.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -22,21 +25,6 @@
 #include <unistd.h>
 
 #define READERS 4
-
-static atomic_int failures;
-
-#define EXPECT(expr, want)                                                                  \
-	do {                                                                                \
-		long long got_ = (long long)(expr);                                         \
-		long long want_ = (long long)(want);                                        \
-		if (got_ != want_) {                                                        \
-			fprintf(stderr, "%s:%d: %s = %lld (%s), expected %lld (%s)\n",      \
-				__FILE__, __LINE__, #expr, got_,                            \
-				fi_xpu_strerror((int)got_), want_,                          \
-				fi_xpu_strerror((int)want_));                               \
-			atomic_fetch_add(&failures, 1);                                     \
-		}                                                                           \
-	} while (0)
 
 /* The objects the readers hammer; swapped by the main thread each round. */
 static _Atomic(struct fid_xpu_host_cq *) shared_cq;

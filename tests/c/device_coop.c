@@ -4,6 +4,8 @@
 #include <fi_xpu/device_coop.h>
 #include <fi_xpu.h>
 
+#include "scope_index.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,22 +40,6 @@ static void fail(struct run *r, const char *what, uint32_t inst, int it)
 	__atomic_fetch_add(&r->failures, 1, __ATOMIC_RELAXED);
 }
 
-static uint32_t instance(int scope)
-{
-	uint32_t per_group = (fi_xpu_arch_group_size() + fi_xpu_arch_subgroup_size() - 1) /
-			     fi_xpu_arch_subgroup_size();
-	switch (scope) {
-	case FI_XPU_WORK_ITEM:
-		return fi_xpu_arch_scope_rank(FI_XPU_DEVICE);
-	case FI_XPU_SUBGROUP:
-		return fi_xpu_arch_group_id() * per_group + fi_xpu_arch_subgroup_id();
-	case FI_XPU_WORK_GROUP:
-		return fi_xpu_arch_group_id();
-	default:
-		return 0;
-	}
-}
-
 static uint64_t slots_for(uint32_t inst, int it)
 {
 	return 1 + (inst * 7u + (uint32_t)it) % 5u;
@@ -65,7 +51,7 @@ static void kernel(void *arg)
 	int scope = r->scope;
 	uint32_t rank = fi_xpu_arch_scope_rank(scope);
 	uint32_t size = fi_xpu_arch_scope_size(scope);
-	uint32_t inst = instance(scope);
+	uint32_t inst = scope_index(scope);
 	unsigned char *region = r->dst + (size_t)inst * REGION;
 
 	/* The width is the launcher's (the hardware's): queried, not assumed. */

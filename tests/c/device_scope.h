@@ -27,6 +27,8 @@
 #include <fi_xpu.h>
 #include <fi_xpu/device.h>
 
+#include "scope_index.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,23 +106,6 @@ static void sc_fail(struct scope_env *env, const char *what, uint32_t item, int6
 	__atomic_fetch_add(&env->fails, 1, __ATOMIC_RELAXED);
 }
 
-/* The group of this work item at env->scope, as an index. */
-static uint32_t sc_instance(int scope)
-{
-	uint32_t per_group = (fi_xpu_arch_group_size() + fi_xpu_arch_subgroup_size() - 1) /
-			     fi_xpu_arch_subgroup_size();
-	switch (scope) {
-	case FI_XPU_WORK_ITEM:
-		return fi_xpu_arch_scope_rank(FI_XPU_DEVICE);
-	case FI_XPU_SUBGROUP:
-		return fi_xpu_arch_group_id() * per_group + fi_xpu_arch_subgroup_id();
-	case FI_XPU_WORK_GROUP:
-		return fi_xpu_arch_group_id();
-	default:
-		return 0;
-	}
-}
-
 /* Reads `quota` completions at the scope; the leader files them by context. */
 static void sc_drain(struct scope_env *env, uint32_t item, uint32_t quota)
 {
@@ -179,7 +164,7 @@ static void sc_kernel(void *arg)
 	int scope = env->scope;
 	uint32_t item = fi_xpu_arch_scope_rank(FI_XPU_DEVICE);
 	uint32_t size = scope == FI_XPU_WORK_ITEM ? 1 : fi_xpu_arch_scope_size(scope);
-	uint32_t inst = sc_instance(scope);
+	uint32_t inst = scope_index(scope);
 	unsigned char *h = env->heap;
 	int64_t *rc = env->rc[item];
 	uint64_t total = (uint64_t)env->groups * env->items;
@@ -249,11 +234,7 @@ static int sc_run(struct scope_env *env, int scope, uint32_t groups, uint32_t it
 		  uint32_t lanes, int phases)
 {
 	struct fi_xpu_host_launch_attr attr = { groups, items, lanes, 0 };
-	uint32_t total = groups * items, per_group = (items + lanes - 1) / lanes;
-	uint32_t instances = scope == FI_XPU_WORK_ITEM	  ? total
-			     : scope == FI_XPU_SUBGROUP	  ? groups * per_group
-			     : scope == FI_XPU_WORK_GROUP ? groups
-							  : 1;
+	uint32_t total = groups * items, instances = scope_count(scope, groups, items, lanes);
 	unsigned char *h = env->heap;
 	int64_t want[9] = { 0, 0, 0, -FI_ETIMEDOUT, 0, 0, 0, 0, 0 };
 	uint64_t acc;

@@ -27,6 +27,7 @@
  * Prints "device_signal: ok".
  */
 #include "ofi_common.h"
+#include "scope_index.h"
 
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -79,23 +80,6 @@ static void fail(struct env *e, const char *what, uint32_t item, int64_t got)
 	__atomic_fetch_add(&e->fails, 1, __ATOMIC_RELAXED);
 }
 
-/* This work item's group at the scope, as an index. */
-static uint32_t instance(int scope)
-{
-	uint32_t per = (fi_xpu_arch_group_size() + fi_xpu_arch_subgroup_size() - 1) /
-		       fi_xpu_arch_subgroup_size();
-	switch (scope) {
-	case FI_XPU_WORK_ITEM:
-		return fi_xpu_arch_scope_rank(FI_XPU_DEVICE);
-	case FI_XPU_SUBGROUP:
-		return fi_xpu_arch_group_id() * per + fi_xpu_arch_subgroup_id();
-	case FI_XPU_WORK_GROUP:
-		return fi_xpu_arch_group_id();
-	default:
-		return 0;
-	}
-}
-
 static int leader(int scope)
 {
 	return scope == FI_XPU_WORK_ITEM || fi_xpu_arch_scope_rank(scope) == 0;
@@ -113,7 +97,7 @@ static void initiator(void *arg)
 	struct env *e = (struct env *)arg;
 	struct ofi_node *n = e->n;
 	int s = e->scope;
-	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = instance(s);
+	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = scope_index(s);
 	uint64_t base = n->peer.base, key = n->peer.key;
 	void *peer = &n->raw[0];
 	int64_t *rc = e->rc[i];
@@ -167,7 +151,7 @@ static void target(void *arg)
 	struct env *e = (struct env *)arg;
 	struct ofi_node *n = e->n;
 	int s = e->scope;
-	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = instance(s);
+	uint32_t i = fi_xpu_arch_scope_rank(FI_XPU_DEVICE), inst = scope_index(s);
 	unsigned char *h = n->heap;
 	int64_t *rc = e->rc[i];
 
@@ -248,11 +232,7 @@ static int run_scope(struct ofi_node *n, int scope, uint32_t groups, uint32_t it
 {
 	static struct env e;
 	struct fi_xpu_host_launch_attr attr = { groups, items, lanes, 0 };
-	uint32_t total = groups * items, per = (items + lanes - 1) / lanes;
-	uint32_t ninst = scope == FI_XPU_WORK_ITEM	? total
-			 : scope == FI_XPU_SUBGROUP	? groups * per
-			 : scope == FI_XPU_WORK_GROUP ? groups
-						      : 1;
+	uint32_t total = groups * items, ninst = scope_count(scope, groups, items, lanes);
 	int ret;
 
 	memset(&e, 0, sizeof(e));
@@ -470,30 +450,6 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	int sv[2], st = 0;
-	pid_t child;
-
 	alarm(240);
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	fflush(stdout);
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1) ? 1 : 0);
-	}
-	close(sv[1]);
-	printf("device_signal pids %d %d\n", (int)getpid(), (int)child);
-	if (run(sv[0], 0) != 0) {
-		fprintf(stderr, "device_signal: rank 0 FAILED\n");
-		return 1;
-	}
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		fprintf(stderr, "device_signal: rank 1 FAILED\n");
-		return 1;
-	}
-	printf("device_signal: ok\n");
-	return 0;
+	return ofi_pair_main("device_signal", NULL, run);
 }

@@ -10,6 +10,8 @@
  */
 #include <fi_xpu.h>
 
+#include "expect.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,30 +23,6 @@
 #define WARMUP_CYCLES 10000L
 #define WARMUP_ROUNDS 50
 #define SETTLED (64L << 10)
-
-static int failures;
-
-#define EXPECT(expr, want)                                                                  \
-	do {                                                                                \
-		long long got_ = (long long)(expr);                                         \
-		long long want_ = (long long)(want);                                        \
-		if (got_ != want_) {                                                        \
-			fprintf(stderr, "%s:%d: %s = %lld (%s), expected %lld (%s)\n",      \
-				__FILE__, __LINE__, #expr, got_,                            \
-				fi_xpu_strerror((int)got_), want_,                          \
-				fi_xpu_strerror((int)want_));                               \
-			failures++;                                                         \
-		}                                                                           \
-	} while (0)
-
-/* Fatal: what follows depends on it. */
-#define REQUIRE(expr, want)                                                                 \
-	do {                                                                                \
-		int before_ = failures;                                                     \
-		EXPECT(expr, want);                                                         \
-		if (failures != before_)                                                    \
-			exit(1);                                                            \
-	} while (0)
 
 /*
  * Proportional resident size: the handles' shells are one memfd mapped

@@ -125,7 +125,10 @@ static int arrived(struct ofi_node *n, int peer)
 	return 1;
 }
 
-static int run_pair(int agent, int sock, int rank)
+/* Whether a host progress agent runs ("agent"; "resume": none). */
+static int agent;
+
+static int run_pair(int sock, int rank)
 {
 	struct ofi_opts o = { .heap = 3 * (size_t)MSG, .local = MSG, .cq_size = 64,
 			      .cq_timeout_ms = 60000,
@@ -256,8 +259,6 @@ static int run_abort(void)
 
 int main(int argc, char **argv)
 {
-	int sv[2], st = 0, agent;
-	pid_t child;
 	if (argc != 2)
 		return 2;
 	if (strcmp(argv[1], "abort") == 0) {
@@ -269,22 +270,5 @@ int main(int argc, char **argv)
 	agent = strcmp(argv[1], "agent") == 0;
 	if (!agent && strcmp(argv[1], "resume") != 0)
 		return 2;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run_pair(agent, sv[1], 1));
-	}
-	close(sv[1]);
-	printf("inflight pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (run_pair(agent, sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return 1;
-	printf("inflight %s: ok\n", argv[1]);
-	return 0;
+	return ofi_pair_main("inflight", argv[1], run_pair);
 }

@@ -10,6 +10,7 @@
 #include <fi_xpu.h>
 
 #include "test_provider.h"
+#include "expect.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,30 +20,6 @@
 
 #define PROV_NAME "objtest"
 #define PROV_ID 150
-
-static int failures;
-
-#define EXPECT(expr, want)                                                                  \
-	do {                                                                                \
-		long long got_ = (long long)(expr);                                         \
-		long long want_ = (long long)(want);                                        \
-		if (got_ != want_) {                                                        \
-			fprintf(stderr, "%s:%d: %s = %lld (%s), expected %lld (%s)\n",      \
-				__FILE__, __LINE__, #expr, got_,                            \
-				fi_xpu_strerror((int)got_), want_,                          \
-				fi_xpu_strerror((int)want_));                               \
-			failures++;                                                         \
-		}                                                                           \
-	} while (0)
-
-/* Fatal: what follows depends on it. */
-#define REQUIRE(expr, want)                                                                 \
-	do {                                                                                \
-		int before_ = failures;                                                     \
-		EXPECT(expr, want);                                                         \
-		if (failures != before_)                                                    \
-			exit(1);                                                            \
-	} while (0)
 
 static struct fid_xpu_host_ctx *open_ctx(struct fid_xpu_domain *dom, uint64_t device, void *context)
 {
@@ -188,6 +165,14 @@ static void check_host_cq(struct fid_xpu_host_cq *hcq)
 	EXPECT(fi_xpu_cq_host_read(hcq, entries, 0), 0);
 }
 
+/* The counter's value (or, with `err`, its error count) is `want`. */
+static void expect_cntr(struct fid_xpu_host_cntr *c, int err, uint64_t want)
+{
+	uint64_t v = 99;
+	EXPECT(err ? fi_xpu_cntr_host_readerr(c, &v) : fi_xpu_cntr_host_read(c, &v), 0);
+	EXPECT(v, want);
+}
+
 static void check_host_cntr(struct fid_xpu_host_cntr *c)
 {
 	uint64_t v = 99;
@@ -195,20 +180,15 @@ static void check_host_cntr(struct fid_xpu_host_cntr *c)
 	EXPECT(v, 0);
 	EXPECT(fi_xpu_cntr_host_add(c, 5), 0);
 	EXPECT(fi_xpu_cntr_host_add(c, 7), 0);
-	EXPECT(fi_xpu_cntr_host_read(c, &v), 0);
-	EXPECT(v, 12);
+	expect_cntr(c, 0, 12);
 	EXPECT(fi_xpu_cntr_host_set(c, 3), 0);
-	EXPECT(fi_xpu_cntr_host_read(c, &v), 0);
-	EXPECT(v, 3);
+	expect_cntr(c, 0, 3);
 	EXPECT(fi_xpu_cntr_host_adderr(c, 2), 0);
 	EXPECT(fi_xpu_cntr_host_adderr(c, 2), 0);
-	EXPECT(fi_xpu_cntr_host_readerr(c, &v), 0);
-	EXPECT(v, 4);
+	expect_cntr(c, 1, 4);
 	EXPECT(fi_xpu_cntr_host_seterr(c, 9), 0);
-	EXPECT(fi_xpu_cntr_host_readerr(c, &v), 0);
-	EXPECT(v, 9);
-	EXPECT(fi_xpu_cntr_host_read(c, &v), 0);
-	EXPECT(v, 3);
+	expect_cntr(c, 1, 9);
+	expect_cntr(c, 0, 3);
 }
 
 /* XPU CQs and counters belong to the device: host calls are refused. */

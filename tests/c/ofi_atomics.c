@@ -66,76 +66,53 @@ static const char *case_name(int c)
 static int64_t reap(struct fid_xpu_cq *cq)
 {
 	struct fi_cq_tagged_entry e[16];
-	struct fi_cq_err_entry err;
 	int64_t n = fi_xpu_cq_read(cq, e, 16, FI_XPU_WORK_ITEM);
 	if (n == -FI_EAGAIN)
 		return 0;
-	if (n == -FI_EAVAIL) {
-		CHECK(fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM));
-		fprintf(stderr, "[%d] error completion %d (%s)\n", (int)getpid(), err.err,
-			fi_xpu_strerror(-err.err));
-		exit(1);
-	}
-	CHECK(n);
+	ofi_no_error_entry(cq, n);
 	return n;
 }
 
 static int run(int rank)
 {
-	struct fi_xpu_info *info, *i;
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
+	struct ofi_objs o;
 	struct fid_xpu_host_ep *hep;
 	struct fid_xpu_mr *mr;
 	struct fid_xpu_cq cq;
 	struct fid_xpu_ep ep;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 1024, .format = FI_CQ_FORMAT_TAGGED,
-					.timeout = 10000 };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	uint64_t raw[NPROC], *heap, *one, *result, off;
 	size_t len;
 	int fd;
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
-	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
-	cattr.xpu_ctx = ctx;
-	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));
-	eattr.xpu_ctx = ctx;
+	ofi_open_objs(&o, 1024, 0);
+	eattr.xpu_ctx = o.ctx;
 	eattr.tx_size = getenv("OFI_ATOMICS_RING") ? (size_t)atoi(getenv("OFI_ATOMICS_RING")) : 0;
-	CHECK(fi_xpu_endpoint(dom, &eattr, &hep, NULL));
-	CHECK(fi_xpu_ep_bind(hep, &av->fid, 0));
-	CHECK(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_xpu_endpoint(o.dom, &eattr, &hep, NULL));
+	CHECK(fi_xpu_ep_bind(hep, &o.av->fid, 0));
+	CHECK(fi_xpu_ep_bind(hep, &o.hcq->fid, FI_TRANSMIT | FI_RECV));
 	CHECK(fi_xpu_enable(hep));
 	len = sizeof(board->name[rank]);
 	CHECK(fi_xpu_getname(hep, board->name[rank], &len));
 	CHECK(fi_xpu_export(&hep->fid, 0, &ep.fid));
-	CHECK(fi_xpu_export(&hcq->fid, 0, &cq.fid));
+	CHECK(fi_xpu_export(&o.hcq->fid, 0, &cq.fid));
 	/* The counters (one per case), registered for remote access. */
-	CHECK(fi_xpu_alloc(ctx, 4096, 0, 0, (void **)&heap, &fd, &off));
+	CHECK(fi_xpu_alloc(o.ctx, 4096, 0, 0, (void **)&heap, &fd, &off));
 	memset(heap, 0, 4096);
-	CHECK(fi_xpu_mr_reg(dom, ctx, heap, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
+	CHECK(fi_xpu_mr_reg(o.dom, o.ctx, heap, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
 			    NULL));
 	CHECK(fi_xpu_mr_key(mr, &board->key[rank]));
 	board->base[rank] = (uint64_t)(uintptr_t)heap;
 	/* The operand and one fetch result per operation, never reused. */
-	CHECK(fi_xpu_alloc(ctx, 8 * (1 + TOTAL), 0, 0, (void **)&one, &fd, &off));
+	CHECK(fi_xpu_alloc(o.ctx, 8 * (1 + TOTAL), 0, 0, (void **)&one, &fd, &off));
 	*one = 1;
 	result = one + 1;
 	barrier();
 	for (int t = 0; t < NPROC; t++) {
 		fi_addr_t fa;
-		EXPECT(fi_xpu_av_insert(av, board->name[t], 1, &fa, 0, NULL) == 1);
+		EXPECT(fi_xpu_av_insert(o.av, board->name[t], 1, &fa, 0, NULL) == 1);
 		len = sizeof(raw[t]);
-		CHECK(fi_xpu_av_lookup(av, fa, &raw[t], &len, 0, ctx));
+		CHECK(fi_xpu_av_lookup(o.av, fa, &raw[t], &len, 0, o.ctx));
 	}
 	barrier();
 
@@ -225,12 +202,9 @@ static int run(int rank)
 	barrier();
 	CHECK(fi_xpu_close(&hep->fid));
 	CHECK(fi_xpu_close(&mr->fid));
-	CHECK(fi_xpu_free(ctx, heap));
-	CHECK(fi_xpu_free(ctx, one));
-	CHECK(fi_xpu_close(&hcq->fid));
-	CHECK(fi_xpu_close(&av->fid));
-	CHECK(fi_xpu_close(&ctx->fid));
-	CHECK(fi_xpu_close(&dom->fid));
+	CHECK(fi_xpu_free(o.ctx, heap));
+	CHECK(fi_xpu_free(o.ctx, one));
+	ofi_close_objs(&o);
 	return 0;
 }
 

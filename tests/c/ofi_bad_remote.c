@@ -128,24 +128,5 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	int sv[2], st = 0;
-	pid_t child;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1));
-	}
-	close(sv[1]);
-	printf("bad_remote pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (run(sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return 1;
-	printf("bad_remote: ok\n");
-	return 0;
+	return ofi_pair_main("bad_remote", NULL, run);
 }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +105,92 @@ static inline void ofi_barrier(struct ofi_node *n)
 	ofi_xfer(n->sock, &c, &d, 1);
 }
 
+/*
+ * Forks the peer, rank 1, which runs `run` on its end of a socket pair and
+ * exits 0 when that returns 0 and 1 otherwise; returns this process's end
+ * (rank 0), with the peer's pid in *child. With a label, prints
+ * "LABEL pids PARENT CHILD" first: the harness removes what the processes
+ * it names leave behind.
+ */
+static inline int ofi_fork_peer(const char *label, int (*run)(int sock, int rank), pid_t *child)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		exit(1);
+	fflush(stdout);
+	*child = fork();
+	if (*child < 0)
+		exit(1);
+	if (*child == 0) {
+		close(sv[0]);
+		exit(run(sv[1], 1) ? 1 : 0);
+	}
+	close(sv[1]);
+	if (label) {
+		printf("%s pids %d %d\n", label, (int)getpid(), (int)*child);
+		fflush(stdout);
+	}
+	return sv[0];
+}
+
+/* Waits for the peer ofi_fork_peer started; whether it exited 0. */
+static inline int ofi_peer_ok(pid_t child)
+{
+	int st = 0;
+	return waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* The main of a two-process test: runs `run` as rank 0 here and rank 1 in
+ * a forked peer (ofi_fork_peer, which prints "LABEL pids ..."); prints
+ * "LABEL: ok" ("LABEL MODE: ok" with a mode) and returns 0 when both
+ * succeed, else says which rank failed on stderr and returns 1. */
+static inline int ofi_pair_main(const char *label, const char *mode,
+				int (*run)(int sock, int rank))
+{
+	pid_t child;
+	int sock = ofi_fork_peer(label, run, &child);
+	if (run(sock, 0) != 0) {
+		fprintf(stderr, "%s: rank 0 FAILED\n", label);
+		return 1;
+	}
+	if (!ofi_peer_ok(child)) {
+		fprintf(stderr, "%s: rank 1 FAILED\n", label);
+		return 1;
+	}
+	if (mode)
+		printf("%s %s: ok\n", label, mode);
+	else
+		printf("%s: ok\n", label);
+	return 0;
+}
+
+/* A read of `cq` that returned `n`: an error entry waiting (-FI_EAVAIL)
+ * is read, said and ends the run; any other failure ends it too. */
+static inline void ofi_no_error_entry(struct fid_xpu_cq *cq, int64_t n)
+{
+	struct fi_cq_err_entry err;
+	if (n == -FI_EAVAIL) {
+		CHECK(fi_xpu_cq_readerr(cq, &err, 0, FI_XPU_WORK_ITEM));
+		fprintf(stderr, "[%d] error completion %d (%s)\n", (int)getpid(), err.err,
+			fi_xpu_strerror(-err.err));
+		exit(1);
+	}
+	CHECK(n);
+}
+
+/* The sides meet, rank 0 runs `initiator` and rank 1 `target`, and they
+ * meet again. */
+static inline void ofi_roles(struct ofi_node *n, void (*initiator)(struct ofi_node *),
+			     void (*target)(struct ofi_node *))
+{
+	ofi_barrier(n);
+	if (n->rank == 0)
+		initiator(n);
+	else
+		target(n);
+	ofi_barrier(n);
+}
+
 static inline uint64_t ofi_now_ms(void)
 {
 	struct timespec ts;
@@ -110,9 +198,72 @@ static inline uint64_t ofi_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struct ofi_opts *o)
+/* Opens a domain of the provider named `prov` with `attr` (NULL: the
+ * defaults); returns the provider's address length. */
+static inline size_t ofi_open_domain(const char *prov, struct fi_xpu_domain_attr *attr,
+				     struct fid_xpu_domain **dom)
 {
 	struct fi_xpu_info *info, *i;
+	size_t addrlen;
+
+	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	for (i = info; i && strcmp(i->prov_name, prov) != 0; i = i->next)
+		;
+	EXPECT(i != NULL);
+	addrlen = i->addrlen;
+	CHECK(fi_xpu_domain(i, attr, dom, NULL));
+	fi_xpu_freeinfo(info);
+	return addrlen;
+}
+
+/*
+ * The objects of a test that makes its own endpoints: a domain of the ofi
+ * provider, a context on the host XPU, an AV, a CQ of `cq_size` entries
+ * (FI_CQ_FORMAT_TAGGED; reads time out after 10 s) and, when asked, a
+ * counter.
+ */
+struct ofi_objs {
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_cntr *hcntr; /* NULL unless asked for */
+};
+
+/* Opens them; returns the provider's address length. */
+static inline size_t ofi_open_objs(struct ofi_objs *o, size_t cq_size, int with_cntr)
+{
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	size_t addrlen;
+
+	memset(o, 0, sizeof(*o));
+	addrlen = ofi_open_domain("ofi", NULL, &o->dom);
+	CHECK(fi_xpu_ctx_open(o->dom, &xattr, &o->ctx, NULL));
+	CHECK(fi_xpu_av_open(o->dom, NULL, &o->av, NULL));
+	{
+		struct fi_xpu_cq_attr cattr = { .size = cq_size, .format = FI_CQ_FORMAT_TAGGED,
+						.timeout = 10000, .xpu_ctx = o->ctx };
+		struct fi_xpu_cntr_attr nattr = { .xpu_ctx = o->ctx };
+
+		CHECK(fi_xpu_cq_open(o->dom, &cattr, &o->hcq, NULL));
+		if (with_cntr)
+			CHECK(fi_xpu_cntr_open(o->dom, &nattr, &o->hcntr, NULL));
+	}
+	return addrlen;
+}
+
+static inline void ofi_close_objs(struct ofi_objs *o)
+{
+	CHECK(fi_xpu_close(&o->hcq->fid));
+	if (o->hcntr)
+		CHECK(fi_xpu_close(&o->hcntr->fid));
+	CHECK(fi_xpu_close(&o->av->fid));
+	CHECK(fi_xpu_close(&o->ctx->fid));
+	CHECK(fi_xpu_close(&o->dom->fid));
+}
+
+static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struct ofi_opts *o)
+{
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_domain_attr dattr;
 	struct fi_xpu_cq_attr cattr;
@@ -129,16 +280,11 @@ static inline void ofi_setup(struct ofi_node *n, int sock, int rank, const struc
 	/* The ofi provider, unless OFI_COMMON_PROV names another (the tests
 	 * that hold every provider to one contract). */
 	const char *want = getenv("OFI_COMMON_PROV") ? getenv("OFI_COMMON_PROV") : "ofi";
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, want) != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
 	memset(&dattr, 0, sizeof(dattr));
 	dattr.size = sizeof(dattr);
 	dattr.progress_threads = o->threads;
 	dattr.flags = o->dflags;
-	CHECK(fi_xpu_domain(i, &dattr, &n->dom, NULL));
-	fi_xpu_freeinfo(info);
+	ofi_open_domain(want, &dattr, &n->dom);
 	CHECK(fi_xpu_ctx_open(n->dom, &xattr, &n->ctx, NULL));
 	CHECK(fi_xpu_av_open(n->dom, NULL, &n->av, NULL));
 	memset(&nattr, 0, sizeof(nattr));

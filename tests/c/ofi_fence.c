@@ -117,43 +117,13 @@ static int run(int sock, int rank)
 	struct ofi_node n;
 
 	ofi_setup(&n, sock, rank, &o);
-	ofi_barrier(&n);
-	if (rank == 0)
-		initiator(&n);
-	else
-		target(&n);
-	ofi_barrier(&n);
+	ofi_roles(&n, initiator, target);
 	ofi_teardown(&n);
 	return 0;
 }
 
 int main(void)
 {
-	int sv[2], st = 0;
-	pid_t child;
-
 	alarm(120);
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	fflush(stdout);
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1));
-	}
-	close(sv[1]);
-	printf("ofi_fence pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (run(sv[0], 0) != 0) {
-		fprintf(stderr, "ofi_fence: rank 0 FAILED\n");
-		return 1;
-	}
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		fprintf(stderr, "ofi_fence: rank 1 FAILED\n");
-		return 1;
-	}
-	printf("ofi_fence: ok\n");
-	return 0;
+	return ofi_pair_main("ofi_fence", NULL, run);
 }

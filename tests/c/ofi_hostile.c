@@ -56,6 +56,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "ofi_common.h"
+#include "hostile.h"
 
 #define ROUNDS 160
 #define WIN 16384
@@ -89,34 +90,11 @@ struct terms {
 	uint64_t other_keys[2];      /* keys the peer must not forge by chance */
 };
 
-static uint64_t rng_state;
-
 /* The attack of a round: both sides compute it. */
 static enum attack attack_of(int round)
 {
 	uint64_t x = (uint64_t)round * 0x9e3779b97f4a7c15ULL;
 	return (enum attack)((x >> 40) % N_ATTACKS);
-}
-
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-/* A value an attacker would pick near `v`. */
-static uint64_t evil(uint64_t v)
-{
-	switch (rnd() % 6) {
-	case 0: return rnd();
-	case 1: return v - 1 - rnd() % 64;
-	case 2: return v + 1 + rnd() % 64;
-	case 3: return UINT64_MAX - rnd() % 4096;
-	case 4: return (uint64_t)1 << (rnd() % 64);
-	default: return 0;
-	}
 }
 
 static uint64_t legit_value(int round)
@@ -1116,24 +1094,17 @@ static int victim_main(int sock, pid_t peer_pid)
 	return 0;
 }
 
+static int peer_run(int sock, int rank)
+{
+	(void)rank;
+	return peer_main(sock);
+}
+
 int main(void)
 {
-	int sv[2];
 	pid_t child;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	rng_state = 0x243f6a8885a308d3ULL;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(peer_main(sv[1]));
-	}
-	close(sv[1]);
-	printf("hostile pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (victim_main(sv[0], child) != 0)
+	int sock = ofi_fork_peer("hostile", peer_run, &child);
+	if (victim_main(sock, child) != 0)
 		return 1;
 	printf("hostile: ok\n");
 	return 0;

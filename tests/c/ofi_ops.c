@@ -92,21 +92,12 @@ static void overrun_seen(struct fid_xpu_cq *cq)
 
 static int run(int sock, int rank)
 {
-	struct fi_xpu_info *info, *i;
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_cntr *hcntr;
+	struct ofi_objs o;
 	struct fid_xpu_host_ep *hep;
 	struct fid_xpu_mr *mr;
 	struct fid_xpu_cq cq;
 	struct fid_xpu_cntr cntr;
 	struct fid_xpu_ep ep;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = CQ_SIZE, .format = FI_CQ_FORMAT_TAGGED,
-					.timeout = 10000 };
-	struct fi_xpu_cntr_attr nattr = { 0 };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	struct card mine = { 0 }, peer;
 	struct fi_cq_err_entry err;
@@ -117,43 +108,31 @@ static int run(int sock, int rank)
 	int fd;
 	char c = 0;
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
-	EXPECT(i->addrlen == 64);
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
-	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
-	cattr.xpu_ctx = ctx;
-	nattr.xpu_ctx = ctx;
-	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));
-	CHECK(fi_xpu_cntr_open(dom, &nattr, &hcntr, NULL));
-	eattr.xpu_ctx = ctx;
-	CHECK(fi_xpu_endpoint(dom, &eattr, &hep, NULL));
+	EXPECT(ofi_open_objs(&o, CQ_SIZE, 1) == 64);
+	eattr.xpu_ctx = o.ctx;
+	CHECK(fi_xpu_endpoint(o.dom, &eattr, &hep, NULL));
 	EXPECT(fi_xpu_getname(hep, mine.name, &len) == -FI_EOPBADSTATE);
-	CHECK(fi_xpu_ep_bind(hep, &av->fid, 0));
-	CHECK(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV));
-	CHECK(fi_xpu_ep_bind(hep, &hcntr->fid, FI_WRITE | FI_READ));
+	CHECK(fi_xpu_ep_bind(hep, &o.av->fid, 0));
+	CHECK(fi_xpu_ep_bind(hep, &o.hcq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_xpu_ep_bind(hep, &o.hcntr->fid, FI_WRITE | FI_READ));
 	CHECK(fi_xpu_enable(hep));
 	CHECK(fi_xpu_getname(hep, mine.name, &len));
-	CHECK(fi_xpu_alloc(ctx, 4096, 0, 0, (void **)&heap, &fd, &off));
+	CHECK(fi_xpu_alloc(o.ctx, 4096, 0, 0, (void **)&heap, &fd, &off));
 	memset(heap, 0, 4096);
 	heap[0] = 1000 + (uint64_t)rank;
-	CHECK(fi_xpu_mr_reg(dom, ctx, heap, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
+	CHECK(fi_xpu_mr_reg(o.dom, o.ctx, heap, 4096, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
 			    NULL));
 	CHECK(fi_xpu_mr_key(mr, &mine.key));
 	len = sizeof(desc);
-	CHECK(fi_xpu_mr_desc(mr, desc, &len, 0, ctx));
+	CHECK(fi_xpu_mr_desc(mr, desc, &len, 0, o.ctx));
 	mine.base = (uint64_t)(uintptr_t)heap;
 	ofi_xfer(sock, &mine, &peer, sizeof(mine));
-	EXPECT(fi_xpu_av_insert(av, peer.name, 1, &fa, 0, NULL) == 1);
+	EXPECT(fi_xpu_av_insert(o.av, peer.name, 1, &fa, 0, NULL) == 1);
 	len = sizeof(raw);
-	CHECK(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx));
+	CHECK(fi_xpu_av_lookup(o.av, fa, &raw, &len, 0, o.ctx));
 	CHECK(fi_xpu_export(&hep->fid, 0, &ep.fid));
-	CHECK(fi_xpu_export(&hcq->fid, 0, &cq.fid));
-	CHECK(fi_xpu_export(&hcntr->fid, 0, &cntr.fid));
+	CHECK(fi_xpu_export(&o.hcq->fid, 0, &cq.fid));
+	CHECK(fi_xpu_export(&o.hcntr->fid, 0, &cntr.fid));
 
 	if (rank == 0) {
 		struct fi_cq_tagged_entry e;
@@ -290,19 +269,15 @@ static int run(int sock, int rank)
 	}
 	CHECK(fi_xpu_close(&hep->fid));
 	CHECK(fi_xpu_close(&mr->fid));
-	CHECK(fi_xpu_free(ctx, heap));
-	CHECK(fi_xpu_close(&hcq->fid));
-	CHECK(fi_xpu_close(&hcntr->fid));
-	CHECK(fi_xpu_close(&av->fid));
-	CHECK(fi_xpu_close(&ctx->fid));
-	CHECK(fi_xpu_close(&dom->fid));
+	CHECK(fi_xpu_free(o.ctx, heap));
+	ofi_close_objs(&o);
 	return 0;
 }
 
 int main(void)
 {
-	int sv[2], st = 0;
 	pid_t child;
+	int sock;
 	const char *fd = getenv("OFI_OPS_FD"), *rank = getenv("OFI_OPS_RANK");
 	/* One side only, talking to its peer over an inherited socket: the two
 	 * sides may run in different network namespaces. */
@@ -312,19 +287,8 @@ int main(void)
 		printf("ofi_ops rank %s: ok\n", rank);
 		return 0;
 	}
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1));
-	}
-	close(sv[1]);
-	if (run(sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	sock = ofi_fork_peer(NULL, run, &child);
+	if (run(sock, 0) != 0 || !ofi_peer_ok(child))
 		return 1;
 	printf("ofi_ops: ok\n");
 	return 0;

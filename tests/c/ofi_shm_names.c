@@ -52,14 +52,8 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "pid";
 	int ours = strcmp(mode, "ours") == 0;
-	struct fi_xpu_info *info, *i;
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
+	struct ofi_objs o;
 	struct fid_xpu_host_ep *hep;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 16, .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_xpu_ep_attr eattr = { 0 };
 	char names[LEFT][128];
 
@@ -71,26 +65,14 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	for (i = info; i && strcmp(i->prov_name, "ofi") != 0; i = i->next)
-		;
-	EXPECT(i != NULL);
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
-	CHECK(fi_xpu_av_open(dom, NULL, &av, NULL));
-	cattr.xpu_ctx = ctx;
-	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));
-	eattr.xpu_ctx = ctx;
-	CHECK(fi_xpu_endpoint(dom, &eattr, &hep, NULL));
-	CHECK(fi_xpu_ep_bind(hep, &av->fid, 0));
-	CHECK(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV));
+	ofi_open_objs(&o, 16, 0);
+	eattr.xpu_ctx = o.ctx;
+	CHECK(fi_xpu_endpoint(o.dom, &eattr, &hep, NULL));
+	CHECK(fi_xpu_ep_bind(hep, &o.av->fid, 0));
+	CHECK(fi_xpu_ep_bind(hep, &o.hcq->fid, FI_TRANSMIT | FI_RECV));
 	EXPECT_EQ(fi_xpu_enable(hep), ours ? -FI_EBUSY : 0);
 	CHECK(fi_xpu_close(&hep->fid));
-	CHECK(fi_xpu_close(&hcq->fid));
-	CHECK(fi_xpu_close(&av->fid));
-	CHECK(fi_xpu_close(&ctx->fid));
-	CHECK(fi_xpu_close(&dom->fid));
+	ofi_close_objs(&o);
 	/* libfabric may have removed the one it tripped on. */
 	for (int n = 0; n < LEFT; n++)
 		EXPECT(shm_unlink(names[n]) == 0 || errno == ENOENT);

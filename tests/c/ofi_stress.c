@@ -648,7 +648,10 @@ static void scopes_target(struct ofi_node *n)
 }
 
 /* ---- driver -------------------------------------------------------------- */
-static int run(const char *mode, int sock, int rank)
+/* The mode the program was started with. */
+static const char *mode;
+
+static int run(int sock, int rank)
 {
 	struct ofi_node n;
 	struct ofi_opts o = { .nep = 1, .heap = 4096 };
@@ -714,28 +717,18 @@ static int run(const char *mode, int sock, int rank)
 
 int main(int argc, char **argv)
 {
-	int sv[2], st = 0;
+	int sock;
 	if (argc != 2)
 		return 2;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child_pid = fork();
-	if (child_pid < 0)
-		return 1;
-	if (child_pid == 0) {
-		close(sv[0]);
-		exit(run(argv[1], sv[1], 1));
-	}
-	close(sv[1]);
+	mode = argv[1];
 	/* Named so that the harness can remove what libfabric's shm provider
 	 * leaves behind for a process that could not clean up. */
-	printf("ofi_stress pids %d %d\n", (int)getpid(), (int)child_pid);
-	fflush(stdout);
-	if (run(argv[1], sv[0], 0) != 0)
+	sock = ofi_fork_peer("ofi_stress", run, &child_pid);
+	if (run(sock, 0) != 0)
 		return 1;
-	if (strcmp(argv[1], "death") != 0 &&
-	    (waitpid(child_pid, &st, 0) != child_pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0))
+	/* In "death" the run has killed and reaped its peer. */
+	if (strcmp(mode, "death") != 0 && !ofi_peer_ok(child_pid))
 		return 1;
-	printf("ofi_stress %s: ok\n", argv[1]);
+	printf("ofi_stress %s: ok\n", mode);
 	return 0;
 }

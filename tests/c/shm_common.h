@@ -52,13 +52,7 @@ static void (*before_enable)(struct world *w);
 		}                                                                           \
 	} while (0)
 
-#define REQUIRE(expr, want)                                                                 \
-	do {                                                                                \
-		int before_ = failures;                                                     \
-		EXPECT(expr, want);                                                         \
-		if (failures != before_)                                                    \
-			exit(1);                                                            \
-	} while (0)
+#include "expect.h"
 
 #define MAXP 8
 #define HEAP_SIZE (1u << 20)
@@ -139,9 +133,21 @@ static void barrier(struct world *w)
 	allgather(w, &m, b, 1);
 }
 
-static void open_world(struct world *w, int format)
+/* Opens a domain of the shm provider. */
+static void open_shm_domain(struct fid_xpu_domain **dom)
 {
 	struct fi_xpu_info *info, *i;
+
+	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
+	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
+		;
+	REQUIRE(i != NULL, 1);
+	REQUIRE(fi_xpu_domain(i, NULL, dom, NULL), 0);
+	fi_xpu_freeinfo(info);
+}
+
+static void open_world(struct world *w, int format)
+{
 	struct fi_xpu_ctx_open_attr xattr = { .iface = SHM_WORLD_IFACE, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 1024, .flags = 0, .format = format,
 					.timeout = 0, .xpu_ctx = NULL };
@@ -155,12 +161,7 @@ static void open_world(struct world *w, int format)
 	w->format = format;
 	cattr.timeout = cq_timeout_ms * time_scale();
 	memset(&mine, 0, sizeof(mine));
-	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
-	for (i = info; i && strcmp(i->prov_name, "shm") != 0; i = i->next)
-		;
-	REQUIRE(i != NULL, 1);
-	REQUIRE(fi_xpu_domain(i, NULL, &w->dom, NULL), 0);
-	fi_xpu_freeinfo(info);
+	open_shm_domain(&w->dom);
 	REQUIRE(fi_xpu_ctx_open(w->dom, &xattr, &w->ctx, NULL), 0);
 	REQUIRE(fi_xpu_av_open(w->dom, NULL, &w->av, NULL), 0);
 	cattr.xpu_ctx = w->ctx;
@@ -229,6 +230,87 @@ static inline void close_world(struct world *w)
 	EXPECT(fi_xpu_close(&w->av->fid), 0);
 	EXPECT(fi_xpu_close(&w->ctx->fid), 0);
 	EXPECT(fi_xpu_close(&w->dom->fid), 0);
+}
+
+/*
+ * An endpoint standing alone in a domain of its own, on a host XPU, with
+ * its CQ (FI_CQ_FORMAT_MSG, 64 entries) and, when `with_av`, an AV: the
+ * short-lived peers of the connection tests.
+ */
+struct lone {
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_ep *hep;
+	struct fid_xpu_ep ep;
+	struct fid_xpu_cq cq;
+};
+
+/* Opens, binds, enables and exports it; reads time out after `timeout_ms`. */
+static inline void open_lone(struct lone *l, int with_av, int timeout_ms)
+{
+	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
+	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
+					.timeout = timeout_ms, .xpu_ctx = NULL };
+	struct fi_xpu_ep_attr eattr = { 0 };
+
+	memset(l, 0, sizeof(*l));
+	open_shm_domain(&l->dom);
+	REQUIRE(fi_xpu_ctx_open(l->dom, &xattr, &l->ctx, NULL), 0);
+	if (with_av)
+		REQUIRE(fi_xpu_av_open(l->dom, NULL, &l->av, NULL), 0);
+	cattr.xpu_ctx = l->ctx;
+	eattr.xpu_ctx = l->ctx;
+	REQUIRE(fi_xpu_cq_open(l->dom, &cattr, &l->hcq, NULL), 0);
+	REQUIRE(fi_xpu_endpoint(l->dom, &eattr, &l->hep, NULL), 0);
+	if (with_av)
+		REQUIRE(fi_xpu_ep_bind(l->hep, &l->av->fid, 0), 0);
+	REQUIRE(fi_xpu_ep_bind(l->hep, &l->hcq->fid, FI_TRANSMIT | FI_RECV), 0);
+	REQUIRE(fi_xpu_enable(l->hep), 0);
+	REQUIRE(fi_xpu_export(&l->hep->fid, 0, &l->ep.fid), 0);
+	REQUIRE(fi_xpu_export(&l->hcq->fid, 0, &l->cq.fid), 0);
+}
+
+static inline void close_lone(struct lone *l)
+{
+	EXPECT(fi_xpu_close(&l->hep->fid), 0);
+	EXPECT(fi_xpu_close(&l->hcq->fid), 0);
+	if (l->av)
+		EXPECT(fi_xpu_close(&l->av->fid), 0);
+	EXPECT(fi_xpu_close(&l->ctx->fid), 0);
+	EXPECT(fi_xpu_close(&l->dom->fid), 0);
+}
+
+/*
+ * Another endpoint in the world's domain, bound to its AV and to a CQ of its
+ * own (`size` entries of `format`) that takes its sends only; enabled, with
+ * the CQ exported to `cq`.
+ */
+static inline void open_send_ep(struct world *w, size_t size, int format,
+				struct fid_xpu_host_cq **hcq, struct fid_xpu_host_ep **hep,
+				struct fid_xpu_cq *cq)
+{
+	struct fi_xpu_cq_attr qa = { .size = size, .flags = 0, .format = format, .timeout = 0,
+				     .xpu_ctx = w->ctx };
+	struct fi_xpu_ep_attr ea = { .xpu_ctx = w->ctx };
+
+	REQUIRE(fi_xpu_cq_open(w->dom, &qa, hcq, NULL), 0);
+	REQUIRE(fi_xpu_endpoint(w->dom, &ea, hep, NULL), 0);
+	REQUIRE(fi_xpu_ep_bind(*hep, &w->av->fid, 0), 0);
+	REQUIRE(fi_xpu_ep_bind(*hep, &(*hcq)->fid, FI_TRANSMIT), 0);
+	REQUIRE(fi_xpu_enable(*hep), 0);
+	REQUIRE(fi_xpu_export(&(*hcq)->fid, 0, &cq->fid), 0);
+}
+
+/* Whether the `n` bytes at `p` all hold `v`. */
+static inline int intact(const unsigned char *p, size_t n, unsigned char v)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (p[i] != v)
+			return 0;
+	return 1;
 }
 
 /* Forks n-1 children; returns in every process with w->rank set. */

@@ -26,19 +26,8 @@ static struct world W;
  * STALE, a rendezvous message from registered memory), then leaves. */
 static void child(int i, int sock)
 {
-	struct fi_xpu_info *info, *it;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
-					.timeout = 5000, .xpu_ctx = NULL };
-	struct fi_xpu_ep_attr eattr = { 0 };
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
+	struct lone l;
 	struct fid_xpu_mr *mr = NULL;
-	struct fid_xpu_ep ep;
-	struct fid_xpu_cq cq;
 	struct fi_cq_msg_entry e;
 	unsigned char desc[32], *mem = NULL;
 	uint64_t raw, v = (uint64_t)i, off;
@@ -47,36 +36,22 @@ static void child(int i, int sock)
 	int fd, k;
 
 	my_rank = i + 1;
-	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
-	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
-		;
-	REQUIRE(it != NULL, 1);
-	REQUIRE(fi_xpu_domain(it, NULL, &dom, NULL), 0);
-	fi_xpu_freeinfo(info);
-	REQUIRE(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), 0);
-	REQUIRE(fi_xpu_av_open(dom, NULL, &av, NULL), 0);
-	cattr.xpu_ctx = ctx;
-	eattr.xpu_ctx = ctx;
-	REQUIRE(fi_xpu_cq_open(dom, &cattr, &hcq, NULL), 0);
-	REQUIRE(fi_xpu_endpoint(dom, &eattr, &hep, NULL), 0);
-	REQUIRE(fi_xpu_ep_bind(hep, &av->fid, 0), 0);
-	REQUIRE(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV), 0);
-	REQUIRE(fi_xpu_enable(hep), 0);
-	REQUIRE(fi_xpu_export(&hep->fid, 0, &ep.fid), 0);
-	REQUIRE(fi_xpu_export(&hcq->fid, 0, &cq.fid), 0);
-	REQUIRE(fi_xpu_av_insert(av, W.cards[0].name, 1, &fa, 0, NULL), 1);
-	REQUIRE(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx), 0);
+	open_lone(&l, 1, 5000);
+	REQUIRE(fi_xpu_av_insert(l.av, W.cards[0].name, 1, &fa, 0, NULL), 1);
+	REQUIRE(fi_xpu_av_lookup(l.av, fa, &raw, &len, 0, l.ctx), 0);
 	if (i == STALE) {
-		REQUIRE(fi_xpu_alloc(ctx, 65536, 0, FI_XPU_ALLOC_DMABUF, (void **)&mem, &fd, &off), 0);
+		REQUIRE(fi_xpu_alloc(l.ctx, 65536, 0, FI_XPU_ALLOC_DMABUF, (void **)&mem, &fd, &off),
+			0);
 		close(fd);
 		for (k = 0; k < RDV_BYTES; k++)
 			mem[k] = (unsigned char)(k + 1);
-		REQUIRE(fi_xpu_mr_reg(dom, ctx, mem, 65536, FI_SEND, 0, 0, 0, &mr, NULL), 0);
-		REQUIRE(fi_xpu_mr_desc(mr, desc, &dlen, 0, ctx), 0);
-		EXPECT(fi_xpu_send(&ep, mem, RDV_BYTES, desc, 0, &raw, NULL, 0, FI_XPU_WORK_ITEM), 0);
+		REQUIRE(fi_xpu_mr_reg(l.dom, l.ctx, mem, 65536, FI_SEND, 0, 0, 0, &mr, NULL), 0);
+		REQUIRE(fi_xpu_mr_desc(mr, desc, &dlen, 0, l.ctx), 0);
+		EXPECT(fi_xpu_send(&l.ep, mem, RDV_BYTES, desc, 0, &raw, NULL, 0, FI_XPU_WORK_ITEM),
+		       0);
 	}
-	EXPECT(fi_xpu_send(&ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
-	EXPECT(fi_xpu_cq_sread(&cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	EXPECT(fi_xpu_send(&l.ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
+	EXPECT(fi_xpu_cq_sread(&l.cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
 	EXPECT(e.op_context == &v, 1);
 	if (write(sock, "x", 1) != 1)
 		_exit(2);
@@ -84,11 +59,7 @@ static void child(int i, int sock)
 		/* Leave as a crashed process would. */
 		_exit(failures ? 1 : 0);
 	}
-	EXPECT(fi_xpu_close(&hep->fid), 0);
-	EXPECT(fi_xpu_close(&hcq->fid), 0);
-	EXPECT(fi_xpu_close(&av->fid), 0);
-	EXPECT(fi_xpu_close(&ctx->fid), 0);
-	EXPECT(fi_xpu_close(&dom->fid), 0);
+	close_lone(&l);
 	_exit(failures ? 1 : 0);
 }
 
@@ -96,52 +67,25 @@ static void child(int i, int sock)
  * receives its index, acknowledges and leaves. */
 static void target_child(int i, int sock)
 {
-	struct fi_xpu_info *info, *it;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
-					.timeout = 10000, .xpu_ctx = NULL };
-	struct fi_xpu_ep_attr eattr = { 0 };
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
-	struct fid_xpu_ep ep;
-	struct fid_xpu_cq cq;
+	struct lone l;
 	struct fi_cq_msg_entry e;
 	uint8_t name[64];
 	size_t len = sizeof(name);
 	uint64_t v = ~0ULL;
 
 	my_rank = 100 + i;
-	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
-	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
-		;
-	REQUIRE(it != NULL, 1);
-	REQUIRE(fi_xpu_domain(it, NULL, &dom, NULL), 0);
-	fi_xpu_freeinfo(info);
-	REQUIRE(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), 0);
-	cattr.xpu_ctx = ctx;
-	eattr.xpu_ctx = ctx;
-	REQUIRE(fi_xpu_cq_open(dom, &cattr, &hcq, NULL), 0);
-	REQUIRE(fi_xpu_endpoint(dom, &eattr, &hep, NULL), 0);
-	REQUIRE(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV), 0);
-	REQUIRE(fi_xpu_enable(hep), 0);
-	REQUIRE(fi_xpu_getname(hep, name, &len), 0);
-	REQUIRE(fi_xpu_export(&hep->fid, 0, &ep.fid), 0);
-	REQUIRE(fi_xpu_export(&hcq->fid, 0, &cq.fid), 0);
-	EXPECT(fi_xpu_recv(&ep, &v, sizeof(v), NULL, NULL, &v, 0, FI_XPU_WORK_ITEM), 0);
+	open_lone(&l, 0, 10000);
+	REQUIRE(fi_xpu_getname(l.hep, name, &len), 0);
+	EXPECT(fi_xpu_recv(&l.ep, &v, sizeof(v), NULL, NULL, &v, 0, FI_XPU_WORK_ITEM), 0);
 	io(sock, name, sizeof(name), 1);
-	EXPECT(fi_xpu_cq_sread(&cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	EXPECT(fi_xpu_cq_sread(&l.cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
 	EXPECT(e.op_context == &v, 1);
 	EXPECT(v, (uint64_t)i);
 	if (write(sock, "x", 1) != 1)
 		_exit(2);
 	if (i % 2 == 0)
 		_exit(failures ? 1 : 0);
-	EXPECT(fi_xpu_close(&hep->fid), 0);
-	EXPECT(fi_xpu_close(&hcq->fid), 0);
-	EXPECT(fi_xpu_close(&ctx->fid), 0);
-	EXPECT(fi_xpu_close(&dom->fid), 0);
+	close_lone(&l);
 	_exit(failures ? 1 : 0);
 }
 

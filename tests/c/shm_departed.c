@@ -159,18 +159,7 @@ static long shmem_kb(void)
 /* A peer that connects, sends its index, and is killed once told to. */
 static void crasher(int i, int sock)
 {
-	struct fi_xpu_info *info, *it;
-	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
-	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_MSG,
-					.xpu_ctx = NULL };
-	struct fi_xpu_ep_attr eattr = { 0 };
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
-	struct fid_xpu_ep ep;
-	struct fid_xpu_cq cq;
+	struct lone l;
 	struct fi_cq_msg_entry e;
 	uint64_t raw, v = (uint64_t)i;
 	size_t len = sizeof(raw);
@@ -179,28 +168,11 @@ static void crasher(int i, int sock)
 
 	my_rank = 100 + i;
 	alarm(60 * (unsigned)time_scale());
-	REQUIRE(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info), 0);
-	for (it = info; it && strcmp(it->prov_name, "shm") != 0; it = it->next)
-		;
-	REQUIRE(it != NULL, 1);
-	REQUIRE(fi_xpu_domain(it, NULL, &dom, NULL), 0);
-	fi_xpu_freeinfo(info);
-	REQUIRE(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL), 0);
-	REQUIRE(fi_xpu_av_open(dom, NULL, &av, NULL), 0);
-	cattr.xpu_ctx = ctx;
-	cattr.timeout = 10000 * time_scale();
-	eattr.xpu_ctx = ctx;
-	REQUIRE(fi_xpu_cq_open(dom, &cattr, &hcq, NULL), 0);
-	REQUIRE(fi_xpu_endpoint(dom, &eattr, &hep, NULL), 0);
-	REQUIRE(fi_xpu_ep_bind(hep, &av->fid, 0), 0);
-	REQUIRE(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV), 0);
-	REQUIRE(fi_xpu_enable(hep), 0);
-	REQUIRE(fi_xpu_export(&hep->fid, 0, &ep.fid), 0);
-	REQUIRE(fi_xpu_export(&hcq->fid, 0, &cq.fid), 0);
-	REQUIRE(fi_xpu_av_insert(av, W.cards[0].name, 1, &fa, 0, NULL), 1);
-	REQUIRE(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx), 0);
-	REQUIRE(fi_xpu_send(&ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
-	REQUIRE(fi_xpu_cq_sread(&cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
+	open_lone(&l, 1, 10000 * time_scale());
+	REQUIRE(fi_xpu_av_insert(l.av, W.cards[0].name, 1, &fa, 0, NULL), 1);
+	REQUIRE(fi_xpu_av_lookup(l.av, fa, &raw, &len, 0, l.ctx), 0);
+	REQUIRE(fi_xpu_send(&l.ep, &v, 8, NULL, 0, &raw, &v, 0, FI_XPU_WORK_ITEM), 0);
+	REQUIRE(fi_xpu_cq_sread(&l.cq, &e, 1, 1, FI_XPU_WORK_ITEM), 1);
 	{
 		/* What of this process may be mapped in rank 0. */
 		uint64_t ino[MAX_INODES];

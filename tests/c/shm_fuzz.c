@@ -96,15 +96,6 @@ static void check_rc(long long rc, const char *what)
 	failures++;
 }
 
-static int intact(const unsigned char *p, size_t n, unsigned char pat)
-{
-	size_t i;
-	for (i = 0; i < n; i++)
-		if (p[i] != pat)
-			return 0;
-	return 1;
-}
-
 static void drain(struct fid_xpu_cq *cq)
 {
 	struct fi_cq_tagged_entry e[8];
@@ -892,16 +883,7 @@ int main(int argc, char **argv)
 		REQUIRE(pthread_create(&thr, NULL, corruptor, NULL), 0);
 	if (forge) {
 		/* A second endpoint of `a` whose CQ takes its sends only. */
-		struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_TAGGED,
-						.timeout = 0, .xpu_ctx = a.ctx };
-		struct fi_xpu_ep_attr eattr = { 0 };
-		eattr.xpu_ctx = a.ctx;
-		REQUIRE(fi_xpu_cq_open(a.dom, &cattr, &hcq2, NULL), 0);
-		REQUIRE(fi_xpu_endpoint(a.dom, &eattr, &hep2, NULL), 0);
-		REQUIRE(fi_xpu_ep_bind(hep2, &a.av->fid, 0), 0);
-		REQUIRE(fi_xpu_ep_bind(hep2, &hcq2->fid, FI_TRANSMIT), 0);
-		REQUIRE(fi_xpu_enable(hep2), 0);
-		REQUIRE(fi_xpu_export(&hcq2->fid, 0, &cq2.fid), 0);
+		open_send_ep(&a, 64, FI_CQ_FORMAT_TAGGED, &hcq2, &hep2, &cq2);
 		pa = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_addr, raw_a);
 		pm = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
 		theap_a = FI_XPU_SHM_P(unsigned char,

@@ -20,6 +20,7 @@
  * Prints "shm_hostile: ok".
  */
 #include "shm_common.h"
+#include "hostile.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -31,29 +32,6 @@
 #define STREAM (600u * 1024)
 
 static struct world W;
-static uint64_t rng = 0x243f6a8885a308d3ULL;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-/* A value an attacker would pick. */
-static uint64_t evil(uint64_t v)
-{
-	switch (rnd() % 6) {
-	case 0: return rnd();
-	case 1: return v - 1 - rnd() % 64;
-	case 2: return v + 1 + rnd() % 64;
-	case 3: return UINT64_MAX - rnd() % 4096;
-	case 4: return (uint64_t)1 << (rnd() % 64);
-	default: return 0;
-	}
-}
-
 /* ---- the hostile peer ---------------------------------------------------- */
 static void hostile_round(unsigned char *vheap, uint64_t vsize, struct fi_xpu_shm_ep_block *vblk,
 			  unsigned char *own, uint64_t own_size, int shared_fd)
@@ -159,15 +137,6 @@ static unsigned char *canary, *rbuf;
 /* What the victim saw: calls refused with a code, completions, error
  * completions. */
 static long refused, completed, errored;
-
-static int intact(const unsigned char *p, size_t n, unsigned char v)
-{
-	size_t i;
-	for (i = 0; i < n; i++)
-		if (p[i] != v)
-			return 0;
-	return 1;
-}
 
 static void check_private(int r)
 {

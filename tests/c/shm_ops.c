@@ -207,57 +207,43 @@ static void test_protection(void)
 #define DT_COUNT 10
 #define OP_COUNT 19
 
+/* exp_T(op, a, v, c, &out): what `op` leaves in a T that held `a`, given
+ * the operand `v` and the compare value `c`; 0 for an operation the type
+ * does not have. `cases` are the type's own operations beside the ones
+ * every type has (min, max, read, write, the compare-and-swaps). */
+#define EXP_FN(T, cases)                                                               \
+	static int exp_##T(int op, T a, T v, T c, T *out)                              \
+	{                                                                              \
+		T r = a;                                                               \
+		switch (op) {                                                          \
+		case FI_MIN: r = v < a ? v : a; break;                                 \
+		case FI_MAX: r = v > a ? v : a; break;                                 \
+		cases                                                                  \
+		case FI_ATOMIC_READ: r = a; break;                                     \
+		case FI_ATOMIC_WRITE: r = v; break;                                    \
+		case FI_CSWAP: r = c == a ? v : a; break;                              \
+		case FI_CSWAP_NE: r = c != a ? v : a; break;                           \
+		case FI_CSWAP_LE: r = c <= a ? v : a; break;                           \
+		case FI_CSWAP_LT: r = c < a ? v : a; break;                            \
+		case FI_CSWAP_GE: r = c >= a ? v : a; break;                           \
+		case FI_CSWAP_GT: r = c > a ? v : a; break;                            \
+		default: return 0;                                                     \
+		}                                                                      \
+		*out = r;                                                              \
+		return 1;                                                              \
+	}
 #define NATIVE_INT(T)                                                                  \
-	static int exp_##T(int op, T a, T v, T c, T *out)                              \
-	{                                                                              \
-		T r = a;                                                               \
-		switch (op) {                                                          \
-		case FI_MIN: r = v < a ? v : a; break;                                 \
-		case FI_MAX: r = v > a ? v : a; break;                                 \
-		case FI_SUM: r = (T)(a + v); break;                                    \
-		case FI_PROD: r = (T)(a * v); break;                                   \
-		case FI_LOR: r = (T)(a || v); break;                                   \
-		case FI_LAND: r = (T)(a && v); break;                                  \
-		case FI_BOR: r = (T)(a | v); break;                                    \
-		case FI_BAND: r = (T)(a & v); break;                                   \
-		case FI_LXOR: r = (T)((a && !v) || (!a && v)); break;                  \
-		case FI_BXOR: r = (T)(a ^ v); break;                                   \
-		case FI_ATOMIC_READ: r = a; break;                                     \
-		case FI_ATOMIC_WRITE: r = v; break;                                    \
-		case FI_CSWAP: r = c == a ? v : a; break;                              \
-		case FI_CSWAP_NE: r = c != a ? v : a; break;                           \
-		case FI_CSWAP_LE: r = c <= a ? v : a; break;                           \
-		case FI_CSWAP_LT: r = c < a ? v : a; break;                            \
-		case FI_CSWAP_GE: r = c >= a ? v : a; break;                           \
-		case FI_CSWAP_GT: r = c > a ? v : a; break;                            \
-		case FI_MSWAP: r = (T)((v & c) | (a & ~c)); break;                     \
-		default: return 0;                                                     \
-		}                                                                      \
-		*out = r;                                                              \
-		return 1;                                                              \
-	}
+	EXP_FN(T, case FI_SUM: r = (T)(a + v); break;                                  \
+		  case FI_PROD: r = (T)(a * v); break;                                 \
+		  case FI_LOR: r = (T)(a || v); break;                                 \
+		  case FI_LAND: r = (T)(a && v); break;                                \
+		  case FI_BOR: r = (T)(a | v); break;                                  \
+		  case FI_BAND: r = (T)(a & v); break;                                 \
+		  case FI_LXOR: r = (T)((a && !v) || (!a && v)); break;                \
+		  case FI_BXOR: r = (T)(a ^ v); break;                                 \
+		  case FI_MSWAP: r = (T)((v & c) | (a & ~c)); break;)
 #define NATIVE_FP(T)                                                                   \
-	static int exp_##T(int op, T a, T v, T c, T *out)                              \
-	{                                                                              \
-		T r = a;                                                               \
-		switch (op) {                                                          \
-		case FI_MIN: r = v < a ? v : a; break;                                 \
-		case FI_MAX: r = v > a ? v : a; break;                                 \
-		case FI_SUM: r = a + v; break;                                         \
-		case FI_PROD: r = a * v; break;                                        \
-		case FI_ATOMIC_READ: r = a; break;                                     \
-		case FI_ATOMIC_WRITE: r = v; break;                                    \
-		case FI_CSWAP: r = c == a ? v : a; break;                              \
-		case FI_CSWAP_NE: r = c != a ? v : a; break;                           \
-		case FI_CSWAP_LE: r = c <= a ? v : a; break;                           \
-		case FI_CSWAP_LT: r = c < a ? v : a; break;                            \
-		case FI_CSWAP_GE: r = c >= a ? v : a; break;                           \
-		case FI_CSWAP_GT: r = c > a ? v : a; break;                            \
-		default: return 0;                                                     \
-		}                                                                      \
-		*out = r;                                                              \
-		return 1;                                                              \
-	}
+	EXP_FN(T, case FI_SUM: r = a + v; break; case FI_PROD: r = a * v; break;)
 NATIVE_INT(int8_t)
 NATIVE_INT(uint8_t)
 NATIVE_INT(int16_t)

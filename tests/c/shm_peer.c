@@ -169,21 +169,12 @@ static unsigned char *big;
 
 static void outstanding_sends(void)
 {
-	struct fi_xpu_cq_attr qa = { .size = 16, .flags = 0, .format = FI_CQ_FORMAT_MSG,
-				     .timeout = 0, .xpu_ctx = W.ctx };
-	struct fi_xpu_ep_attr ea = { 0 };
 	struct fi_cq_msg_entry e;
 	uint64_t desc[4];
 	size_t len = sizeof(desc);
 
-	ea.xpu_ctx = W.ctx;
-	REQUIRE(fi_xpu_cq_open(W.dom, &qa, &dq, NULL), 0);
-	REQUIRE(fi_xpu_endpoint(W.dom, &ea, &dep, NULL), 0);
-	REQUIRE(fi_xpu_ep_bind(dep, &W.av->fid, 0), 0);
-	REQUIRE(fi_xpu_ep_bind(dep, &dq->fid, FI_TRANSMIT), 0);
-	REQUIRE(fi_xpu_enable(dep), 0);
+	open_send_ep(&W, 16, FI_CQ_FORMAT_MSG, &dq, &dep, &dcq);
 	REQUIRE(fi_xpu_export(&dep->fid, 0, &dev_ep.fid), 0);
-	REQUIRE(fi_xpu_export(&dq->fid, 0, &dcq.fid), 0);
 	REQUIRE(fi_xpu_mr_desc(W.mr, desc, &len, 0, W.ctx), 0);
 	big = malloc(BIG);
 	REQUIRE(big != NULL, 1);

@@ -416,12 +416,7 @@ static int run(int sock, int rank)
 	struct ofi_node n;
 	struct ofi_opts o = { .nep = 1, .heap = 4096, .ring = 64, .cq_size = 256 };
 	ofi_setup(&n, sock, rank, &o);
-	ofi_barrier(&n);
-	if (rank == 0)
-		initiator(&n);
-	else
-		target(&n);
-	ofi_barrier(&n);
+	ofi_roles(&n, initiator, target);
 	if (rank == 1)
 		check_target(&n);
 	ofi_barrier(&n);
@@ -431,24 +426,5 @@ static int run(int sock, int rank)
 
 int main(void)
 {
-	int sv[2], st = 0;
-	pid_t child;
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
-		return 1;
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child == 0) {
-		close(sv[0]);
-		exit(run(sv[1], 1));
-	}
-	close(sv[1]);
-	printf("wr pids %d %d\n", (int)getpid(), (int)child);
-	fflush(stdout);
-	if (run(sv[0], 0) != 0)
-		return 1;
-	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return 1;
-	printf("wr: ok\n");
-	return 0;
+	return ofi_pair_main("wr", NULL, run);
 }

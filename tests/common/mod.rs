@@ -167,11 +167,30 @@ pub fn stage_providers(dir: &Path) {
     stage::stage(dir).expect("staging the build directory");
 }
 
+/// The C compiler (`$CC`, else `cc`) with the flags of every C program of
+/// the tests: C11, debug information, warnings as errors, the in-tree
+/// headers.
+fn cc_command() -> Command {
+    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.args([
+        "-std=c11",
+        "-g",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-D_GNU_SOURCE",
+    ])
+    .arg(format!("-I{}", root().display()))
+    .arg(format!("-I{}", root().join("include").display()));
+    cmd
+}
+
 /// Compiles C sources into `out` with warnings as errors, against the
 /// in-tree headers and libfi_xpu.so. `extra` adds flags (sanitizers, -D...).
 pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     let lib = build();
-    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    let mut cmd = cc_command();
     // `cargo xtask asan`: every C program under AddressSanitizer and
     // UBSan (the device code it inlines, which reads what peers write,
     // included), unless it asks for a sanitizer of its own.
@@ -188,22 +207,11 @@ pub fn cc(sources: &[&Path], out: &Path, extra: &[&str]) {
     if weak_order() && !extra.contains(&"-DFI_XPU_HOST_WEAK_ORDER") {
         cmd.arg("-DFI_XPU_HOST_WEAK_ORDER");
     }
-    cmd.args([
-        "-std=c11",
-        "-g",
-        "-O1",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-D_GNU_SOURCE",
-    ])
-    .arg(format!("-I{}", root().display()))
-    .arg(format!("-I{}", root().join("include").display()))
-    .args(extra)
-    .args(sources)
-    .arg(format!("-L{}", lib.display()))
-    .arg(format!("-Wl,-rpath,{}", lib.display()))
-    .args(["-lfi_xpu", "-lpthread"]);
+    cmd.args(extra)
+        .args(sources)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lfi_xpu", "-lpthread"]);
     cache::compile(&mut cmd, out);
 }
 
@@ -256,6 +264,22 @@ pub fn weak_order() -> bool {
     std::env::var("FI_XPU_HOST_WEAK_ORDER").is_ok_and(|v| !v.trim().is_empty() && v.trim() != "0")
 }
 
+/// Whether a test may run its program under valgrind: not when every C
+/// program is built with AddressSanitizer (`cargo xtask asan`), which
+/// valgrind cannot run (the test is skipped, saying so). Panics when
+/// valgrind is missing.
+pub fn valgrind_usable() -> bool {
+    if asan_all() {
+        eprintln!("skipped: the program is built with AddressSanitizer, which valgrind cannot run");
+        return false;
+    }
+    assert!(
+        have("valgrind"),
+        "valgrind is missing: install it (.ci/run does)"
+    );
+    true
+}
+
 /// Whether `FI_XPU_TEST_ASAN=1` asks for every C program to be built with
 /// AddressSanitizer and UBSan (`cargo xtask asan`), and the compiler can.
 pub fn asan_all() -> bool {
@@ -280,40 +304,36 @@ pub fn preload(lib: &Path) -> String {
 /// Whether the C compiler can link with AddressSanitizer here.
 pub fn asan_works() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        let dir = scratch("asan-probe");
-        let src = dir.join("p.c");
-        std::fs::write(&src, "int main(void){return 0;}\n").unwrap();
-        Command::new("cc")
-            .args(["-fsanitize=address"])
-            .arg(&src)
-            .arg("-o")
-            .arg(dir.join("p"))
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    *OK.get_or_init(|| sanitizer_works("-fsanitize=address", "asan-probe", false))
+}
+
+/// Whether the C compiler builds an empty program with the sanitizer `flag`
+/// (in the scratch directory `tag`) and, with `run`, whether it runs.
+pub fn sanitizer_works(flag: &str, tag: &str, run: bool) -> bool {
+    let dir = scratch(tag);
+    let src = dir.join("p.c");
+    std::fs::write(&src, "int main(void){return 0;}\n").unwrap();
+    Command::new("cc")
+        .arg(flag)
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("p"))
+        .status()
+        .is_ok_and(|s| s.success())
+        && (!run
+            || Command::new(dir.join("p"))
+                .status()
+                .is_ok_and(|s| s.success()))
 }
 
 /// Compiles the C test provider (tests/plugins/test_provider.c) into
 /// `dir/file_name` with the given `-D` defines; returns the plugin's path.
 pub fn test_provider(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     let out = dir.join(file_name);
-    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    cmd.args([
-        "-std=c11",
-        "-g",
-        "-O1",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-shared",
-        "-fPIC",
-        "-D_GNU_SOURCE",
-    ])
-    .arg(format!("-I{}", root().display()))
-    .arg(format!("-I{}", root().join("include").display()))
-    .args(defines)
-    .arg(root().join("tests/plugins/test_provider.c"));
+    let mut cmd = cc_command();
+    cmd.args(["-shared", "-fPIC"])
+        .args(defines)
+        .arg(root().join("tests/plugins/test_provider.c"));
     // A copy: tests change a plugin's mode.
     cache::place(&mut cmd, &out, cache::Place::Copy);
     out

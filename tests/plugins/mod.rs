@@ -84,18 +84,8 @@ pub fn info_tool_dir() -> &'static Path {
     info_tool().parent().unwrap()
 }
 
-/// A log line without the pid, host and time it carries:
-/// `fi_xpu:<pid>:<host>:<secs.micros>:<source>:<level>: <msg>` becomes
-/// `fi_xpu:<source>:<level>: <msg>`. `None` for anything else.
-pub fn log_body(line: &str) -> Option<String> {
-    let rest = line.strip_prefix("fi_xpu:")?;
-    let mut f = rest.splitn(4, ':');
-    let (pid, host, time, tail) = (f.next()?, f.next()?, f.next()?, f.next()?);
-    let (secs, micros) = time.split_once('.')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && !host.is_empty() && digits(secs) && micros.len() == 6 && digits(micros))
-        .then(|| format!("fi_xpu:{tail}"))
-}
+/// A log line without the pid, host and time it carries.
+pub use crate::common::log_body;
 
 /// What one run of `fi_xpu_info` printed.
 pub struct Run {

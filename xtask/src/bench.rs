@@ -131,30 +131,31 @@ fn fi_pingpong(iters: u32) -> Option<f64> {
     row.split_whitespace().nth(6)?.parse().ok()
 }
 
-/// Instructions of one `post_one` call (an 8-byte `fi_xpu_write`), counted by
-/// callgrind over `posts` calls.
-fn instructions_per_post(exe: &Path, env: &[(&str, &str)], dir: &Path, posts: u32) -> Option<f64> {
+/// The instructions callgrind counted in `func` while `exe` ran with
+/// `args` and `env`, summed over every process of the run (callgrind
+/// follows forks, one profile each); `None` when the run or a profile
+/// failed. The profiles go to `dir` (`callgrind.<pid>`) and are removed.
+pub(crate) fn callgrind<S: AsRef<std::ffi::OsStr>>(
+    exe: &Path,
+    args: &[S],
+    env: &[(&str, &str)],
+    func: &str,
+    dir: &Path,
+) -> Option<f64> {
     let pattern = dir.join("callgrind.%p");
     let ok = Command::new("valgrind")
-        // Fair scheduling lets the ofi proxy thread run while the poster spins.
-        .args([
-            "--tool=callgrind",
-            "--fair-sched=yes",
-            "--toggle-collect=post_one",
-            "-q",
-        ])
+        // Fair scheduling lets a helper thread (the ofi proxy) run while the
+        // poster spins.
+        .args(["--tool=callgrind", "--fair-sched=yes", "-q"])
+        .arg(format!("--toggle-collect={func}"))
         .arg(format!("--callgrind-out-file={}", pattern.display()))
         .arg(exe)
-        .args(["--post", &posts.to_string()])
+        .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .ok()?
-        .success();
-    if !ok {
-        return None;
-    }
+        .is_ok_and(|s| s.success());
     let mut total = 0f64;
     for entry in std::fs::read_dir(dir).ok()? {
         let path = entry.ok()?.path();
@@ -170,7 +171,14 @@ fn instructions_per_post(exe: &Path, env: &[(&str, &str)], dir: &Path, posts: u3
             total += v.split_whitespace().next()?.parse::<f64>().ok()?;
         }
     }
-    Some(total / posts as f64)
+    ok.then_some(total)
+}
+
+/// Instructions of one `post_one` call (an 8-byte `fi_xpu_write`), counted by
+/// callgrind over `posts` calls.
+fn instructions_per_post(exe: &Path, env: &[(&str, &str)], dir: &Path, posts: u32) -> Option<f64> {
+    let args = ["--post".to_string(), posts.to_string()];
+    callgrind(exe, &args, env, "post_one", dir).map(|t| t / f64::from(posts))
 }
 
 pub(crate) fn cell(v: Option<f64>, digits: usize) -> String {

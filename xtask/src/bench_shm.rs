@@ -17,10 +17,10 @@
 //! beside them; message rates also per CPU-second of the posting processes
 //! (getrusage), which other programs' load changes far less; callgrind
 //! counts, page faults and memory sizes do not depend on load.
-use crate::bench::{cc_with, cell, figures, ratio, Figures};
+use crate::bench::{callgrind, cc_with, cell, figures, ratio, Figures};
 use crate::{mkdir, Result};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -60,34 +60,43 @@ fn args(a: &[&dyn ToString]) -> Vec<String> {
 /// Instructions per call of `func` in `shm_scale ARGS`, counted by
 /// callgrind over `calls` calls (every process's count summed).
 fn instructions(exe: &Path, dir: &Path, func: &str, argv: &[String], calls: u32) -> Option<f64> {
-    let pattern = dir.join("callgrind.%p");
-    let ok = Command::new("valgrind")
-        .args(["--tool=callgrind", "--fair-sched=yes", "-q"])
-        .arg(format!("--toggle-collect={func}"))
-        .arg(format!("--callgrind-out-file={}", pattern.display()))
-        .arg(exe)
-        .args(argv)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .ok()?
-        .success();
-    let mut total = 0f64;
-    for entry in std::fs::read_dir(dir).ok()? {
-        let path = entry.ok()?.path();
-        if !path.file_name()?.to_str()?.starts_with("callgrind.") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).ok()?;
-        let _ = std::fs::remove_file(&path);
-        if let Some(v) = text
-            .lines()
-            .find_map(|l| l.strip_prefix("summary: ").or(l.strip_prefix("totals: ")))
-        {
-            total += v.split_whitespace().next()?.parse::<f64>().ok()?;
-        }
+    callgrind(exe, argv, &[], func, dir).map(|t| t / f64::from(calls))
+}
+
+/// A message-rate table under `title`, with the column names `head`, and
+/// the load average before and after: one row per `n`, the rate and the
+/// rate per CPU-second (figures `{key(n)}_mps` and `{key(n)}_cpu_mps` of
+/// the run `argv(n)`), each beside the first row's.
+fn rate_table(
+    exe: &Path,
+    title: &str,
+    head: &str,
+    ns: &[u32],
+    argv: impl Fn(u32) -> Vec<String>,
+    key: impl Fn(u32) -> String,
+) {
+    println!("\n### {title}\n");
+    println!("{}\n", load());
+    println!("{head}");
+    println!("|---|---|---|---|---|---|---|");
+    let (mut base, mut cbase) = (None, None);
+    for &n in ns {
+        let f = scale(exe, &argv(n), &[]);
+        let r = f.get(&format!("{}_mps", key(n))).copied();
+        let c = f.get(&format!("{}_cpu_mps", key(n))).copied();
+        base = base.or(r);
+        cbase = cbase.or(c);
+        println!(
+            "| {n} | {} | {} | {} | {} | {} | {} |",
+            cell(r, 2),
+            cell(base, 2),
+            ratio(r, base),
+            cell(c, 2),
+            cell(cbase, 2),
+            ratio(c, cbase)
+        );
     }
-    ok.then_some(total / calls as f64)
+    println!("\n{}", load());
 }
 
 fn kib(f: &Figures, k: &str) -> String {
@@ -163,52 +172,24 @@ pub fn run(lib: PathBuf, quick: bool, only_copy: bool) -> Result {
 
     // ---- message rate --------------------------------------------------
     let total: u32 = if quick { 64_000 } else { 640_000 };
-    println!("\n### shm: 8-byte write rate with N posting work items on one endpoint\n");
-    println!("{}\n", load());
-    println!("| work items | rate (Mmsg/s) | baseline: 1 work item | ratio | per CPU-second (Mmsg) | baseline: 1 work item | ratio |");
-    println!("|---|---|---|---|---|---|---|");
-    let (mut base, mut cbase) = (None, None);
-    for n in [1u32, 8, 64] {
-        let f = scale(&nt, &args(&[&"rate", &n, &(total / n)]), &[]);
-        let r = g(&f, &format!("rate_{n}_items_mps"));
-        let c = g(&f, &format!("rate_{n}_items_cpu_mps"));
-        base = base.or(r);
-        cbase = cbase.or(c);
-        println!(
-            "| {n} | {} | {} | {} | {} | {} | {} |",
-            cell(r, 2),
-            cell(base, 2),
-            ratio(r, base),
-            cell(c, 2),
-            cell(cbase, 2),
-            ratio(c, cbase)
-        );
-    }
-    println!("\n{}", load());
+    rate_table(
+        &nt,
+        "shm: 8-byte write rate with N posting work items on one endpoint",
+        "| work items | rate (Mmsg/s) | baseline: 1 work item | ratio | per CPU-second (Mmsg) | baseline: 1 work item | ratio |",
+        &[1, 8, 64],
+        |n| args(&[&"rate", &n, &(total / n)]),
+        |n| format!("rate_{n}_items"),
+    );
 
     let posts: u32 = if quick { 20_000 } else { 200_000 };
-    println!("\n### shm: 8-byte writes all-to-all among P processes ({posts} per process)\n");
-    println!("{}\n", load());
-    println!("| processes | aggregate rate (Mmsg/s) | baseline: 2 processes | ratio | per CPU-second (Mmsg) | baseline: 2 processes | ratio |");
-    println!("|---|---|---|---|---|---|---|");
-    let (mut base, mut cbase) = (None, None);
-    for p in [2u32, 4, 8, 16] {
-        let f = scale(&nt, &args(&[&"alltoall", &p, &posts]), &[]);
-        let r = g(&f, &format!("alltoall_{p}_procs_mps"));
-        let c = g(&f, &format!("alltoall_{p}_procs_cpu_mps"));
-        base = base.or(r);
-        cbase = cbase.or(c);
-        println!(
-            "| {p} | {} | {} | {} | {} | {} | {} |",
-            cell(r, 2),
-            cell(base, 2),
-            ratio(r, base),
-            cell(c, 2),
-            cell(cbase, 2),
-            ratio(c, cbase)
-        );
-    }
-    println!("\n{}", load());
+    rate_table(
+        &nt,
+        &format!("shm: 8-byte writes all-to-all among P processes ({posts} per process)"),
+        "| processes | aggregate rate (Mmsg/s) | baseline: 2 processes | ratio | per CPU-second (Mmsg) | baseline: 2 processes | ratio |",
+        &[2, 4, 8, 16],
+        |p| args(&[&"alltoall", &p, &posts]),
+        |p| format!("alltoall_{p}_procs"),
+    );
 
     // ---- memory ----------------------------------------------------------
     println!(

@@ -4,10 +4,10 @@
 //! complete, a host-initiated all-to-allv), on the same transport, in the
 //! same run: wall-clock ratios at 2 and 4 ranks, and callgrind instructions
 //! per dispatched token of the issuing side.
-use super::{cc, cell, figures, median, ratio};
+use super::{callgrind, cc, cell, figures, median, ratio};
 use crate::Result;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Tokens per rank, routed to 3 experts each (7168 BF16 elements).
 const TOKENS: u32 = 32;
@@ -39,36 +39,14 @@ fn instructions_per_token(
     let out = dir.join("moe-callgrind");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).ok()?;
-    let prog = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
-    let ok = Command::new("valgrind")
-        .args(["--tool=callgrind", "--fair-sched=yes", "-q"])
-        .arg(format!("--toggle-collect={function}"))
-        .arg(format!(
-            "--callgrind-out-file={}",
-            out.join("cg.%p").display()
-        ))
-        .arg(prog)
-        .args(args)
-        .env("FI_TCP_IFACE", "lo")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .ok()?
-        .success();
-    if !ok {
-        return None;
-    }
-    let mut total = 0f64;
-    for entry in std::fs::read_dir(&out).ok()? {
-        let text = std::fs::read_to_string(entry.ok()?.path()).ok()?;
-        if let Some(v) = text
-            .lines()
-            .find_map(|l| l.strip_prefix("summary: ").or(l.strip_prefix("totals: ")))
-        {
-            total += v.split_whitespace().next()?.parse::<f64>().ok()?;
-        }
-    }
+    let total = callgrind(
+        Path::new(cmd.get_program()),
+        &args,
+        &[("FI_TCP_IFACE", "lo")],
+        function,
+        &out,
+    )?;
     Some(total / f64::from(ranks * TOKENS * TOPK))
 }
 

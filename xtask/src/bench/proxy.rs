@@ -20,14 +20,19 @@ pub fn load() -> String {
         .unwrap_or_else(|| "load unknown".into())
 }
 
-pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
-    let exe = dir.join("ofi_proxy");
+/// Builds benches/ofi_proxy.c into `exe`.
+fn build(exe: &Path, lib: &Path) -> Result {
     cc(
         "benches/ofi_proxy.c",
-        &exe,
+        exe,
         lib,
         &["-lfi_xpu", "-lfabric", "-lpthread"],
-    )?;
+    )
+}
+
+pub fn run(lib: &Path, dir: &Path, quick: bool) -> Result {
+    let exe = dir.join("ofi_proxy");
+    build(&exe, lib)?;
     let (iters, rounds) = if quick { ("1000", "3") } else { ("5000", "5") };
     let before = load();
     // The bare ring takes turns with the shm run's two paths (the cores'
@@ -326,12 +331,7 @@ fn allocations(raw: &str) -> f64 {
 pub fn per_entry(lib: &Path, dir: &Path, quick: bool) -> Result {
     let exe = dir.join("ofi_proxy");
     if !exe.exists() {
-        cc(
-            "benches/ofi_proxy.c",
-            &exe,
-            lib,
-            &["-lfi_xpu", "-lfabric", "-lpthread"],
-        )?;
+        build(&exe, lib)?;
     }
     let (a, b) = if quick { (200, 600) } else { (1000, 3000) };
     let (Some(ra), Some(rb)) = (callgrind(&exe, dir, a), callgrind(&exe, dir, b)) else {
