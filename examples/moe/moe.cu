@@ -80,26 +80,9 @@ __device__ static void grid_barrier(uint64_t *bar, uint64_t target, struct moe_l
 	__syncthreads();
 }
 
-/* This rank's receive-side words back to 0, and its result tokens (what
- * moe_reset does on the host). */
-__device__ static void reset_words(const struct moe_args *a, uint32_t item, uint32_t nitems)
-{
-	struct moe_layout *l = a->l;
-	uint64_t n = a->w->n, i;
-	for (i = item; i < n * l->E; i += nitems) {
-		MOE_U64(a, l->cnt)[i] = 0;
-		MOE_U64(a, l->dsig)[i] = 0;
-	}
-	for (i = item; i < n; i += nitems)
-		MOE_U64(a, l->csig)[i] = 0;
-	for (i = item; i < (uint64_t)l->T * l->out_bytes / 8; i += nitems)
-		MOE_U64(a, l->result)[i] = 0;
-	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_ARCH_MS_SYSTEM);
-}
-
 __global__ void k_reset(struct moe_args a)
 {
-	reset_words(&a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+	moe_reset_words(&a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
 __global__ void k_dispatch(struct moe_args a, uint64_t *bar, uint64_t seq)
@@ -168,7 +151,7 @@ __global__ void k_combine(struct moe_args a, uint64_t *bar, uint64_t seq, int re
 		return; /* the last round: its words are checked */
 	/* Everyone has read this round's counts and signals. */
 	grid_barrier(bar, (seq + 1) * gridDim.x, l);
-	reset_words(&a, item, nitems);
+	moe_reset_words(&a, item, nitems);
 }
 
 /* The host's one way into the window, device memory or pinned host memory

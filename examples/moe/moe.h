@@ -402,6 +402,24 @@ FI_XPU_FUNC void moe_combine_reduce(const struct moe_args *a, uint32_t item, uin
 	}
 }
 
+/* The receive side back to 0 for the next round, on the device (what
+ * moe_reset does from the host where the host may write the window):
+ * this rank's count and signal words and its result tokens. */
+FI_XPU_FUNC void moe_reset_words(const struct moe_args *a, uint32_t item, uint32_t nitems)
+{
+	const struct moe_layout *l = a->l;
+	uint64_t n = a->w->n, i;
+	for (i = item; i < n * l->E; i += nitems) {
+		MOE_U64(a, l->cnt)[i] = 0;
+		MOE_U64(a, l->dsig)[i] = 0;
+	}
+	for (i = item; i < n; i += nitems)
+		MOE_U64(a, l->csig)[i] = 0;
+	for (i = item; i < (uint64_t)l->T * l->out_bytes / 8; i += nitems)
+		MOE_U64(a, l->result)[i] = 0;
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_ARCH_MS_SYSTEM);
+}
+
 /* ---- host side: layout, inputs, routing, verification ------------------- */
 static inline uint64_t moe_align(uint64_t v)
 {

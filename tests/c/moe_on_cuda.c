@@ -63,23 +63,6 @@ struct kernel {
 	const struct moe_args *a;
 };
 
-/* What moe.cu's reset does on the device: this rank's receive-side words
- * and result tokens back to 0. */
-static void reset_words(const struct moe_args *a, uint32_t item, uint32_t nitems)
-{
-	const struct moe_layout *l = a->l;
-	uint64_t n = a->w->n, i;
-	for (i = item; i < n * l->E; i += nitems) {
-		MOE_U64(a, l->cnt)[i] = 0;
-		MOE_U64(a, l->dsig)[i] = 0;
-	}
-	for (i = item; i < n; i += nitems)
-		MOE_U64(a, l->csig)[i] = 0;
-	for (i = item; i < (uint64_t)l->T * l->out_bytes / 8; i += nitems)
-		MOE_U64(a, l->result)[i] = 0;
-	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_ARCH_MS_SYSTEM);
-}
-
 static void run_phase(void *arg)
 {
 	const struct kernel *k = (const struct kernel *)arg;
@@ -152,7 +135,7 @@ int main(void)
 	a.sym = w.sym;
 	a.l = (struct moe_layout *)(void *)(w.sym + WORLD_HDR);
 	for (round = 0; round < ROUNDS; round++) {
-		launch(w.rank, reset_words, &a, "reset");
+		launch(w.rank, moe_reset_words, &a, "reset");
 		world_barrier(&w);
 		launch(w.rank, moe_dispatch_send, &a, "dispatch_send");
 		launch(w.rank, moe_dispatch_signal, &a, "dispatch_signal");
