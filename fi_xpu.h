@@ -98,6 +98,31 @@
 #define FI_XPU_CLASS_WINDOW 1480808450
 
 /**
+ * The largest sizes a provider serves; a request above one is refused
+ * with `-FI_EINVAL` and a log line that names the bound. 0: the provider
+ * states no bound of its own (the memory the request needs still bounds
+ * it, and a transport may bound it lower per domain).
+ */
+struct fi_xpu_limits {
+  /**
+   * Entries of a CQ (`fi_xpu_cq_attr.size`).
+   */
+  uint64_t cq_size;
+  /**
+   * Operations an endpoint queues for sending (`fi_xpu_ep_attr.tx_size`).
+   */
+  uint64_t tx_depth;
+  /**
+   * Receives an endpoint holds posted (`fi_xpu_ep_attr.rx_size`).
+   */
+  uint64_t rx_depth;
+  /**
+   * Bytes of one message, read or write.
+   */
+  uint64_t msg_size;
+};
+
+/**
  * One usable provider, as listed by `fi_xpu_getinfo`.
  */
 struct fi_xpu_info {
@@ -121,6 +146,11 @@ struct fi_xpu_info {
    * Core-private; do not touch.
    */
   void *handle;
+  /**
+   * The largest sizes the provider serves. (The library allocates
+   * this structure, so fields are only ever added at its end.)
+   */
+  struct fi_xpu_limits limits;
 };
 
 /**

@@ -61,9 +61,15 @@ fn lists_a_good_provider() {
     assert_eq!(f("addrlen"), "16");
     assert_eq!(f("path"), path_str(&so));
     let abi = format!(
-        "{FI_XPU_PROV_ABI_MAJOR}.{FI_XPU_PROV_ABI_MINOR} (descriptor {FI_XPU_PROV_MIN_SIZE} bytes)"
+        "{FI_XPU_PROV_ABI_MAJOR}.{FI_XPU_PROV_ABI_MINOR} (descriptor {} bytes)",
+        std::mem::size_of::<fi_xpu_prov_desc>()
     );
     assert_eq!(f("abi"), abi);
+    // The descriptor's limits, as fi_xpu_info.limits reports them.
+    assert_eq!(f("max_cq_size"), "4096");
+    assert_eq!(f("max_tx_depth"), "none of its own");
+    assert_eq!(f("max_rx_depth"), "32");
+    assert_eq!(f("max_msg_size"), "none of its own");
     // These come from the plugin's ctx_query through a real domain and context.
     assert_eq!(
         f("system ctx caps"),
@@ -88,6 +94,44 @@ fn lists_a_good_provider() {
     assert_eq!(run.code, 0, "{}", run.dump());
     assert_eq!(run.field("test", "prov_id"), Some("200"));
     assert_eq!(run.field("test", "abi"), None);
+}
+
+/// A plugin built against the ABI 1.4 header (its descriptor ends at
+/// `ep_close`) loads, and reports no limits: the core reads nothing past
+/// the size the plugin gives, though this build fills `limits` beyond it.
+#[test]
+fn an_older_minor_plugin_loads_and_reports_no_limits() {
+    let dir = scratch("abi-1-4");
+    build_plugin(
+        &dir,
+        "test",
+        &["-DTP_ABI_14".into(), "-DTP_ABI_MINOR=4".into()],
+    );
+    let run = info(Some(path_str(&dir)), None, &["-v"]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    assert_eq!(run.providers(), ["test"], "{}", run.dump());
+    assert_eq!(
+        run.field("test", "abi"),
+        Some(
+            format!("{FI_XPU_PROV_ABI_MAJOR}.4 (descriptor {FI_XPU_PROV_MIN_SIZE} bytes)").as_str()
+        ),
+        "{}",
+        run.dump()
+    );
+    for k in [
+        "max_cq_size",
+        "max_tx_depth",
+        "max_rx_depth",
+        "max_msg_size",
+    ] {
+        assert_eq!(
+            run.field("test", k),
+            Some("none of its own"),
+            "{k}: {}",
+            run.dump()
+        );
+    }
+    assert!(run.stderr.is_empty(), "{}", run.dump());
 }
 
 /// Every refusal of a plugin file, each with its exact reason and log line,

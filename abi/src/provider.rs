@@ -9,7 +9,7 @@
 use crate::libfabric::{fi_addr_t, fi_cq_err_entry, fi_hmem_iface};
 use crate::public::{
     fi_xpu_av_attr, fi_xpu_cntr_attr, fi_xpu_cq_attr, fi_xpu_ctx_info, fi_xpu_domain_attr,
-    fi_xpu_ep_attr, fid_xpu, fid_xpu_host_ctx,
+    fi_xpu_ep_attr, fi_xpu_limits, fid_xpu, fid_xpu_host_ctx,
 };
 use std::ffi::{c_char, c_int, c_void};
 
@@ -22,7 +22,8 @@ pub const FI_XPU_PROV_ABI_MAJOR: u32 = 1;
 /// 3: `fi_xpu_core` gained `mem_retire`.
 /// 4: `fi_xpu_core` gained `mem_access`, `ctx_device_uuid`,
 ///    `mem_export_ipc` and `mem_import_ipc`.
-pub const FI_XPU_PROV_ABI_MINOR: u32 = 4;
+/// 5: `fi_xpu_prov_desc` gained `limits` (read only when `size` covers it).
+pub const FI_XPU_PROV_ABI_MINOR: u32 = 5;
 /// Name of the symbol every plugin exports.
 pub const FI_XPU_PROV_INI_SYMBOL: &str = "fi_xpu_prov_ini";
 
@@ -402,10 +403,15 @@ pub struct fi_xpu_prov_desc {
         unsafe extern "C" fn(ep: fi_xpu_prov_handle, flags: u64, out: *mut fid_xpu) -> c_int,
     >,
     pub ep_close: Option<unsafe extern "C" fn(ep: fi_xpu_prov_handle) -> c_int>,
+
+    /// ABI 1.5: the largest sizes the provider serves (0: no bound of its
+    /// own), reported in `fi_xpu_info.limits`. A descriptor whose `size`
+    /// ends before this field reports none.
+    pub limits: fi_xpu_limits,
 }
 
-/// Smallest descriptor the core accepts: through `ep_close`.
-pub const FI_XPU_PROV_MIN_SIZE: usize = std::mem::size_of::<fi_xpu_prov_desc>();
+/// Smallest descriptor the core accepts: through `ep_close` (ABI 1.0).
+pub const FI_XPU_PROV_MIN_SIZE: usize = std::mem::offset_of!(fi_xpu_prov_desc, limits);
 
 /// The plugin's identity as an ELF note (section `.note.fi_xpu`, in a
 /// `PT_NOTE` segment), which the core reads from the file before `dlopen`

@@ -201,6 +201,26 @@ pub struct fi_xpu_info {
     pub addrlen: usize,
     /// Core-private; do not touch.
     pub handle: *mut c_void,
+    /// The largest sizes the provider serves. (The library allocates
+    /// this structure, so fields are only ever added at its end.)
+    pub limits: fi_xpu_limits,
+}
+
+/// The largest sizes a provider serves; a request above one is refused
+/// with `-FI_EINVAL` and a log line that names the bound. 0: the provider
+/// states no bound of its own (the memory the request needs still bounds
+/// it, and a transport may bound it lower per domain).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct fi_xpu_limits {
+    /// Entries of a CQ (`fi_xpu_cq_attr.size`).
+    pub cq_size: u64,
+    /// Operations an endpoint queues for sending (`fi_xpu_ep_attr.tx_size`).
+    pub tx_depth: u64,
+    /// Receives an endpoint holds posted (`fi_xpu_ep_attr.rx_size`).
+    pub rx_depth: u64,
+    /// Bytes of one message, read or write.
+    pub msg_size: u64,
 }
 
 /// Optional input to `fi_xpu_domain` (NULL: defaults). `size` versions it.

@@ -21,8 +21,9 @@
  * 3: `fi_xpu_core` gained `mem_retire`.
  * 4: `fi_xpu_core` gained `mem_access`, `ctx_device_uuid`,
  *    `mem_export_ipc` and `mem_import_ipc`.
+ * 5: `fi_xpu_prov_desc` gained `limits` (read only when `size` covers it).
  */
-#define FI_XPU_PROV_ABI_MINOR 4
+#define FI_XPU_PROV_ABI_MINOR 5
 
 /**
  * Operations of `fi_xpu_core.mem_access`.
@@ -377,6 +378,12 @@ struct fi_xpu_prov_desc {
   int (*ep_getname)(fi_xpu_prov_handle ep, void *addr, size_t *len);
   int (*ep_export)(fi_xpu_prov_handle ep, uint64_t flags, struct fid_xpu *out);
   int (*ep_close)(fi_xpu_prov_handle ep);
+  /**
+   * ABI 1.5: the largest sizes the provider serves (0: no bound of its
+   * own), reported in `fi_xpu_info.limits`. A descriptor whose `size`
+   * ends before this field reports none.
+   */
+  struct fi_xpu_limits limits;
 };
 
 /**

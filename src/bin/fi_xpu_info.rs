@@ -166,6 +166,7 @@ impl InfoList {
             ifaces: 0,
             addrlen: 0,
             handle: std::ptr::null_mut(),
+            limits: fi_xpu_limits::default(),
         };
         let mut list = std::ptr::null_mut();
         // SAFETY: `hints` and the name it points to outlive the call; `list`
@@ -249,6 +250,19 @@ fn print_provider(info: &fi_xpu_info, loaded: Option<&Provider>, verbose: bool) 
     println!("    caps: {}", caps_names(info.caps));
     println!("    ifaces: {}", iface_names(info.ifaces));
     println!("    addrlen: {}", info.addrlen);
+    let l = info.limits;
+    for (what, v) in [
+        ("max_cq_size", l.cq_size),
+        ("max_tx_depth", l.tx_depth),
+        ("max_rx_depth", l.rx_depth),
+        ("max_msg_size", l.msg_size),
+    ] {
+        if v != 0 {
+            println!("    {what}: {v}");
+        } else {
+            println!("    {what}: none of its own");
+        }
+    }
     if let Some(p) = loaded {
         println!("    path: {}", p.path.display());
     }

@@ -23,19 +23,37 @@ pub extern "C" fn fi_xpu_strerror(errnum: c_int) -> *const c_char {
     strerror_c(errnum).as_ptr()
 }
 
-fn matches(hints: Option<&fi_xpu_info>, p: &crate::provider::Provider) -> bool {
-    let Some(h) = hints else { return true };
+/// Whether provider `p` matches the hints (NULL: every provider).
+///
+/// # Safety
+/// `hints` is NULL or an `fi_xpu_info` as the application's header lays
+/// it out: an older one ends at `handle`, so only fields before it are
+/// read, one by one.
+unsafe fn matches(hints: *const fi_xpu_info, p: &crate::provider::Provider) -> bool {
+    if hints.is_null() {
+        return true;
+    }
+    // SAFETY: per the function contract: fields before `handle`, read
+    // through the raw pointer without making a reference to the whole.
+    let (name, caps, ifaces, prov_id) = unsafe {
+        (
+            std::ptr::addr_of!((*hints).prov_name).read(),
+            std::ptr::addr_of!((*hints).caps).read(),
+            std::ptr::addr_of!((*hints).ifaces).read(),
+            std::ptr::addr_of!((*hints).prov_id).read(),
+        )
+    };
     let d = p.desc();
-    if !h.prov_name.is_null() {
+    if !name.is_null() {
         // SAFETY: a non-NULL hint name is a NUL-terminated string (API contract).
-        let want = unsafe { CStr::from_ptr(h.prov_name) };
+        let want = unsafe { CStr::from_ptr(name) };
         if want.to_bytes() != p.name.as_bytes() {
             return false;
         }
     }
-    (d.caps & h.caps) == h.caps
-        && (d.ifaces & h.ifaces) == h.ifaces
-        && (h.prov_id == 0 || h.prov_id == d.prov_id)
+    (d.caps & caps) == caps
+        && (d.ifaces & ifaces) == ifaces
+        && (prov_id == 0 || prov_id == d.prov_id)
 }
 
 /// Lists the usable providers matching `hints` (NULL: all).
@@ -62,13 +80,13 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
         if flags != 0 {
             return Err(Error::BADFLAGS);
         }
-        // SAFETY: `hints` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let hints = unsafe { read_opt(hints) };
         let mut head: *mut fi_xpu_info = std::ptr::null_mut();
         let all = providers();
         for i in all.listing_order().into_iter().rev() {
             let p = &all.loaded[i];
-            if !matches(hints, p) {
+            // SAFETY: `hints` is NULL or a valid struct, unchanged during
+            // the call (the API's contract).
+            if !unsafe { matches(hints, p) } {
                 continue;
             }
             let d = p.desc();
@@ -81,6 +99,7 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
                 ifaces: d.ifaces,
                 addrlen: d.addrlen,
                 handle: (i + 1) as *mut std::ffi::c_void,
+                limits: d.limits,
             });
             head = Box::into_raw(node);
         }

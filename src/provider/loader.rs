@@ -522,9 +522,7 @@ fn load_one(
         )
     };
     check_header(major, minor, size)?;
-    // SAFETY: check_header made sure the descriptor covers the whole struct;
-    // the plugin is kept loaded forever, so 'static holds.
-    let desc: &'static fi_xpu_prov_desc = unsafe { &*desc_ptr };
+    let desc = full_descriptor(desc_ptr, size);
     let name = check_descriptor(desc)?;
     if name != file_name {
         return Err(format!(
@@ -560,6 +558,27 @@ fn load_one(
         desc,
         handle: handle as usize,
     })
+}
+
+/// The plugin's descriptor as this library's struct: the plugin's own when
+/// it is as large, else a copy of its `size` bytes with the fields it
+/// does not know zeroed (an older minor: no limits). Kept forever, as the
+/// plugin is.
+fn full_descriptor(p: *const fi_xpu_prov_desc, size: usize) -> &'static fi_xpu_prov_desc {
+    let full = std::mem::size_of::<fi_xpu_prov_desc>();
+    if size >= full {
+        // SAFETY: `size` says the plugin's descriptor covers the whole
+        // struct; the plugin stays loaded for the life of the process.
+        return unsafe { &*p };
+    }
+    let mut copy = Box::new(std::mem::MaybeUninit::<fi_xpu_prov_desc>::zeroed());
+    // SAFETY: the plugin's descriptor has `size` (< full, >= the minimum
+    // check_header asked for) readable bytes; zero is a valid value of
+    // every field it leaves out (integers, and `Option`s of functions).
+    unsafe {
+        std::ptr::copy_nonoverlapping(p as *const u8, copy.as_mut_ptr() as *mut u8, size);
+        Box::leak(copy).assume_init_ref()
+    }
 }
 
 fn check_header(major: u32, minor: u32, size: usize) -> Result<(), String> {

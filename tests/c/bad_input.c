@@ -175,13 +175,15 @@ int main(int argc, char **argv)
 	EXPECT(cq == POISON, 1);
 	cqattr.xpu_ctx = ctx;
 	if (strcmp(prov, "test") != 0) {
-		/* Past what shm and ofi serve (2^20 entries), host or XPU: refused
-		 * before anything is allocated, never an abort. */
+		/* Past what shm and ofi serve (2^20 entries, as fi_xpu_info
+		 * reports), host or XPU: refused before anything is allocated,
+		 * never an abort. */
+		EXPECT(info->limits.cq_size == (uint64_t)1 << 20, 1);
 		cqattr.size = (size_t)1 << 31;
 		EXPECT(fi_xpu_cq_open(dom, &cqattr, &cq, NULL), -FI_EINVAL);
 		cqattr.xpu_ctx = NULL;
 		EXPECT(fi_xpu_cq_open(dom, &cqattr, &hcq, NULL), -FI_EINVAL);
-		cqattr.size = ((size_t)1 << 20) + 1;
+		cqattr.size = (size_t)info->limits.cq_size + 1;
 		EXPECT(fi_xpu_cq_open(dom, &cqattr, &hcq, NULL), -FI_EINVAL);
 		EXPECT(hcq == POISON, 1);
 		cqattr.size = 16;
@@ -298,15 +300,25 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_endpoint(dom, &eattr, NULL, NULL), -FI_EINVAL);
 	EXPECT(ep == POISON, 1);
 	if (strcmp(prov, "ofi") == 0) {
-		/* Past the deepest ring ofi serves (2^16 entries): refused before
-		 * anything is allocated. */
-		eattr.tx_size = ((size_t)1 << 16) + 1;
+		/* Past the deepest ring ofi serves (2^16 entries, as fi_xpu_info
+		 * reports): refused before anything is allocated. */
+		EXPECT(info->limits.tx_depth == (uint64_t)1 << 16, 1);
+		EXPECT(info->limits.rx_depth == (uint64_t)1 << 16, 1);
+		EXPECT(info->limits.msg_size == (uint64_t)1 << 48, 1);
+		eattr.tx_size = (size_t)info->limits.tx_depth + 1;
 		EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), -FI_EINVAL);
 		eattr.tx_size = 0;
 		eattr.rx_size = (size_t)-1;
 		EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), -FI_EINVAL);
 		eattr.rx_size = 0;
 		EXPECT(ep == POISON, 1);
+	}
+	if (strcmp(prov, "shm") == 0) {
+		/* shm's queues are fixed: 64 receives posted at once, no
+		 * transmit queue of its own, no message size bound of its own. */
+		EXPECT(info->limits.rx_depth, 64);
+		EXPECT(info->limits.tx_depth, 0);
+		EXPECT(info->limits.msg_size, 0);
 	}
 	EXPECT(fi_xpu_endpoint(dom, &eattr, &ep, NULL), 0);
 	struct fid_xpu xh;

@@ -73,6 +73,10 @@
 #ifdef TP_SHORT
 /* As if built against an older header that ended before ep_close. */
 #define TP_DESC_SIZE offsetof(struct fi_xpu_prov_desc, ep_close)
+#elif defined(TP_ABI_14)
+/* As if built against the ABI 1.4 header, which ended at ep_close: the
+ * core must not read `limits`, which this build still fills. */
+#define TP_DESC_SIZE offsetof(struct fi_xpu_prov_desc, limits)
 #else
 #define TP_DESC_SIZE sizeof(struct fi_xpu_prov_desc)
 #endif
@@ -939,6 +943,7 @@ static struct fi_xpu_prov_desc tp_desc = {
 	.ep_getname = tp_ep_getname,
 	.ep_export = tp_ep_export,
 	.ep_close = tp_ep_close,
+	.limits = { .cq_size = 4096, .rx_depth = 32 },
 };
 
 #ifdef TP_NO_INI

@@ -38,6 +38,14 @@ impl Provider for Ofi {
     const IFACES: u64 =
         1 << FI_HMEM_SYSTEM | 1 << FI_HMEM_CUDA | 1 << FI_HMEM_ROCR | 1 << FI_HMEM_ZE;
     const ADDRLEN: usize = ADDR_LEN;
+    /// A transport may bound a message lower: the domain's own
+    /// `max_msg_size`, which writes above it are refused against.
+    const LIMITS: fi_xpu_limits = fi_xpu_limits {
+        cq_size: state::cq::MAX_CQ_ENTRIES,
+        tx_depth: objects::ep::MAX_RING_ENTRIES,
+        rx_depth: objects::ep::MAX_RING_ENTRIES,
+        msg_size: objects::domain::MAX_LEN,
+    };
 
     type Domain = Domain;
     type Ctx = XpuCtx;

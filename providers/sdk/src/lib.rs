@@ -90,6 +90,15 @@ pub trait Provider: 'static {
     const IFACES: u64;
     /// Bytes of an endpoint name (`ep_getname`, `av_insert`).
     const ADDRLEN: usize;
+    /// The largest sizes served (`fi_xpu_info.limits`); 0 where the
+    /// provider sets no bound of its own. Requests above one are the
+    /// provider's to refuse with `FI_EINVAL`.
+    const LIMITS: fi_xpu_limits = fi_xpu_limits {
+        cq_size: 0,
+        tx_depth: 0,
+        rx_depth: 0,
+        msg_size: 0,
+    };
 
     type Domain: Send + Sync;
     type Ctx: Send + Sync;

@@ -36,6 +36,15 @@ impl Provider for Shm {
     /// `FI_HMEM_CUDA` through the built-in backend only (`XpuCtx::open`).
     const IFACES: u64 = (1 << FI_HMEM_SYSTEM) | (1 << FI_HMEM_CUDA);
     const ADDRLEN: usize = ADDR_LEN;
+    /// Receives posted at once: the fixed `MAX_POSTED` (a larger `rx_size`
+    /// gets it too). Sends queue in the receiver's inbox, not here;
+    /// messages and RMA have no bound of their own.
+    const LIMITS: fi_xpu_limits = fi_xpu_limits {
+        cq_size: objects::MAX_CQ_SIZE as u64,
+        tx_depth: 0,
+        rx_depth: layout::MAX_POSTED as u64,
+        msg_size: 0,
+    };
 
     type Domain = Domain;
     // Objects opened on a context, and an endpoint's bound AV and CQs, hold

@@ -21,6 +21,10 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// Entries of an endpoint's work-request ring at most, the deepest
+/// `tx_size`/`rx_size` served (`fi_xpu_info.limits`).
+pub const MAX_RING_ENTRIES: u64 = 1 << 16;
+
 pub struct Ep {
     pub inner: Arc<EpInner>,
     /// The domain's progress threads: one of them serves it once enabled.
@@ -40,7 +44,7 @@ impl Ep {
                 .unwrap_or(u64::MAX)
                 .max(2),
         };
-        if size > 1 << 16 {
+        if size > MAX_RING_ENTRIES {
             return Err(Error::INVAL);
         }
         let ring_bytes = size * std::mem::size_of::<Wqe>() as u64;

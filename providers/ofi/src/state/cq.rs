@@ -13,6 +13,9 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Entries of a CQ at most (reported in `fi_xpu_info.limits.cq_size`).
+pub const MAX_CQ_ENTRIES: u64 = 1 << 20;
+
 /// A completion queue: a `CqDev` block and its ring of `Cqe`.
 pub struct CqShared {
     mem: Block,
@@ -43,7 +46,7 @@ impl CqShared {
             0 => CQ_ENTRIES,
             n => (n as u64).checked_next_power_of_two().unwrap_or(u64::MAX),
         };
-        if size > 1 << 20 {
+        if size > MAX_CQ_ENTRIES {
             return Err(Error::INVAL);
         }
         let format = match attr.format {

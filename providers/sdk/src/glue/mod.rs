@@ -76,5 +76,6 @@ pub(crate) const fn descriptor<P: Provider>() -> fi_xpu_prov_desc {
         ep_getname: Some(ep_getname::<P>),
         ep_export: Some(ep_export::<P>),
         ep_close: Some(ep_close::<P>),
+        limits: P::LIMITS,
     }
 }
