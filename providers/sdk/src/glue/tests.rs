@@ -197,7 +197,7 @@ fn calls(h: H) -> usize {
 #[test]
 fn descriptor_carries_identity_and_every_entry_point() {
     let d = descriptor::<Mock>();
-    assert_eq!((d.abi_major, d.abi_minor), (1, 4));
+    assert_eq!((d.abi_major, d.abi_minor), (1, 5));
     assert_eq!(d.size, std::mem::size_of::<fi_xpu_prov_desc>());
     // SAFETY: the name is a static C string.
     assert_eq!(unsafe { std::ffi::CStr::from_ptr(d.name) }, c"mock");
@@ -207,6 +207,8 @@ fn descriptor_carries_identity_and_every_entry_point() {
     );
     assert_eq!((d.caps, d.ifaces), (FI_XPU_CAP_EP, 1));
     assert!(d.init.is_some() && d.ep_close.is_some() && d.cq_host_readerr.is_some());
+    // A provider that states no limits reports none.
+    assert_eq!(d.limits, fi_xpu_limits::default());
 }
 
 #[test]
