@@ -9,7 +9,9 @@
  * Header-only, no libc on device paths; written against
  * <fi_xpu/device_arch.h> (atomics with a memory scope, barriers,
  * broadcast, clock). Every access to memory another process can change uses
- * system-scope atomics or is bounded by values this process checked.
+ * atomics or is bounded by values this process checked; atomics and fences
+ * are system-scope, except what is written into a peer the host found on
+ * this GPU (fi_xpu_shm_peer_addr.scope, fi_xpu_shm(7) MEMORY PLACEMENT).
  *
  * Raw handles:
  *   dest_addr  points to the 8 bytes fi_xpu_av_lookup wrote (a pointer to
