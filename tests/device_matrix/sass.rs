@@ -428,6 +428,7 @@ extern "C" __global__ void sass_probe(struct fid_xpu_ep *ep, struct fid_xpu_cntr
 	out[2] = fi_xpu_cq_read(cq, &e, 1, FI_XPU_WORK_ITEM);
 	out[3] = fi_xpu_put_signal(ep, buf, len, 0, peer, addr, key, sig, key, 1,
 				   FI_XPU_SIGNAL_SET, 0, 0, FI_XPU_WORK_ITEM);
+	out[4] = fi_xpu_send(ep, buf, len, 0, 0, peer, 0, 0, FI_XPU_WORK_ITEM);
 }
 "#;
 
@@ -472,10 +473,17 @@ fn sass_check_fails_without_a_fence() {
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS);",
             "msg",
         ),
+        // The publishes at the pair's scope: both forms lose their fence.
         (
             "device_shm.h",
-            "FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS));",
-            "FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS));",
+            "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, ms);",
+            "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, ms);",
+            "msg",
+        ),
+        (
+            "device_shm.h",
+            "FI_XPU_ARCH_RELEASE, t.ms));",
+            "FI_XPU_ARCH_RELAXED, t.ms));",
             "signal",
         ),
         (
