@@ -44,9 +44,23 @@ pub const PARAMS: [(&str, &str, &str); 4] = [
     ),
 ];
 
-/// Whether `FI_XPU_SHM_SCOPE=sys` forces system scope everywhere.
+/// Whether `FI_XPU_SHM_SCOPE=sys` forces system scope everywhere; any
+/// other value than `sys` and `auto` is logged and taken as `auto`.
 pub fn scope_forced_sys() -> bool {
-    fi_xpu_prov_sdk::services::param("scope").is_some_and(|s| s.trim().eq_ignore_ascii_case("sys"))
+    let v = fi_xpu_prov_sdk::services::param("scope").unwrap_or_default();
+    let v = v.trim();
+    if v.eq_ignore_ascii_case("sys") {
+        return true;
+    }
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if !v.is_empty() && !v.eq_ignore_ascii_case("auto") {
+        WARNED.call_once(|| {
+            core::warn(&format!(
+                "FI_XPU_SHM_SCOPE={v}: neither sys nor auto; using auto"
+            ))
+        });
+    }
+    false
 }
 
 /// Whether `FI_XPU_SHM_HOST_PROGRESS` asks every domain for an agent.
