@@ -36,6 +36,30 @@ fn hello_example_runs() {
     assert!(out.contains("bytes): \"a message from pid"), "{out}");
 }
 
+/// On `FI_HMEM_SYSTEM` contexts, what kernels write into a peer is
+/// written at system scope (fi_xpu_shm(7), MEMORY PLACEMENT).
+#[test]
+fn host_memory_peers_get_system_scope() {
+    let p = program("examples/hello.c", "hello-scope");
+    let o = common::run_ok(
+        Command::new(&p)
+            .env("FI_XPU_PROVIDER", "shm")
+            .env("FI_XPU_LOG_LEVEL", "debug"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lookups: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("fi_xpu_av_lookup: peer"))
+        .collect();
+    assert!(!lookups.is_empty(), "{err}");
+    assert!(
+        lookups
+            .iter()
+            .all(|l| l.contains("is not on this context's device: system scope")),
+        "{err}"
+    );
+}
+
 #[test]
 fn pingpong_example_prints_its_table() {
     let p = program("examples/pingpong.c", "pingpong");

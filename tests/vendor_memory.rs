@@ -403,6 +403,47 @@ mod cuda {
             }
         }
 
+        /// What kernels write into a peer is written at device scope only
+        /// for a peer on the same GPU, and at system scope for one on
+        /// another GPU or under `FI_XPU_SHM_SCOPE=sys`; the data still
+        /// moves either way (the program checks it).
+        #[test]
+        fn the_scope_is_chosen_per_peer_pair_and_sys_forces_system_scope() {
+            if driver().is_none() {
+                return;
+            }
+            let Some(p) = program("tests/c/shm_device_heap.c", "scope") else {
+                return;
+            };
+            for (mode, env, dev, sys, forced) in [
+                ("placement", &[][..], 4, 0, 0),
+                ("placement-two-gpus", &[][..], 2, 2, 0),
+                ("placement", &[("FI_XPU_SHM_SCOPE", "sys")][..], 0, 4, 4),
+            ] {
+                let mut env = env.to_vec();
+                env.push(("FI_XPU_LOG_LEVEL", "debug"));
+                let o = run_strict_with(&p, &[mode], &env);
+                assert!(o.status.success(), "{}", show(&o));
+                let stderr = String::from_utf8_lossy(&o.stderr);
+                let count = |what: &str| {
+                    stderr
+                        .lines()
+                        .filter(|l| l.contains("fi_xpu_av_lookup: peer") && l.contains(what))
+                        .count()
+                };
+                assert_eq!(
+                    (
+                        count(": device scope"),
+                        count(": system scope"),
+                        count("(FI_XPU_SHM_SCOPE=sys)")
+                    ),
+                    (dev, sys, forced),
+                    "{mode} {env:?}: {}",
+                    show(&o)
+                );
+            }
+        }
+
         /// A departed peer's heap leaves the peer map at once but stays
         /// mapped, and readable by kernels, until the context closes.
         #[test]

@@ -9,7 +9,9 @@
  * Header-only, no libc on device paths; written against
  * <fi_xpu/device_arch.h> (atomics with a memory scope, barriers,
  * broadcast, clock). Every access to memory another process can change uses
- * system-scope atomics or is bounded by values this process checked.
+ * atomics or is bounded by values this process checked; atomics and fences
+ * are system-scope, except what is written into a peer the host found on
+ * this GPU (fi_xpu_shm_peer_addr.scope, fi_xpu_shm(7) MEMORY PLACEMENT).
  *
  * Raw handles:
  *   dest_addr  points to the 8 bytes fi_xpu_av_lookup wrote (a pointer to
@@ -45,8 +47,11 @@
 #define FI_XPU_SHM_STAGE_LANES 4
 #define FI_XPU_SHM_STAGE_LANE_SIZE 65536
 
+/* A registration table's header, and a context heap's (offset 0): there,
+ * `bell` counts the events that may leave one of the context's CQs
+ * non-empty (fi_xpu_shm_ring_bell). */
 struct fi_xpu_shm_heap_hdr {
-	uint64_t magic, size, mr_off, mr_slots, pad[4];
+	uint64_t magic, size, mr_off, mr_slots, bell, pad[3];
 };
 struct fi_xpu_shm_mr_entry {
 	uint64_t gen, base, len, access, region, key, pad[2];
@@ -99,6 +104,11 @@ struct fi_xpu_shm_peer_map {
 struct fi_xpu_shm_peer_addr {
 	uint64_t map, info_region, info_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
 	uint64_t key[2]; /* the peer's key for our connection: stamps our sends */
+	/* The memory scope of what this process writes into that peer (data,
+	 * inbox slots, signal words): FI_XPU_SHM_SCOPE_DEV when the host found
+	 * both contexts on one device, with their heaps in its memory;
+	 * anything else is system scope. */
+	uint64_t scope;
 };
 struct fi_xpu_shm_ctx_dev {
 	uint64_t heap_base, heap_region, nonce;
@@ -161,6 +171,11 @@ struct fi_xpu_shm_cq_dev {
 	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
 	uint64_t ctx;   /* the context's device root (peer maps); 0: host CQ */
 	uint64_t roff;  /* heap offset of rring, which stamps name */
+	/* The context heap's bell (0: host CQ), and its value when a read last
+	 * found the CQ idle: while the two are equal, nothing happened since,
+	 * and a poll reads these two words only. The host sets `bseen` to
+	 * ~0 when what the CQ progresses changes and when it closes. */
+	uint64_t bell, bseen;
 };
 /* A counter's device block (local). `cntr` is its {value, errors} block,
  * private to its process, which the owner's own events update; `rcntr` (0
@@ -225,6 +240,10 @@ enum {
 #define FI_XPU_SHM_FLOW_PRODUCED 1
 #define FI_XPU_SHM_FLOW_CONSUMED 2
 #define FI_XPU_SHM_FLOW_FAILED 3
+/* Scope words of the shared layouts (fi_xpu_shm_peer_addr.scope): 0, what
+ * a zeroed record says, is system scope. */
+#define FI_XPU_SHM_SCOPE_SYS 0
+#define FI_XPU_SHM_SCOPE_DEV 1
 
 /* ---- small helpers ----------------------------------------------------- */
 #define FI_XPU_SHM_P(T, v) ((T *)(uintptr_t)(v))
@@ -257,6 +276,29 @@ FI_XPU_FUNC void fi_xpu_shm_str(uint64_t *p, uint64_t v)
 {
 	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS);
 }
+/* The same at scope `ms` (FI_XPU_ARCH_MS_*), for the words of an object
+ * whose scope the host chose (fi_xpu_shm(7), MEMORY PLACEMENT). */
+FI_XPU_FUNC uint64_t fi_xpu_shm_ld_at(const uint64_t *p, int ms)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_ACQUIRE, ms);
+}
+FI_XPU_FUNC void fi_xpu_shm_st_at(uint64_t *p, uint64_t v, int ms)
+{
+	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, ms);
+}
+FI_XPU_FUNC int fi_xpu_shm_cas_at(uint64_t *p, uint64_t expected, uint64_t desired, int ms)
+{
+	return fi_xpu_arch_cas_u64(p, expected, desired, FI_XPU_ARCH_ACQ_REL, ms) == expected;
+}
+/* The FI_XPU_ARCH_MS_* scope a scope word names: device scope only for
+ * FI_XPU_SHM_SCOPE_DEV, whatever else a word holds. Built with
+ * FI_XPU_I_SHM_SCOPE (tests of the generated code), that scope instead. */
+#ifdef FI_XPU_I_SHM_SCOPE
+#define FI_XPU_SHM_MS(word) ((void)(word), FI_XPU_I_SHM_SCOPE)
+#else
+#define FI_XPU_SHM_MS(word)                                                    \
+	((word) == FI_XPU_SHM_SCOPE_DEV ? FI_XPU_ARCH_MS_DEVICE : FI_XPU_ARCH_MS_SYSTEM)
+#endif
 FI_XPU_FUNC int fi_xpu_shm_cas(uint64_t *p, uint64_t expected, uint64_t desired)
 {
 	return fi_xpu_arch_cas_u64(p, expected, desired, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS) ==
@@ -266,6 +308,17 @@ FI_XPU_FUNC void fi_xpu_shm_add(uint64_t *p, uint64_t v)
 {
 	if (p)
 		fi_xpu_arch_fetch_add_u64(p, v, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS);
+}
+
+/* Rings a context heap's bell (fi_xpu_shm_heap_hdr.bell; NULL: none), at
+ * scope `ms`, once an event that may leave one of its CQs non-empty is
+ * published: an entry or overflow of a CQ ring, a message in an inbox, an
+ * endpoint turned busy. Release: a poll that sees the new count sees the
+ * event. */
+FI_XPU_FUNC void fi_xpu_shm_ring_bell(uint64_t *bell, int ms)
+{
+	if (bell)
+		fi_xpu_arch_fetch_add_u64(bell, 1, FI_XPU_ARCH_ACQ_REL, ms);
 }
 
 /* Copies [lo, hi) of a buffer of `len` bytes split among `nranks`
@@ -551,8 +604,9 @@ FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size
 
 /* Completions lost to a full ring since the last report become one error
  * entry (err FI_EOVERRUN, olen the number lost) as soon as there is room
- * for it. Run by the ring's reader. */
-FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_t size)
+ * for it, and rings `bell` (fi_xpu_shm_ring_bell). Run by the ring's reader. */
+FI_XPU_FUNC void fi_xpu_shm_report_overrun_rung(struct fi_xpu_shm_cq_ring *r, uint64_t size,
+						uint64_t *bell)
 {
 	/* What was reported first: the count, read after it, is never behind
 	 * it. Read the other way round, another reader's report between the
@@ -570,6 +624,14 @@ FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_
 	in.olen = ov - seen;
 	if (fi_xpu_shm_ring_put(r, size, &in, 0) != 0)
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_add(&r->overflow_seen, (uint64_t)0 - (ov - seen)));
+	else
+		fi_xpu_shm_ring_bell(bell, FI_XPU_SHM_SYS);
+}
+
+/* The same for a ring without a bell. */
+FI_XPU_FUNC void fi_xpu_shm_report_overrun(struct fi_xpu_shm_cq_ring *r, uint64_t size)
+{
+	fi_xpu_shm_report_overrun_rung(r, size, FI_XPU_I_NULL);
 }
 
 /* The map (private to this process) of connection `conn` of the context
@@ -596,7 +658,8 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 	 * words below, and fenced once when an entry or overflow is there. */
 	struct fi_xpu_shm_cq_ring *rr = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, fi_xpu_shm_poll(&q->rring));
 	struct fi_xpu_shm_cq_ring *r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
-	uint64_t ov, seen;
+	uint64_t ov, seen, *bell = FI_XPU_SHM_P(uint64_t, q->bell);
+	int moved = 0;
 	if (!rr)
 		return;
 	for (;;) {
@@ -629,25 +692,36 @@ FI_XPU_FUNC void fi_xpu_shm_cq_take_remote(struct fi_xpu_shm_cq_dev *q)
 		else
 			continue;
 		(void)fi_xpu_shm_ring_push(r, q->size, &in);
+		moved = 1;
 	}
 	/* As in fi_xpu_shm_report_overrun: what was carried over first. */
 	seen = fi_xpu_shm_poll(&q->rseen);
 	ov = fi_xpu_shm_poll(&rr->overflow);
-	if (ov == seen)
-		return;
-	fi_xpu_shm_acq();
-	/* A rewound or absurd count is a peer's scribble: resynchronised,
-	 * never reported. */
-	if (fi_xpu_shm_cas(&q->rseen, seen, ov) && ov - seen < (1ULL << 32))
-		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_add(&r->overflow, ov - seen));
+	if (ov != seen) {
+		fi_xpu_shm_acq();
+		/* A rewound or absurd count is a peer's scribble:
+		 * resynchronised, never reported. */
+		if (fi_xpu_shm_cas(&q->rseen, seen, ov) && ov - seen < (1ULL << 32)) {
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_add(&r->overflow, ov - seen));
+			moved = 1;
+		}
+	}
+	/* What moved into the private ring is an event of its own: another
+	 * reader may have found both rings empty in between. */
+	if (moved)
+		fi_xpu_shm_ring_bell(bell, FI_XPU_SHM_SYS);
 }
 
 FI_XPU_FUNC int fi_xpu_shm_cq_push(uint64_t cq_dev, const struct fi_xpu_shm_cqe_in *in)
 {
 	struct fi_xpu_shm_cq_dev *q = FI_XPU_SHM_P(struct fi_xpu_shm_cq_dev, cq_dev);
+	int rc;
 	if (!q)
 		return 0;
-	return fi_xpu_shm_ring_push(FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring), q->size, in);
+	rc = fi_xpu_shm_ring_push(FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring), q->size, in);
+	/* An entry, or an overflow counted: either way the reader has work. */
+	fi_xpu_shm_ring_bell(FI_XPU_SHM_P(uint64_t, q->bell), FI_XPU_SHM_SYS);
+	return rc;
 }
 
 /* Local completion of an initiator operation, or its error, plus counters. */
@@ -697,9 +771,12 @@ struct fi_xpu_shm_target {
 	uint64_t heap_size;
 	struct fi_xpu_shm_ep_block *ep;
 	const struct fi_xpu_shm_ep_info *info;
+	/* The scope of what is written into the peer (its peer address's). */
+	int ms;
 };
 #define FI_XPU_SHM_NO_TARGET                                                              \
-	{ FI_XPU_I_NULL, FI_XPU_I_NULL, FI_XPU_I_NULL, 0, FI_XPU_I_NULL, FI_XPU_I_NULL }
+	{ FI_XPU_I_NULL, FI_XPU_I_NULL, FI_XPU_I_NULL, 0, FI_XPU_I_NULL, FI_XPU_I_NULL,     \
+	  FI_XPU_SHM_SYS }
 
 /* A raw AV address points into the context's table of peer addresses
  * (fi_xpu_av_lookup hands out nothing else); anything else is refused
@@ -732,6 +809,7 @@ FI_XPU_FUNC int fi_xpu_shm_target_of(const struct fi_xpu_shm_ep_dev *ep, const v
 	if (!t->pa)
 		return -FI_EINVAL;
 	t->map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, t->pa->map);
+	t->ms = FI_XPU_SHM_MS(t->pa->scope);
 	if (!t->map)
 		return -FI_ENOTCONN;
 	if (fi_xpu_shm_ld(&t->map->state) != FI_XPU_SHM_PEER_ALIVE)
@@ -830,6 +908,13 @@ FI_XPU_FUNC uint64_t *fi_xpu_shm_tcntr(const struct fi_xpu_shm_target *t, const 
 	return (uint64_t *)(void *)(t->heap + off);
 }
 
+/* The bell of the target's heap (its header is at offset 0; the heap is
+ * longer than an endpoint block, fi_xpu_shm_target_of). */
+FI_XPU_FUNC uint64_t *fi_xpu_shm_tbell(const struct fi_xpu_shm_target *t)
+{
+	return &((struct fi_xpu_shm_heap_hdr *)(void *)t->heap)->bell;
+}
+
 /* Writes a completion into the target's receive CQ (remote CQ data,
  * received messages). */
 FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
@@ -837,6 +922,7 @@ FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 {
 	uint64_t off = fi_xpu_shm_ldr(&t->info->rx_cq), size;
 	struct fi_xpu_shm_cq_ring *r;
+	int rc;
 	struct fi_xpu_shm_cqe_in s = *in;
 	if (!fi_xpu_shm_theap_ok(t, off, FI_XPU_SHM_CQ_HDR))
 		return -FI_EOPNOTSUPP;
@@ -849,7 +935,9 @@ FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 	s.key = t->pa->key;
 	s.src_conn = t->pa->conn_at_peer;
 	s.roff = off;
-	return fi_xpu_shm_ring_push(r, size, &s);
+	rc = fi_xpu_shm_ring_push(r, size, &s);
+	fi_xpu_shm_ring_bell(fi_xpu_shm_tbell(t), t->ms);
+	return rc;
 }
 
 /* The device blocks behind handles, or NULL unless the block's validity
@@ -940,15 +1028,20 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 			rc = 1;
 		}
 	}
-	rc = fi_xpu_shm_bcast(scope, rc);
-	if (rc)
+	/* Success goes out as 2 + the target's scope, so that one broadcast
+	 * gives the members both. */
+	rc = fi_xpu_shm_bcast(scope, rc ? rc : 2 + t.ms);
+	if (rc <= 1)
 		return rc == 1 ? 0 : (int)rc;
+	t.ms = (int)(rc - 2);
 	mem = (unsigned char *)(uintptr_t)fi_xpu_shm_bcast(scope, (int64_t)(uintptr_t)mem);
+	/* A write's data, then (the fence at the peer's scope) what announces
+	 * it: the remote completion and counter, our own completion. */
 	if (is_write)
-		fi_xpu_coop_copy(mem, buf, len, scope, FI_XPU_SHM_SYS);
+		fi_xpu_coop_copy(mem, buf, len, scope, t.ms);
 	else
-		fi_xpu_coop_copy(buf, mem, len, scope, FI_XPU_SHM_SYS);
-	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS);
+		fi_xpu_coop_copy(buf, mem, len, scope, t.ms);
+	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, t.ms);
 	if (rank == 0) {
 		if (is_write && (flags & FI_REMOTE_CQ_DATA)) {
 			struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
@@ -1259,6 +1352,14 @@ FI_XPU_FUNC int fi_xpu_shm_ep_idle(const struct fi_xpu_shm_ep_dev *ep)
 	       fi_xpu_shm_poll(&ep->busy) == 0;
 }
 
+/* The bell of an endpoint's context heap (fi_xpu_shm_ring_bell). */
+FI_XPU_FUNC uint64_t *fi_xpu_shm_ep_bell(const struct fi_xpu_shm_ep_dev *ep)
+{
+	const struct fi_xpu_shm_ctx_dev *c = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
+	return c && c->heap_base ? &FI_XPU_SHM_P(struct fi_xpu_shm_heap_hdr, c->heap_base)->bell
+				 : FI_XPU_I_NULL;
+}
+
 /* Where this process writes lane `lane` of an endpoint's staging area. */
 FI_XPU_FUNC unsigned char *fi_xpu_shm_lane(const struct fi_xpu_shm_ep_dev *ep, uint64_t lane)
 {
@@ -1351,13 +1452,13 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 		while (rc == 0) {
 			/* The tail first, as in fi_xpu_shm_ring_put: otherwise
 			 * a busy inbox can look full with room in it. */
-			tl = fi_xpu_shm_ld(&t.ep->tail);
-			h = fi_xpu_shm_ld(&t.ep->head);
+			tl = fi_xpu_shm_ld_at(&t.ep->tail, t.ms);
+			h = fi_xpu_shm_ld_at(&t.ep->head, t.ms);
 			if (h - tl >= FI_XPU_SHM_INBOX_SLOTS) {
 				rc = -FI_EAGAIN;
 				break;
 			}
-			if (fi_xpu_shm_cas(&t.ep->head, h, h + 1)) {
+			if (fi_xpu_shm_cas_at(&t.ep->head, h, h + 1, t.ms)) {
 				m = fi_xpu_shm_slot(t.ep, h);
 				break;
 			}
@@ -1417,23 +1518,28 @@ FI_XPU_FUNC int fi_xpu_shm_send_any(const struct fid_xpu_ep *hep, const void *bu
 				ep->lanes |= 1ULL << lane;
 			fi_xpu_shm_str(&ep->busy, 1);
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&q->slot, (uint64_t)(uintptr_t)m));
-			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->seq, h + 1));
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st_at(&m->seq, h + 1, t.ms));
+			/* The receiver's CQs, and ours: this endpoint is busy. */
+			fi_xpu_shm_ring_bell(fi_xpu_shm_tbell(&t), t.ms);
+			fi_xpu_shm_ring_bell(fi_xpu_shm_ep_bell(ep), FI_XPU_SHM_SYS);
 		}
 		if (locked)
 			fi_xpu_shm_unlock(ep);
 		if (rc == 0 && kind == FI_XPU_SHM_RDV_STREAM)
 			fi_xpu_shm_progress(ep);
 	}
-	rc = fi_xpu_shm_bcast(scope, rc);
-	if (rc)
+	/* Success goes out as 2 + the target's scope, as in fi_xpu_shm_rma. */
+	rc = fi_xpu_shm_bcast(scope, rc ? rc : 2 + t.ms);
+	if (rc < 2)
 		return (int)rc;
+	t.ms = (int)(rc - 2);
 	large = (int)fi_xpu_shm_bcast(scope, large);
 	if (!large) {
 		m = (struct fi_xpu_shm_msg *)(uintptr_t)fi_xpu_shm_bcast(scope, (int64_t)(uintptr_t)m);
-		fi_xpu_coop_copy((unsigned char *)m + FI_XPU_SHM_MSG_HDR, buf, len, scope,
-				 FI_XPU_SHM_SYS);
+		fi_xpu_coop_copy((unsigned char *)m + FI_XPU_SHM_MSG_HDR, buf, len, scope, t.ms);
 		if (rank == 0) {
-			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&m->seq, h + 1));
+			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st_at(&m->seq, h + 1, t.ms));
+			fi_xpu_shm_ring_bell(fi_xpu_shm_tbell(&t), t.ms);
 			fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_SEND, cflags, context, len, 0);
 		}
 	}
@@ -1667,6 +1773,7 @@ FI_XPU_NOINLINE_FUNC void fi_xpu_shm_deliver(struct fi_xpu_shm_ep_dev *ep, struc
 			 * registers of both stay out of every kernel's count. */
 			fi_xpu_shm_str(&ep->busy, 1);
 			FI_XPU_I_PUBLISH(FI_XPU_I_PUB_MSG, fi_xpu_shm_st(&p->state, FI_XPU_SHM_POSTED_ACTIVE));
+			fi_xpu_shm_ring_bell(fi_xpu_shm_ep_bell(ep), FI_XPU_SHM_SYS);
 			return;
 		} else {
 			fi_xpu_shm_copy(FI_XPU_SHM_P(void, p->buf), FI_XPU_SHM_P(const void, base + off),
@@ -1963,7 +2070,7 @@ FI_XPU_POLL_WORK_FUNC int64_t fi_xpu_shm_cq_read_work(struct fi_xpu_shm_cq_dev *
 		for (i = 0; i < q->nprog; i++)
 			fi_xpu_shm_progress(FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, q->prog[i]));
 		fi_xpu_shm_cq_take_remote(q);
-		fi_xpu_shm_report_overrun(r, q->size);
+		fi_xpu_shm_report_overrun_rung(r, q->size, FI_XPU_SHM_P(uint64_t, q->bell));
 		while (n < count) {
 			uint64_t t = fi_xpu_shm_poll(&r->tail);
 			struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(r, q->size, t);
@@ -1999,18 +2106,53 @@ FI_XPU_POLL_WORK_FUNC int64_t fi_xpu_shm_cq_read_work(struct fi_xpu_shm_cq_dev *
 	return rc;
 }
 
+/* The leader's CQ read once the bell rang since the CQ was last found
+ * idle (or it has none): the handle checked, the bell read with acquire,
+ * the full read; when it found nothing and the CQ is idle after it, the
+ * bell's value goes to `bseen`, unless another reader or the host changed
+ * that since it read `seen`. */
+FI_XPU_POLL_WORK_FUNC int64_t fi_xpu_shm_cq_read_rung(const struct fid_xpu_cq *hcq, void *buf,
+						     size_t count, uint64_t *src_addr,
+						     uint64_t seen)
+{
+	struct fi_xpu_shm_cq_dev *q = fi_xpu_shm_cq(hcq);
+	uint64_t *bell, rung = 0;
+	int64_t rc;
+	int idle;
+	if (!q || (!buf && count))
+		return -FI_EINVAL;
+	bell = FI_XPU_SHM_P(uint64_t, q->bell);
+	if (bell)
+		rung = fi_xpu_shm_ld(bell);
+	idle = fi_xpu_shm_cq_idle(q);
+	rc = idle ? -FI_EAGAIN : fi_xpu_shm_cq_read_work(q, buf, count, src_addr);
+	if (bell && rc == -FI_EAGAIN && (idle || fi_xpu_shm_cq_idle(q)))
+		(void)fi_xpu_shm_cas(&q->bseen, seen, rung);
+	return rc;
+}
+
+/* A poll of a CQ whose bell did not ring since a read found it idle loads
+ * two words of it, the bell and `bseen` (behind the handle's pointer to
+ * its block and the bell's address there), and returns -FI_EAGAIN. A
+ * closed CQ's `bseen` never matches: the read above reports it. */
 FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
 					   uint64_t *src_addr, int scope)
 {
-	struct fi_xpu_shm_cq_dev *q;
+	const struct fi_xpu_shm_cq_dev *q;
+	const uint64_t *bell;
+	uint64_t seen = 0;
 	int64_t rc = 0;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
-	q = fi_xpu_shm_cq(hcq);
-	if (!q || (!buf && count))
-		return -FI_EINVAL;
-	if (rank == 0)
-		rc = fi_xpu_shm_cq_idle(q) ? -FI_EAGAIN
-					   : fi_xpu_shm_cq_read_work(q, buf, count, src_addr);
+	if (rank == 0) {
+		q = hcq ? FI_XPU_SHM_P(const struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx)
+			: FI_XPU_I_NULL;
+		bell = q ? FI_XPU_SHM_P(const uint64_t, q->bell) : FI_XPU_I_NULL;
+		if (bell && (buf || !count) &&
+		    (seen = fi_xpu_shm_poll(&q->bseen)) == fi_xpu_shm_poll(bell))
+			rc = -FI_EAGAIN;
+		else
+			rc = fi_xpu_shm_cq_read_rung(hcq, buf, count, src_addr, seen);
+	}
 	return fi_xpu_shm_bcast(scope, rc);
 }
 
@@ -2028,7 +2170,7 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_readerr_any(const struct fid_xpu_cq *hcq,
 	if (rank == 0) {
 		r = FI_XPU_SHM_P(struct fi_xpu_shm_cq_ring, q->ring);
 		fi_xpu_shm_cq_take_remote(q);
-		fi_xpu_shm_report_overrun(r, q->size);
+		fi_xpu_shm_report_overrun_rung(r, q->size, FI_XPU_SHM_P(uint64_t, q->bell));
 		for (;;) {
 			uint64_t t = fi_xpu_shm_ld(&r->tail);
 			struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(r, q->size, t);
@@ -2083,8 +2225,8 @@ FI_XPU_FUNC void fi_xpu_shm_place(unsigned char *dst, const unsigned char *src, 
 	}
 }
 
-/* One work item's put-with-signal: the data, a system-scope fence, then the
- * signal word, so that a peer that sees the signal sees the data. Checked
+/* One work item's put-with-signal: the data, a fence at the peer's scope
+ * (fi_xpu_shm_peer_addr.scope), then the signal word, so that a peer that sees the signal sees the data. Checked
  * like a write; a refused access (data or signal word) is an error
  * completion and touches nothing. */
 #ifndef FI_XPU_I_TEST_SIG_ORDER /* testing only: tests/weak_order.rs weakens it */
@@ -2115,15 +2257,15 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 	if (rc)
 		return rc;
 	fi_xpu_shm_place(mem, (const unsigned char *)buf, len, ep->test_delay_ns);
-	fi_xpu_arch_fence(FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_SEQ_CST, FI_XPU_SHM_SYS));
+	fi_xpu_arch_fence(FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_SEQ_CST, t.ms));
 	if (sig_op == FI_XPU_SIGNAL_SET)
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_SIGNAL,
 				 fi_xpu_arch_store_u64((uint64_t *)(void *)sig, signal,
-						       FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS)));
+						       FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELEASE, t.ms)));
 	else
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_SIGNAL,
 				 (void)fi_xpu_arch_fetch_add_u64((uint64_t *)(void *)sig, signal,
-								 FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS));
+								 FI_XPU_ARCH_ACQ_REL, t.ms));
 	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, &t.info->rem_write_cntr), 1));
 	fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, 0);
 	return 0;

@@ -18,6 +18,12 @@
 //! stores are allowed only after the region's atomic, where ptxas emulates a
 //! generic atomic that hits the shared or local window (after `QSPC`, or
 //! after the atomic reported a non-global address).
+//!
+//! Message and signal publishes go into a peer at the scope the host chose
+//! for that pair (`fi_xpu_shm_peer_addr.scope`): there ptxas emits both
+//! forms under a predicate, and a device-scope store (`.STRONG.GPU`) passes
+//! when a fence of device scope or wider (`MEMBAR.*.GPU`, `MEMBAR.*.SYS`)
+//! precedes it; the region still needs its system-scope form.
 use super::common::{root, scratch};
 use super::nvcc::{ARCHS, NVCC_FLAGS};
 use super::vendor::{cuda_or_skip, run_clean};
@@ -83,9 +89,17 @@ fn is_sys_fence(op: &str) -> bool {
     op == "MEMBAR.ALL.SYS" || op == "MEMBAR.SC.SYS"
 }
 
+fn is_gpu_fence(op: &str) -> bool {
+    op == "MEMBAR.ALL.GPU" || op == "MEMBAR.SC.GPU"
+}
+
+/// The kinds whose scope the host chooses per peer pair: msg, signal.
+const PAIR_SCOPED: &[u32] = &[4, 5];
+
 /// Checks one marked region; `ops` are its opcodes in address order.
 fn check_region(func: &str, kind: u32, ops: &[&str], errors: &mut Vec<String>) {
     let mut fenced = false;
+    let mut fenced_gpu = false;
     let mut atomic_seen = false;
     let mut publishes = 0;
     let mut fail = |what: String| {
@@ -98,8 +112,17 @@ fn check_region(func: &str, kind: u32, ops: &[&str], errors: &mut Vec<String>) {
     for &op in ops {
         if is_sys_fence(op) {
             fenced = true;
+            fenced_gpu = true;
+        } else if is_gpu_fence(op) {
+            fenced_gpu = true;
         } else if op.starts_with("QSPC") {
             atomic_seen = true;
+        } else if is_store(op) && op.contains(".STRONG.GPU") && PAIR_SCOPED.contains(&kind) {
+            if !fenced_gpu {
+                fail(format!("`{op}` without a device-scope fence before it"));
+            }
+            fenced_gpu = false;
+            atomic_seen |= op.starts_with("ATOM") || op.starts_with("RED");
         } else if is_store(op) {
             if !op.contains(".STRONG.SYS") {
                 if !atomic_seen {
@@ -112,6 +135,7 @@ fn check_region(func: &str, kind: u32, ops: &[&str], errors: &mut Vec<String>) {
                 fail(format!("`{op}` without a system-scope fence before it"));
             }
             fenced = false;
+            fenced_gpu = false;
             atomic_seen |= op.starts_with("ATOM") || op.starts_with("RED");
         }
     }
@@ -268,6 +292,17 @@ fn sass_check_reads_publishes() {
         /*00d0*/ STG.E.128 desc[UR4][R2.64], R4 ;\n";
     let r = check_sass(good);
     assert!(r.errors.is_empty(), "{:?}", r.errors);
+    // A message published at the pair's scope: both forms, each fenced.
+    let pair = "\t\tFunction : k\n\
+        /*0010*/ PMTRIG 0x4004 ;\n\
+        /*0020*/ @P0 MEMBAR.ALL.SYS ;\n\
+        /*0030*/ @P0 ST.E.64.STRONG.SYS desc[UR4][R2.64], R4 ;\n\
+        /*0040*/ @!P0 MEMBAR.ALL.GPU ;\n\
+        /*0050*/ @!P0 ST.E.64.STRONG.GPU desc[UR4][R2.64], R4 ;\n\
+        /*0060*/ PMTRIG 0x8004 ;\n";
+    let r = check_sass(pair);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let r = check_sass(good);
     assert_eq!(r.regions.get("cq"), Some(&1));
     assert_eq!(r.regions.get("cntr"), Some(&1));
     assert_eq!((r.vector_loads, r.vector_stores), (1, 1));
@@ -282,6 +317,16 @@ fn sass_check_reads_publishes() {
         (
             "/*0*/ PMTRIG 0x4001 ;\n/*1*/ MEMBAR.ALL.GPU ;\n/*2*/ ST.E.64.STRONG.GPU [R2], R4 ;\n/*3*/ PMTRIG 0x8001 ;\n",
             "not a system-scope store",
+        ),
+        // A message's device-scope form without its fence.
+        (
+            "/*0*/ PMTRIG 0x4004 ;\n/*1*/ MEMBAR.ALL.SYS ;\n/*2*/ ST.E.64.STRONG.SYS [R2], R4 ;\n/*3*/ ST.E.64.STRONG.GPU [R2], R4 ;\n/*4*/ PMTRIG 0x8004 ;\n",
+            "without a device-scope fence",
+        ),
+        // A signal at device scope only: the system-scope form is missing.
+        (
+            "/*0*/ PMTRIG 0x4005 ;\n/*1*/ MEMBAR.ALL.GPU ;\n/*2*/ ST.E.64.STRONG.GPU [R2], R4 ;\n/*3*/ PMTRIG 0x8005 ;\n",
+            "no system-scope store",
         ),
         // One fence for two publishes: the second is unordered.
         (
@@ -383,6 +428,7 @@ extern "C" __global__ void sass_probe(struct fid_xpu_ep *ep, struct fid_xpu_cntr
 	out[2] = fi_xpu_cq_read(cq, &e, 1, FI_XPU_WORK_ITEM);
 	out[3] = fi_xpu_put_signal(ep, buf, len, 0, peer, addr, key, sig, key, 1,
 				   FI_XPU_SIGNAL_SET, 0, 0, FI_XPU_WORK_ITEM);
+	out[4] = fi_xpu_send(ep, buf, len, 0, 0, peer, 0, 0, FI_XPU_WORK_ITEM);
 }
 "#;
 
@@ -427,10 +473,17 @@ fn sass_check_fails_without_a_fence() {
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS);",
             "msg",
         ),
+        // The publishes at the pair's scope: both forms lose their fence.
         (
             "device_shm.h",
-            "FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS));",
-            "FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS));",
+            "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, ms);",
+            "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, ms);",
+            "msg",
+        ),
+        (
+            "device_shm.h",
+            "FI_XPU_ARCH_RELEASE, t.ms));",
+            "FI_XPU_ARCH_RELAXED, t.ms));",
             "signal",
         ),
         (

@@ -322,3 +322,119 @@ fn poll_loops_and_copy_loops_in_sass() {
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
+
+/// Kernels of the shm provider alone (no dispatch to another), built
+/// with every object's scope fixed at device scope (`FI_XPU_I_SHM_SCOPE`):
+/// the code a pair on one GPU runs, separate from the system-scope one.
+const SHM_DEVICE_SCOPE: &str = r#"
+#define FI_XPU_DEVICE_PROVIDERS(P) P(shm)
+#define FI_XPU_I_SHM_SCOPE FI_XPU_ARCH_MS_DEVICE
+#include <fi_xpu/device.h>
+extern "C" __global__ void empty_cq_poll(struct fid_xpu_cq *cq, int64_t *out)
+{
+	struct fi_cq_tagged_entry e;
+	out[0] = fi_xpu_cq_read(cq, &e, 1, FI_XPU_WORK_ITEM);
+}
+extern "C" __global__ void device_scope_put_8_bytes(struct fid_xpu_ep *ep, const void *buf,
+						    void *peer, uint64_t addr, uint64_t key,
+						    int64_t *out)
+{
+	out[0] = fi_xpu_write(ep, buf, 8, 0, 0, peer, addr, key, 0, 0, FI_XPU_WORK_ITEM);
+}
+"#;
+
+fn is_global_load(op: &str) -> bool {
+    op.starts_with("LDG") || op == "LD" || op.starts_with("LD.E")
+}
+
+/// The loads of a kernel's body (what runs before it calls out): all
+/// global ones, and those of shared words (`.STRONG.`: atomics, polls).
+fn body_loads(all: &[Ins]) -> (usize, usize) {
+    let b = body(all);
+    let global = b.iter().filter(|i| is_global_load(&i.op)).count();
+    let strong = b
+        .iter()
+        .filter(|i| is_global_load(&i.op) && i.op.contains(".STRONG."))
+        .count();
+    (global, strong)
+}
+
+#[test]
+fn body_loads_count_global_and_shared_words() {
+    let sass = "\t\tFunction : k\n\
+        /*0000*/ LDC.64 R4, c[0x0][0x210] ;\n\
+        /*0010*/ LDG.E.64 R4, desc[UR4][R4.64+0x8] ;\n\
+        /*0020*/ LD.E.64.STRONG.SYS R2, desc[UR4][R4.64+0xa8] ;\n\
+        /*0030*/ LDS.64 R6, [R1] ;\n\
+        /*0040*/ @P0 CALL.REL.NOINC 0x60 ;\n\
+        /*0050*/ EXIT ;\n\
+        /*0060*/ LD.E.64.STRONG.SYS R2, desc[UR4][R4.64] ;\n\
+        /*0070*/ RET.REL.NODEC R2 0x0 ;\n";
+    assert_eq!(body_loads(&functions(sass)["k"]), (2, 1));
+}
+
+/// An empty CQ poll, the path a poll loop runs turn after turn: past the
+/// handle's header (read by the dispatch: class, provider, device block)
+/// and the address of its context's bell, it reads two words of the CQ,
+/// the bell and the value it had when the CQ was last found idle; every
+/// other read is a call away. Also prints what the device-scope 8-byte
+/// put compiles to, and checks that its data fence is a device one.
+#[test]
+fn empty_cq_poll_reads_two_words_in_sass() {
+    let Some(cuda) = cuda_or_skip("nvcc") else {
+        return;
+    };
+    let dir = scratch("sass-empty-poll");
+    let src = dir.join("shm_device_scope.cu");
+    std::fs::write(&src, SHM_DEVICE_SCOPE).unwrap();
+    let listings: Vec<(&str, String)> = std::thread::scope(|s| {
+        let jobs: Vec<_> = ARCHS
+            .iter()
+            .map(|&arch| {
+                let (cuda, dir, src) = (&cuda, &dir, &src);
+                s.spawn(move || {
+                    let out = dir.join(format!("{arch}.cubin"));
+                    (arch, compiled_sass(cuda, src, arch, &[], &out, false))
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    eprintln!("| arch | kernel | global loads before a call | of them shared words | LD STRONG.SYS | MEMBAR *.SYS | MEMBAR *.GPU |");
+    let mut errors = Vec::new();
+    for (arch, sass) in &listings {
+        let f = functions(sass);
+        for k in ["empty_cq_poll", "device_scope_put_8_bytes"] {
+            let Some(ins) = f.get(k) else {
+                errors.push(format!("{arch}: kernel {k} not in the listing"));
+                continue;
+            };
+            let (global, strong) = body_loads(ins);
+            let (sys, _, _) = counts(ins);
+            let membar = |s: &str| {
+                ins.iter()
+                    .filter(|i| i.op.starts_with("MEMBAR") && i.op.ends_with(s))
+                    .count()
+            };
+            let (msys, mgpu) = (membar(".SYS"), membar(".GPU"));
+            eprintln!("| {arch} | {k} | {global} | {strong} | {sys} | {msys} | {mgpu} |");
+            if k == "empty_cq_poll" {
+                if strong > 2 {
+                    errors.push(format!(
+                        "{arch} {k}: {strong} shared words read before the first call"
+                    ));
+                }
+                // The handle's three header words, the bell's address,
+                // and the two words.
+                if global > 6 {
+                    errors.push(format!(
+                        "{arch} {k}: {global} global loads before the first call"
+                    ));
+                }
+            } else if mgpu == 0 {
+                errors.push(format!("{arch} {k}: no device-scope fence"));
+            }
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}

@@ -9,6 +9,7 @@
 //! or with host memory, system scope holds. Deciding per pair keeps
 //! peer-to-peer links between GPUs a matter of configuration later.
 use crate::core::{self, Ctx};
+use crate::layout::{SCOPE_DEV, SCOPE_SYS};
 use fi_xpu_abi::fi_hmem_iface;
 
 /// `[iface | KNOWN, UUID bytes 0..8, UUID bytes 8..16]`; all zero for host
@@ -36,9 +37,30 @@ pub fn same_device_for_peer_pair(local: &DeviceId, peer: &DeviceId) -> bool {
     local[0] & KNOWN != 0 && local == peer
 }
 
+/// The scope of what device code writes into a peer (`PeerAddr::scope`):
+/// device scope only when the pair is on one device (`same`), this
+/// context's heap is that device's memory (`device_heap`, so the host
+/// progresses nothing here) and `FI_XPU_SHM_SCOPE=sys` does not force
+/// system scope (`forced_sys`).
+pub fn scope_for_peer_pair(same: bool, device_heap: bool, forced_sys: bool) -> u64 {
+    if same && device_heap && !forced_sys {
+        SCOPE_DEV
+    } else {
+        SCOPE_SYS
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_scope_needs_one_device_its_heap_and_no_forcing() {
+        assert_eq!(scope_for_peer_pair(true, true, false), SCOPE_DEV);
+        assert_eq!(scope_for_peer_pair(true, true, true), SCOPE_SYS);
+        assert_eq!(scope_for_peer_pair(true, false, false), SCOPE_SYS);
+        assert_eq!(scope_for_peer_pair(false, true, false), SCOPE_SYS);
+    }
 
     #[test]
     fn same_device_needs_one_known_device() {

@@ -45,7 +45,12 @@ pub struct HeapHdr {
     pub size: u64,
     pub mr_off: u64,
     pub mr_slots: u64,
-    pub _pad: [u64; 4],
+    /// In a context heap's header: how many events that may leave one of
+    /// the context's CQs non-empty device code published (entries and
+    /// overflows of CQ rings, inbox messages, endpoints turned busy); CQ
+    /// polls compare it with `CqDev::bseen`. Peers ring it too.
+    pub bell: u64,
+    pub _pad: [u64; 3],
 }
 
 /// One registration as peers see it. `gen` is 0 while the slot is free; a
@@ -197,7 +202,17 @@ pub struct PeerAddr {
     /// The key the peer gave this domain's connection: stamps what is sent
     /// to it.
     pub key: [u64; 2],
+    /// The memory scope of what device code writes into the peer (data,
+    /// inbox slots, signal words): `SCOPE_DEV` only when both contexts
+    /// are on one device with their heaps in its memory
+    /// (`device::scope_for_peer_pair`); `SCOPE_SYS` otherwise.
+    pub scope: u64,
 }
+
+/// Scope words of the shared layouts (`PeerAddr::scope`); 0, what a zeroed
+/// record holds, is system scope.
+pub const SCOPE_SYS: u64 = 0;
+pub const SCOPE_DEV: u64 = 1;
 
 /// A context's device-visible root (local).
 #[repr(C)]
@@ -332,7 +347,15 @@ pub struct CqDev {
     pub ctx: u64,
     /// Heap offset of `rring`, which stamps name.
     pub roff: u64,
+    /// The context heap's `HeapHdr::bell` (0: a host CQ), and its value
+    /// when a device read last found the CQ idle; `BSEEN_NONE` makes the
+    /// next poll read in full.
+    pub bell: u64,
+    pub bseen: u64,
 }
+
+/// `CqDev::bseen` that no bell value matches.
+pub const BSEEN_NONE: u64 = u64::MAX;
 
 /// Counter device state (local); `fid_xpu.prov_ctx` points here. `cntr`
 /// is the counter's own `Cntr` block, private to its process, which its
@@ -420,7 +443,7 @@ mod tests {
     #[test]
     fn c_header_matches_field_by_field() {
         let items = fi_xpu_prov_sdk::layout_items! {
-            HeapHdr = "fi_xpu_shm_heap_hdr" { magic, size, mr_off, mr_slots }
+            HeapHdr = "fi_xpu_shm_heap_hdr" { magic, size, mr_off, mr_slots, bell }
             MrEntry = "fi_xpu_shm_mr_entry" { gen, base, len, access, region, key }
             CqRing = "fi_xpu_shm_cq_ring" { head, tail, size, format, overflow, overflow_seen }
             Cqe = "fi_xpu_shm_cqe" {
@@ -437,7 +460,8 @@ mod tests {
                 state, gen, base, size, nonce, key, prev_gen, prev_nonce, prev_key, ro
             }
             PeerAddr = "fi_xpu_shm_peer_addr" {
-                map, info_region, info_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen, key
+                map, info_region, info_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen, key,
+                scope
             }
             CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps, abort }
             Posted = "fi_xpu_shm_posted" {
@@ -455,7 +479,7 @@ mod tests {
             }
             CqDev = "fi_xpu_shm_cq_dev" {
                 ring, size, format, timeout_ms, nprog, prog, rring, rtail, rseen, magic, abort,
-                ctx, roff
+                ctx, roff, bell, bseen
             }
             CntrDev = "fi_xpu_shm_cntr_dev" { magic, cntr, abort, rcntr }
             AvEnt = "fi_xpu_shm_av_ent" { nonce, ep_id }
@@ -482,10 +506,10 @@ mod tests {
         assert_eq!(size_of::<EpInfo>(), 128);
         assert_eq!(size_of::<EpBlock>(), 128);
         assert_eq!(size_of::<MsgHdr>() as u64, MSG_HDR);
-        assert_eq!(size_of::<PeerAddr>(), 80);
+        assert_eq!(size_of::<PeerAddr>(), 88);
         assert_eq!(size_of::<MrDesc>(), 32);
         assert_eq!(size_of::<EpDev>(), 192 + 64 * 144 + 64 * 136);
-        assert_eq!(size_of::<CqDev>(), 160);
+        assert_eq!(size_of::<CqDev>(), 176);
         assert_eq!(size_of::<CntrDev>(), 64);
         assert_eq!(size_of::<CtxDev>(), 40 + 8 * MAX_CONNS);
         assert_eq!(

@@ -21,7 +21,7 @@ const AV_TAB_CAP: usize = 1024;
 
 /// The parameters shm defines (name, default, description); `init`
 /// registers them with the core.
-pub const PARAMS: [(&str, &str, &str); 3] = [
+pub const PARAMS: [(&str, &str, &str); 4] = [
     (
         "heap_size",
         "8388608",
@@ -37,7 +37,31 @@ pub const PARAMS: [(&str, &str, &str); 3] = [
         "0",
         "1: every domain runs a host progress agent, so that streamed and rendezvous sends complete while no kernel runs",
     ),
+    (
+        "scope",
+        "auto",
+        "sys: device code uses system scope for every shared object; auto: device scope for what a kernel writes into a peer on its own device, with both heaps in that device's memory",
+    ),
 ];
+
+/// Whether `FI_XPU_SHM_SCOPE=sys` forces system scope everywhere; any
+/// other value than `sys` and `auto` is logged and taken as `auto`.
+pub fn scope_forced_sys() -> bool {
+    let v = fi_xpu_prov_sdk::services::param("scope").unwrap_or_default();
+    let v = v.trim();
+    if v.eq_ignore_ascii_case("sys") {
+        return true;
+    }
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if !v.is_empty() && !v.eq_ignore_ascii_case("auto") {
+        WARNED.call_once(|| {
+            core::warn(&format!(
+                "FI_XPU_SHM_SCOPE={v}: neither sys nor auto; using auto"
+            ))
+        });
+    }
+    false
+}
 
 /// Whether `FI_XPU_SHM_HOST_PROGRESS` asks every domain for an agent.
 pub fn host_progress() -> bool {
@@ -153,7 +177,8 @@ impl XpuCtx {
             size,
             mr_off: 0,
             mr_slots: 0,
-            _pad: [0; 4],
+            bell: 0,
+            _pad: [0; 3],
         };
         // SAFETY: HeapHdr is plain words (repr(C), no padding).
         let hdr_bytes = unsafe {
@@ -312,6 +337,11 @@ impl XpuCtx {
         self.dom.lock().ctxs.get(&self.id).map_or(0, |c| c.dev)
     }
 
+    /// The address of the context's heap (its `HeapHdr` first).
+    pub fn heap(&self) -> usize {
+        self.dom.lock().ctxs.get(&self.id).map_or(0, |c| c.heap)
+    }
+
     /// Whether the peer at `fi_addr` of AV `av` (once looked up on this
     /// context) has its context on this context's device: the decision,
     /// made per peer pair, that allows device scope between the two.
@@ -444,6 +474,7 @@ impl Cq {
             (*d).magic = fi_xpu_handle_word(FI_XPU_HANDLE_CQ, FI_XPU_HANDLE_LIVE);
             if let Some(c) = ctx {
                 (*d).abort = core::ctx_abort_word(c.core);
+                (*d).bell = (c.heap() + offset_of!(HeapHdr, bell)) as u64;
             }
         }
         Ok(Cq {
@@ -672,6 +703,7 @@ impl Cq {
             store(self.dev + 40 + 8 * n, ep_dev as u64);
             store(self.dev + 32, n as u64 + 1);
         }
+        self.forget_idle();
         Ok(())
     }
 
@@ -688,6 +720,15 @@ impl Cq {
             }
             store(self.dev + 32, list.len() as u64);
         }
+        self.forget_idle();
+    }
+
+    /// Makes the next device poll read in full: what it progresses changed
+    /// (an endpoint with arrivals may have joined), or the CQ closes (the
+    /// full read reports the dead handle).
+    fn forget_idle(&self) {
+        // SAFETY: the live (or retired, still mapped) CqDev's bseen word.
+        unsafe { store(self.dev + offset_of!(CqDev, bseen), BSEEN_NONE) };
     }
 
     /// The endpoints whose progress runs when this CQ is read (the host
@@ -732,6 +773,7 @@ impl Drop for Cq {
         }
         release(&self.home);
         retire(&self.dev_home, self.dev + offset_of!(CqDev, magic));
+        self.forget_idle();
     }
 }
 
@@ -986,14 +1028,29 @@ impl Av {
             (*r).map_gen = ent.conn.gen;
             (*r).key = ent.conn.tx_key;
         }
-        c.peer_addrs.insert((self.id, fi_addr), p);
         let same = peer_device(map, &ent.addr)
             .is_some_and(|d| crate::device::same_device_for_peer_pair(&ctx.device_id, &d));
+        let forced = scope_forced_sys();
+        let scope = crate::device::scope_for_peer_pair(same, core::device_memory(ctx.core), forced);
+        // SAFETY: the slot filled above; device code reads the record only
+        // once the address is handed out below.
+        unsafe { (*(p as *mut PeerAddr)).scope = scope };
+        c.peer_addrs.insert((self.id, fi_addr), p);
         c.peer_same_device.insert((self.id, fi_addr), same);
         core::debug(&format!(
-            "fi_xpu_av_lookup: peer {fi_addr} of AV {} is {} this context's device",
+            "fi_xpu_av_lookup: peer {fi_addr} of AV {} is {} this context's device: {} scope{}",
             self.id,
-            if same { "on" } else { "not on" }
+            if same { "on" } else { "not on" },
+            if scope == SCOPE_DEV {
+                "device"
+            } else {
+                "system"
+            },
+            if same && forced {
+                " (FI_XPU_SHM_SCOPE=sys)"
+            } else {
+                ""
+            }
         ));
         Ok(p as u64)
     }
