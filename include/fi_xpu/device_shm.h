@@ -2131,10 +2131,14 @@ FI_XPU_POLL_WORK_FUNC int64_t fi_xpu_shm_cq_read_rung(const struct fid_xpu_cq *h
 	return rc;
 }
 
-/* A poll of a CQ whose bell did not ring since a read found it idle loads
- * two words of it, the bell and `bseen` (behind the handle's pointer to
- * its block and the bell's address there), and returns -FI_EAGAIN. A
- * closed CQ's `bseen` never matches: the read above reports it. */
+/* A poll of a CQ whose bell did not ring since a read found it idle polls
+ * two words, the bell and `bseen`, and returns -FI_EAGAIN. Before them it
+ * reads, as plain loads, the handle's pointer to the CQ's block, the
+ * block's validity word (a handle of another class, or a forged one, must
+ * not lead to a load through whatever its block holds where a CQ keeps
+ * its bell; only the host writes that word, at open and close) and the
+ * bell's address. A closed CQ's `bseen` never matches: the read above
+ * checks the validity word as a poll and reports it. */
 FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *buf, size_t count,
 					   uint64_t *src_addr, int scope)
 {
@@ -2146,7 +2150,9 @@ FI_XPU_FUNC int64_t fi_xpu_shm_cq_read_any(const struct fid_xpu_cq *hcq, void *b
 	if (rank == 0) {
 		q = hcq ? FI_XPU_SHM_P(const struct fi_xpu_shm_cq_dev, hcq->fid.prov_ctx)
 			: FI_XPU_I_NULL;
-		bell = q ? FI_XPU_SHM_P(const uint64_t, q->bell) : FI_XPU_I_NULL;
+		bell = q && q->magic == FI_XPU_HANDLE_WORD(FI_XPU_HANDLE_CQ, FI_XPU_HANDLE_LIVE)
+			       ? FI_XPU_SHM_P(const uint64_t, q->bell)
+			       : FI_XPU_I_NULL;
 		if (bell && (buf || !count) &&
 		    (seen = fi_xpu_shm_poll(&q->bseen)) == fi_xpu_shm_poll(bell))
 			rc = -FI_EAGAIN;

@@ -482,8 +482,8 @@ fn sass_check_fails_without_a_fence() {
         ),
         (
             "device_shm.h",
-            "FI_XPU_ARCH_RELEASE, t.ms));",
-            "FI_XPU_ARCH_RELAXED, t.ms));",
+            "FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELEASE, t.ms)",
+            "FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELAXED, t.ms)",
             "signal",
         ),
         (

@@ -374,8 +374,9 @@ fn body_loads_count_global_and_shared_words() {
 }
 
 /// An empty CQ poll, the path a poll loop runs turn after turn: past the
-/// handle's header (read by the dispatch: class, provider, device block)
-/// and the address of its context's bell, it reads two words of the CQ,
+/// handle's header (read by the dispatch: class, provider, device block),
+/// the CQ block's validity word (plain) and the address of its context's
+/// bell, it polls two words,
 /// the bell and the value it had when the CQ was last found idle; every
 /// other read is a call away. Also prints what the device-scope 8-byte
 /// put compiles to, and checks that its data fence is a device one.
@@ -424,9 +425,11 @@ fn empty_cq_poll_reads_two_words_in_sass() {
                         "{arch} {k}: {strong} shared words read before the first call"
                     ));
                 }
-                // The handle's three header words, the bell's address,
-                // and the two words.
-                if global > 6 {
+                // The handle's three header words, the CQ block's
+                // validity word (a plain load: a forged or other-class
+                // handle must not lead to a load through its block), the
+                // bell's address, and the two words.
+                if global > 7 {
                     errors.push(format!(
                         "{arch} {k}: {global} global loads before the first call"
                     ));
