@@ -253,6 +253,32 @@ extern "C" __global__ void copy_put_signal(struct fid_xpu_ep *ep, const void *bu
 }
 "#;
 
+/// `source` (written to `file` in a scratch directory named `scratch_name`)
+/// compiled to SASS for every arch of `ARCHS`, in parallel.
+fn sass_for_every_arch(
+    cuda: &std::path::Path,
+    scratch_name: &str,
+    file: &str,
+    source: &str,
+) -> Vec<(&'static str, String)> {
+    let dir = scratch(scratch_name);
+    let src = dir.join(file);
+    std::fs::write(&src, source).unwrap();
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = ARCHS
+            .iter()
+            .map(|&arch| {
+                let (dir, src) = (&dir, &src);
+                s.spawn(move || {
+                    let out = dir.join(format!("{arch}.cubin"));
+                    (arch, compiled_sass(cuda, src, arch, &[], &out, false))
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    })
+}
+
 /// The poll loops hold no L1 invalidation, and the copies keep four
 /// 16-byte loads in flight, on sm_90 and sm_100. Prints, per kernel, the
 /// static counts of system-scope loads, invalidations and barriers.
@@ -261,22 +287,7 @@ fn poll_loops_and_copy_loops_in_sass() {
     let Some(cuda) = cuda_or_skip("nvcc") else {
         return;
     };
-    let dir = scratch("sass-loops");
-    let src = dir.join("loops.cu");
-    std::fs::write(&src, POLLS).unwrap();
-    let listings: Vec<(&str, String)> = std::thread::scope(|s| {
-        let jobs: Vec<_> = ARCHS
-            .iter()
-            .map(|&arch| {
-                let (cuda, dir, src) = (&cuda, &dir, &src);
-                s.spawn(move || {
-                    let out = dir.join(format!("{arch}.cubin"));
-                    (arch, compiled_sass(cuda, src, arch, &[], &out, false))
-                })
-            })
-            .collect();
-        jobs.into_iter().map(|j| j.join().unwrap()).collect()
-    });
+    let listings = sass_for_every_arch(&cuda, "sass-loops", "loops.cu", POLLS);
     eprintln!("| arch | kernel | loops | CCTL.IVALL in loops | LD STRONG.SYS | CCTL.IVALL | MEMBAR | 16-byte loads before a store |");
     let mut errors = Vec::new();
     for (arch, sass) in &listings {
@@ -385,22 +396,12 @@ fn empty_cq_poll_reads_two_words_in_sass() {
     let Some(cuda) = cuda_or_skip("nvcc") else {
         return;
     };
-    let dir = scratch("sass-empty-poll");
-    let src = dir.join("shm_device_scope.cu");
-    std::fs::write(&src, SHM_DEVICE_SCOPE).unwrap();
-    let listings: Vec<(&str, String)> = std::thread::scope(|s| {
-        let jobs: Vec<_> = ARCHS
-            .iter()
-            .map(|&arch| {
-                let (cuda, dir, src) = (&cuda, &dir, &src);
-                s.spawn(move || {
-                    let out = dir.join(format!("{arch}.cubin"));
-                    (arch, compiled_sass(cuda, src, arch, &[], &out, false))
-                })
-            })
-            .collect();
-        jobs.into_iter().map(|j| j.join().unwrap()).collect()
-    });
+    let listings = sass_for_every_arch(
+        &cuda,
+        "sass-empty-poll",
+        "shm_device_scope.cu",
+        SHM_DEVICE_SCOPE,
+    );
     eprintln!("| arch | kernel | global loads before a call | of them shared words | LD STRONG.SYS | MEMBAR *.SYS | MEMBAR *.GPU |");
     let mut errors = Vec::new();
     for (arch, sass) in &listings {
