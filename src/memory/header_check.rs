@@ -53,3 +53,31 @@ pub(crate) fn check_against_header(
     }
     lines.map(str::to_string).collect()
 }
+
+/// `consts` entries for `check_against_header`: each constant under the
+/// name the header gives it too.
+macro_rules! consts {
+    ($($c:ident),* $(,)?) => {
+        [$((stringify!($c), $c as i64)),*]
+    };
+}
+
+/// `consts` entries: `sizeof` of each type, named alike in the header.
+macro_rules! sizes {
+    ($($t:ident),* $(,)?) => {
+        [$((concat!("sizeof(", stringify!($t), ")"), std::mem::size_of::<$t>() as i64)),*]
+    };
+}
+
+/// `consts` entries: `offsetof` of each `type.field`, named alike in the
+/// header.
+macro_rules! offsets {
+    ($($t:ident . $f:ident),* $(,)?) => {
+        [$((
+            concat!("offsetof(", stringify!($t), ", ", stringify!($f), ")"),
+            std::mem::offset_of!($t, $f) as i64,
+        )),*]
+    };
+}
+
+pub(crate) use {consts, offsets, sizes};

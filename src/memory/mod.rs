@@ -4,9 +4,9 @@
 //!
 //! Backends: `system` (memfd mappings, `FI_HMEM_SYSTEM`); `cuda` (the CUDA
 //! driver), `ze` (Level Zero) and `rocr` (the ROCm runtime), opened at run
-//! time, with `pinned` (host memory they pin for the device); `user` (the
-//! application's `struct fi_xpu_mem_ops`). Other ifaces without callbacks
-//! report `FI_ENOSYS`.
+//! time, with `vendor` (what the three share) and `pinned` (host memory
+//! they pin for the device); `user` (the application's `struct
+//! fi_xpu_mem_ops`). Other ifaces without callbacks report `FI_ENOSYS`.
 mod backend;
 mod cuda;
 #[cfg(test)]
@@ -17,6 +17,7 @@ mod system;
 #[cfg(test)]
 mod tests;
 mod user;
+mod vendor;
 mod ze;
 
 use crate::error::{Error, Result};

@@ -2,14 +2,13 @@
 //! backend calls, resolved with `dlopen`/`dlsym` at run time: its types,
 //! constants and entry points as `cuda.h` declares them (checked against
 //! `cuda.h` by `layout_matches_cuda_h` below), and the mapping of `CUresult`
-//! to libfabric error numbers.
+//! to libfabric error numbers (`Vendor`).
 #![allow(non_camel_case_types, non_snake_case)]
 use crate::dl::{entry_points, Library};
-use crate::error::{Error, Result};
+use crate::error::Error;
+use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
-use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
-use std::path::Path;
-use std::sync::OnceLock;
+use std::ffi::{c_int, c_uint, c_ulonglong, c_void};
 
 pub type CUresult = c_int;
 pub type CUdevice = c_int;
@@ -142,108 +141,71 @@ entry_points! {
     }
 }
 
-/// The loaded driver: its entry points, and `cuGetErrorName` when present.
-pub struct Driver {
-    api: Api,
-    get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
-    _lib: Library,
-}
+/// The CUDA driver, as the vendor backends' shared code opens it.
+pub enum Lib {}
 
-impl std::ops::Deref for Driver {
-    type Target = Api;
-    fn deref(&self) -> &Api {
-        &self.api
-    }
-}
+pub type Driver = vendor::Driver<Lib>;
 
-impl Driver {
-    fn load(lib: Library) -> std::result::Result<Driver, (Error, String)> {
-        let api = Api::resolve(&lib).map_err(|sym| {
-            (
-                Error::NOSYS,
-                format!("{LIBRARY} has no {sym} (a driver older than CUDA 12?)"),
-            )
-        })?;
-        // SAFETY: cuGetErrorName has this prototype in cuda.h.
-        let get_error_name = unsafe {
-            lib.function::<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>(
-                "cuGetErrorName",
-            )
-        };
-        Ok(Driver {
-            api,
-            get_error_name,
-            _lib: lib,
-        })
+impl Vendor for Lib {
+    type Status = CUresult;
+    type Api = Api;
+    type Optional = ();
+    const SUCCESS: CUresult = CUDA_SUCCESS;
+    const LIBRARY: &'static str = LIBRARY;
+    const IFACE: &'static str = "FI_HMEM_CUDA";
+    const KIND: &'static str = "CUDA driver";
+    const TAG: &'static str = "cuda";
+    const MISSING_HINT: &'static str = " (a driver older than CUDA 12?)";
+    const DESCRIBE: Option<&'static str> = Some("cuGetErrorName");
+    const INIT: &'static str = "cuInit";
+
+    fn once() -> &'static Once<Lib> {
+        static DRIVER: Once<Lib> = Once::new();
+        &DRIVER
     }
 
-    /// The process's driver: opened and initialised (`cuInit`) once. The
-    /// error says what is missing; the caller logs it.
-    pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
-        static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
-        // Made outside the OnceLock: see `made_once`.
-        crate::fork::made_once(&DRIVER, || {
-            let lib = Library::open(Path::new(LIBRARY))
-                .map_err(|e| (Error::NODEV, format!("no CUDA driver: {LIBRARY}: {e}")))?;
-            let d = Driver::load(lib)?;
-            // SAFETY: cuInit takes flags 0.
-            let r = unsafe { (d.init)(0) };
-            if r != CUDA_SUCCESS {
-                return Err((error(r), format!("cuInit failed: {}", d.name(r))));
-            }
-            Ok(d)
+    fn resolve(lib: &Library) -> std::result::Result<Api, &'static str> {
+        Api::resolve(lib)
+    }
+
+    fn optional(_: &Library) {}
+
+    fn init(api: &Api) -> CUresult {
+        // SAFETY: cuInit takes flags 0.
+        unsafe { (api.init)(0) }
+    }
+
+    fn error(r: CUresult) -> Error {
+        Error::new(match r {
+            CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_INVALID_HANDLE => FI_EINVAL,
+            CUDA_ERROR_OUT_OF_MEMORY => FI_ENOMEM,
+            CUDA_ERROR_NOT_INITIALIZED
+            | CUDA_ERROR_DEINITIALIZED
+            | CUDA_ERROR_STUB_LIBRARY
+            | CUDA_ERROR_NO_DEVICE
+            | CUDA_ERROR_INVALID_DEVICE => FI_ENODEV,
+            CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED | CUDA_ERROR_DEVICE_UNAVAILABLE => FI_EBUSY,
+            CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER => FI_ENOSYS,
+            CUDA_ERROR_NOT_PERMITTED => FI_EPERM,
+            CUDA_ERROR_NOT_SUPPORTED => FI_EOPNOTSUPP,
+            _ => FI_EIO,
         })
-        .as_ref()
-        .map_err(|e| e.clone())
     }
 
     /// `CUDA_ERROR_OUT_OF_MEMORY (2)`, or the number alone.
-    pub fn name(&self, r: CUresult) -> String {
-        let mut s: *const c_char = std::ptr::null();
-        if let Some(f) = self.get_error_name {
-            // SAFETY: cuGetErrorName writes a static string or leaves NULL.
-            if unsafe { f(r, &mut s) } == CUDA_SUCCESS && !s.is_null() {
-                // SAFETY: as above.
-                let n = unsafe { CStr::from_ptr(s) }.to_string_lossy();
-                return format!("{n} ({r})");
-            }
+    fn name(r: CUresult, described: Option<&str>) -> String {
+        match described {
+            Some(n) => format!("{n} ({r})"),
+            None => format!("CUresult {r}"),
         }
-        format!("CUresult {r}")
     }
-
-    /// `Ok` for `CUDA_SUCCESS`; otherwise logs `what` failed and returns
-    /// the mapped error.
-    pub fn check(&self, what: &str, r: CUresult) -> Result<()> {
-        if r == CUDA_SUCCESS {
-            return Ok(());
-        }
-        crate::warn!("cuda: {what} failed: {}", self.name(r));
-        Err(error(r))
-    }
-}
-
-/// The libfabric error for a driver error.
-pub fn error(r: CUresult) -> Error {
-    Error::new(match r {
-        CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_INVALID_HANDLE => FI_EINVAL,
-        CUDA_ERROR_OUT_OF_MEMORY => FI_ENOMEM,
-        CUDA_ERROR_NOT_INITIALIZED
-        | CUDA_ERROR_DEINITIALIZED
-        | CUDA_ERROR_STUB_LIBRARY
-        | CUDA_ERROR_NO_DEVICE
-        | CUDA_ERROR_INVALID_DEVICE => FI_ENODEV,
-        CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED | CUDA_ERROR_DEVICE_UNAVAILABLE => FI_EBUSY,
-        CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER => FI_ENOSYS,
-        CUDA_ERROR_NOT_PERMITTED => FI_EPERM,
-        CUDA_ERROR_NOT_SUPPORTED => FI_EOPNOTSUPP,
-        _ => FI_EIO,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
+    use crate::memory::header_check::{consts, offsets, sizes};
+    use std::mem::offset_of;
     use std::path::PathBuf;
 
     fn cuda_include() -> Option<PathBuf> {
@@ -273,135 +235,61 @@ mod tests {
             eprintln!("skipped: no cuda.h (run .ci/install-cuda or set FI_XPU_CUDA_HOME)");
             return;
         };
-        let consts: &[(&str, i64)] = &[
-            ("CUDA_ERROR_INVALID_VALUE", CUDA_ERROR_INVALID_VALUE as i64),
-            ("CUDA_ERROR_OUT_OF_MEMORY", CUDA_ERROR_OUT_OF_MEMORY as i64),
-            (
-                "CUDA_ERROR_NOT_INITIALIZED",
-                CUDA_ERROR_NOT_INITIALIZED as i64,
-            ),
-            ("CUDA_ERROR_DEINITIALIZED", CUDA_ERROR_DEINITIALIZED as i64),
-            ("CUDA_ERROR_STUB_LIBRARY", CUDA_ERROR_STUB_LIBRARY as i64),
-            (
-                "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER",
-                CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER as i64,
-            ),
-            (
-                "CUDA_ERROR_DEVICE_UNAVAILABLE",
-                CUDA_ERROR_DEVICE_UNAVAILABLE as i64,
-            ),
-            ("CUDA_ERROR_NO_DEVICE", CUDA_ERROR_NO_DEVICE as i64),
-            (
-                "CUDA_ERROR_INVALID_DEVICE",
-                CUDA_ERROR_INVALID_DEVICE as i64,
-            ),
-            (
-                "CUDA_ERROR_INVALID_HANDLE",
-                CUDA_ERROR_INVALID_HANDLE as i64,
-            ),
-            (
-                "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
-                CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED as i64,
-            ),
-            ("CUDA_ERROR_NOT_PERMITTED", CUDA_ERROR_NOT_PERMITTED as i64),
-            ("CUDA_ERROR_NOT_SUPPORTED", CUDA_ERROR_NOT_SUPPORTED as i64),
-            (
-                "CU_MEMHOSTREGISTER_PORTABLE",
-                CU_MEMHOSTREGISTER_PORTABLE as i64,
-            ),
-            (
-                "CU_MEMHOSTREGISTER_DEVICEMAP",
-                CU_MEMHOSTREGISTER_DEVICEMAP as i64,
-            ),
-            (
-                "CU_MEMHOSTREGISTER_IOMEMORY",
-                CU_MEMHOSTREGISTER_IOMEMORY as i64,
-            ),
-            (
-                "CU_MEMHOSTREGISTER_READ_ONLY",
-                CU_MEMHOSTREGISTER_READ_ONLY as i64,
-            ),
-            (
-                "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR",
-                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR as i64,
-            ),
-            (
-                "CU_MEM_ACCESS_FLAGS_PROT_READWRITE",
-                CU_MEM_ACCESS_FLAGS_PROT_READWRITE as i64,
-            ),
-            (
-                "CU_MEM_LOCATION_TYPE_DEVICE",
-                CU_MEM_LOCATION_TYPE_DEVICE as i64,
-            ),
-            (
-                "CU_MEM_ALLOCATION_TYPE_PINNED",
-                CU_MEM_ALLOCATION_TYPE_PINNED as i64,
-            ),
-            (
-                "CU_MEM_ALLOC_GRANULARITY_MINIMUM",
-                CU_MEM_ALLOC_GRANULARITY_MINIMUM as i64,
-            ),
-            (
-                "CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD",
-                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD as i64,
-            ),
-            ("CU_STREAM_NON_BLOCKING", CU_STREAM_NON_BLOCKING as i64),
-            (
-                "CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS",
-                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as i64,
-            ),
-            ("CU_IPC_HANDLE_SIZE", CU_IPC_HANDLE_SIZE as i64),
-            ("sizeof(CUipcMemHandle)", size_of::<CUipcMemHandle>() as i64),
-            (
-                "CU_STREAM_WRITE_VALUE_DEFAULT",
-                CU_STREAM_WRITE_VALUE_DEFAULT as i64,
-            ),
-            ("sizeof(CUresult)", size_of::<CUresult>() as i64),
-            ("sizeof(CUdevice)", size_of::<CUdevice>() as i64),
-            ("sizeof(CUdeviceptr)", size_of::<CUdeviceptr>() as i64),
-            (
-                "sizeof(CUmemGenericAllocationHandle)",
-                size_of::<CUmemGenericAllocationHandle>() as i64,
-            ),
-            ("sizeof(CUmemLocation)", size_of::<CUmemLocation>() as i64),
-            (
-                "offsetof(CUmemLocation, id)",
-                offset_of!(CUmemLocation, id) as i64,
-            ),
-            (
-                "sizeof(CUmemAllocationProp)",
-                size_of::<CUmemAllocationProp>() as i64,
-            ),
-            (
-                "offsetof(CUmemAllocationProp, requestedHandleTypes)",
-                offset_of!(CUmemAllocationProp, requestedHandleTypes) as i64,
-            ),
-            (
-                "offsetof(CUmemAllocationProp, location)",
-                offset_of!(CUmemAllocationProp, location) as i64,
-            ),
-            (
-                "offsetof(CUmemAllocationProp, win32HandleMetaData)",
-                offset_of!(CUmemAllocationProp, win32HandleMetaData) as i64,
-            ),
-            (
-                "offsetof(CUmemAllocationProp, allocFlags)",
-                offset_of!(CUmemAllocationProp, allocFlags) as i64,
-            ),
-            (
+        let consts = [
+            &consts![
+                CUDA_ERROR_INVALID_VALUE,
+                CUDA_ERROR_OUT_OF_MEMORY,
+                CUDA_ERROR_NOT_INITIALIZED,
+                CUDA_ERROR_DEINITIALIZED,
+                CUDA_ERROR_STUB_LIBRARY,
+                CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER,
+                CUDA_ERROR_DEVICE_UNAVAILABLE,
+                CUDA_ERROR_NO_DEVICE,
+                CUDA_ERROR_INVALID_DEVICE,
+                CUDA_ERROR_INVALID_HANDLE,
+                CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+                CUDA_ERROR_NOT_PERMITTED,
+                CUDA_ERROR_NOT_SUPPORTED,
+                CU_MEMHOSTREGISTER_PORTABLE,
+                CU_MEMHOSTREGISTER_DEVICEMAP,
+                CU_MEMHOSTREGISTER_IOMEMORY,
+                CU_MEMHOSTREGISTER_READ_ONLY,
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                CU_MEM_LOCATION_TYPE_DEVICE,
+                CU_MEM_ALLOCATION_TYPE_PINNED,
+                CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                CU_STREAM_NON_BLOCKING,
+                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+                CU_IPC_HANDLE_SIZE,
+                CU_STREAM_WRITE_VALUE_DEFAULT
+            ][..],
+            &sizes![
+                CUipcMemHandle,
+                CUresult,
+                CUdevice,
+                CUdeviceptr,
+                CUmemGenericAllocationHandle,
+                CUmemLocation,
+                CUmemAllocationProp,
+                CUmemAccessDesc
+            ],
+            &offsets![
+                CUmemLocation.id,
+                CUmemAllocationProp.requestedHandleTypes,
+                CUmemAllocationProp.location,
+                CUmemAllocationProp.win32HandleMetaData,
+                CUmemAllocationProp.allocFlags,
+                CUmemAccessDesc.flags
+            ],
+            &[(
                 "offsetof(CUmemAllocationProp, allocFlags.usage)",
                 (offset_of!(CUmemAllocationProp, allocFlags) + offset_of!(CUmemAllocFlags, usage))
                     as i64,
-            ),
-            (
-                "sizeof(CUmemAccessDesc)",
-                size_of::<CUmemAccessDesc>() as i64,
-            ),
-            (
-                "offsetof(CUmemAccessDesc, flags)",
-                offset_of!(CUmemAccessDesc, flags) as i64,
-            ),
-        ];
+            )],
+        ]
+        .concat();
         // The prototypes as declared in `driver_api!`, in C.
         let protos = r#"
 typedef int I; typedef unsigned int U; typedef unsigned long long ULL;
@@ -462,7 +350,7 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresul
             "cuda.h",
             "#include <cuda.h>\n#include <stddef.h>\n#include <stdio.h>\n",
             &format!("{protos}#define S(x) #x\n#define NAME(x) S(x)\n"),
-            consts,
+            &consts,
             &names,
             &[
                 "-Wno-unused-local-typedefs".into(),
@@ -475,9 +363,9 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetErrorName), CUresul
 
     #[test]
     fn errors_map() {
-        assert_eq!(error(CUDA_ERROR_OUT_OF_MEMORY), Error::NOMEM);
-        assert_eq!(error(CUDA_ERROR_NO_DEVICE), Error::NODEV);
-        assert_eq!(error(CUDA_ERROR_NOT_SUPPORTED), Error::OPNOTSUPP);
-        assert_eq!(error(12345), Error::IO);
+        assert_eq!(Lib::error(CUDA_ERROR_OUT_OF_MEMORY), Error::NOMEM);
+        assert_eq!(Lib::error(CUDA_ERROR_NO_DEVICE), Error::NODEV);
+        assert_eq!(Lib::error(CUDA_ERROR_NOT_SUPPORTED), Error::OPNOTSUPP);
+        assert_eq!(Lib::error(12345), Error::IO);
     }
 }

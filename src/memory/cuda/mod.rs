@@ -29,12 +29,13 @@ mod driver;
 
 use super::backend::{Access, Allocation, Backend, Import, IPC_HANDLE};
 use super::pinned::{Pin, PinHow, Pinned};
+use super::vendor::{page_size, within, Mapping};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
 /// A device allocation: the physical allocation and the range it is mapped at.
@@ -43,22 +44,14 @@ struct DevAlloc {
     len: usize,
 }
 
-/// A peer's allocation mapped by `import`.
-struct DevMapping {
-    base: usize,
-    len: usize,
-    /// For an application's import: the handle fd, so that the range can
-    /// be exported again (offsets are from `base`).
-    fd: Option<OwnedFd>,
-}
-
 pub struct Cuda {
     drv: &'static Driver,
     dev: CUdevice,
     ctx: CUcontext,
     granularity: usize,
     allocs: Mutex<HashMap<usize, DevAlloc>>,
-    mapped: Mutex<HashMap<usize, DevMapping>>,
+    /// Peers' allocations mapped by `import` (their fd: the handle fd).
+    mapped: Mutex<HashMap<usize, Mapping>>,
     /// Host allocations, host-mapped fds and host imports.
     pinned: Pinned,
     /// The private stream of `access` (as an address; 0 until first use).
@@ -76,10 +69,6 @@ unsafe impl Send for Cuda {}
 // SAFETY: as above; the maps are behind mutexes.
 unsafe impl Sync for Cuda {}
 
-fn page_size() -> usize {
-    fi_xpu_os::rustix::param::page_size() as usize
-}
-
 fn round_up(v: usize, to: usize) -> usize {
     v.div_ceil(to) * to
 }
@@ -89,10 +78,7 @@ impl Cuda {
     /// `ordinal`: `-FI_ENODEV` without a driver, device or such ordinal,
     /// `-FI_ENOSYS` when the driver lacks an entry point; one log line each.
     pub fn open(ordinal: u64) -> Result<Cuda> {
-        let drv = Driver::get().map_err(|(e, why)| {
-            crate::warn!("fi_xpu_ctx_open: FI_HMEM_CUDA: {why}");
-            e
-        })?;
+        let drv = Driver::open()?;
         let Ok(ord) = c_int::try_from(ordinal) else {
             crate::warn!("fi_xpu_ctx_open: FI_HMEM_CUDA: no device {ordinal}");
             return Err(Error::NODEV);
@@ -345,23 +331,9 @@ impl Cuda {
 
     /// Whether `[addr, addr + size)` is device memory of this context.
     fn owns(&self, addr: usize, size: u64) -> bool {
-        let inside = |start: usize, len: usize| {
-            addr >= start
-                && ((addr - start) as u64)
-                    .checked_add(size)
-                    .is_some_and(|e| e <= len as u64)
-        };
-        self.allocs
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(&a, r)| inside(a, r.len))
-            || self
-                .mapped
-                .lock()
-                .unwrap()
-                .values()
-                .any(|m| inside(m.base, m.len))
+        let allocs = self.allocs.lock().unwrap();
+        allocs.iter().any(|(&a, r)| within(addr, size, a, r.len))
+            || (self.mapped.lock().unwrap().values()).any(|m| within(addr, size, m.base, m.len))
     }
 
     fn import_fd(&self, req: &Import, fd: BorrowedFd) -> Result<usize> {
@@ -389,26 +361,10 @@ impl Cuda {
         // SAFETY: the mapping (if any) keeps the allocation; the handle goes.
         unsafe { (d.mem_release)(h) };
         let base = mapped?;
-        let keep = if req.exportable {
-            match fd.try_clone_to_owned() {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    self.unmap(base, len);
-                    return Err(e.into());
-                }
-            }
-        } else {
-            None
-        };
+        let fd = Mapping::keep(req, fd).inspect_err(|_| self.unmap(base, len))?;
         let dev = base + req.offset as usize;
-        self.mapped.lock().unwrap().insert(
-            dev,
-            DevMapping {
-                base,
-                len,
-                fd: keep,
-            },
-        );
+        let m = Mapping { base, len, fd };
+        self.mapped.lock().unwrap().insert(dev, m);
         Ok(dev)
     }
 
@@ -514,31 +470,14 @@ impl Backend for Cuda {
 
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
         self.current()?;
-        let inside = |start: usize, len: usize| {
-            addr >= start
-                && ((addr - start) as u64)
-                    .checked_add(size)
-                    .is_some_and(|e| e <= len as u64)
-        };
-        let handle = self
-            .allocs
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(&a, r)| inside(a, r.len))
+        let handle = (self.allocs.lock().unwrap().iter())
+            .find(|(&a, r)| within(addr, size, a, r.len))
             .map(|(&a, r)| (a, r.handle));
         if let Some((start, h)) = handle {
             return Ok((self.shareable(h)?, (addr - start) as u64));
         }
-        if let Some(found) = self
-            .mapped
-            .lock()
-            .unwrap()
-            .values()
-            .find(|m| m.fd.is_some() && inside(m.base, m.len))
-        {
-            let fd = found.fd.as_ref().expect("filtered above");
-            return Ok((fd.as_fd().try_clone_to_owned()?, (addr - found.base) as u64));
+        if let Some(r) = Mapping::export(&self.mapped.lock().unwrap(), addr, size) {
+            return r;
         }
         if let Some(r) = self.pinned.export(addr, size) {
             return r;

@@ -7,11 +7,12 @@
 //! on its own, and its absence only disables export.
 #![allow(non_camel_case_types)]
 use crate::dl::{entry_points, Library};
-use crate::error::{Error, Result};
+use crate::error::Error;
+use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
+#[cfg(test)]
 use std::path::Path;
-use std::sync::OnceLock;
 
 pub type hsa_status_t = u32;
 
@@ -69,104 +70,75 @@ entry_points! {
 pub type ExportDmabuf =
     unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> hsa_status_t;
 
-pub struct Driver {
-    api: Api,
+/// The ROCm runtime, as the vendor backends' shared code opens it.
+pub enum Lib {}
+
+pub type Driver = vendor::Driver<Lib>;
+
+impl Vendor for Lib {
+    type Status = hsa_status_t;
+    type Api = Api;
     /// `hsa_amd_portable_export_dmabuf`, in newer runtimes than ROCm 5.2.
-    pub export_dmabuf: Option<ExportDmabuf>,
-    status_string: Option<unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t>,
-    _lib: Library,
-}
+    type Optional = Option<ExportDmabuf>;
+    const SUCCESS: hsa_status_t = HSA_STATUS_SUCCESS;
+    const LIBRARY: &'static str = LIBRARY;
+    const IFACE: &'static str = "FI_HMEM_ROCR";
+    const KIND: &'static str = "ROCm runtime";
+    const TAG: &'static str = "rocr";
+    const DESCRIBE: Option<&'static str> = Some("hsa_status_string");
+    const INIT: &'static str = "hsa_init";
+    const INIT_HINT: &'static str = " (no GPU or no /dev/kfd?)";
 
-impl std::ops::Deref for Driver {
-    type Target = Api;
-    fn deref(&self) -> &Api {
-        &self.api
+    fn once() -> &'static Once<Lib> {
+        static DRIVER: Once<Lib> = Once::new();
+        &DRIVER
     }
-}
 
-impl Driver {
-    /// The process's runtime, opened and initialised (`hsa_init`) once.
-    pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
-        static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
-        // Made outside the OnceLock: see `made_once`.
-        crate::fork::made_once(&DRIVER, || {
-            let lib = Library::open(Path::new(LIBRARY))
-                .map_err(|e| (Error::NODEV, format!("no ROCm runtime: {LIBRARY}: {e}")))?;
-            let api = Api::resolve(&lib)
-                .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
-            // SAFETY: the prototype of upstream's hsa_ext_amd.h.
-            let export_dmabuf =
-                unsafe { lib.function::<ExportDmabuf>("hsa_amd_portable_export_dmabuf") };
-            // SAFETY: the prototype of hsa.h.
-            let status_string = unsafe {
-                lib.function::<unsafe extern "C" fn(hsa_status_t, *mut *const c_char) -> hsa_status_t>(
-                    "hsa_status_string",
-                )
-            };
-            let d = Driver {
-                api,
-                export_dmabuf,
-                status_string,
-                _lib: lib,
-            };
-            // SAFETY: hsa_init takes no arguments.
-            let r = unsafe { (d.init)() };
-            if r != HSA_STATUS_SUCCESS {
-                return Err((
-                    init_error(r),
-                    format!("hsa_init failed: {} (no GPU or no /dev/kfd?)", d.name(r)),
-                ));
-            }
-            Ok(d)
+    fn resolve(lib: &Library) -> std::result::Result<Api, &'static str> {
+        Api::resolve(lib)
+    }
+
+    fn optional(lib: &Library) -> Option<ExportDmabuf> {
+        // SAFETY: the prototype of upstream's hsa_ext_amd.h.
+        unsafe { lib.function::<ExportDmabuf>("hsa_amd_portable_export_dmabuf") }
+    }
+
+    fn init(api: &Api) -> hsa_status_t {
+        // SAFETY: hsa_init takes no arguments.
+        unsafe { (api.init)() }
+    }
+
+    fn error(r: hsa_status_t) -> Error {
+        Error::new(match r {
+            HSA_STATUS_ERROR_INVALID_ARGUMENT | HSA_STATUS_ERROR_INVALID_ALLOCATION => FI_EINVAL,
+            HSA_STATUS_ERROR_OUT_OF_RESOURCES => FI_ENOMEM,
+            HSA_STATUS_ERROR_NOT_INITIALIZED | HSA_STATUS_ERROR_INVALID_AGENT => FI_ENODEV,
+            _ => FI_EIO,
         })
-        .as_ref()
-        .map_err(|e| e.clone())
+    }
+
+    /// `hsa_init` reports a machine without a usable GPU as out of
+    /// resources.
+    fn init_error(r: hsa_status_t) -> Error {
+        match r {
+            HSA_STATUS_ERROR_OUT_OF_RESOURCES | HSA_STATUS_ERROR => Error::NODEV,
+            r => Lib::error(r),
+        }
     }
 
     /// `0x1008 (HSA_STATUS_ERROR_OUT_OF_RESOURCES: ...)`, or the number alone.
-    pub fn name(&self, r: hsa_status_t) -> String {
-        let mut s: *const c_char = std::ptr::null();
-        if let Some(f) = self.status_string {
-            // SAFETY: writes a static string or leaves NULL.
-            if unsafe { f(r, &mut s) } == HSA_STATUS_SUCCESS && !s.is_null() {
-                // SAFETY: as above.
-                let n = unsafe { CStr::from_ptr(s) }.to_string_lossy();
-                return format!("{r:#x} ({n})");
-            }
+    fn name(r: hsa_status_t, described: Option<&str>) -> String {
+        match described {
+            Some(n) => format!("{r:#x} ({n})"),
+            None => format!("hsa_status_t {r:#x}"),
         }
-        format!("hsa_status_t {r:#x}")
     }
-
-    pub fn check(&self, what: &str, r: hsa_status_t) -> Result<()> {
-        if r == HSA_STATUS_SUCCESS {
-            return Ok(());
-        }
-        crate::warn!("rocr: {what} failed: {}", self.name(r));
-        Err(error(r))
-    }
-}
-
-/// `hsa_init` reports a machine without a usable GPU as out of resources.
-fn init_error(r: hsa_status_t) -> Error {
-    match r {
-        HSA_STATUS_ERROR_OUT_OF_RESOURCES | HSA_STATUS_ERROR => Error::NODEV,
-        r => error(r),
-    }
-}
-
-/// The libfabric error for a runtime error.
-pub fn error(r: hsa_status_t) -> Error {
-    Error::new(match r {
-        HSA_STATUS_ERROR_INVALID_ARGUMENT | HSA_STATUS_ERROR_INVALID_ALLOCATION => FI_EINVAL,
-        HSA_STATUS_ERROR_OUT_OF_RESOURCES => FI_ENOMEM,
-        HSA_STATUS_ERROR_NOT_INITIALIZED | HSA_STATUS_ERROR_INVALID_AGENT => FI_ENODEV,
-        _ => FI_EIO,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::header_check::{consts, sizes};
 
     /// Every constant and entry-point prototype above, as Debian's ROCm
     /// headers (`hsa.h`, `hsa_ext_amd.h`) have them; the export entry
@@ -178,62 +150,34 @@ mod tests {
             eprintln!("skipped: no hsa/hsa_ext_amd.h (install libhsa-runtime-dev)");
             return;
         }
-        let consts: &[(&str, i64)] = &[
-            ("HSA_STATUS_INFO_BREAK", HSA_STATUS_INFO_BREAK as i64),
-            ("HSA_STATUS_ERROR", HSA_STATUS_ERROR as i64),
-            (
-                "HSA_STATUS_ERROR_INVALID_ARGUMENT",
-                HSA_STATUS_ERROR_INVALID_ARGUMENT as i64,
-            ),
-            (
-                "HSA_STATUS_ERROR_INVALID_ALLOCATION",
-                HSA_STATUS_ERROR_INVALID_ALLOCATION as i64,
-            ),
-            (
-                "HSA_STATUS_ERROR_INVALID_AGENT",
-                HSA_STATUS_ERROR_INVALID_AGENT as i64,
-            ),
-            (
-                "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
-                HSA_STATUS_ERROR_OUT_OF_RESOURCES as i64,
-            ),
-            (
-                "HSA_STATUS_ERROR_NOT_INITIALIZED",
-                HSA_STATUS_ERROR_NOT_INITIALIZED as i64,
-            ),
-            ("HSA_AGENT_INFO_DEVICE", HSA_AGENT_INFO_DEVICE as i64),
-            ("HSA_DEVICE_TYPE_GPU", HSA_DEVICE_TYPE_GPU as i64),
-            ("HSA_AMD_SEGMENT_GLOBAL", HSA_AMD_SEGMENT_GLOBAL as i64),
-            (
-                "HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED",
-                HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED as i64,
-            ),
-            (
-                "HSA_AMD_MEMORY_POOL_INFO_SEGMENT",
-                HSA_AMD_MEMORY_POOL_INFO_SEGMENT as i64,
-            ),
-            (
-                "HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS",
-                HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS as i64,
-            ),
-            (
-                "HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED",
-                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED as i64,
-            ),
-            (
-                "HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE",
-                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE as i64,
-            ),
-            (
-                "sizeof(hsa_status_t)",
-                std::mem::size_of::<hsa_status_t>() as i64,
-            ),
-            ("sizeof(hsa_agent_t)", std::mem::size_of::<Handle>() as i64),
-            (
-                "sizeof(hsa_amd_memory_pool_t)",
-                std::mem::size_of::<Handle>() as i64,
-            ),
-        ];
+        let consts = [
+            &consts![
+                HSA_STATUS_INFO_BREAK,
+                HSA_STATUS_ERROR,
+                HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                HSA_STATUS_ERROR_INVALID_ALLOCATION,
+                HSA_STATUS_ERROR_INVALID_AGENT,
+                HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+                HSA_STATUS_ERROR_NOT_INITIALIZED,
+                HSA_AGENT_INFO_DEVICE,
+                HSA_DEVICE_TYPE_GPU,
+                HSA_AMD_SEGMENT_GLOBAL,
+                HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED,
+                HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+                HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE
+            ][..],
+            &sizes![hsa_status_t],
+            &[
+                ("sizeof(hsa_agent_t)", std::mem::size_of::<Handle>() as i64),
+                (
+                    "sizeof(hsa_amd_memory_pool_t)",
+                    std::mem::size_of::<Handle>() as i64,
+                ),
+            ],
+        ]
+        .concat();
         let protos = r#"
 typedef hsa_status_t (*AgentCb)(hsa_agent_t, void *);
 typedef hsa_status_t (*PoolCb)(hsa_amd_memory_pool_t, void *);
@@ -256,7 +200,7 @@ _Static_assert(sizeof(hsa_agent_info_t) == 4 && sizeof(hsa_amd_memory_pool_info_
             "hsa.h",
             "#include <hsa/hsa.h>\n#include <hsa/hsa_ext_amd.h>\n#include <stdio.h>\n",
             protos,
-            consts,
+            &consts,
             "",
             &[],
         );

@@ -16,21 +16,14 @@ mod driver;
 
 use super::backend::{Allocation, Backend, Import};
 use super::pinned::{Pin, PinHow, Pinned};
+use super::vendor::{within, Mapping};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
-
-/// A peer's DMA-BUF mapped for the GPU.
-struct Mapping {
-    base: usize,
-    len: usize,
-    /// For an application's import: the fd, to export the range again.
-    fd: Option<OwnedFd>,
-}
 
 pub struct Rocr {
     drv: &'static Driver,
@@ -39,6 +32,7 @@ pub struct Rocr {
     granule: usize,
     /// Device allocations: returned address -> (pool allocation, length).
     allocs: Mutex<HashMap<usize, (usize, usize)>>,
+    /// Peers' DMA-BUFs mapped for the GPU by `import`.
     mapped: Mutex<HashMap<usize, Mapping>>,
     pinned: Pinned,
 }
@@ -130,10 +124,7 @@ impl Rocr {
     /// GPU or such ordinal, `-FI_ENOSYS` when the runtime lacks an entry
     /// point; one log line each.
     pub fn open(ordinal: u64) -> Result<Rocr> {
-        let drv = Driver::get().map_err(|(e, why)| {
-            crate::warn!("fi_xpu_ctx_open: FI_HMEM_ROCR: {why}");
-            e
-        })?;
+        let drv = Driver::open()?;
         let mut agents = Agents {
             drv,
             gpus: Vec::new(),
@@ -184,7 +175,7 @@ impl Rocr {
     /// A DMA-BUF for `[addr, addr + size)` of device memory, and the offset
     /// of `addr` in it.
     fn dmabuf(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
-        let Some(export) = self.drv.export_dmabuf else {
+        let Some(export) = self.drv.optional else {
             crate::warn!(
                 "rocr: {LIBRARY} has no hsa_amd_portable_export_dmabuf (newer than ROCm 5.2): device memory cannot be exported"
             );
@@ -274,47 +265,23 @@ impl Rocr {
             unmap();
             return Err(Error::INVAL);
         }
-        let keep = if req.exportable {
-            match fd.try_clone_to_owned() {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    unmap();
-                    return Err(e.into());
-                }
-            }
-        } else {
-            None
-        };
+        let fd = Mapping::keep(req, fd).inspect_err(|_| unmap())?;
         let dev = base + req.offset as usize;
-        self.mapped.lock().unwrap().insert(
-            dev,
-            Mapping {
-                base,
-                len: size,
-                fd: keep,
-            },
-        );
+        let m = Mapping {
+            base,
+            len: size,
+            fd,
+        };
+        self.mapped.lock().unwrap().insert(dev, m);
         Ok(dev)
     }
 
     fn owns(&self, addr: usize, size: u64) -> bool {
-        let inside = |start: usize, len: usize| {
-            addr >= start
-                && ((addr - start) as u64)
-                    .checked_add(size)
-                    .is_some_and(|e| e <= len as u64)
-        };
-        self.allocs
-            .lock()
-            .unwrap()
+        let allocs = self.allocs.lock().unwrap();
+        allocs
             .iter()
-            .any(|(&a, &(_, len))| inside(a, len))
-            || self
-                .mapped
-                .lock()
-                .unwrap()
-                .values()
-                .any(|m| inside(m.base, m.len))
+            .any(|(&a, &(_, len))| within(addr, size, a, len))
+            || (self.mapped.lock().unwrap().values()).any(|m| within(addr, size, m.base, m.len))
     }
 }
 
@@ -385,15 +352,8 @@ impl Backend for Rocr {
     }
 
     fn export(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
-        if let Some(m) = self.mapped.lock().unwrap().values().find(|m| {
-            m.fd.is_some()
-                && addr >= m.base
-                && ((addr - m.base) as u64)
-                    .checked_add(size)
-                    .is_some_and(|e| e <= m.len as u64)
-        }) {
-            let fd = m.fd.as_ref().expect("filtered above");
-            return Ok((fd.as_fd().try_clone_to_owned()?, (addr - m.base) as u64));
+        if let Some(r) = Mapping::export(&self.mapped.lock().unwrap(), addr, size) {
+            return r;
         }
         if let Some(r) = self.pinned.export(addr, size) {
             return r;

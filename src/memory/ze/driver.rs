@@ -5,11 +5,12 @@
 //! libfabric error numbers.
 #![allow(non_camel_case_types, non_snake_case)]
 use crate::dl::{entry_points, Library};
-use crate::error::{Error, Result};
+use crate::error::Error;
+use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
 use std::ffi::{c_int, c_void};
+#[cfg(test)]
 use std::path::Path;
-use std::sync::OnceLock;
 
 pub type ze_result_t = u32;
 pub type Handle = *mut c_void;
@@ -111,97 +112,83 @@ entry_points! {
     }
 }
 
-pub struct Driver {
-    api: Api,
-    _lib: Library,
-}
+/// The Level Zero loader, as the vendor backends' shared code opens it.
+pub enum Lib {}
 
-impl std::ops::Deref for Driver {
-    type Target = Api;
-    fn deref(&self) -> &Api {
-        &self.api
+pub type Driver = vendor::Driver<Lib>;
+
+impl Vendor for Lib {
+    type Status = ze_result_t;
+    type Api = Api;
+    type Optional = ();
+    const SUCCESS: ze_result_t = ZE_RESULT_SUCCESS;
+    const LIBRARY: &'static str = LIBRARY;
+    const IFACE: &'static str = "FI_HMEM_ZE";
+    const KIND: &'static str = "Level Zero loader";
+    const TAG: &'static str = "ze";
+    const INIT: &'static str = "zeInit";
+    const INIT_HINT: &'static str = " (no GPU driver?)";
+
+    fn once() -> &'static Once<Lib> {
+        static DRIVER: Once<Lib> = Once::new();
+        &DRIVER
     }
-}
 
-impl Driver {
-    /// The process's loader, opened and initialised (`zeInit`) once.
-    pub fn get() -> std::result::Result<&'static Driver, (Error, String)> {
-        static DRIVER: OnceLock<std::result::Result<Driver, (Error, String)>> = OnceLock::new();
-        // Made outside the OnceLock: see `made_once`.
-        crate::fork::made_once(&DRIVER, || {
-            let lib = Library::open(Path::new(LIBRARY)).map_err(|e| {
-                (
-                    Error::NODEV,
-                    format!("no Level Zero loader: {LIBRARY}: {e}"),
-                )
-            })?;
-            let api = Api::resolve(&lib)
-                .map_err(|sym| (Error::NOSYS, format!("{LIBRARY} has no {sym}")))?;
-            // SAFETY: zeInit takes flags.
-            let r = unsafe { (api.init)(ZE_INIT_FLAG_GPU_ONLY) };
-            if r != ZE_RESULT_SUCCESS {
-                return Err((
-                    error(r),
-                    format!("zeInit failed: {} (no GPU driver?)", name(r)),
-                ));
-            }
-            Ok(Driver { api, _lib: lib })
+    fn resolve(lib: &Library) -> std::result::Result<Api, &'static str> {
+        Api::resolve(lib)
+    }
+
+    fn optional(_: &Library) {}
+
+    fn init(api: &Api) -> ze_result_t {
+        // SAFETY: zeInit takes flags.
+        unsafe { (api.init)(ZE_INIT_FLAG_GPU_ONLY) }
+    }
+
+    fn error(r: ze_result_t) -> Error {
+        Error::new(match r {
+            ZE_RESULT_ERROR_INVALID_ARGUMENT
+            | ZE_RESULT_ERROR_INVALID_NULL_HANDLE
+            | ZE_RESULT_ERROR_INVALID_NULL_POINTER
+            | ZE_RESULT_ERROR_INVALID_SIZE
+            | ZE_RESULT_ERROR_UNSUPPORTED_SIZE
+            | ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT => FI_EINVAL,
+            ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY | ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY => FI_ENOMEM,
+            ZE_RESULT_ERROR_UNINITIALIZED | ZE_RESULT_ERROR_DEVICE_LOST => FI_ENODEV,
+            ZE_RESULT_ERROR_UNSUPPORTED_VERSION => FI_ENOSYS,
+            ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => FI_EOPNOTSUPP,
+            ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS => FI_EPERM,
+            _ => FI_EIO,
         })
-        .as_ref()
-        .map_err(|e| e.clone())
     }
 
-    pub fn check(&self, what: &str, r: ze_result_t) -> Result<()> {
-        if r == ZE_RESULT_SUCCESS {
-            return Ok(());
-        }
-        crate::warn!("ze: {what} failed: {}", name(r));
-        Err(error(r))
+    /// `ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (0x70000003)`, or the number
+    /// alone (the loader names no status).
+    fn name(r: ze_result_t, _: Option<&str>) -> String {
+        let n = match r {
+            ZE_RESULT_ERROR_DEVICE_LOST => "ZE_RESULT_ERROR_DEVICE_LOST",
+            ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY => "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
+            ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY => "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+            ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS => "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS",
+            ZE_RESULT_ERROR_UNINITIALIZED => "ZE_RESULT_ERROR_UNINITIALIZED",
+            ZE_RESULT_ERROR_UNSUPPORTED_VERSION => "ZE_RESULT_ERROR_UNSUPPORTED_VERSION",
+            ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE",
+            ZE_RESULT_ERROR_INVALID_ARGUMENT => "ZE_RESULT_ERROR_INVALID_ARGUMENT",
+            ZE_RESULT_ERROR_INVALID_NULL_HANDLE => "ZE_RESULT_ERROR_INVALID_NULL_HANDLE",
+            ZE_RESULT_ERROR_INVALID_NULL_POINTER => "ZE_RESULT_ERROR_INVALID_NULL_POINTER",
+            ZE_RESULT_ERROR_INVALID_SIZE => "ZE_RESULT_ERROR_INVALID_SIZE",
+            ZE_RESULT_ERROR_UNSUPPORTED_SIZE => "ZE_RESULT_ERROR_UNSUPPORTED_SIZE",
+            ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT => "ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT",
+            _ => return format!("ze_result_t {r:#x}"),
+        };
+        format!("{n} ({r:#x})")
     }
-}
-
-/// `ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (0x70000003)`, or the number alone.
-pub fn name(r: ze_result_t) -> String {
-    let n = match r {
-        ZE_RESULT_ERROR_DEVICE_LOST => "ZE_RESULT_ERROR_DEVICE_LOST",
-        ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY => "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
-        ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY => "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
-        ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS => "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS",
-        ZE_RESULT_ERROR_UNINITIALIZED => "ZE_RESULT_ERROR_UNINITIALIZED",
-        ZE_RESULT_ERROR_UNSUPPORTED_VERSION => "ZE_RESULT_ERROR_UNSUPPORTED_VERSION",
-        ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE",
-        ZE_RESULT_ERROR_INVALID_ARGUMENT => "ZE_RESULT_ERROR_INVALID_ARGUMENT",
-        ZE_RESULT_ERROR_INVALID_NULL_HANDLE => "ZE_RESULT_ERROR_INVALID_NULL_HANDLE",
-        ZE_RESULT_ERROR_INVALID_NULL_POINTER => "ZE_RESULT_ERROR_INVALID_NULL_POINTER",
-        ZE_RESULT_ERROR_INVALID_SIZE => "ZE_RESULT_ERROR_INVALID_SIZE",
-        ZE_RESULT_ERROR_UNSUPPORTED_SIZE => "ZE_RESULT_ERROR_UNSUPPORTED_SIZE",
-        ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT => "ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT",
-        _ => return format!("ze_result_t {r:#x}"),
-    };
-    format!("{n} ({r:#x})")
-}
-
-/// The libfabric error for a Level Zero error.
-pub fn error(r: ze_result_t) -> Error {
-    Error::new(match r {
-        ZE_RESULT_ERROR_INVALID_ARGUMENT
-        | ZE_RESULT_ERROR_INVALID_NULL_HANDLE
-        | ZE_RESULT_ERROR_INVALID_NULL_POINTER
-        | ZE_RESULT_ERROR_INVALID_SIZE
-        | ZE_RESULT_ERROR_UNSUPPORTED_SIZE
-        | ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT => FI_EINVAL,
-        ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY | ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY => FI_ENOMEM,
-        ZE_RESULT_ERROR_UNINITIALIZED | ZE_RESULT_ERROR_DEVICE_LOST => FI_ENODEV,
-        ZE_RESULT_ERROR_UNSUPPORTED_VERSION => FI_ENOSYS,
-        ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => FI_EOPNOTSUPP,
-        ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS => FI_EPERM,
-        _ => FI_EIO,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::header_check::{consts, offsets, sizes};
     use std::mem::{offset_of, size_of};
 
     /// Every constant, layout and entry-point prototype above, as
@@ -212,150 +199,66 @@ mod tests {
             eprintln!("skipped: no level_zero/ze_api.h (install libze-dev)");
             return;
         }
-        let consts: &[(&str, i64)] = &[
-            (
-                "ZE_RESULT_ERROR_DEVICE_LOST",
-                ZE_RESULT_ERROR_DEVICE_LOST as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
-                ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
-                ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS",
-                ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_UNINITIALIZED",
-                ZE_RESULT_ERROR_UNINITIALIZED as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_UNSUPPORTED_VERSION",
-                ZE_RESULT_ERROR_UNSUPPORTED_VERSION as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE",
-                ZE_RESULT_ERROR_UNSUPPORTED_FEATURE as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_INVALID_ARGUMENT",
-                ZE_RESULT_ERROR_INVALID_ARGUMENT as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_INVALID_NULL_HANDLE",
-                ZE_RESULT_ERROR_INVALID_NULL_HANDLE as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_INVALID_NULL_POINTER",
-                ZE_RESULT_ERROR_INVALID_NULL_POINTER as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_INVALID_SIZE",
-                ZE_RESULT_ERROR_INVALID_SIZE as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_UNSUPPORTED_SIZE",
-                ZE_RESULT_ERROR_UNSUPPORTED_SIZE as i64,
-            ),
-            (
-                "ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT",
-                ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT as i64,
-            ),
-            ("ZE_INIT_FLAG_GPU_ONLY", ZE_INIT_FLAG_GPU_ONLY as i64),
-            (
-                "ZE_STRUCTURE_TYPE_CONTEXT_DESC",
-                ZE_STRUCTURE_TYPE_CONTEXT_DESC as i64,
-            ),
-            (
-                "ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC",
-                ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC as i64,
-            ),
-            (
-                "ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC",
-                ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC as i64,
-            ),
-            (
-                "ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES",
-                ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES as i64,
-            ),
-            (
-                "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC",
-                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC as i64,
-            ),
-            (
-                "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD",
-                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD as i64,
-            ),
-            (
-                "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD",
-                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD as i64,
-            ),
-            (
-                "ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF",
-                ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF as i64,
-            ),
-            ("sizeof(ze_result_t)", size_of::<ze_result_t>() as i64),
-            (
-                "sizeof(ze_context_desc_t)",
-                size_of::<ze_context_desc_t>() as i64,
-            ),
-            (
-                "offsetof(ze_context_desc_t, flags)",
-                offset_of!(ze_context_desc_t, flags) as i64,
-            ),
-            (
-                "sizeof(ze_device_mem_alloc_desc_t)",
-                size_of::<ze_device_mem_alloc_desc_t>() as i64,
-            ),
-            (
-                "offsetof(ze_device_mem_alloc_desc_t, ordinal)",
-                offset_of!(ze_device_mem_alloc_desc_t, ordinal) as i64,
-            ),
-            (
-                "sizeof(ze_host_mem_alloc_desc_t)",
-                size_of::<ze_host_mem_alloc_desc_t>() as i64,
-            ),
-            (
-                "sizeof(ze_memory_allocation_properties_t)",
-                size_of::<ze_memory_allocation_properties_t>() as i64,
-            ),
-            (
-                "offsetof(ze_memory_allocation_properties_t, id)",
-                offset_of!(ze_memory_allocation_properties_t, id) as i64,
-            ),
-            (
-                "offsetof(ze_memory_allocation_properties_t, pageSize)",
-                offset_of!(ze_memory_allocation_properties_t, pageSize) as i64,
-            ),
-            (
-                "sizeof(ze_external_memory_export_desc_t)",
-                size_of::<ze_external_memory_export_desc_t>() as i64,
-            ),
-            (
-                "offsetof(ze_external_memory_export_desc_t, flags)",
-                offset_of!(ze_external_memory_export_desc_t, flags) as i64,
-            ),
-            (
-                "sizeof(ze_external_memory_import_fd_t)",
-                size_of::<ze_external_memory_fd_t>() as i64,
-            ),
-            (
-                "offsetof(ze_external_memory_import_fd_t, fd)",
-                offset_of!(ze_external_memory_fd_t, fd) as i64,
-            ),
-            (
-                "sizeof(ze_external_memory_export_fd_t)",
-                size_of::<ze_external_memory_fd_t>() as i64,
-            ),
-            (
-                "offsetof(ze_external_memory_export_fd_t, fd)",
-                offset_of!(ze_external_memory_fd_t, fd) as i64,
-            ),
-        ];
+        let consts = [
+            &consts![
+                ZE_RESULT_ERROR_DEVICE_LOST,
+                ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY,
+                ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+                ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS,
+                ZE_RESULT_ERROR_UNINITIALIZED,
+                ZE_RESULT_ERROR_UNSUPPORTED_VERSION,
+                ZE_RESULT_ERROR_UNSUPPORTED_FEATURE,
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                ZE_RESULT_ERROR_INVALID_NULL_HANDLE,
+                ZE_RESULT_ERROR_INVALID_NULL_POINTER,
+                ZE_RESULT_ERROR_INVALID_SIZE,
+                ZE_RESULT_ERROR_UNSUPPORTED_SIZE,
+                ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT,
+                ZE_INIT_FLAG_GPU_ONLY,
+                ZE_STRUCTURE_TYPE_CONTEXT_DESC,
+                ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC,
+                ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC,
+                ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES,
+                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC,
+                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD,
+                ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD,
+                ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF
+            ][..],
+            &sizes![
+                ze_result_t,
+                ze_context_desc_t,
+                ze_device_mem_alloc_desc_t,
+                ze_host_mem_alloc_desc_t,
+                ze_memory_allocation_properties_t,
+                ze_external_memory_export_desc_t
+            ],
+            &offsets![
+                ze_context_desc_t.flags,
+                ze_device_mem_alloc_desc_t.ordinal,
+                ze_memory_allocation_properties_t.id,
+                ze_memory_allocation_properties_t.pageSize,
+                ze_external_memory_export_desc_t.flags
+            ],
+            &[
+                (
+                    "sizeof(ze_external_memory_import_fd_t)",
+                    size_of::<ze_external_memory_fd_t>() as i64,
+                ),
+                (
+                    "offsetof(ze_external_memory_import_fd_t, fd)",
+                    offset_of!(ze_external_memory_fd_t, fd) as i64,
+                ),
+                (
+                    "sizeof(ze_external_memory_export_fd_t)",
+                    size_of::<ze_external_memory_fd_t>() as i64,
+                ),
+                (
+                    "offsetof(ze_external_memory_export_fd_t, fd)",
+                    offset_of!(ze_external_memory_fd_t, fd) as i64,
+                ),
+            ],
+        ]
+        .concat();
         let protos = r#"
 typedef void *H; typedef uint32_t U;
 #define P(fn, ...) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), ze_result_t (*)(__VA_ARGS__)), #fn)
@@ -376,7 +279,7 @@ _Static_assert(sizeof(ze_init_flags_t) == sizeof(U) && sizeof(ze_structure_type_
             "ze_api.h",
             "#include <level_zero/ze_api.h>\n#include <stddef.h>\n#include <stdio.h>\n",
             protos,
-            consts,
+            &consts,
             "",
             &[],
         );

@@ -13,6 +13,7 @@
 mod driver;
 
 use super::backend::{Allocation, Backend, Import};
+use super::vendor::{page_size, within};
 use crate::error::{Error, Result};
 use driver::*;
 use fi_xpu_abi::{FI_XPU_ALLOC_DMABUF, FI_XPU_ALLOC_HOST};
@@ -36,10 +37,6 @@ unsafe impl Send for Ze {}
 // SAFETY: as above; the maps are behind mutexes.
 unsafe impl Sync for Ze {}
 
-fn page_size() -> usize {
-    fi_xpu_os::rustix::param::page_size() as usize
-}
-
 const EXPORT_DMABUF: ze_external_memory_export_desc_t = ze_external_memory_export_desc_t {
     stype: ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC,
     pNext: std::ptr::null(),
@@ -52,10 +49,7 @@ impl Ze {
     /// a loader, driver or such device, `-FI_ENOSYS` when the loader lacks
     /// an entry point; one log line each.
     pub fn open(ordinal: u64) -> Result<Ze> {
-        let drv = Driver::get().map_err(|(e, why)| {
-            crate::warn!("fi_xpu_ctx_open: FI_HMEM_ZE: {why}");
-            e
-        })?;
+        let drv = Driver::open()?;
         let mut n = 0u32;
         // SAFETY: a count query with a NULL array.
         drv.check("zeDriverGet", unsafe {
@@ -174,21 +168,10 @@ impl Ze {
         Ok(dev)
     }
 
-    fn owns(&self, addr: usize, size: usize) -> bool {
-        let inside = |start: usize, len: usize| {
-            addr >= start && (addr - start).checked_add(size).is_some_and(|e| e <= len)
-        };
-        self.allocs
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(&a, &len)| inside(a, len))
-            || self
-                .imports
-                .lock()
-                .unwrap()
-                .values()
-                .any(|&(b, len)| inside(b, len))
+    fn owns(&self, addr: usize, size: u64) -> bool {
+        let allocs = self.allocs.lock().unwrap();
+        allocs.iter().any(|(&a, &len)| within(addr, size, a, len))
+            || (self.imports.lock().unwrap().values()).any(|&(b, len)| within(addr, size, b, len))
     }
 }
 
@@ -260,7 +243,7 @@ impl Backend for Ze {
         if let Some(fd) = req.fd {
             return self.import_fd(req, fd);
         }
-        if self.owns(req.host_addr, req.size as usize) {
+        if self.owns(req.host_addr, req.size) {
             return Ok(req.host_addr);
         }
         crate::warn!(
@@ -291,7 +274,7 @@ impl Backend for Ze {
         if r != ZE_RESULT_SUCCESS {
             crate::warn!(
                 "export: [{addr:#x}, +{size}) is not Level Zero memory of this context ({})",
-                name(r)
+                d.name(r)
             );
             return Err(Error::OPNOTSUPP);
         }
