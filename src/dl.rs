@@ -159,9 +159,15 @@ impl Library {
     }
 }
 
+/// A table of a library's entry points (`entry_points!`).
+pub trait EntryPoints: Sized {
+    /// Looks every entry point up by its symbol; the first one missing is
+    /// the error.
+    fn resolve(lib: &Library) -> std::result::Result<Self, &'static str>;
+}
+
 /// Declares a table of a library's entry points that all return `$ret`,
-/// and its `resolve`, which looks every one up by its symbol and names the
-/// first one missing.
+/// as `EntryPoints`.
 macro_rules! entry_points {
     ($(#[$doc:meta])* $vis:vis struct $name:ident -> $ret:ty {
         $($field:ident = $sym:literal : fn($($arg:ty),*);)*
@@ -171,8 +177,8 @@ macro_rules! entry_points {
             $(pub $field: unsafe extern "C" fn($($arg),*) -> $ret,)*
         }
 
-        impl $name {
-            pub fn resolve(lib: &$crate::dl::Library) -> std::result::Result<$name, &'static str> {
+        impl $crate::dl::EntryPoints for $name {
+            fn resolve(lib: &$crate::dl::Library) -> std::result::Result<$name, &'static str> {
                 $(
                     // SAFETY: the symbol has the prototype this table
                     // declares (checked against the vendor's header by a

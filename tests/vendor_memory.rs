@@ -13,24 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The CUDA headers: $FI_XPU_CUDA_HOME/include, else the newest toolkit
-/// .ci/install-cuda put in the cache.
-fn cuda_include() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FI_XPU_CUDA_HOME") {
-        return Some(PathBuf::from(d).join("include"));
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
-        .join("fi_xpu");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(cache)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("include/cuda.h").is_file())
-        .collect();
-    found.sort();
-    found.pop().map(|p| p.join("include"))
-}
+#[path = "../src/memory/cuda_include.rs"]
+mod cuda_include;
+use cuda_include::cuda_include;
 
 /// Builds a driver double from `src` into `dir/soname`.
 fn fake_driver(src: &str, soname: &str, dir: &Path, flags: &[String]) -> PathBuf {
@@ -274,8 +259,10 @@ mod cuda {
         use std::os::unix::process::ExitStatusExt;
         use std::process::Output;
 
-        /// `src` compiled to run on a CUDA context (device_on_cuda.h).
+        /// `src` compiled to run on a CUDA context (device_on_cuda.h);
+        /// `None` (the test skipped) without the double.
         fn program(src: &str, name: &str) -> Option<PathBuf> {
+            driver()?;
             let inc = cuda_include()?;
             let dir = common::scratch(&format!("shm-device-heap-{name}"));
             let out = dir.join(name);
@@ -331,6 +318,21 @@ mod cuda {
             cmd
         }
 
+        /// The log lines of a run's stderr.
+        fn logs(o: &Output) -> Vec<String> {
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            stderr.lines().filter_map(common::log_body).collect()
+        }
+
+        /// How many of a run's `fi_xpu_av_lookup` lines about a peer say
+        /// `what`.
+        fn peer_lines(o: &Output, what: &str) -> usize {
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            (stderr.lines())
+                .filter(|l| l.contains("fi_xpu_av_lookup: peer") && l.contains(what))
+                .count()
+        }
+
         fn show(o: &Output) -> String {
             format!(
                 "{}\n--- stdout\n{}\n--- stderr\n{}",
@@ -341,7 +343,11 @@ mod cuda {
         }
 
         fn run_ok(prog: &Path, args: &[&str], want: &str) {
-            let o = run_strict(prog, args);
+            run_ok_with(prog, args, &[], want)
+        }
+
+        fn run_ok_with(prog: &Path, args: &[&str], env: &[(&str, &str)], want: &str) {
+            let o = run_strict_with(prog, args, env);
             assert!(
                 o.status.success() && String::from_utf8_lossy(&o.stdout).contains(want),
                 "{}",
@@ -351,26 +357,14 @@ mod cuda {
 
         #[test]
         fn peer_writable_structures_are_device_memory_and_carry_data_between_processes() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "placement") else {
                 return;
             };
             run_ok(&p, &["placement"], "shm_device_heap placement: ok");
             // A device without stream memory operations: the host's flag
             // stores become 8-byte copies on the same stream.
-            let o = run_strict_with(
-                &p,
-                &["placement"],
-                &[("FAKE_CUDA_FAIL", "cuStreamWriteValue64:801")],
-            );
-            assert!(
-                o.status.success()
-                    && String::from_utf8_lossy(&o.stdout).contains("shm_device_heap placement: ok"),
-                "{}",
-                show(&o)
-            );
+            let env = [("FAKE_CUDA_FAIL", "cuStreamWriteValue64:801")];
+            run_ok_with(&p, &["placement"], &env, "shm_device_heap placement: ok");
         }
 
         /// Each context decides per peer pair whether the peer's context
@@ -378,22 +372,13 @@ mod cuda {
         /// GPU, no for a peer on another.
         #[test]
         fn the_same_device_is_decided_per_peer_pair() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "same-device") else {
                 return;
             };
             for (mode, on, not_on) in [("placement", 4, 0), ("placement-two-gpus", 2, 2)] {
                 let o = run_strict_with(&p, &[mode], &[("FI_XPU_LOG_LEVEL", "debug")]);
                 assert!(o.status.success(), "{}", show(&o));
-                let stderr = String::from_utf8_lossy(&o.stderr);
-                let count = |what: &str| {
-                    stderr
-                        .lines()
-                        .filter(|l| l.contains("fi_xpu_av_lookup: peer") && l.contains(what))
-                        .count()
-                };
+                let count = |what: &str| peer_lines(&o, what);
                 assert_eq!(
                     (count("is on this"), count("is not on this")),
                     (on, not_on),
@@ -409,9 +394,6 @@ mod cuda {
         /// moves either way (the program checks it).
         #[test]
         fn the_scope_is_chosen_per_peer_pair_and_sys_forces_system_scope() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "scope") else {
                 return;
             };
@@ -424,13 +406,7 @@ mod cuda {
                 env.push(("FI_XPU_LOG_LEVEL", "debug"));
                 let o = run_strict_with(&p, &[mode], &env);
                 assert!(o.status.success(), "{}", show(&o));
-                let stderr = String::from_utf8_lossy(&o.stderr);
-                let count = |what: &str| {
-                    stderr
-                        .lines()
-                        .filter(|l| l.contains("fi_xpu_av_lookup: peer") && l.contains(what))
-                        .count()
-                };
+                let count = |what: &str| peer_lines(&o, what);
                 assert_eq!(
                     (
                         count(": device scope"),
@@ -448,9 +424,6 @@ mod cuda {
         /// mapped, and readable by kernels, until the context closes.
         #[test]
         fn a_departed_peers_device_memory_stays_mapped_until_the_context_closes() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "departed") else {
                 return;
             };
@@ -465,9 +438,6 @@ mod cuda {
         /// purpose, and so do not apply.)
         #[test]
         fn the_device_suite_runs_without_host_access_to_device_memory() {
-            if driver().is_none() {
-                return;
-            }
             let Some(scope) = program("tests/c/device_scope_shm.c", "scope") else {
                 return;
             };
@@ -491,9 +461,6 @@ mod cuda {
         /// of two rounds is checked on both ranks.
         #[test]
         fn moe_on_a_device_memory_window_as_the_cuda_example_runs_it() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/moe_on_cuda.c", "moe") else {
                 return;
             };
@@ -505,9 +472,6 @@ mod cuda {
         /// that copies on the legacy stream while a kernel runs.
         #[test]
         fn the_double_fails_host_access_and_legacy_stream_copies() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "double") else {
                 return;
             };
@@ -534,9 +498,6 @@ mod cuda {
         /// is refused with the reason where the driver gives none.
         #[test]
         fn cumemalloc_memory_registers_through_ipc_or_is_refused_with_the_reason() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "register") else {
                 return;
             };
@@ -560,10 +521,7 @@ mod cuda {
                 "{}",
                 show(&o)
             );
-            let logs: Vec<String> = String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .filter_map(common::log_body)
-                .collect();
+            let logs = logs(&o);
             has_line(
                 &logs,
                 "memory from cudaMalloc/cuMemAlloc through a legacy IPC handle where the driver gives one",
@@ -577,9 +535,6 @@ mod cuda {
         /// A peer writes into cudaMalloc memory shared by its IPC handle.
         #[test]
         fn a_peer_writes_into_cumemalloc_memory_through_its_ipc_handle() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "ipc") else {
                 return;
             };
@@ -588,19 +543,13 @@ mod cuda {
 
         #[test]
         fn host_progress_is_refused_with_device_heaps() {
-            if driver().is_none() {
-                return;
-            }
             let Some(p) = program("tests/c/shm_device_heap.c", "progress") else {
                 return;
             };
             let o = run_strict(&p, &["host-progress"]);
             assert!(o.status.success(), "{}", show(&o));
             assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ctx=-95");
-            let logs: Vec<String> = String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .filter_map(common::log_body)
-                .collect();
+            let logs = logs(&o);
             has_line(
                 &logs,
                 "shm cannot run a host progress agent (FI_XPU_DOMAIN_HOST_PROGRESS, FI_XPU_SHM_HOST_PROGRESS) over a context whose heap is device memory",

@@ -10,6 +10,8 @@
 mod backend;
 mod cuda;
 #[cfg(test)]
+mod cuda_include;
+#[cfg(test)]
 mod header_check;
 mod pinned;
 mod rocr;

@@ -7,7 +7,7 @@
 //! Each `driver.rs` describes its library as a `Vendor`: the soname, the
 //! entry points, how its status codes read and map to errors.
 use super::backend::Import;
-use crate::dl::Library;
+use crate::dl::{EntryPoints, Library};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
@@ -26,11 +26,8 @@ pub type Once<V> = OnceLock<std::result::Result<Driver<V>, (Error, String)>>;
 pub trait Vendor: Sized + 'static {
     /// `CUresult`, `hsa_status_t`, `ze_result_t`.
     type Status: Copy + PartialEq;
-    /// The entry points every supported release has (`entry_points!`).
-    type Api;
-    /// Entry points looked up on their own: their absence only disables a
-    /// feature.
-    type Optional;
+    /// The entry points every supported release has.
+    type Api: EntryPoints;
     const SUCCESS: Self::Status;
     /// The soname opened; the dynamic linker's search finds it.
     const LIBRARY: &'static str;
@@ -50,8 +47,6 @@ pub trait Vendor: Sized + 'static {
 
     /// The process's driver, in a static of the vendor's.
     fn once() -> &'static Once<Self>;
-    fn resolve(lib: &Library) -> std::result::Result<Self::Api, &'static str>;
-    fn optional(lib: &Library) -> Self::Optional;
     /// Calls the initialisation entry point.
     fn init(api: &Self::Api) -> Self::Status;
     /// The libfabric error for a failed call.
@@ -66,12 +61,11 @@ pub trait Vendor: Sized + 'static {
 }
 
 /// A loaded and initialised driver: its entry points (through `Deref`),
-/// the optional ones, and the library kept open.
+/// and the library kept open.
 pub struct Driver<V: Vendor> {
     api: V::Api,
-    pub optional: V::Optional,
     describe: Option<Describe<V::Status>>,
-    _lib: Library,
+    lib: Library,
 }
 
 impl<V: Vendor> std::ops::Deref for Driver<V> {
@@ -89,19 +83,14 @@ impl<V: Vendor> Driver<V> {
         crate::fork::made_once(V::once(), || {
             let lib = Library::open(Path::new(V::LIBRARY))
                 .map_err(|e| (Error::NODEV, format!("no {}: {}: {e}", V::KIND, V::LIBRARY)))?;
-            let api = V::resolve(&lib).map_err(|sym| {
+            let api = V::Api::resolve(&lib).map_err(|sym| {
                 let hint = V::MISSING_HINT;
                 (Error::NOSYS, format!("{} has no {sym}{hint}", V::LIBRARY))
             })?;
             // SAFETY: every `Describe` entry point has this prototype in
             // its vendor's header (checked by the layout tests).
             let describe = V::DESCRIBE.and_then(|f| unsafe { lib.function::<Describe<_>>(f) });
-            let d = Driver::<V> {
-                optional: V::optional(&lib),
-                api,
-                describe,
-                _lib: lib,
-            };
+            let d = Driver::<V> { api, describe, lib };
             let r = V::init(&d.api);
             if r != V::SUCCESS {
                 let why = format!("{} failed: {}{}", V::INIT, d.name(r), V::INIT_HINT);
@@ -119,6 +108,12 @@ impl<V: Vendor> Driver<V> {
             crate::warn!("fi_xpu_ctx_open: {}: {why}", V::IFACE);
             e
         })
+    }
+
+    /// The library, for entry points looked up on their own (whose
+    /// absence only disables a feature).
+    pub fn library(&self) -> &Library {
+        &self.lib
     }
 
     /// A status as the log lines show it.

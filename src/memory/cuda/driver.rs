@@ -4,7 +4,7 @@
 //! `cuda.h` by `layout_matches_cuda_h` below), and the mapping of `CUresult`
 //! to libfabric error numbers (`Vendor`).
 #![allow(non_camel_case_types, non_snake_case)]
-use crate::dl::{entry_points, Library};
+use crate::dl::entry_points;
 use crate::error::Error;
 use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
@@ -149,7 +149,6 @@ pub type Driver = vendor::Driver<Lib>;
 impl Vendor for Lib {
     type Status = CUresult;
     type Api = Api;
-    type Optional = ();
     const SUCCESS: CUresult = CUDA_SUCCESS;
     const LIBRARY: &'static str = LIBRARY;
     const IFACE: &'static str = "FI_HMEM_CUDA";
@@ -163,12 +162,6 @@ impl Vendor for Lib {
         static DRIVER: Once<Lib> = Once::new();
         &DRIVER
     }
-
-    fn resolve(lib: &Library) -> std::result::Result<Api, &'static str> {
-        Api::resolve(lib)
-    }
-
-    fn optional(_: &Library) {}
 
     fn init(api: &Api) -> CUresult {
         // SAFETY: cuInit takes flags 0.
@@ -204,26 +197,9 @@ impl Vendor for Lib {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::cuda_include::cuda_include;
     use crate::memory::header_check::{consts, offsets, sizes};
     use std::mem::offset_of;
-    use std::path::PathBuf;
-
-    fn cuda_include() -> Option<PathBuf> {
-        if let Some(d) = std::env::var_os("FI_XPU_CUDA_HOME") {
-            return Some(PathBuf::from(d).join("include"));
-        }
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
-            .join("fi_xpu");
-        let mut found: Vec<PathBuf> = std::fs::read_dir(cache)
-            .ok()?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join("include/cuda.h").is_file())
-            .collect();
-        found.sort();
-        found.pop().map(|p| p.join("include"))
-    }
 
     /// Every constant, layout and entry-point prototype above, as `cuda.h`
     /// has it: a C program prints the header's values, and assigns each

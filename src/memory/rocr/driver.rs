@@ -6,7 +6,7 @@
 //! (`hsa_amd_portable_export_dmabuf`) came after ROCm 5.2: it is looked up
 //! on its own, and its absence only disables export.
 #![allow(non_camel_case_types)]
-use crate::dl::{entry_points, Library};
+use crate::dl::entry_points;
 use crate::error::Error;
 use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
@@ -78,8 +78,6 @@ pub type Driver = vendor::Driver<Lib>;
 impl Vendor for Lib {
     type Status = hsa_status_t;
     type Api = Api;
-    /// `hsa_amd_portable_export_dmabuf`, in newer runtimes than ROCm 5.2.
-    type Optional = Option<ExportDmabuf>;
     const SUCCESS: hsa_status_t = HSA_STATUS_SUCCESS;
     const LIBRARY: &'static str = LIBRARY;
     const IFACE: &'static str = "FI_HMEM_ROCR";
@@ -92,15 +90,6 @@ impl Vendor for Lib {
     fn once() -> &'static Once<Lib> {
         static DRIVER: Once<Lib> = Once::new();
         &DRIVER
-    }
-
-    fn resolve(lib: &Library) -> std::result::Result<Api, &'static str> {
-        Api::resolve(lib)
-    }
-
-    fn optional(lib: &Library) -> Option<ExportDmabuf> {
-        // SAFETY: the prototype of upstream's hsa_ext_amd.h.
-        unsafe { lib.function::<ExportDmabuf>("hsa_amd_portable_export_dmabuf") }
     }
 
     fn init(api: &Api) -> hsa_status_t {

@@ -30,6 +30,8 @@ pub struct Rocr {
     gpu: Handle,
     pool: Handle,
     granule: usize,
+    /// `hsa_amd_portable_export_dmabuf`, in newer runtimes than ROCm 5.2.
+    export_dmabuf: Option<ExportDmabuf>,
     /// Device allocations: returned address -> (pool allocation, length).
     allocs: Mutex<HashMap<usize, (usize, usize)>>,
     /// Peers' DMA-BUFs mapped for the GPU by `import`.
@@ -166,6 +168,10 @@ impl Rocr {
             gpu,
             pool,
             granule: granule.max(1),
+            // SAFETY: the prototype of upstream's hsa_ext_amd.h.
+            export_dmabuf: unsafe {
+                (drv.library()).function::<ExportDmabuf>("hsa_amd_portable_export_dmabuf")
+            },
             allocs: Mutex::default(),
             mapped: Mutex::default(),
             pinned: Pinned::default(),
@@ -175,7 +181,7 @@ impl Rocr {
     /// A DMA-BUF for `[addr, addr + size)` of device memory, and the offset
     /// of `addr` in it.
     fn dmabuf(&self, addr: usize, size: u64) -> Result<(OwnedFd, u64)> {
-        let Some(export) = self.drv.optional else {
+        let Some(export) = self.export_dmabuf else {
             crate::warn!(
                 "rocr: {LIBRARY} has no hsa_amd_portable_export_dmabuf (newer than ROCm 5.2): device memory cannot be exported"
             );

@@ -4,7 +4,7 @@
 //! `layout_matches_ze_api_h` below), and the mapping of `ze_result_t` to
 //! libfabric error numbers.
 #![allow(non_camel_case_types, non_snake_case)]
-use crate::dl::{entry_points, Library};
+use crate::dl::entry_points;
 use crate::error::Error;
 use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
@@ -120,7 +120,6 @@ pub type Driver = vendor::Driver<Lib>;
 impl Vendor for Lib {
     type Status = ze_result_t;
     type Api = Api;
-    type Optional = ();
     const SUCCESS: ze_result_t = ZE_RESULT_SUCCESS;
     const LIBRARY: &'static str = LIBRARY;
     const IFACE: &'static str = "FI_HMEM_ZE";
@@ -133,12 +132,6 @@ impl Vendor for Lib {
         static DRIVER: Once<Lib> = Once::new();
         &DRIVER
     }
-
-    fn resolve(lib: &Library) -> std::result::Result<Api, &'static str> {
-        Api::resolve(lib)
-    }
-
-    fn optional(_: &Library) {}
 
     fn init(api: &Api) -> ze_result_t {
         // SAFETY: zeInit takes flags.
