@@ -177,16 +177,14 @@ impl Memory {
             flags,
             exportable: owner == Owner::App,
         })?;
-        self.imports
-            .lock()
-            .unwrap()
-            .entry(dev)
-            .or_default()
-            .push(ImportRec {
+        self.record_import(
+            dev,
+            ImportRec {
                 size,
                 owner,
                 mapped,
-            });
+            },
+        );
         Ok(dev)
     }
 
@@ -293,17 +291,26 @@ impl Memory {
             return Err(Error::INVAL);
         }
         let dev = self.backend.import_ipc(handle, offset, size)?;
+        let owner = Owner::Provider;
+        self.record_import(
+            dev,
+            ImportRec {
+                size,
+                owner,
+                mapped: true,
+            },
+        );
+        Ok(dev)
+    }
+
+    /// Adds an import at `dev` to those recorded there.
+    fn record_import(&self, dev: usize, rec: ImportRec) {
         self.imports
             .lock()
             .unwrap()
             .entry(dev)
             .or_default()
-            .push(ImportRec {
-                size,
-                mapped: true,
-                owner: Owner::Provider,
-            });
-        Ok(dev)
+            .push(rec);
     }
 
     /// The UUID of the context's device (`Backend::device_uuid`).

@@ -489,35 +489,31 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
 	return CUDA_SUCCESS;
 }
 
-CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+/* Maps `len` bytes of memfd `fd` and records them as a range of `kind`
+ * (cuMemAlloc, cuIpcOpenMemHandle); the fd is the range's, or closed. */
+static CUresult map_range(enum kind kind, int fd, size_t len, CUdeviceptr *out)
 {
-	size_t len = (bytesize + 4095) & ~(size_t)4095;
-	void *p;
-	int fd;
-	ENTER_CTX("cuMemAlloc");
-	if (!dptr || bytesize == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	fd = new_memfd(len);
-	if (fd < 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	size_t pages = (len + 4095) & ~(size_t)4095;
+	void *p = mmap(NULL, pages, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	pthread_mutex_lock(&lock);
-	if (p == MAP_FAILED || !add(ALLOCATED, (uintptr_t)p, bytesize, fd)) {
+	if (p == MAP_FAILED || !add(kind, (uintptr_t)p, len, fd)) {
 		pthread_mutex_unlock(&lock);
+		if (p != MAP_FAILED)
+			munmap(p, pages);
 		close(fd);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	pthread_mutex_unlock(&lock);
-	*dptr = (CUdeviceptr)(uintptr_t)p;
+	*out = (CUdeviceptr)(uintptr_t)p;
 	return CUDA_SUCCESS;
 }
 
-CUresult cuMemFree(CUdeviceptr dptr)
+/* Undoes `map_range` of a range of `kind` that starts at `dptr`. */
+static CUresult unmap_range(enum kind kind, CUdeviceptr dptr)
 {
 	struct range *r;
-	ENTER_CTX("cuMemFree");
 	pthread_mutex_lock(&lock);
-	r = find(ALLOCATED, (uintptr_t)dptr, 0);
+	r = find(kind, (uintptr_t)dptr, 0);
 	if (!r || r->base != (uintptr_t)dptr) {
 		pthread_mutex_unlock(&lock);
 		return CUDA_ERROR_INVALID_VALUE;
@@ -527,6 +523,24 @@ CUresult cuMemFree(CUdeviceptr dptr)
 	r->kind = FREE;
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+	int fd;
+	ENTER_CTX("cuMemAlloc");
+	if (!dptr || bytesize == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = new_memfd((bytesize + 4095) & ~(size_t)4095);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return map_range(ALLOCATED, fd, bytesize, dptr);
+}
+
+CUresult cuMemFree(CUdeviceptr dptr)
+{
+	ENTER_CTX("cuMemFree");
+	return unmap_range(ALLOCATED, dptr);
 }
 
 /* The double's IPC handle. */
@@ -562,7 +576,6 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
 {
 	struct ipc h;
 	char path[64];
-	void *p;
 	int fd;
 	ENTER_CTX("cuIpcOpenMemHandle");
 	memcpy(&h, handle.reserved, sizeof(h));
@@ -579,35 +592,13 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
 		close(fd);
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	p = mmap(NULL, (h.len + 4095) & ~(size_t)4095, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	pthread_mutex_lock(&lock);
-	if (p == MAP_FAILED || !add(IPC_OPENED, (uintptr_t)p, h.len, fd)) {
-		pthread_mutex_unlock(&lock);
-		if (p != MAP_FAILED)
-			munmap(p, (h.len + 4095) & ~(size_t)4095);
-		close(fd);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	pthread_mutex_unlock(&lock);
-	*pdptr = (CUdeviceptr)(uintptr_t)p;
-	return CUDA_SUCCESS;
+	return map_range(IPC_OPENED, fd, h.len, pdptr);
 }
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
-	struct range *r;
 	ENTER_CTX("cuIpcCloseMemHandle");
-	pthread_mutex_lock(&lock);
-	r = find(IPC_OPENED, (uintptr_t)dptr, 0);
-	if (!r || r->base != (uintptr_t)dptr) {
-		pthread_mutex_unlock(&lock);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	munmap((void *)r->base, (r->len + 4095) & ~(size_t)4095);
-	close(r->fd);
-	r->kind = FREE;
-	pthread_mutex_unlock(&lock);
-	return CUDA_SUCCESS;
+	return unmap_range(IPC_OPENED, dptr);
 }
 
 CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)

@@ -12,7 +12,7 @@ use crate::layout::*;
 use crate::ring;
 use crate::state::cntr::CntrShared;
 use crate::state::ep::{Bound, EpInner, EpState, CQ_BATCH};
-use crate::state::req::Req;
+use crate::state::req::{req_wqe, Req};
 use fi_xpu_abi::errno::FI_EAVAIL;
 use fi_xpu_abi::flags::*;
 use fi_xpu_prov_sdk::Error;
@@ -105,18 +105,7 @@ fn expire_scan(b: &Bound, st: &mut EpState, limit: Duration, now: Instant) -> bo
         let (pos, peer, w) = unsafe {
             (*(*p)).timed_out = true;
             let r = &*(*p);
-            (
-                r.pos,
-                r.peer,
-                Wqe {
-                    op: r.op,
-                    context: r.context,
-                    buf: r.buf,
-                    len: r.len,
-                    tag: r.tag,
-                    ..Default::default()
-                },
-            )
+            (r.pos, r.peer, req_wqe(r))
         };
         st.inflight.done(pos);
         st.fences.done(peer, pos);

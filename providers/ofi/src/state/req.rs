@@ -67,7 +67,6 @@ impl Req {
     /// signal).
     pub fn part_of(r: &Req) -> Box<Req> {
         Box::new(Req {
-            fi_ctx: [0; 8],
             pos: r.pos,
             op: r.op,
             peer: r.peer,
@@ -75,13 +74,7 @@ impl Req {
             buf: r.buf,
             len: r.len,
             tag: r.tag,
-            inject: [0; STAGE_SLOT as usize],
-            discard: None,
-            issued: Instant::now(),
-            timed_out: false,
-            signal: None,
-            joint: false,
-            ordered: false,
+            ..Req::blank()
         })
     }
 }
