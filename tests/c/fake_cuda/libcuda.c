@@ -49,6 +49,8 @@
  */
 #include <cuda.h>
 
+#include "../fake_driver.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -97,27 +99,15 @@ static int strict(void)
 
 static CUresult injected(const char *fn)
 {
-	const char *f = getenv("FAKE_CUDA_FAIL");
-	size_t n = strlen(fn);
-	if (f && strncmp(f, fn, n) == 0 && f[n] == ':')
-		return (CUresult)atoi(f + n + 1);
-	return CUDA_SUCCESS;
+	return (CUresult)fake_injected("FAKE_CUDA_FAIL", fn, 10);
 }
 
 static int devices(void)
 {
-	const char *d = getenv("FAKE_CUDA_DEVICES");
-	return d ? atoi(d) : 1;
+	return fake_count("FAKE_CUDA_DEVICES", INT_MAX);
 }
 
-#define ENTER(name)                                        \
-	do {                                               \
-		CUresult inj_ = injected(name);            \
-		if (inj_ != CUDA_SUCCESS)                  \
-			return inj_;                       \
-		if (!initialised)                          \
-			return CUDA_ERROR_NOT_INITIALIZED; \
-	} while (0)
+#define ENTER(name) FAKE_ENTER(CUresult, name, CUDA_ERROR_NOT_INITIALIZED)
 
 #define ENTER_CTX(name)                                    \
 	do {                                               \

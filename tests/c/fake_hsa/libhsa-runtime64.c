@@ -24,6 +24,8 @@
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 
+#include "../fake_driver.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -56,28 +58,15 @@ static struct range {
 
 static hsa_status_t injected(const char *fn)
 {
-	const char *f = getenv("FAKE_HSA_FAIL");
-	size_t n = strlen(fn);
-	if (f && strncmp(f, fn, n) == 0 && f[n] == ':')
-		return (hsa_status_t)strtoul(f + n + 1, NULL, 16);
-	return HSA_STATUS_SUCCESS;
+	return (hsa_status_t)fake_injected("FAKE_HSA_FAIL", fn, 16);
 }
 
 static int gpus(void)
 {
-	const char *g = getenv("FAKE_HSA_GPUS");
-	int n = g ? atoi(g) : 1;
-	return n > 8 ? 8 : n;
+	return fake_count("FAKE_HSA_GPUS", 8);
 }
 
-#define ENTER(name)                                              \
-	do {                                                     \
-		hsa_status_t inj_ = injected(name);              \
-		if (inj_ != HSA_STATUS_SUCCESS)                  \
-			return inj_;                             \
-		if (!initialised)                                \
-			return HSA_STATUS_ERROR_NOT_INITIALIZED; \
-	} while (0)
+#define ENTER(name) FAKE_ENTER(hsa_status_t, name, HSA_STATUS_ERROR_NOT_INITIALIZED)
 
 static struct range *find(enum kind k, uintptr_t addr)
 {
@@ -237,21 +226,27 @@ hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, siz
 	return HSA_STATUS_SUCCESS;
 }
 
-hsa_status_t hsa_amd_memory_pool_free(void *ptr)
+/* Unmaps the range of `kind` that starts at `ptr`; `bad` if none does. */
+static hsa_status_t unmap_range(enum kind kind, void *ptr, hsa_status_t bad)
 {
 	struct range *r;
-	ENTER("hsa_amd_memory_pool_free");
 	pthread_mutex_lock(&lock);
-	r = find(ALLOCATED, (uintptr_t)ptr);
+	r = find(kind, (uintptr_t)ptr);
 	if (!r || r->base != (uintptr_t)ptr) {
 		pthread_mutex_unlock(&lock);
-		return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+		return bad;
 	}
 	munmap(ptr, r->len);
 	close(r->fd);
 	r->kind = FREE;
 	pthread_mutex_unlock(&lock);
 	return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t hsa_amd_memory_pool_free(void *ptr)
+{
+	ENTER("hsa_amd_memory_pool_free");
+	return unmap_range(ALLOCATED, ptr, HSA_STATUS_ERROR_INVALID_ALLOCATION);
 }
 
 hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agents, int num_agent,
@@ -321,19 +316,8 @@ hsa_status_t hsa_amd_interop_map_buffer(uint32_t num_agents, hsa_agent_t *agents
 
 hsa_status_t hsa_amd_interop_unmap_buffer(void *ptr)
 {
-	struct range *r;
 	ENTER("hsa_amd_interop_unmap_buffer");
-	pthread_mutex_lock(&lock);
-	r = find(MAPPED, (uintptr_t)ptr);
-	if (!r || r->base != (uintptr_t)ptr) {
-		pthread_mutex_unlock(&lock);
-		return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-	}
-	munmap(ptr, r->len);
-	close(r->fd);
-	r->kind = FREE;
-	pthread_mutex_unlock(&lock);
-	return HSA_STATUS_SUCCESS;
+	return unmap_range(MAPPED, ptr, HSA_STATUS_ERROR_INVALID_ARGUMENT);
 }
 
 #ifndef FAKE_HSA_NO_EXPORT

@@ -21,6 +21,8 @@
  */
 #include <level_zero/ze_api.h>
 
+#include "../fake_driver.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -47,28 +49,15 @@ static struct alloc {
 
 static ze_result_t injected(const char *fn)
 {
-	const char *f = getenv("FAKE_ZE_FAIL");
-	size_t n = strlen(fn);
-	if (f && strncmp(f, fn, n) == 0 && f[n] == ':')
-		return (ze_result_t)strtoul(f + n + 1, NULL, 16);
-	return ZE_RESULT_SUCCESS;
+	return (ze_result_t)fake_injected("FAKE_ZE_FAIL", fn, 16);
 }
 
 static int devices(void)
 {
-	const char *d = getenv("FAKE_ZE_DEVICES");
-	int n = d ? atoi(d) : 1;
-	return n > 8 ? 8 : n;
+	return fake_count("FAKE_ZE_DEVICES", 8);
 }
 
-#define ENTER(name)                                           \
-	do {                                                  \
-		ze_result_t inj_ = injected(name);            \
-		if (inj_ != ZE_RESULT_SUCCESS)                \
-			return inj_;                          \
-		if (!initialised)                             \
-			return ZE_RESULT_ERROR_UNINITIALIZED; \
-	} while (0)
+#define ENTER(name) FAKE_ENTER(ze_result_t, name, ZE_RESULT_ERROR_UNINITIALIZED)
 
 ze_result_t zeInit(ze_init_flags_t flags)
 {
