@@ -4,24 +4,12 @@
 #![allow(non_camel_case_types)]
 use std::ffi::{c_char, c_int, c_long, c_void};
 
-/// libfabric's message structs, mirrored once for the whole library.
+/// libfabric's message and completion structs, mirrored once for the
+/// whole library.
 pub use fi_xpu_abi::{
-    fi_ioc, fi_msg, fi_msg_atomic, fi_msg_rma, fi_msg_tagged, fi_rma_ioc, fi_rma_iov, iovec,
+    fi_cq_err_entry, fi_cq_tagged_entry, fi_ioc, fi_msg, fi_msg_atomic, fi_msg_rma, fi_msg_tagged,
+    fi_rma_ioc, fi_rma_iov, iovec,
 };
-
-/// `struct fi_cq_tagged_entry`
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct fi_cq_tagged_entry {
-    pub op_context: *mut c_void,
-    pub flags: u64,
-    pub len: usize,
-    pub buf: *mut c_void,
-    pub data: u64,
-    pub tag: u64,
-}
-
-pub use fi_xpu_abi::fi_cq_err_entry;
 
 /// `struct fi_context2`: scratch space a provider may use per operation.
 pub const FI_CONTEXT2_SIZE: usize = 64;

@@ -47,7 +47,17 @@ pub(super) fn map_aligned_prot(
     }
     // Reserve room to slide to the alignment, map there, give back the rest.
     let total = len + align as usize;
-    // SAFETY: an anonymous PROT_NONE reservation that we own.
+    let r = reserve(total)?;
+    let addr = round_up(r as u64, align) as usize;
+    let mapped = map_prot(fd, addr, len, offset, prot);
+    trim_reservation(r, total, addr, len, mapped.is_ok());
+    mapped
+}
+
+/// Reserves `total` bytes of address space (an anonymous `PROT_NONE`
+/// mapping of our own).
+pub(super) fn reserve(total: usize) -> Result<usize> {
+    // SAFETY: a new anonymous mapping, placed by the kernel.
     let r = unsafe {
         mm::mmap_anonymous(
             std::ptr::null_mut(),
@@ -57,11 +67,7 @@ pub(super) fn map_aligned_prot(
         )
     }
     .map_err(os)?;
-    let r = r as usize;
-    let addr = round_up(r as u64, align) as usize;
-    let mapped = map_prot(fd, addr, len, offset, prot);
-    trim_reservation(r, total, addr, len, mapped.is_ok());
-    mapped
+    Ok(r as usize)
 }
 
 /// Gives back what a reservation `[r, r + total)` holds around the

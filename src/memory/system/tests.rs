@@ -73,16 +73,7 @@ fn a_failed_map_into_a_reservation_leaves_others_memory_alone() {
     let (len, align) = (0x40d000usize, HUGE_MIN as usize);
     let total = len + align;
     let fd = memfd(len as u64).unwrap();
-    // SAFETY: a fresh reservation of our own.
-    let r = unsafe {
-        mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            total,
-            ProtFlags::empty(),
-            MapFlags::PRIVATE | MapFlags::NORESERVE,
-        )
-    }
-    .unwrap() as usize;
+    let r = reserve(total).unwrap();
     let addr = round_up(r as u64, align as u64) as usize;
     // What the failed MAP_FIXED and the other thread did meanwhile.
     unmap(addr, len);
@@ -311,20 +302,12 @@ fn large_memory_is_placed_for_transparent_huge_pages() {
     assert_eq!(kps, 4, "not a hugetlb mapping");
     let fd = a.fd.unwrap();
     // An import of a 2 MiB-aligned part, as a peer maps a heap.
-    let req = |offset, size| Import {
-        host_addr: 0,
-        fd: Some(fd.as_fd()),
-        offset,
-        size,
-        flags: fi_xpu_abi::FI_XPU_IMPORT_DMABUF,
-        exportable: false,
-    };
-    let d = m.import(&req(2 << 20, 2 << 20)).unwrap();
+    let d = import(&m, &fd, 2 << 20, 2 << 20).unwrap();
     assert_eq!(d % (2 << 20), 0);
     assert!(flag(&vma(d).0, "hg") || !thp_kernel());
     same_memory(a.addr + (2 << 20) + 64, d + 64, 0xabc);
     // Not at a 2 MiB offset, or smaller than 2 MiB: placed anywhere.
-    let e = m.import(&req(4096, 3 << 20)).unwrap();
+    let e = import(&m, &fd, 4096, 3 << 20).unwrap();
     assert!(!flag(&vma(e).0, "hg"));
     same_memory(a.addr + 4096, e, 0xdef);
     m.unimport(d, true).unwrap();
