@@ -8,6 +8,8 @@
  *
  *   cc -I . -I include examples/hello.c -L target/debug -lfi_xpu -o hello && ./hello
  */
+#include "example.h"
+
 #include <fi_xpu.h>
 #include <fi_xpu/device.h>
 
@@ -19,16 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(expr)                                                                 \
-	do {                                                                        \
-		int rc_ = (int)(expr);                                              \
-		if (rc_ < 0) {                                                      \
-			fprintf(stderr, "[%d] %s:%d: %s failed: %s\n", (int)getpid(),\
-				__FILE__, __LINE__, #expr, fi_xpu_strerror(rc_));   \
-			exit(1);                                                    \
-		}                                                                   \
-	} while (0)
-
 #define HEAP 4096
 
 /* What each side tells the other, besides its endpoint address. */
@@ -37,14 +29,6 @@ struct card {
 	uint64_t base;
 	uint64_t key;
 };
-
-static void xfer(int sock, const void *out, void *in, size_t len)
-{
-	if (write(sock, out, len) != (ssize_t)len || read(sock, in, len) != (ssize_t)len) {
-		perror("socketpair");
-		exit(1);
-	}
-}
 
 /* Waits for one CQ entry (host XPU: this thread is the device). */
 static struct fi_cq_data_entry wait_one(struct fid_xpu_cq *cq)
@@ -64,7 +48,7 @@ static struct fi_cq_data_entry wait_one(struct fid_xpu_cq *cq)
 
 static int run(int sock, int rank)
 {
-	struct fi_xpu_info *info, *i;
+	struct fi_xpu_info *info;
 	struct fid_xpu_domain *dom;
 	struct fid_xpu_host_ctx *ctx;
 	struct fid_xpu_av *av;
@@ -87,17 +71,7 @@ static int run(int sock, int rank)
 	uint64_t off;
 
 	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	/* The provider FI_XPU_PROVIDER selects (e.g. "ofi"), by default shm. */
-	const char *want = getenv("FI_XPU_PROVIDER");
-	if (!want || !*want || strchr(want, ',') || want[0] == '^')
-		want = "shm";
-	for (i = info; i && strcmp(i->prov_name, want) != 0; i = i->next)
-		;
-	if (!i) {
-		fprintf(stderr, "the %s provider is not available\n", want);
-		exit(1);
-	}
-	CHECK(fi_xpu_domain(i, NULL, &dom, NULL));
+	CHECK(fi_xpu_domain(example_provider(info), NULL, &dom, NULL));
 	fi_xpu_freeinfo(info);
 	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
 	CHECK(fi_xpu_av_open(dom, &aattr, &av, NULL));

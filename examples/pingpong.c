@@ -11,6 +11,8 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
+#include "example.h"
+
 #include <fi_xpu.h>
 #include <fi_xpu/device.h>
 
@@ -22,16 +24,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CHECK(expr)                                                                 \
-	do {                                                                        \
-		int rc_ = (int)(expr);                                              \
-		if (rc_ < 0) {                                                      \
-			fprintf(stderr, "[%d] %s:%d: %s failed: %s\n", (int)getpid(),\
-				__FILE__, __LINE__, #expr, fi_xpu_strerror(rc_));   \
-			exit(1);                                                    \
-		}                                                                   \
-	} while (0)
 
 struct card {
 	uint8_t name[64];
@@ -75,7 +67,7 @@ static void drain(struct peer *p, int n)
 
 static void setup(struct peer *p, int sock, size_t max)
 {
-	struct fi_xpu_info *info, *i;
+	struct fi_xpu_info *info;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 256, .flags = 0, .format = FI_CQ_FORMAT_CONTEXT,
 					.timeout = -1, .xpu_ctx = NULL };
@@ -87,17 +79,7 @@ static void setup(struct peer *p, int sock, size_t max)
 	uint64_t off;
 
 	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	/* The provider FI_XPU_PROVIDER selects (e.g. "ofi"), by default shm. */
-	const char *want = getenv("FI_XPU_PROVIDER");
-	if (!want || !*want || strchr(want, ',') || want[0] == '^')
-		want = "shm";
-	for (i = info; i && strcmp(i->prov_name, want) != 0; i = i->next)
-		;
-	if (!i) {
-		fprintf(stderr, "the %s provider is not available\n", want);
-		exit(1);
-	}
-	CHECK(fi_xpu_domain(i, NULL, &p->dom, NULL));
+	CHECK(fi_xpu_domain(example_provider(info), NULL, &p->dom, NULL));
 	fi_xpu_freeinfo(info);
 	CHECK(fi_xpu_ctx_open(p->dom, &xattr, &p->ctx, NULL));
 	CHECK(fi_xpu_av_open(p->dom, NULL, &p->av, NULL));
@@ -119,11 +101,7 @@ static void setup(struct peer *p, int sock, size_t max)
 			    NULL));
 	len = sizeof(p->desc);
 	CHECK(fi_xpu_mr_desc(p->mr, p->desc, &len, 0, p->ctx));
-	if (write(sock, &mine, sizeof(mine)) != (ssize_t)sizeof(mine) ||
-	    read(sock, &peer, sizeof(peer)) != (ssize_t)sizeof(peer)) {
-		perror("socketpair");
-		exit(1);
-	}
+	xfer(sock, &mine, &peer, sizeof(mine));
 	CHECK(fi_xpu_av_insert(p->av, peer.name, 1, &fa, 0, NULL));
 	len = sizeof(p->raw);
 	CHECK(fi_xpu_av_lookup(p->av, fa, &p->raw, &len, 0, p->ctx));

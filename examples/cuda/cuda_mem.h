@@ -25,8 +25,20 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* Ends the process on a failed CUDA runtime call. */
+#define CUDA_CHECK(expr)                                                             \
+	do {                                                                         \
+		cudaError_t e_ = (expr);                                             \
+		if (e_ != cudaSuccess) {                                             \
+			fprintf(stderr, "[%d] %s:%d: %s: %s\n", (int)getpid(),        \
+				__FILE__, __LINE__, #expr, cudaGetErrorString(e_));  \
+			exit(1);                                                     \
+		}                                                                    \
+	} while (0)
 
 #define CUDA_MEM_SLOTS 256
 

@@ -17,6 +17,7 @@
 #ifndef FI_XPU_EXAMPLE_CUDA_PEER_H
 #define FI_XPU_EXAMPLE_CUDA_PEER_H
 
+#include "../example.h"
 #include "cuda_mem.h"
 
 #include <fi_xpu.h>
@@ -34,26 +35,6 @@
 #else
 #define PEER_DEVICE_IFACE FI_HMEM_CUDA
 #endif
-
-#define CHECK(expr)                                                                  \
-	do {                                                                         \
-		int rc_ = (int)(expr);                                               \
-		if (rc_ < 0) {                                                       \
-			fprintf(stderr, "[%d] %s:%d: %s failed: %s\n", (int)getpid(), \
-				__FILE__, __LINE__, #expr, fi_xpu_strerror(rc_));    \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
-
-#define CUDA_CHECK(expr)                                                             \
-	do {                                                                         \
-		cudaError_t e_ = (expr);                                             \
-		if (e_ != cudaSuccess) {                                             \
-			fprintf(stderr, "[%d] %s:%d: %s: %s\n", (int)getpid(),        \
-				__FILE__, __LINE__, #expr, cudaGetErrorString(e_));  \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
 
 /* What kernels see: the exported handles and the peer's coordinates. */
 struct dev_handles {
@@ -86,14 +67,6 @@ struct card {
 	uint64_t base;
 	uint64_t key;
 };
-
-static void xfer(int sock, const void *out, void *in, size_t len)
-{
-	if (write(sock, out, len) != (ssize_t)len || read(sock, in, len) != (ssize_t)len) {
-		perror("socketpair");
-		exit(1);
-	}
-}
 
 static void sync_peer(int sock)
 {
@@ -214,15 +187,8 @@ static void peer_setup(struct peer *p, int sock, size_t heap_len)
 	CUDA_CHECK(cudaSetDevice((int)device));
 
 	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	p->prov = getenv("FI_XPU_PROVIDER");
-	if (!p->prov || !*p->prov || strchr(p->prov, ',') || p->prov[0] == '^')
-		p->prov = "shm";
-	for (i = info; i && strcmp(i->prov_name, p->prov) != 0; i = i->next)
-		;
-	if (!i) {
-		fprintf(stderr, "the %s provider is not available\n", p->prov);
-		exit(1);
-	}
+	p->prov = example_provider_name();
+	i = example_provider(info);
 	p->heap_len = heap_len;
 	if (!(mem && !strcmp(mem, "pinned")) &&
 	    peer_open(p, i, device, PEER_DEVICE_IFACE, mine.name, &len) == 0) {

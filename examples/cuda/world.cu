@@ -18,6 +18,7 @@
  *   nvcc -std=c++17 -I . -I include -I examples/cuda examples/cuda/world.cu \
  *        -L target/release -lfi_xpu -o world_cuda && FI_XPU_PROVIDER=shm ./world_cuda
  */
+#include "../example.h"
 #include "cuda_mem.h"
 
 #include <fi_xpu.h>
@@ -40,26 +41,6 @@
 #define W_SIZE (W_BACK + NRANKS * ROW)
 #define ROUNDS 20
 #define WAIT_MS 20000
-
-#define CHECK(expr)                                                                  \
-	do {                                                                         \
-		int rc_ = (int)(expr);                                               \
-		if (rc_ < 0) {                                                       \
-			fprintf(stderr, "[%d] %s:%d: %s failed: %s\n", (int)getpid(), \
-				__FILE__, __LINE__, #expr, fi_xpu_strerror(rc_));    \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
-
-#define CUDA_CHECK(expr)                                                             \
-	do {                                                                         \
-		cudaError_t e_ = (expr);                                             \
-		if (e_ != cudaSuccess) {                                             \
-			fprintf(stderr, "[%d] %s:%d: %s: %s\n", (int)getpid(),        \
-				__FILE__, __LINE__, #expr, cudaGetErrorString(e_));  \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
 
 __host__ __device__ static unsigned char pattern(int src, int dst, int i, int round)
 {

@@ -6,7 +6,7 @@
 //!   lib/libfi_xpu.so*, lib/fi_xpu/libfi_xpu-*.so   installed and stripped
 //!   lib/libfabric.so.1 and the libraries it needs beyond glibc's
 //!   include/                                       the public headers
-//!   examples/*.c, examples/cuda/*, examples/moe/*  example sources
+//!   examples/*.[ch], examples/{cuda,moe}/*         example sources
 //!   bin/fi_xpu_info, gpu-check.sh                  the check (gpu/gpu-check.sh)
 //!   gpu/probe.cu, bin/fi_xpu_gpu_probe             the GPU probe (gpu/probe.cu), its
 //!                                                  source and, where nvcc is found
@@ -194,7 +194,7 @@ pub fn bundle(o: &Opts) -> Result<PathBuf> {
         objects.push(entry.map_err(|e| e.to_string())?.path());
     }
     let runtime = copy_runtime(&lib, &objects)?;
-    let examples = copy_dir(&root().join("examples"), &dir.join("examples"), &["c"])?
+    let examples = copy_dir(&root().join("examples"), &dir.join("examples"), &["c", "h"])?
         + copy_dir(
             &root().join("examples/cuda"),
             &dir.join("examples/cuda"),

@@ -133,8 +133,9 @@ fn install_stripped(built: &Path, to: &Path, mode: u32, scratch: &Path, debug: b
 
 /// The examples a user builds against the prefix (examples/CMakeLists.txt
 /// lists the programs), relative to `examples/`.
-pub const EXAMPLES: [&str; 9] = [
+pub const EXAMPLES: [&str; 10] = [
     "CMakeLists.txt",
+    "example.h",
     "two_process.c",
     "hello.c",
     "pingpong.c",
