@@ -2,8 +2,9 @@
 /*
  * What the examples of two processes share (hello.c, pingpong.c and the
  * CUDA ones): CHECK, which ends the process on a failed fi_xpu call; the
- * provider FI_XPU_PROVIDER selects; and the swap of what the two tell
- * each other over their socketpair.
+ * provider FI_XPU_PROVIDER selects; a process's host objects, opened and
+ * closed; and the swap of what the two tell each other over their
+ * socketpair.
  */
 #ifndef FI_XPU_EXAMPLE_H
 #define FI_XPU_EXAMPLE_H
@@ -47,6 +48,57 @@ static inline struct fi_xpu_info *example_provider(struct fi_xpu_info *info)
 		exit(1);
 	}
 	return i;
+}
+
+/* One process's host objects: the domain, an XPU context, an AV, a CQ and
+ * an endpoint on the context, and the registration of its heap. */
+struct example_objs {
+	struct fid_xpu_domain *dom;
+	struct fid_xpu_host_ctx *ctx;
+	struct fid_xpu_av *av;
+	struct fid_xpu_host_cq *hcq;
+	struct fid_xpu_host_ep *hep;
+	struct fid_xpu_mr *mr;
+};
+
+/* Opens the domain of the provider FI_XPU_PROVIDER selects, a context, an
+ * AV (`aattr` NULL: the defaults), a CQ on the context, and an endpoint
+ * bound to both (the CQ for transmit and receive) and enabled, whose name
+ * goes to `name` (`*len` bytes of room; its length comes back). */
+static inline void example_open(struct example_objs *o, const struct fi_xpu_ctx_open_attr *xattr,
+				const struct fi_xpu_av_attr *aattr, struct fi_xpu_cq_attr *cattr,
+				void *name, size_t *len)
+{
+	struct fi_xpu_info *info;
+	struct fi_xpu_ep_attr eattr;
+
+	memset(&eattr, 0, sizeof(eattr));
+	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
+	CHECK(fi_xpu_domain(example_provider(info), NULL, &o->dom, NULL));
+	fi_xpu_freeinfo(info);
+	CHECK(fi_xpu_ctx_open(o->dom, xattr, &o->ctx, NULL));
+	CHECK(fi_xpu_av_open(o->dom, aattr, &o->av, NULL));
+	cattr->xpu_ctx = o->ctx;
+	CHECK(fi_xpu_cq_open(o->dom, cattr, &o->hcq, NULL));
+	eattr.xpu_ctx = o->ctx;
+	CHECK(fi_xpu_endpoint(o->dom, &eattr, &o->hep, NULL));
+	CHECK(fi_xpu_ep_bind(o->hep, &o->av->fid, 0));
+	CHECK(fi_xpu_ep_bind(o->hep, &o->hcq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_xpu_enable(o->hep));
+	CHECK(fi_xpu_getname(o->hep, name, len));
+}
+
+/* Closes the objects and frees `heap` (memory of the context, registered
+ * as `mr`), newest first. */
+static inline void example_close(struct example_objs *o, void *heap)
+{
+	CHECK(fi_xpu_close(&o->mr->fid));
+	CHECK(fi_xpu_free(o->ctx, heap));
+	CHECK(fi_xpu_close(&o->hep->fid));
+	CHECK(fi_xpu_close(&o->hcq->fid));
+	CHECK(fi_xpu_close(&o->av->fid));
+	CHECK(fi_xpu_close(&o->ctx->fid));
+	CHECK(fi_xpu_close(&o->dom->fid));
 }
 
 /* Sends `len` bytes of `out` to the other process and reads as many

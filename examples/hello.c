@@ -48,20 +48,13 @@ static struct fi_cq_data_entry wait_one(struct fid_xpu_cq *cq)
 
 static int run(int sock, int rank)
 {
-	struct fi_xpu_info *info;
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
-	struct fid_xpu_mr *mr;
+	struct example_objs o;
 	struct fid_xpu_cq cq;
 	struct fid_xpu_ep ep;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_av_attr aattr = { .count = 2, .flags = 0 };
 	struct fi_xpu_cq_attr cattr = { .size = 64, .flags = 0, .format = FI_CQ_FORMAT_DATA,
 					.timeout = 5000, .xpu_ctx = NULL };
-	struct fi_xpu_ep_attr eattr = { 0 };
 	struct card mine = { 0 }, peer;
 	size_t len = sizeof(mine.name);
 	fi_addr_t fa;
@@ -70,36 +63,24 @@ static int run(int sock, int rank)
 	int fd;
 	uint64_t off;
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	CHECK(fi_xpu_domain(example_provider(info), NULL, &dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(dom, &xattr, &ctx, NULL));
-	CHECK(fi_xpu_av_open(dom, &aattr, &av, NULL));
-	cattr.xpu_ctx = ctx;
-	CHECK(fi_xpu_cq_open(dom, &cattr, &hcq, NULL));
-	eattr.xpu_ctx = ctx;
-	CHECK(fi_xpu_endpoint(dom, &eattr, &hep, NULL));
-	CHECK(fi_xpu_ep_bind(hep, &av->fid, 0));
-	CHECK(fi_xpu_ep_bind(hep, &hcq->fid, FI_TRANSMIT | FI_RECV));
-	CHECK(fi_xpu_enable(hep));
-	CHECK(fi_xpu_getname(hep, mine.name, &len));
+	example_open(&o, &xattr, &aattr, &cattr, mine.name, &len);
 
 	/* Peers may touch only registered memory of the context (a symmetric
 	 * heap, allocated exportable). */
-	CHECK(fi_xpu_alloc(ctx, HEAP, 0, FI_XPU_ALLOC_DMABUF, (void **)&heap, &fd, &off));
+	CHECK(fi_xpu_alloc(o.ctx, HEAP, 0, FI_XPU_ALLOC_DMABUF, (void **)&heap, &fd, &off));
 	close(fd);
 	memset(heap, 0, HEAP);
-	CHECK(fi_xpu_mr_reg(dom, ctx, heap, HEAP, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr,
-			    NULL));
-	CHECK(fi_xpu_mr_key(mr, &mine.key));
+	CHECK(fi_xpu_mr_reg(o.dom, o.ctx, heap, HEAP, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0,
+			    &o.mr, NULL));
+	CHECK(fi_xpu_mr_key(o.mr, &mine.key));
 	mine.base = (uint64_t)(uintptr_t)heap;
 
 	xfer(sock, &mine, &peer, sizeof(mine));
-	CHECK(fi_xpu_av_insert(av, peer.name, 1, &fa, 0, NULL));
+	CHECK(fi_xpu_av_insert(o.av, peer.name, 1, &fa, 0, NULL));
 	len = sizeof(raw);
-	CHECK(fi_xpu_av_lookup(av, fa, &raw, &len, 0, ctx));
-	CHECK(fi_xpu_export(&hep->fid, 0, &ep.fid));
-	CHECK(fi_xpu_export(&hcq->fid, 0, &cq.fid));
+	CHECK(fi_xpu_av_lookup(o.av, fa, &raw, &len, 0, o.ctx));
+	CHECK(fi_xpu_export(&o.hep->fid, 0, &ep.fid));
+	CHECK(fi_xpu_export(&o.hcq->fid, 0, &cq.fid));
 
 	if (rank == 0) {
 		char msg[64];
@@ -151,13 +132,7 @@ static int run(int sock, int rank)
 			exit(1);
 	}
 
-	CHECK(fi_xpu_close(&mr->fid));
-	CHECK(fi_xpu_free(ctx, heap));
-	CHECK(fi_xpu_close(&hep->fid));
-	CHECK(fi_xpu_close(&hcq->fid));
-	CHECK(fi_xpu_close(&av->fid));
-	CHECK(fi_xpu_close(&ctx->fid));
-	CHECK(fi_xpu_close(&dom->fid));
+	example_close(&o, heap);
 	return 0;
 }
 

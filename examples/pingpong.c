@@ -30,12 +30,7 @@ struct card {
 };
 
 struct peer {
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
-	struct fid_xpu_mr *mr;
+	struct example_objs o;
 	struct fid_xpu_ep ep;
 	struct fid_xpu_cq cq;
 	unsigned char *tx, *rx;
@@ -67,57 +62,33 @@ static void drain(struct peer *p, int n)
 
 static void setup(struct peer *p, int sock, size_t max)
 {
-	struct fi_xpu_info *info;
 	struct fi_xpu_ctx_open_attr xattr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = NULL };
 	struct fi_xpu_cq_attr cattr = { .size = 256, .flags = 0, .format = FI_CQ_FORMAT_CONTEXT,
 					.timeout = -1, .xpu_ctx = NULL };
-	struct fi_xpu_ep_attr eattr = { 0 };
 	struct card mine, peer;
 	size_t len = sizeof(mine.name);
 	fi_addr_t fa;
 	int fd;
 	uint64_t off;
 
-	CHECK(fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info));
-	CHECK(fi_xpu_domain(example_provider(info), NULL, &p->dom, NULL));
-	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_ctx_open(p->dom, &xattr, &p->ctx, NULL));
-	CHECK(fi_xpu_av_open(p->dom, NULL, &p->av, NULL));
-	cattr.xpu_ctx = p->ctx;
-	CHECK(fi_xpu_cq_open(p->dom, &cattr, &p->hcq, NULL));
-	eattr.xpu_ctx = p->ctx;
-	CHECK(fi_xpu_endpoint(p->dom, &eattr, &p->hep, NULL));
-	CHECK(fi_xpu_ep_bind(p->hep, &p->av->fid, 0));
-	CHECK(fi_xpu_ep_bind(p->hep, &p->hcq->fid, FI_TRANSMIT | FI_RECV));
-	CHECK(fi_xpu_enable(p->hep));
-	CHECK(fi_xpu_getname(p->hep, mine.name, &len));
+	example_open(&p->o, &xattr, NULL, &cattr, mine.name, &len);
 	/* Messages larger than an inbox slot are pulled by the receiver from
 	 * the sender's registered memory, so both buffers are registered. */
-	CHECK(fi_xpu_alloc(p->ctx, 2 * max, 0, FI_XPU_ALLOC_DMABUF, (void **)&p->tx, &fd, &off));
+	CHECK(fi_xpu_alloc(p->o.ctx, 2 * max, 0, FI_XPU_ALLOC_DMABUF, (void **)&p->tx, &fd,
+			   &off));
 	close(fd);
 	p->rx = p->tx + max;
 	memset(p->tx, 0xab, 2 * max);
-	CHECK(fi_xpu_mr_reg(p->dom, p->ctx, p->tx, 2 * max, FI_SEND | FI_RECV, 0, 0, 0, &p->mr,
-			    NULL));
+	CHECK(fi_xpu_mr_reg(p->o.dom, p->o.ctx, p->tx, 2 * max, FI_SEND | FI_RECV, 0, 0, 0,
+			    &p->o.mr, NULL));
 	len = sizeof(p->desc);
-	CHECK(fi_xpu_mr_desc(p->mr, p->desc, &len, 0, p->ctx));
+	CHECK(fi_xpu_mr_desc(p->o.mr, p->desc, &len, 0, p->o.ctx));
 	xfer(sock, &mine, &peer, sizeof(mine));
-	CHECK(fi_xpu_av_insert(p->av, peer.name, 1, &fa, 0, NULL));
+	CHECK(fi_xpu_av_insert(p->o.av, peer.name, 1, &fa, 0, NULL));
 	len = sizeof(p->raw);
-	CHECK(fi_xpu_av_lookup(p->av, fa, &p->raw, &len, 0, p->ctx));
-	CHECK(fi_xpu_export(&p->hep->fid, 0, &p->ep.fid));
-	CHECK(fi_xpu_export(&p->hcq->fid, 0, &p->cq.fid));
-}
-
-static void teardown(struct peer *p)
-{
-	CHECK(fi_xpu_close(&p->mr->fid));
-	CHECK(fi_xpu_free(p->ctx, p->tx));
-	CHECK(fi_xpu_close(&p->hep->fid));
-	CHECK(fi_xpu_close(&p->hcq->fid));
-	CHECK(fi_xpu_close(&p->av->fid));
-	CHECK(fi_xpu_close(&p->ctx->fid));
-	CHECK(fi_xpu_close(&p->dom->fid));
+	CHECK(fi_xpu_av_lookup(p->o.av, fa, &p->raw, &len, 0, p->o.ctx));
+	CHECK(fi_xpu_export(&p->o.hep->fid, 0, &p->ep.fid));
+	CHECK(fi_xpu_export(&p->o.hcq->fid, 0, &p->cq.fid));
 }
 
 /* One round trip: the client sends first, the server echoes. */
@@ -192,7 +163,7 @@ int main(int argc, char **argv)
 		    read(sv[client ? 0 : 1], &sync, 1) != 1)
 			return 1;
 	}
-	teardown(&p);
+	example_close(&p.o, p.tx);
 	if (!client)
 		return 0;
 	waitpid(child, &status, 0);

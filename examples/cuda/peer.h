@@ -48,12 +48,7 @@ struct dev_handles {
 };
 
 struct peer {
-	struct fid_xpu_domain *dom;
-	struct fid_xpu_host_ctx *ctx;
-	struct fid_xpu_av *av;
-	struct fid_xpu_host_cq *hcq;
-	struct fid_xpu_host_ep *hep;
-	struct fid_xpu_mr *mr;
+	struct example_objs o;
 	char *heap;
 	size_t heap_len;
 	const char *mem; /* "device" or "pinned_host" */
@@ -84,27 +79,27 @@ static double now_us(void)
 /* Closes what peer_open opened, newest first. */
 static void peer_close_open(struct peer *p)
 {
-	if (p->mr)
-		(void)fi_xpu_close(&p->mr->fid);
+	if (p->o.mr)
+		(void)fi_xpu_close(&p->o.mr->fid);
 	if (p->heap)
-		(void)fi_xpu_free(p->ctx, p->heap);
-	if (p->hep)
-		(void)fi_xpu_close(&p->hep->fid);
-	if (p->hcq)
-		(void)fi_xpu_close(&p->hcq->fid);
-	if (p->av)
-		(void)fi_xpu_close(&p->av->fid);
-	if (p->ctx)
-		(void)fi_xpu_close(&p->ctx->fid);
-	if (p->dom)
-		(void)fi_xpu_close(&p->dom->fid);
-	p->mr = NULL;
+		(void)fi_xpu_free(p->o.ctx, p->heap);
+	if (p->o.hep)
+		(void)fi_xpu_close(&p->o.hep->fid);
+	if (p->o.hcq)
+		(void)fi_xpu_close(&p->o.hcq->fid);
+	if (p->o.av)
+		(void)fi_xpu_close(&p->o.av->fid);
+	if (p->o.ctx)
+		(void)fi_xpu_close(&p->o.ctx->fid);
+	if (p->o.dom)
+		(void)fi_xpu_close(&p->o.dom->fid);
+	p->o.mr = NULL;
 	p->heap = NULL;
-	p->hep = NULL;
-	p->hcq = NULL;
-	p->av = NULL;
-	p->ctx = NULL;
-	p->dom = NULL;
+	p->o.hep = NULL;
+	p->o.hcq = NULL;
+	p->o.av = NULL;
+	p->o.ctx = NULL;
+	p->o.dom = NULL;
 }
 
 #define OPEN_TRY(expr)                                                                   \
@@ -133,22 +128,22 @@ static int peer_open(struct peer *p, struct fi_xpu_info *i, uint64_t device, enu
 
 	memset(&cattr, 0, sizeof(cattr));
 	memset(&eattr, 0, sizeof(eattr));
-	OPEN_TRY(fi_xpu_domain(i, NULL, &p->dom, NULL));
-	OPEN_TRY(fi_xpu_ctx_open(p->dom, &xattr, &p->ctx, NULL));
-	OPEN_TRY(fi_xpu_av_open(p->dom, &aattr, &p->av, NULL));
+	OPEN_TRY(fi_xpu_domain(i, NULL, &p->o.dom, NULL));
+	OPEN_TRY(fi_xpu_ctx_open(p->o.dom, &xattr, &p->o.ctx, NULL));
+	OPEN_TRY(fi_xpu_av_open(p->o.dom, &aattr, &p->o.av, NULL));
 	/* Room for one completion per block of the bandwidth kernels. */
 	cattr.size = 1024;
 	cattr.format = FI_CQ_FORMAT_DATA;
 	cattr.timeout = 10000;
-	cattr.xpu_ctx = p->ctx;
-	OPEN_TRY(fi_xpu_cq_open(p->dom, &cattr, &p->hcq, NULL));
-	eattr.xpu_ctx = p->ctx;
-	OPEN_TRY(fi_xpu_endpoint(p->dom, &eattr, &p->hep, NULL));
-	OPEN_TRY(fi_xpu_ep_bind(p->hep, &p->av->fid, 0));
-	OPEN_TRY(fi_xpu_ep_bind(p->hep, &p->hcq->fid, FI_TRANSMIT | FI_RECV));
-	OPEN_TRY(fi_xpu_enable(p->hep));
-	OPEN_TRY(fi_xpu_getname(p->hep, name, name_len));
-	OPEN_TRY(fi_xpu_alloc(p->ctx, p->heap_len, 0, FI_XPU_ALLOC_DMABUF, (void **)&p->heap, &fd,
+	cattr.xpu_ctx = p->o.ctx;
+	OPEN_TRY(fi_xpu_cq_open(p->o.dom, &cattr, &p->o.hcq, NULL));
+	eattr.xpu_ctx = p->o.ctx;
+	OPEN_TRY(fi_xpu_endpoint(p->o.dom, &eattr, &p->o.hep, NULL));
+	OPEN_TRY(fi_xpu_ep_bind(p->o.hep, &p->o.av->fid, 0));
+	OPEN_TRY(fi_xpu_ep_bind(p->o.hep, &p->o.hcq->fid, FI_TRANSMIT | FI_RECV));
+	OPEN_TRY(fi_xpu_enable(p->o.hep));
+	OPEN_TRY(fi_xpu_getname(p->o.hep, name, name_len));
+	OPEN_TRY(fi_xpu_alloc(p->o.ctx, p->heap_len, 0, FI_XPU_ALLOC_DMABUF, (void **)&p->heap, &fd,
 			      &off));
 	if (fd >= 0)
 		close(fd);
@@ -158,9 +153,9 @@ static int peer_open(struct peer *p, struct fi_xpu_info *i, uint64_t device, enu
 		what = "cudaMemset(heap)";
 		goto fail;
 	}
-	OPEN_TRY(fi_xpu_mr_reg(p->dom, p->ctx, p->heap, p->heap_len,
-			       FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &p->mr,
-			       NULL));
+	OPEN_TRY(fi_xpu_mr_reg(p->o.dom, p->o.ctx, p->heap, p->heap_len,
+			       FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0,
+			       &p->o.mr, NULL));
 	p->mem = iface == FI_HMEM_SYSTEM ? "pinned_host" : "device";
 	return 0;
 fail:
@@ -201,17 +196,17 @@ static void peer_setup(struct peer *p, int sock, size_t heap_len)
 		CHECK(peer_open(p, i, device, FI_HMEM_SYSTEM, mine.name, &len));
 	}
 	fi_xpu_freeinfo(info);
-	CHECK(fi_xpu_mr_key(p->mr, &mine.key));
+	CHECK(fi_xpu_mr_key(p->o.mr, &mine.key));
 	mine.base = (uint64_t)(uintptr_t)p->heap;
 	xfer(sock, &mine, &other, sizeof(mine));
 
 	CUDA_CHECK(cudaHostAlloc((void **)&p->h, sizeof(*p->h), cudaHostAllocMapped));
 	memset(p->h, 0, sizeof(*p->h));
-	CHECK(fi_xpu_av_insert(p->av, other.name, 1, &fa, 0, NULL));
+	CHECK(fi_xpu_av_insert(p->o.av, other.name, 1, &fa, 0, NULL));
 	len = sizeof(p->h->raw);
-	CHECK(fi_xpu_av_lookup(p->av, fa, &p->h->raw, &len, 0, p->ctx));
-	CHECK(fi_xpu_export(&p->hep->fid, 0, &p->h->ep.fid));
-	CHECK(fi_xpu_export(&p->hcq->fid, 0, &p->h->cq.fid));
+	CHECK(fi_xpu_av_lookup(p->o.av, fa, &p->h->raw, &len, 0, p->o.ctx));
+	CHECK(fi_xpu_export(&p->o.hep->fid, 0, &p->h->ep.fid));
+	CHECK(fi_xpu_export(&p->o.hcq->fid, 0, &p->h->cq.fid));
 	p->h->peer_base = other.base;
 	p->h->peer_key = other.key;
 }
@@ -242,13 +237,7 @@ static void peer_join(struct peer *p, const char *what)
 
 static void peer_teardown(struct peer *p)
 {
-	CHECK(fi_xpu_close(&p->mr->fid));
-	CHECK(fi_xpu_free(p->ctx, p->heap));
-	CHECK(fi_xpu_close(&p->hep->fid));
-	CHECK(fi_xpu_close(&p->hcq->fid));
-	CHECK(fi_xpu_close(&p->av->fid));
-	CHECK(fi_xpu_close(&p->ctx->fid));
-	CHECK(fi_xpu_close(&p->dom->fid));
+	example_close(&p->o, p->heap);
 	(void)cudaFreeHost(p->h);
 }
 
