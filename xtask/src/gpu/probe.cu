@@ -1178,6 +1178,45 @@ static void section_probe(void)
 
 static const uint64_t LITMUS_MP_ITERS = 20000;
 
+/* Runs both roles of a two-party test: role 0 here and role 1 in the peer
+ * process, which `m` asks to run it (`cross`), or both here as two launches
+ * on streams of their own, so that either may start first.
+ * `launch(role, stream, out)` starts one role's kernel. `theirs`, when not
+ * NULL, gets role 1's result. False when the peer is gone (reported under
+ * `key`). */
+template <typename Launch>
+static bool two_roles(const char *key, bool cross, struct cmd m, Launch launch,
+		      struct result *theirs)
+{
+	if (cross) {
+		struct reply r;
+		if (peer_call(m) != 0) {
+			kv("%s=error:peer-gone", key);
+			return false;
+		}
+		launch(0, (cudaStream_t)0, dres);
+		cudaDeviceSynchronize();
+		if (peer_wait(&r) != 0) {
+			kv("%s=error:peer-gone", key);
+			return false;
+		}
+		if (theirs)
+			*theirs = r.r;
+		return true;
+	}
+	cudaStream_t s[2];
+	cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking);
+	cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking);
+	for (int role = 0; role < 2; role++)
+		launch(role, s[role], dres + role);
+	cudaDeviceSynchronize();
+	cudaStreamDestroy(s[0]);
+	cudaStreamDestroy(s[1]);
+	if (theirs)
+		cudaMemcpy(theirs, dres + 1, sizeof(*theirs), cudaMemcpyDeviceToHost);
+	return true;
+}
+
 static void litmus_mp(bool cross, bool sys)
 {
 	char key[96];
@@ -1190,42 +1229,17 @@ static void litmus_mp(bool cross, bool sys)
 	cudaMemset(c, 0, sizeof(*c));
 	cudaMemset(dres, 0, 2 * sizeof(*dres));
 	cudaDeviceSynchronize();
-	if (cross) {
-		struct cmd m = { OP_MP, sys, 0, 0, LITMUS_MP_ITERS, BUDGET_NS, 0 };
-		struct reply r;
-		if (peer_call(m) != 0) {
-			kv("%s=error:peer-gone", key);
-			return;
-		}
+	struct cmd m = { OP_MP, sys, 0, 0, LITMUS_MP_ITERS, BUDGET_NS, 0 };
+	auto launch = [&](int role, cudaStream_t st, struct result *out) {
 		if (sys)
-			mp_kernel<true><<<1, 256>>>(c, data, 0, LITMUS_MP_ITERS, BUDGET_NS, dres);
+			mp_kernel<true><<<1, 256, 0, st>>>(c, data, role, LITMUS_MP_ITERS, BUDGET_NS,
+							   out);
 		else
-			mp_kernel<false><<<1, 256>>>(c, data, 0, LITMUS_MP_ITERS, BUDGET_NS, dres);
-		cudaDeviceSynchronize();
-		if (peer_wait(&r) != 0) {
-			kv("%s=error:peer-gone", key);
-			return;
-		}
-		theirs = r.r;
-	} else {
-		/* Two blocks of two launches on separate streams, so that either
-		 * may start first. */
-		cudaStream_t s[2];
-		cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking);
-		cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking);
-		for (int role = 0; role < 2; role++) {
-			if (sys)
-				mp_kernel<true><<<1, 256, 0, s[role]>>>(c, data, role, LITMUS_MP_ITERS,
-									 BUDGET_NS, dres + role);
-			else
-				mp_kernel<false><<<1, 256, 0, s[role]>>>(c, data, role, LITMUS_MP_ITERS,
-									  BUDGET_NS, dres + role);
-		}
-		cudaDeviceSynchronize();
-		cudaStreamDestroy(s[0]);
-		cudaStreamDestroy(s[1]);
-		cudaMemcpy(&theirs, dres + 1, sizeof(theirs), cudaMemcpyDeviceToHost);
-	}
+			mp_kernel<false><<<1, 256, 0, st>>>(c, data, role, LITMUS_MP_ITERS, BUDGET_NS,
+							    out);
+	};
+	if (!two_roles(key, cross, m, launch, &theirs))
+		return;
 	mine = get_result();
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
@@ -1261,32 +1275,12 @@ static void litmus_sb(bool cross, bool sys, int fence)
 		else                                                                             \
 			sb_kernel<false, 0><<<1, 1, 0, st>>>(c, x, y, seen_, role, SB_MAX, BUDGET_NS, out); \
 	} while (0)
-	if (cross) {
-		struct cmd m = { OP_SB, sys, fence, 0, SB_MAX, BUDGET_NS, 0 };
-		struct reply r;
-		if (peer_call(m) != 0) {
-			kv("%s=error:peer-gone", key);
-			return;
-		}
-		SB(0, 0, dres);
-		cudaDeviceSynchronize();
-		if (peer_wait(&r) != 0) {
-			kv("%s=error:peer-gone", key);
-			return;
-		}
-		theirs = r.r;
-	} else {
-		cudaStream_t s[2];
-		cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking);
-		cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking);
-		SB(0, s[0], dres);
-		SB(1, s[1], dres + 1);
-		cudaDeviceSynchronize();
-		cudaStreamDestroy(s[0]);
-		cudaStreamDestroy(s[1]);
-		cudaMemcpy(&theirs, dres + 1, sizeof(theirs), cudaMemcpyDeviceToHost);
-	}
+	struct cmd m = { OP_SB, sys, fence, 0, SB_MAX, BUDGET_NS, 0 };
+	auto launch = [&](int role, cudaStream_t st, struct result *out) { SB(role, st, out); };
+	bool done = two_roles(key, cross, m, launch, &theirs);
 #undef SB
+	if (!done)
+		return;
 	struct result mine = get_result();
 	uint64_t n = std::min(mine.trials, theirs.trials), bad = 0;
 	std::vector<uint64_t> a(SB_MAX), b(SB_MAX);
@@ -1324,38 +1318,15 @@ static void ping(const char *key, struct ctl *c, bool cross, bool sys, int sampl
 	cudaMemset(dres, 0, 2 * sizeof(*dres));
 	cudaMemset(dns, 0, NS_MAX * sizeof(uint64_t));
 	cudaDeviceSynchronize();
-	struct reply r;
-	if (cross) {
-		struct cmd m = { OP_PING, sys, 0, 0, (uint64_t)samples, BUDGET_NS, 0 };
-		if (peer_call(m) != 0) {
-			kv("%s=error:peer-gone", key);
-			return;
-		}
+	struct cmd m = { OP_PING, sys, 0, 0, (uint64_t)samples, BUDGET_NS, 0 };
+	auto launch = [&](int role, cudaStream_t st, struct result *out) {
 		if (sys)
-			ping_kernel<true><<<1, 1>>>(c, 0, samples, 16, BUDGET_NS, dns, dres);
+			ping_kernel<true><<<1, 1, 0, st>>>(c, role, samples, 16, BUDGET_NS, dns, out);
 		else
-			ping_kernel<false><<<1, 1>>>(c, 0, samples, 16, BUDGET_NS, dns, dres);
-		cudaDeviceSynchronize();
-		if (peer_wait(&r) != 0) {
-			kv("%s=error:peer-gone", key);
-			return;
-		}
-	} else {
-		cudaStream_t s[2];
-		cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking);
-		cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking);
-		for (int role = 0; role < 2; role++) {
-			if (sys)
-				ping_kernel<true><<<1, 1, 0, s[role]>>>(c, role, samples, 16, BUDGET_NS,
-									 dns, dres + role);
-			else
-				ping_kernel<false><<<1, 1, 0, s[role]>>>(c, role, samples, 16, BUDGET_NS,
-									  dns, dres + role);
-		}
-		cudaDeviceSynchronize();
-		cudaStreamDestroy(s[0]);
-		cudaStreamDestroy(s[1]);
-	}
+			ping_kernel<false><<<1, 1, 0, st>>>(c, role, samples, 16, BUDGET_NS, dns, out);
+	};
+	if (!two_roles(key, cross, m, launch, NULL))
+		return;
 	cudaError_t e = cudaGetLastError();
 	struct result mine = get_result();
 	if (e != cudaSuccess) {
