@@ -54,6 +54,16 @@ pub(crate) fn check_against_header(
     lines.map(str::to_string).collect()
 }
 
+/// Whether the vendor header `path` is missing; the test is then skipped,
+/// with a line naming the package that provides it.
+pub(crate) fn missing(path: &str, package: &str) -> bool {
+    let gone = !std::path::Path::new(path).is_file();
+    if gone {
+        eprintln!("skipped: no {path} (install {package})");
+    }
+    gone
+}
+
 /// `consts` entries for `check_against_header`: each constant under the
 /// name the header gives it too.
 macro_rules! consts {

@@ -11,8 +11,6 @@ use crate::error::Error;
 use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
 use std::ffi::{c_int, c_void};
-#[cfg(test)]
-use std::path::Path;
 
 pub type hsa_status_t = u32;
 
@@ -127,7 +125,7 @@ impl Vendor for Lib {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::header_check::{consts, sizes};
+    use crate::memory::header_check::{consts, missing, sizes};
 
     /// Every constant and entry-point prototype above, as Debian's ROCm
     /// headers (`hsa.h`, `hsa_ext_amd.h`) have them; the export entry
@@ -135,8 +133,7 @@ mod tests {
     /// double's declaration of upstream's prototype.
     #[test]
     fn layout_matches_hsa_h() {
-        if !Path::new("/usr/include/hsa/hsa_ext_amd.h").is_file() {
-            eprintln!("skipped: no hsa/hsa_ext_amd.h (install libhsa-runtime-dev)");
+        if missing("/usr/include/hsa/hsa_ext_amd.h", "libhsa-runtime-dev") {
             return;
         }
         let consts = [

@@ -9,8 +9,6 @@ use crate::error::Error;
 use crate::memory::vendor::{self, Once, Vendor};
 use fi_xpu_abi::errno::*;
 use std::ffi::{c_int, c_void};
-#[cfg(test)]
-use std::path::Path;
 
 pub type ze_result_t = u32;
 pub type Handle = *mut c_void;
@@ -181,15 +179,14 @@ impl Vendor for Lib {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::header_check::{consts, offsets, sizes};
+    use crate::memory::header_check::{consts, missing, offsets, sizes};
     use std::mem::{offset_of, size_of};
 
     /// Every constant, layout and entry-point prototype above, as
     /// `ze_api.h` (libze-dev) has it.
     #[test]
     fn layout_matches_ze_api_h() {
-        if !Path::new("/usr/include/level_zero/ze_api.h").is_file() {
-            eprintln!("skipped: no level_zero/ze_api.h (install libze-dev)");
+        if missing("/usr/include/level_zero/ze_api.h", "libze-dev") {
             return;
         }
         let consts = [
