@@ -6,6 +6,19 @@ fn system() -> Memory {
     Memory::new(FI_HMEM_SYSTEM, 0, None).unwrap()
 }
 
+/// The application's import of `[offset, offset + size)` of DMA-BUF `fd`.
+fn import_dmabuf(m: &Memory, fd: &OwnedFd, offset: u64, size: u64) -> Result<usize> {
+    use std::os::fd::AsRawFd;
+    m.import(
+        0,
+        fd.as_raw_fd(),
+        offset,
+        size,
+        FI_XPU_IMPORT_DMABUF,
+        Owner::App,
+    )
+}
+
 #[test]
 fn contains_only_live_ranges() {
     let m = system();
@@ -93,32 +106,14 @@ fn dmabuf_round_trip() {
     let m = system();
     let a = m.alloc(8192, 0, FI_XPU_ALLOC_DMABUF, Owner::App).unwrap();
     let fd = a.fd.unwrap();
-    use std::os::fd::AsRawFd;
-    let d = m
-        .import(
-            0,
-            fd.as_raw_fd(),
-            4096,
-            4096,
-            FI_XPU_IMPORT_DMABUF,
-            Owner::App,
-        )
-        .unwrap();
+    let d = import_dmabuf(&m, &fd, 4096, 4096).unwrap();
     // SAFETY: both are live mappings of the same memfd, 8 KiB and 4 KiB long.
     unsafe {
         *((a.addr + 4096 + 8) as *mut u64) = 0xfeed;
         assert_eq!(*((d + 8) as *const u64), 0xfeed);
     }
     assert_eq!(
-        m.import(
-            0,
-            fd.as_raw_fd(),
-            4096,
-            8192,
-            FI_XPU_IMPORT_DMABUF,
-            Owner::App
-        )
-        .unwrap_err(),
+        import_dmabuf(&m, &fd, 4096, 8192).unwrap_err(),
         Error::INVAL,
         "range past the end of the buffer"
     );
@@ -134,10 +129,7 @@ fn host_import_at_a_mapped_address_leaves_the_mapping() {
     let m = system();
     let a = m.alloc(4096, 0, FI_XPU_ALLOC_DMABUF, Owner::App).unwrap();
     let fd = a.fd.unwrap();
-    use std::os::fd::AsRawFd;
-    let d = m
-        .import(0, fd.as_raw_fd(), 0, 4096, FI_XPU_IMPORT_DMABUF, Owner::App)
-        .unwrap();
+    let d = import_dmabuf(&m, &fd, 0, 4096).unwrap();
     let h = m.import(d, -1, 0, 4096, 0, Owner::App).unwrap();
     assert_eq!(h, d, "a host import is its own address");
     assert_eq!(m.import_to_undo(d, Owner::App), Some((4096, false)));
