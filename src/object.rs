@@ -18,8 +18,7 @@
 use crate::error::{Error, Result};
 use crate::fork::{self, ForkSafe, Rank};
 use crate::memory::Memory;
-use crate::prov_call;
-use crate::provider::Provider;
+use crate::provider::{Handle, Provider};
 use fi_xpu_abi::class::*;
 use fi_xpu_abi::*;
 use std::cell::RefCell;
@@ -96,8 +95,8 @@ pub struct Object {
 }
 
 impl Object {
-    pub fn handle(&self) -> *mut c_void {
-        self.handle.load(Ordering::Acquire) as *mut c_void
+    pub fn handle(&self) -> Handle {
+        Handle::from_raw(self.handle.load(Ordering::Acquire) as *mut c_void)
     }
 
     pub fn shell(&self) -> *mut fid {
@@ -290,7 +289,7 @@ pub fn release(objs: &[Arc<Object>]) {
 pub struct New {
     pub kind: Kind,
     pub prov: Arc<Provider>,
-    pub handle: *mut c_void,
+    pub handle: Handle,
     /// Uses already taken with `acquire`.
     pub holds: Vec<Arc<Object>>,
     pub memory: Option<Memory>,
@@ -323,7 +322,7 @@ pub fn register_pending(
         New {
             kind,
             prov,
-            handle: std::ptr::null_mut(),
+            handle: Handle::NULL,
             holds,
             memory: Some(memory),
             xpu: false,
@@ -336,14 +335,14 @@ pub fn register_pending(
 }
 
 /// Completes `register_pending`: publishes the object, or withdraws it.
-pub fn finish_pending(shell: *mut fid, handle: Result<*mut c_void>) -> Result<()> {
+pub fn finish_pending(shell: *mut fid, handle: Result<Handle>) -> Result<()> {
     let obj = registry()
         .get(&(shell as usize))
         .cloned()
         .ok_or(Error::INVAL)?;
     match handle {
         Ok(h) => {
-            obj.handle.store(h as usize, Ordering::Release);
+            obj.handle.store(h.as_ptr() as usize, Ordering::Release);
             obj.closing.store(false, Ordering::Release);
             opened(&obj);
             Ok(())
@@ -367,7 +366,7 @@ fn insert(new: New, pending: bool) -> *mut fid {
     let obj = Arc::new(Object {
         kind: new.kind,
         prov: new.prov,
-        handle: AtomicUsize::new(new.handle as usize),
+        handle: AtomicUsize::new(new.handle.as_ptr() as usize),
         shell: shell as usize,
         holds: Mutex::new(new.holds),
         users: AtomicUsize::new(0),
@@ -508,13 +507,13 @@ pub fn close(ptr: *const c_void) -> Result<()> {
     // (memory services look the context up) while they close.
     let h = obj.handle();
     let ret = match obj.kind {
-        Kind::Domain => prov_call!(obj.prov, domain_close(h)),
-        Kind::Ctx => prov_call!(obj.prov, ctx_close(h)),
-        Kind::Av => prov_call!(obj.prov, av_close(h)),
-        Kind::Mr => prov_call!(obj.prov, mr_close(h)),
-        Kind::Cq => prov_call!(obj.prov, cq_close(h)),
-        Kind::Cntr => prov_call!(obj.prov, cntr_close(h)),
-        Kind::Ep => prov_call!(obj.prov, ep_close(h)),
+        Kind::Domain => obj.prov.domain_close(h),
+        Kind::Ctx => obj.prov.ctx_close(h),
+        Kind::Av => obj.prov.av_close(h),
+        Kind::Mr => obj.prov.mr_close(h),
+        Kind::Cq => obj.prov.cq_close(h),
+        Kind::Cntr => obj.prov.cntr_close(h),
+        Kind::Ep => obj.prov.ep_close(h),
     };
     if let Err(e) = Error::check(ret) {
         obj.closing.store(false, Ordering::Release);
