@@ -21,6 +21,7 @@ use crate::memory::Memory;
 use crate::provider::{Handle, Provider};
 use fi_xpu_abi::class::*;
 use fi_xpu_abi::*;
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -147,7 +148,22 @@ impl Object {
     }
 }
 
-type Registry = HashMap<usize, Arc<Object>>;
+/// Every live handle the application holds, by shell address: host
+/// objects, and the worlds and windows `world::handles` keeps (a shell
+/// whose value this module does not look into).
+#[derive(Default)]
+struct Registry {
+    objects: HashMap<usize, Arc<Object>>,
+    others: HashMap<usize, Other>,
+}
+
+/// A world or a window in the registry.
+struct Other {
+    fclass: usize,
+    /// The shell this one belongs to (a window's world), 0 for none.
+    owner: usize,
+    value: Arc<dyn Any + Send + Sync>,
+}
 
 static REGISTRY: ForkSafe<Registry> = ForkSafe::new(Rank::Objects);
 
@@ -224,7 +240,7 @@ pub fn lookup_any(ptr: *const c_void) -> Result<Use> {
         return Err(Error::INVAL);
     }
     let reg = registry();
-    let obj = reg.get(&(ptr as usize)).ok_or(Error::INVAL)?;
+    let obj = reg.objects.get(&(ptr as usize)).ok_or(Error::INVAL)?;
     if obj.closing.load(Ordering::Acquire) {
         return Err(Error::INVAL);
     }
@@ -247,7 +263,7 @@ fn drain(obj: &Object) {
 /// Whether a live registration overlaps `[start, start + len)`.
 pub fn registered(start: usize, len: usize) -> bool {
     let end = start.saturating_add(len);
-    registry().values().any(|o| {
+    registry().objects.values().any(|o| {
         o.range
             .is_some_and(|(s, l)| s < end && start < s.saturating_add(l))
     })
@@ -257,6 +273,7 @@ pub fn registered(start: usize, len: usize) -> bool {
 /// release their resources through the core while their object closes.
 pub fn lookup_for_provider(ptr: *const c_void, kind: Kind) -> Result<Arc<Object>> {
     let obj = registry()
+        .objects
         .get(&(ptr as usize))
         .cloned()
         .ok_or(Error::INVAL)?;
@@ -337,6 +354,7 @@ pub fn register_pending(
 /// Completes `register_pending`: publishes the object, or withdraws it.
 pub fn finish_pending(shell: *mut fid, handle: Result<Handle>) -> Result<()> {
     let obj = registry()
+        .objects
         .get(&(shell as usize))
         .cloned()
         .ok_or(Error::INVAL)?;
@@ -348,7 +366,7 @@ pub fn finish_pending(shell: *mut fid, handle: Result<Handle>) -> Result<()> {
             Ok(())
         }
         Err(e) => {
-            registry().remove(&(shell as usize));
+            registry().objects.remove(&(shell as usize));
             crate::shell::free(shell);
             let held = std::mem::take(&mut *obj.holds.lock().unwrap());
             release(&held);
@@ -381,7 +399,7 @@ fn insert(new: New, pending: bool) -> *mut fid {
     if !pending {
         opened(&obj);
     }
-    registry().insert(shell as usize, obj);
+    registry().objects.insert(shell as usize, obj);
     shell
 }
 
@@ -416,7 +434,7 @@ fn opened(obj: &Object) {
 /// holds it.
 fn busy_reason(reg: &Registry, obj: &Arc<Object>) -> String {
     let mut by: Vec<(Kind, usize)> = Vec::new();
-    for o in reg.values() {
+    for o in reg.objects.values() {
         let n = o
             .holds
             .lock()
@@ -484,7 +502,11 @@ pub fn close(ptr: *const c_void) -> Result<()> {
         if ptr.is_null() {
             return Err(Error::INVAL);
         }
-        let obj = reg.get(&(ptr as usize)).cloned().ok_or(Error::INVAL)?;
+        let obj = reg
+            .objects
+            .get(&(ptr as usize))
+            .cloned()
+            .ok_or(Error::INVAL)?;
         if obj.closing.load(Ordering::Acquire) {
             return Err(Error::INVAL);
         }
@@ -528,7 +550,7 @@ pub fn close(ptr: *const c_void) -> Result<()> {
     if let Some(mem) = &obj.memory {
         mem.release_all();
     }
-    registry().remove(&(ptr as usize));
+    registry().objects.remove(&(ptr as usize));
     crate::shell::free(ptr as *mut fid);
     let held = std::mem::take(&mut *obj.holds.lock().unwrap());
     release(&held);
@@ -537,5 +559,65 @@ pub fn close(ptr: *const c_void) -> Result<()> {
 
 /// Number of live objects (for leak checks in tests).
 pub fn live_objects() -> usize {
-    registry().len()
+    registry().objects.len()
+}
+
+/// Registers a world or a window: a shell of `fclass` whose fid points at
+/// `ops`, keeping `value` for `world::handles`. `owner` is the shell it
+/// belongs to (0 for none), which must be a live one.
+pub fn register_other(
+    fclass: usize,
+    ops: &'static fi_ops,
+    context: *mut c_void,
+    owner: usize,
+    value: Arc<dyn Any + Send + Sync>,
+) -> Result<*mut fid> {
+    let mut reg = registry();
+    if owner != 0 && !reg.others.contains_key(&owner) {
+        return Err(Error::INVAL);
+    }
+    let shell = crate::shell::alloc(fid {
+        fclass,
+        context,
+        ops: ops as *const fi_ops as *mut fi_ops,
+    });
+    let other = Other {
+        fclass,
+        owner,
+        value,
+    };
+    reg.others.insert(shell as usize, other);
+    Ok(shell)
+}
+
+/// The value and the owner of the live world or window of `fclass` behind
+/// `ptr`.
+pub fn lookup_other(
+    ptr: *const c_void,
+    fclass: usize,
+) -> Result<(Arc<dyn Any + Send + Sync>, usize)> {
+    let reg = registry();
+    match reg.others.get(&(ptr as usize)) {
+        Some(o) if o.fclass == fclass => Ok((o.value.clone(), o.owner)),
+        _ => Err(Error::INVAL),
+    }
+}
+
+/// Takes the world or window of `fclass` behind `ptr` out of the registry
+/// and frees its shell: `-FI_EBUSY` while another one belongs to it.
+pub fn remove_other(
+    ptr: *const c_void,
+    fclass: usize,
+) -> Result<(Arc<dyn Any + Send + Sync>, usize)> {
+    let mut reg = registry();
+    let key = ptr as usize;
+    if reg.others.get(&key).is_none_or(|o| o.fclass != fclass) {
+        return Err(Error::INVAL);
+    }
+    if reg.others.values().any(|o| o.owner == key) {
+        return Err(Error::BUSY);
+    }
+    let o = reg.others.remove(&key).ok_or(Error::INVAL)?;
+    crate::shell::free(ptr as *mut fid);
+    Ok((o.value, o.owner))
 }

@@ -183,7 +183,7 @@ pub unsafe extern "C" fn fi_xpu_world_open(
             providers: super::info::providers,
         };
         let w = World::open(boot, &device, &face)?;
-        let h = handles::add_world(w, &WORLD_OPS, context) as *mut fid_xpu_world;
+        let h = handles::add_world(w, &WORLD_OPS, context)? as *mut fid_xpu_world;
         out.put(h);
         Ok(0)
     })
