@@ -15,9 +15,8 @@ use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 /// the order a forking thread takes them in.
 #[derive(Clone, Copy)]
 pub(crate) enum Rank {
-    /// The world and window handle registry.
-    WorldHandles,
-    /// The object registry, taken before the shells and the close hand-off.
+    /// The registry of live handles (objects, worlds, windows), taken
+    /// before the shells and the close hand-off.
     Objects,
     /// The arena of C-visible shells.
     Shells,

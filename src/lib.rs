@@ -5,9 +5,6 @@
 //! (the registry of live host objects), `memory` (alloc/import backends),
 //! `provider` (the plugin loader) and `launcher` (the host XPU).
 
-// See `prov_call!`.
-#![allow(clippy::macro_metavars_in_unsafe)]
-
 pub mod bootstrap;
 pub mod capi;
 mod dl;

@@ -18,10 +18,10 @@
 use crate::error::{Error, Result};
 use crate::fork::{self, ForkSafe, Rank};
 use crate::memory::Memory;
-use crate::prov_call;
-use crate::provider::Provider;
+use crate::provider::{Handle, Provider};
 use fi_xpu_abi::class::*;
 use fi_xpu_abi::*;
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -96,8 +96,8 @@ pub struct Object {
 }
 
 impl Object {
-    pub fn handle(&self) -> *mut c_void {
-        self.handle.load(Ordering::Acquire) as *mut c_void
+    pub fn handle(&self) -> Handle {
+        Handle::from_raw(self.handle.load(Ordering::Acquire) as *mut c_void)
     }
 
     pub fn shell(&self) -> *mut fid {
@@ -148,7 +148,22 @@ impl Object {
     }
 }
 
-type Registry = HashMap<usize, Arc<Object>>;
+/// Every live handle the application holds, by shell address: host
+/// objects, and the worlds and windows `world::handles` keeps (a shell
+/// whose value this module does not look into).
+#[derive(Default)]
+struct Registry {
+    objects: HashMap<usize, Arc<Object>>,
+    others: HashMap<usize, Other>,
+}
+
+/// A world or a window in the registry.
+struct Other {
+    fclass: usize,
+    /// The shell this one belongs to (a window's world), 0 for none.
+    owner: usize,
+    value: Arc<dyn Any + Send + Sync>,
+}
 
 static REGISTRY: ForkSafe<Registry> = ForkSafe::new(Rank::Objects);
 
@@ -225,7 +240,7 @@ pub fn lookup_any(ptr: *const c_void) -> Result<Use> {
         return Err(Error::INVAL);
     }
     let reg = registry();
-    let obj = reg.get(&(ptr as usize)).ok_or(Error::INVAL)?;
+    let obj = reg.objects.get(&(ptr as usize)).ok_or(Error::INVAL)?;
     if obj.closing.load(Ordering::Acquire) {
         return Err(Error::INVAL);
     }
@@ -248,7 +263,7 @@ fn drain(obj: &Object) {
 /// Whether a live registration overlaps `[start, start + len)`.
 pub fn registered(start: usize, len: usize) -> bool {
     let end = start.saturating_add(len);
-    registry().values().any(|o| {
+    registry().objects.values().any(|o| {
         o.range
             .is_some_and(|(s, l)| s < end && start < s.saturating_add(l))
     })
@@ -258,6 +273,7 @@ pub fn registered(start: usize, len: usize) -> bool {
 /// release their resources through the core while their object closes.
 pub fn lookup_for_provider(ptr: *const c_void, kind: Kind) -> Result<Arc<Object>> {
     let obj = registry()
+        .objects
         .get(&(ptr as usize))
         .cloned()
         .ok_or(Error::INVAL)?;
@@ -290,7 +306,7 @@ pub fn release(objs: &[Arc<Object>]) {
 pub struct New {
     pub kind: Kind,
     pub prov: Arc<Provider>,
-    pub handle: *mut c_void,
+    pub handle: Handle,
     /// Uses already taken with `acquire`.
     pub holds: Vec<Arc<Object>>,
     pub memory: Option<Memory>,
@@ -323,7 +339,7 @@ pub fn register_pending(
         New {
             kind,
             prov,
-            handle: std::ptr::null_mut(),
+            handle: Handle::NULL,
             holds,
             memory: Some(memory),
             xpu: false,
@@ -336,20 +352,21 @@ pub fn register_pending(
 }
 
 /// Completes `register_pending`: publishes the object, or withdraws it.
-pub fn finish_pending(shell: *mut fid, handle: Result<*mut c_void>) -> Result<()> {
+pub fn finish_pending(shell: *mut fid, handle: Result<Handle>) -> Result<()> {
     let obj = registry()
+        .objects
         .get(&(shell as usize))
         .cloned()
         .ok_or(Error::INVAL)?;
     match handle {
         Ok(h) => {
-            obj.handle.store(h as usize, Ordering::Release);
+            obj.handle.store(h.as_ptr() as usize, Ordering::Release);
             obj.closing.store(false, Ordering::Release);
             opened(&obj);
             Ok(())
         }
         Err(e) => {
-            registry().remove(&(shell as usize));
+            registry().objects.remove(&(shell as usize));
             crate::shell::free(shell);
             let held = std::mem::take(&mut *obj.holds.lock().unwrap());
             release(&held);
@@ -367,7 +384,7 @@ fn insert(new: New, pending: bool) -> *mut fid {
     let obj = Arc::new(Object {
         kind: new.kind,
         prov: new.prov,
-        handle: AtomicUsize::new(new.handle as usize),
+        handle: AtomicUsize::new(new.handle.as_ptr() as usize),
         shell: shell as usize,
         holds: Mutex::new(new.holds),
         users: AtomicUsize::new(0),
@@ -382,7 +399,7 @@ fn insert(new: New, pending: bool) -> *mut fid {
     if !pending {
         opened(&obj);
     }
-    registry().insert(shell as usize, obj);
+    registry().objects.insert(shell as usize, obj);
     shell
 }
 
@@ -417,7 +434,7 @@ fn opened(obj: &Object) {
 /// holds it.
 fn busy_reason(reg: &Registry, obj: &Arc<Object>) -> String {
     let mut by: Vec<(Kind, usize)> = Vec::new();
-    for o in reg.values() {
+    for o in reg.objects.values() {
         let n = o
             .holds
             .lock()
@@ -485,7 +502,11 @@ pub fn close(ptr: *const c_void) -> Result<()> {
         if ptr.is_null() {
             return Err(Error::INVAL);
         }
-        let obj = reg.get(&(ptr as usize)).cloned().ok_or(Error::INVAL)?;
+        let obj = reg
+            .objects
+            .get(&(ptr as usize))
+            .cloned()
+            .ok_or(Error::INVAL)?;
         if obj.closing.load(Ordering::Acquire) {
             return Err(Error::INVAL);
         }
@@ -508,13 +529,13 @@ pub fn close(ptr: *const c_void) -> Result<()> {
     // (memory services look the context up) while they close.
     let h = obj.handle();
     let ret = match obj.kind {
-        Kind::Domain => prov_call!(obj.prov, domain_close(h)),
-        Kind::Ctx => prov_call!(obj.prov, ctx_close(h)),
-        Kind::Av => prov_call!(obj.prov, av_close(h)),
-        Kind::Mr => prov_call!(obj.prov, mr_close(h)),
-        Kind::Cq => prov_call!(obj.prov, cq_close(h)),
-        Kind::Cntr => prov_call!(obj.prov, cntr_close(h)),
-        Kind::Ep => prov_call!(obj.prov, ep_close(h)),
+        Kind::Domain => obj.prov.domain_close(h),
+        Kind::Ctx => obj.prov.ctx_close(h),
+        Kind::Av => obj.prov.av_close(h),
+        Kind::Mr => obj.prov.mr_close(h),
+        Kind::Cq => obj.prov.cq_close(h),
+        Kind::Cntr => obj.prov.cntr_close(h),
+        Kind::Ep => obj.prov.ep_close(h),
     };
     if let Err(e) = Error::check(ret) {
         obj.closing.store(false, Ordering::Release);
@@ -529,7 +550,7 @@ pub fn close(ptr: *const c_void) -> Result<()> {
     if let Some(mem) = &obj.memory {
         mem.release_all();
     }
-    registry().remove(&(ptr as usize));
+    registry().objects.remove(&(ptr as usize));
     crate::shell::free(ptr as *mut fid);
     let held = std::mem::take(&mut *obj.holds.lock().unwrap());
     release(&held);
@@ -538,5 +559,65 @@ pub fn close(ptr: *const c_void) -> Result<()> {
 
 /// Number of live objects (for leak checks in tests).
 pub fn live_objects() -> usize {
-    registry().len()
+    registry().objects.len()
+}
+
+/// Registers a world or a window: a shell of `fclass` whose fid points at
+/// `ops`, keeping `value` for `world::handles`. `owner` is the shell it
+/// belongs to (0 for none), which must be a live one.
+pub fn register_other(
+    fclass: usize,
+    ops: &'static fi_ops,
+    context: *mut c_void,
+    owner: usize,
+    value: Arc<dyn Any + Send + Sync>,
+) -> Result<*mut fid> {
+    let mut reg = registry();
+    if owner != 0 && !reg.others.contains_key(&owner) {
+        return Err(Error::INVAL);
+    }
+    let shell = crate::shell::alloc(fid {
+        fclass,
+        context,
+        ops: ops as *const fi_ops as *mut fi_ops,
+    });
+    let other = Other {
+        fclass,
+        owner,
+        value,
+    };
+    reg.others.insert(shell as usize, other);
+    Ok(shell)
+}
+
+/// The value and the owner of the live world or window of `fclass` behind
+/// `ptr`.
+pub fn lookup_other(
+    ptr: *const c_void,
+    fclass: usize,
+) -> Result<(Arc<dyn Any + Send + Sync>, usize)> {
+    let reg = registry();
+    match reg.others.get(&(ptr as usize)) {
+        Some(o) if o.fclass == fclass => Ok((o.value.clone(), o.owner)),
+        _ => Err(Error::INVAL),
+    }
+}
+
+/// Takes the world or window of `fclass` behind `ptr` out of the registry
+/// and frees its shell: `-FI_EBUSY` while another one belongs to it.
+pub fn remove_other(
+    ptr: *const c_void,
+    fclass: usize,
+) -> Result<(Arc<dyn Any + Send + Sync>, usize)> {
+    let mut reg = registry();
+    let key = ptr as usize;
+    if reg.others.get(&key).is_none_or(|o| o.fclass != fclass) {
+        return Err(Error::INVAL);
+    }
+    if reg.others.values().any(|o| o.owner == key) {
+        return Err(Error::BUSY);
+    }
+    let o = reg.others.remove(&key).ok_or(Error::INVAL)?;
+    crate::shell::free(ptr as *mut fid);
+    Ok((o.value, o.owner))
 }

@@ -382,8 +382,18 @@ fn version_macros_follow_cargo_toml() {
 
 #[test]
 fn no_panic_crosses_the_c_boundary() {
-    let ret = fi_xpu::capi::guard(|| panic!("deliberate"));
+    use fi_xpu::capi::boundary::run;
+    // The value returned on a panic or an error comes from the return type.
+    let ret: i32 = run(|| panic!("deliberate"));
     assert_eq!(ret, -errno::FI_EOTHER);
-    let ret = fi_xpu::capi::guard_ssize(|| panic!("deliberate"));
+    let ret: isize = run(|| panic!("deliberate"));
     assert_eq!(ret, -(errno::FI_EOTHER as isize));
+    let ret: *mut u64 = run(|| panic!("deliberate"));
+    assert!(ret.is_null());
+    let ret: i32 = run(|| Err(fi_xpu::Error::NOENT));
+    assert_eq!(ret, -errno::FI_ENOENT);
+    let ret: isize = run(|| Err(fi_xpu::Error::AGAIN));
+    assert_eq!(ret, -(errno::FI_EAGAIN as isize));
+    let ret: *const u8 = run(|| Err(fi_xpu::Error::INVAL));
+    assert!(ret.is_null());
 }

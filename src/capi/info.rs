@@ -1,5 +1,4 @@
 //! Discovery, versions and error strings.
-use super::{guard, non_null, put, read_opt};
 use crate::error::{strerror_c, Error};
 use crate::provider::Providers;
 use fi_xpu_abi::*;
@@ -67,8 +66,8 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
     flags: u64,
     info: *mut *mut fi_xpu_info,
 ) -> c_int {
-    guard(|| {
-        non_null(info)?;
+    boundary!({
+        let out = out!(info)?;
         if version >> 16 != FI_XPU_MAJOR_VERSION || (version & 0xffff) > FI_XPU_MINOR_VERSION {
             crate::warn!(
                 "fi_xpu_getinfo: version {}.{} is not served by this library ({FI_XPU_MAJOR_VERSION}.{FI_XPU_MINOR_VERSION})",
@@ -106,8 +105,7 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
         if head.is_null() {
             return Err(Error::NODATA);
         }
-        // SAFETY: `info` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(info, head) };
+        out.put(head);
         Ok(0)
     })
 }
@@ -118,27 +116,24 @@ pub unsafe extern "C" fn fi_xpu_getinfo(
 /// `info` is NULL or a list returned by `fi_xpu_getinfo`, freed once.
 #[no_mangle]
 pub unsafe extern "C" fn fi_xpu_freeinfo(info: *mut fi_xpu_info) {
-    let _ = guard(|| {
+    boundary!({
         let mut cur = info;
-        while !cur.is_null() {
-            // SAFETY: every node was made by Box::into_raw in fi_xpu_getinfo.
-            let node = unsafe { Box::from_raw(cur) };
+        // Every node was made by Box::into_raw in fi_xpu_getinfo.
+        while let Some(node) = owned!(cur) {
             if !node.prov_name.is_null() {
                 // SAFETY: made by CString::into_raw in fi_xpu_getinfo.
                 drop(unsafe { CString::from_raw(node.prov_name) });
             }
             cur = node.next;
         }
-        Ok(0)
-    });
+        Ok(())
+    })
 }
 
 /// The provider an info entry names (the index kept in `handle`).
 pub(super) fn provider_of(
-    info: *const fi_xpu_info,
+    info: &fi_xpu_info,
 ) -> crate::Result<std::sync::Arc<crate::provider::Provider>> {
-    // SAFETY: `info` is NULL or a valid struct, unchanged during the call (the API's contract).
-    let info = unsafe { read_opt(info) }.ok_or(Error::INVAL)?;
     let idx = (info.handle as usize).checked_sub(1).ok_or(Error::INVAL)?;
     let p = providers().loaded.get(idx).ok_or(Error::INVAL)?;
     if p.desc().prov_id != info.prov_id {

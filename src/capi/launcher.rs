@@ -1,5 +1,4 @@
 //! Host XPU launcher entry points (see `crate::launcher`).
-use super::{guard, non_null, put, read_opt};
 use crate::error::Error;
 use crate::launcher;
 use fi_xpu_abi::errno::FI_ETIMEDOUT;
@@ -27,9 +26,8 @@ pub unsafe extern "C" fn fi_xpu_host_launch(
     kernel: Option<unsafe extern "C" fn(arg: *mut c_void)>,
     arg: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let attr = unsafe { read_opt(attr) }.ok_or(Error::INVAL)?;
+    boundary!({
+        let attr = borrowed!(attr)?;
         let kernel = kernel.ok_or(Error::INVAL)?;
         let shape = launcher::Shape::new(attr)?;
         // Carried as an address so the closure is Sync; the kernel gets it back unchanged.
@@ -53,7 +51,7 @@ pub extern "C" fn fi_xpu_host_item() -> *const fi_xpu_host_item {
 /// `-FI_EINVAL` for an unknown scope.
 #[no_mangle]
 pub extern "C" fn fi_xpu_host_barrier(scope: c_int) -> c_int {
-    guard(|| launcher::barrier(scope).map(|_| 0))
+    boundary!(launcher::barrier(scope).map(|_| 0))
 }
 
 /// As `fi_xpu_host_barrier`, for at most `timeout_ns` nanoseconds: 0 when
@@ -70,13 +68,12 @@ pub unsafe extern "C" fn fi_xpu_host_barrier_timeout(
     timeout_ns: u64,
     arrived: *mut u32,
 ) -> c_int {
-    guard(
-        || match launcher::barrier_for(scope, Duration::from_nanos(timeout_ns))? {
+    boundary!(
+        match launcher::barrier_for(scope, Duration::from_nanos(timeout_ns))? {
             Ok(()) => Ok(0),
             Err(n) => {
-                if !arrived.is_null() {
-                    // SAFETY: `arrived` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-                    unsafe { put(arrived, n) };
+                if let Ok(out) = out!(arrived) {
+                    out.put(n);
                 }
                 Ok(-FI_ETIMEDOUT)
             }
@@ -92,12 +89,9 @@ pub unsafe extern "C" fn fi_xpu_host_barrier_timeout(
 /// `value` is NULL or valid for reading and writing.
 #[no_mangle]
 pub unsafe extern "C" fn fi_xpu_host_broadcast(scope: c_int, value: *mut u64) -> c_int {
-    guard(|| {
-        non_null(value)?;
-        // SAFETY: checked non-NULL; the caller passes a valid pointer.
-        let v = unsafe { value.read() };
-        // SAFETY: `value` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(value, launcher::broadcast(scope, v)?) };
+    boundary!({
+        let value = borrowed_mut!(value)?;
+        *value = launcher::broadcast(scope, *value)?;
         Ok(0)
     })
 }

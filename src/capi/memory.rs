@@ -1,6 +1,6 @@
 //! `fi_xpu_alloc`, `fi_xpu_import`, `fi_xpu_unimport`, `fi_xpu_free`.
-use super::{guard, non_null, put};
-use crate::error::Result;
+use super::boundary::Out;
+use crate::error::{Error, Result};
 use crate::memory::Owner;
 use crate::object::{lookup, Kind, Object, Use};
 use crate::ops::memory as ops;
@@ -15,7 +15,7 @@ fn ctx_of(ctx: *mut fid_xpu_host_ctx) -> Result<Use> {
 /// The body of a call that only acts on the context `ctx`: 0 or the
 /// error's code.
 fn on_ctx(ctx: *mut fid_xpu_host_ctx, f: impl FnOnce(&Object) -> Result<()>) -> c_int {
-    guard(|| {
+    boundary!({
         f(&*ctx_of(ctx)?)?;
         Ok(0)
     })
@@ -23,18 +23,14 @@ fn on_ctx(ctx: *mut fid_xpu_host_ctx, f: impl FnOnce(&Object) -> Result<()>) -> 
 
 /// Where `fi_xpu_alloc` writes what it made: the address, and (may be
 /// NULL without `FI_XPU_ALLOC_DMABUF`) the fd and offset.
-pub(crate) struct AllocOut {
-    pub addr: *mut *mut c_void,
-    pub fd: *mut c_int,
-    pub offset: *mut u64,
+pub(crate) struct AllocOut<'a> {
+    pub addr: Result<Out<'a, *mut c_void>>,
+    pub fd: Result<Out<'a, c_int>>,
+    pub offset: Result<Out<'a, u64>>,
 }
 
 /// `fi_xpu_alloc` on the context `c`, for `owner`.
-///
-/// # Safety
-/// `out.addr` is NULL or valid for writing; so are `out.fd` and
-/// `out.offset` (`fi_xpu_alloc`'s contract).
-pub(crate) unsafe fn alloc(
+pub(crate) fn alloc(
     c: &Object,
     owner: Owner,
     size: u64,
@@ -43,20 +39,17 @@ pub(crate) unsafe fn alloc(
     out: AllocOut,
 ) -> Result<c_int> {
     let AllocOut { addr, fd, offset } = out;
-    non_null(addr)?;
-    if flags & FI_XPU_ALLOC_DMABUF != 0 {
-        non_null(fd)?;
+    let addr = addr?;
+    if flags & FI_XPU_ALLOC_DMABUF != 0 && fd.is_err() {
+        return Err(Error::INVAL);
     }
     let a = ops::alloc(c, size, alignment, flags, owner)?;
-    // SAFETY: checked non-NULL; valid for writing (function contract).
-    unsafe { put(addr, a.addr as *mut c_void) };
-    if !fd.is_null() {
-        // SAFETY: as above.
-        unsafe { put(fd, a.fd.map_or(-1, |f| f.into_raw_fd())) };
+    addr.put(a.addr as *mut c_void);
+    if let Ok(fd) = fd {
+        fd.put(a.fd.map_or(-1, |f| f.into_raw_fd()));
     }
-    if !offset.is_null() {
-        // SAFETY: as above.
-        unsafe { put(offset, a.offset) };
+    if let Ok(offset) = offset {
+        offset.put(a.offset);
     }
     Ok(0)
 }
@@ -76,19 +69,14 @@ pub unsafe extern "C" fn fi_xpu_alloc(
     fd: *mut c_int,
     offset: *mut u64,
 ) -> c_int {
-    guard(|| {
+    boundary!({
         let c = ctx_of(ctx)?;
-        // SAFETY: the out-pointers are NULL or valid for writing (`fi_xpu_alloc`'s contract).
-        unsafe {
-            alloc(
-                &c,
-                Owner::App,
-                size,
-                alignment,
-                flags,
-                AllocOut { addr, fd, offset },
-            )
-        }
+        let out = AllocOut {
+            addr: out!(addr),
+            fd: out!(fd),
+            offset: out!(offset),
+        };
+        alloc(&c, Owner::App, size, alignment, flags, out)
     })
 }
 
@@ -106,13 +94,12 @@ pub unsafe extern "C" fn fi_xpu_import(
     flags: u64,
     dev_addr: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
+    boundary!({
         let c = ctx_of(ctx)?;
-        non_null(dev_addr)?;
+        let out = out!(dev_addr)?;
         // An application's import: see `memory::Import::exportable`.
         let dev = ops::import(&c, host_addr as usize, fd, offset, size, flags, Owner::App)?;
-        // SAFETY: checked non-NULL; valid for writing (`fi_xpu_import`'s contract).
-        unsafe { put(dev_addr, dev as *mut c_void) };
+        out.put(dev as *mut c_void);
         Ok(0)
     })
 }

@@ -1,6 +1,6 @@
 //! The table of core services handed to every provider's `init`: the C
 //! face plugins see of the core.
-use super::{guard, memory as m};
+use super::memory as m;
 use crate::error::Error;
 use crate::memory::Owner;
 use crate::object::{lookup_for_provider, Kind};
@@ -10,12 +10,13 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::fd::IntoRawFd;
 
 unsafe extern "C" fn log(level: c_int, prov: *const c_char, msg: *const c_char) {
-    if prov.is_null() || msg.is_null() {
-        return;
-    }
-    // SAFETY: providers pass NUL-terminated strings (plugin ABI).
-    let (prov, msg) = unsafe { (CStr::from_ptr(prov), CStr::from_ptr(msg)) };
-    crate::log::write(level, &prov.to_string_lossy(), &msg.to_string_lossy());
+    boundary!({
+        // Providers pass NUL-terminated strings (plugin ABI).
+        if let (Some(prov), Some(msg)) = (borrowed_cstr!(prov), borrowed_cstr!(msg)) {
+            crate::log::write(level, &prov.to_string_lossy(), &msg.to_string_lossy());
+        }
+        Ok(())
+    })
 }
 
 unsafe extern "C" fn log_enabled(level: c_int) -> c_int {
@@ -31,20 +32,14 @@ unsafe extern "C" fn mem_alloc(
     fd: *mut c_int,
     offset: *mut u64,
 ) -> c_int {
-    guard(|| {
+    boundary!({
         let c = ctx_of(ctx)?;
-        // SAFETY: the provider's out-pointers are NULL or valid for writing
-        // (the contract of fi_xpu_core.mem_alloc).
-        unsafe {
-            m::alloc(
-                &c,
-                Owner::Provider,
-                size,
-                alignment,
-                flags,
-                m::AllocOut { addr, fd, offset },
-            )
-        }
+        let out = m::AllocOut {
+            addr: out!(addr),
+            fd: out!(fd),
+            offset: out!(offset),
+        };
+        m::alloc(&c, Owner::Provider, size, alignment, flags, out)
     })
 }
 
@@ -57,10 +52,8 @@ unsafe extern "C" fn mem_import(
     flags: u64,
     dev_addr: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
-        if dev_addr.is_null() {
-            return Err(Error::INVAL);
-        }
+    boundary!({
+        let out = out!(dev_addr)?;
         let c = ctx_of(ctx)?;
         let dev = ops::import(
             &c,
@@ -71,8 +64,7 @@ unsafe extern "C" fn mem_import(
             flags,
             Owner::Provider,
         )?;
-        // SAFETY: checked non-NULL; the plugin ABI requires it valid.
-        unsafe { dev_addr.write(dev as *mut c_void) };
+        out.put(dev as *mut c_void);
         Ok(0)
     })
 }
@@ -83,21 +75,21 @@ fn ctx_of(ctx: *mut fid_xpu_host_ctx) -> crate::Result<std::sync::Arc<crate::obj
 }
 
 unsafe extern "C" fn mem_unimport(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
-    guard(|| {
+    boundary!({
         ops::unimport(&*ctx_of(ctx)?, dev_addr as usize, Owner::Provider)?;
         Ok(0)
     })
 }
 
 unsafe extern "C" fn mem_retire(ctx: *mut fid_xpu_host_ctx, dev_addr: *mut c_void) -> c_int {
-    guard(|| {
+    boundary!({
         ops::of(&*ctx_of(ctx)?)?.retire(dev_addr as usize)?;
         Ok(0)
     })
 }
 
 unsafe extern "C" fn mem_free(ctx: *mut fid_xpu_host_ctx, addr: *mut c_void) -> c_int {
-    guard(|| {
+    boundary!({
         ops::free(&*ctx_of(ctx)?, addr as usize, Owner::Provider)?;
         Ok(0)
     })
@@ -110,32 +102,19 @@ unsafe extern "C" fn mem_export(
     fd: *mut c_int,
     offset: *mut u64,
 ) -> c_int {
-    guard(|| {
-        if fd.is_null() || offset.is_null() {
-            return Err(Error::INVAL);
-        }
+    boundary!({
+        let (fd, offset) = (out!(fd)?, out!(offset)?);
         let (f, off) = ops::of(&*ctx_of(ctx)?)?.export(addr as usize, size)?;
-        // SAFETY: both out-pointers were checked non-NULL.
-        unsafe {
-            fd.write(f.into_raw_fd());
-            offset.write(off);
-        }
+        fd.put(f.into_raw_fd());
+        offset.put(off);
         Ok(0)
     })
 }
 
-/// A C string argument, or `-FI_EINVAL` when NULL or not UTF-8.
-///
-/// # Safety
-/// `p` is NULL or a NUL-terminated string live for the call.
-unsafe fn text_arg<'a>(p: *const c_char) -> crate::Result<&'a str> {
-    if p.is_null() {
-        return Err(Error::INVAL);
-    }
-    // SAFETY: non-NULL, NUL-terminated (caller's contract).
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| Error::INVAL)
+/// A C string argument (as `borrowed_cstr!` read it), or `-FI_EINVAL` when
+/// NULL or not UTF-8.
+fn text_arg(p: Option<&CStr>) -> crate::Result<&str> {
+    p.ok_or(Error::INVAL)?.to_str().map_err(|_| Error::INVAL)
 }
 
 unsafe extern "C" fn param_define(
@@ -144,16 +123,12 @@ unsafe extern "C" fn param_define(
     default_value: *const c_char,
     help: *const c_char,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: providers pass NUL-terminated strings or NULL (plugin ABI).
-        let (prov, name, default, help) = unsafe {
-            (
-                text_arg(prov)?,
-                text_arg(name)?,
-                text_arg(default_value)?,
-                text_arg(help)?,
-            )
-        };
+    boundary!({
+        // Providers pass NUL-terminated strings or NULL (plugin ABI).
+        let prov = text_arg(borrowed_cstr!(prov))?;
+        let name = text_arg(borrowed_cstr!(name))?;
+        let default = text_arg(borrowed_cstr!(default_value))?;
+        let help = text_arg(borrowed_cstr!(help))?;
         crate::param::define(prov, name, default, help)?;
         Ok(0)
     })
@@ -165,27 +140,22 @@ unsafe extern "C" fn param_get(
     buf: *mut c_char,
     len: *mut usize,
 ) -> c_int {
-    guard(|| {
-        if len.is_null() {
-            return Err(Error::INVAL);
-        }
-        // SAFETY: providers pass NUL-terminated strings or NULL (plugin ABI).
-        let (prov, name) = unsafe { (text_arg(prov)?, text_arg(name)?) };
+    boundary!({
+        let len = borrowed_mut!(len)?;
+        // Providers pass NUL-terminated strings or NULL (plugin ABI).
+        let prov = text_arg(borrowed_cstr!(prov))?;
+        let name = text_arg(borrowed_cstr!(name))?;
         let value = crate::param::get(prov, name)?.ok_or(Error::NODATA)?;
         let need = value.len() + 1;
-        // SAFETY: `len` was checked non-NULL; the provider owns it.
-        let have = unsafe { len.read() };
-        // SAFETY: as above.
-        unsafe { len.write(need) };
+        let have = std::mem::replace(len, need);
         if buf.is_null() || have < need {
             return Err(Error::TOOSMALL);
         }
-        // SAFETY: `buf` holds `have >= need` bytes (plugin ABI); the value
-        // has no NUL inside (it came from the environment).
-        unsafe {
-            std::ptr::copy_nonoverlapping(value.as_ptr(), buf.cast::<u8>(), value.len());
-            buf.add(value.len()).write(0);
-        }
+        // `buf` holds `have >= need` bytes (plugin ABI); the value has no
+        // NUL inside (it came from the environment).
+        let out = slice_mut!(buf.cast::<u8>(), need)?;
+        out[..value.len()].copy_from_slice(value.as_bytes());
+        out[value.len()] = 0;
         Ok(0)
     })
 }
@@ -195,7 +165,7 @@ unsafe extern "C" fn mem_known(
     addr: *const c_void,
     size: u64,
 ) -> c_int {
-    guard(|| {
+    boundary!({
         let known = ops::of(&*ctx_of(ctx)?)?.contains(addr as usize, size);
         if known {
             Ok(0)
@@ -206,18 +176,13 @@ unsafe extern "C" fn mem_known(
 }
 
 unsafe extern "C" fn ctx_abort_word(ctx: *mut fid_xpu_host_ctx) -> *mut u64 {
-    let word = || -> crate::Result<usize> {
-        ctx_of(ctx)?
-            .memory
-            .as_ref()
-            .and_then(|m| m.abort_word())
-            .ok_or(Error::NOSYS)
-    };
-    // A panic or a bad context reads as "no abort word": NULL.
-    std::panic::catch_unwind(word)
-        .ok()
-        .and_then(|w| w.ok())
-        .map_or(std::ptr::null_mut(), |w| w as *mut u64)
+    // A bad context reads as "no abort word": NULL.
+    boundary!(ctx_of(ctx)?
+        .memory
+        .as_ref()
+        .and_then(|m| m.abort_word())
+        .map(|w| w as *mut u64)
+        .ok_or(Error::NOSYS))
 }
 
 unsafe extern "C" fn mem_access(
@@ -228,7 +193,7 @@ unsafe extern "C" fn mem_access(
     size: u64,
     value: u64,
 ) -> c_int {
-    guard(|| {
+    boundary!({
         let c = ctx_of(ctx)?;
         let mem = ops::of(&c)?;
         let dev = dev_addr as usize;
@@ -238,17 +203,16 @@ unsafe extern "C" fn mem_access(
             FI_XPU_MEM_ACCESS_WRITE | FI_XPU_MEM_ACCESS_READ if host.is_null() => {
                 return Err(Error::INVAL)
             }
-            FI_XPU_MEM_ACCESS_WRITE => {
-                // SAFETY: the provider passes `size` readable bytes at `host`
-                // (the contract of fi_xpu_core.mem_access).
-                let src = unsafe { std::slice::from_raw_parts(host as *const u8, len) };
-                crate::memory::Access::Write { dev, src }
-            }
-            FI_XPU_MEM_ACCESS_READ => {
-                // SAFETY: as above, `size` writable bytes.
-                let dst = unsafe { std::slice::from_raw_parts_mut(host as *mut u8, len) };
-                crate::memory::Access::Read { dev, dst }
-            }
+            // The provider passes `size` readable (writable) bytes at `host`
+            // (the contract of fi_xpu_core.mem_access).
+            FI_XPU_MEM_ACCESS_WRITE => crate::memory::Access::Write {
+                dev,
+                src: slice!(host as *const u8, len)?,
+            },
+            FI_XPU_MEM_ACCESS_READ => crate::memory::Access::Read {
+                dev,
+                dst: slice_mut!(host as *mut u8, len)?,
+            },
             FI_XPU_MEM_ACCESS_SET => crate::memory::Access::Set {
                 dev,
                 len,
@@ -263,14 +227,11 @@ unsafe extern "C" fn mem_access(
 }
 
 unsafe extern "C" fn ctx_device_uuid(ctx: *mut fid_xpu_host_ctx, uuid: *mut u8) -> c_int {
-    guard(|| {
-        if uuid.is_null() {
-            return Err(Error::INVAL);
-        }
-        let u = ops::of(&*ctx_of(ctx)?)?.device_uuid()?;
-        // SAFETY: the provider passes 16 writable bytes (the contract of
+    boundary!({
+        // The provider passes 16 writable bytes (the contract of
         // fi_xpu_core.ctx_device_uuid).
-        unsafe { std::ptr::copy_nonoverlapping(u.as_ptr(), uuid, 16) };
+        let out = out!(uuid as *mut [u8; 16])?;
+        out.put(ops::of(&*ctx_of(ctx)?)?.device_uuid()?);
         Ok(0)
     })
 }
@@ -282,17 +243,16 @@ unsafe extern "C" fn mem_export_ipc(
     handle: *mut u8,
     offset: *mut u64,
 ) -> c_int {
-    guard(|| {
-        if handle.is_null() || offset.is_null() {
-            return Err(Error::INVAL);
-        }
+    boundary!({
+        // The provider passes FI_XPU_IPC_HANDLE_SIZE writable bytes and a
+        // writable offset (the contract of fi_xpu_core.mem_export_ipc).
+        let (handle, offset) = (
+            out!(handle as *mut [u8; FI_XPU_IPC_HANDLE_SIZE])?,
+            out!(offset)?,
+        );
         let (h, off) = ops::of(&*ctx_of(ctx)?)?.export_ipc(addr as usize, size)?;
-        // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE writable bytes
-        // and a writable offset (the contract of fi_xpu_core.mem_export_ipc).
-        unsafe {
-            std::ptr::copy_nonoverlapping(h.as_ptr(), handle, h.len());
-            *offset = off;
-        }
+        handle.put(h);
+        offset.put(off);
         Ok(0)
     })
 }
@@ -304,16 +264,14 @@ unsafe extern "C" fn mem_import_ipc(
     size: u64,
     dev_addr: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
-        if handle.is_null() || dev_addr.is_null() {
-            return Err(Error::INVAL);
-        }
-        let mut h = [0u8; FI_XPU_IPC_HANDLE_SIZE];
-        // SAFETY: the provider passes FI_XPU_IPC_HANDLE_SIZE readable bytes.
-        unsafe { std::ptr::copy_nonoverlapping(handle, h.as_mut_ptr(), h.len()) };
+    boundary!({
+        // The provider passes FI_XPU_IPC_HANDLE_SIZE readable bytes and a
+        // writable out-pointer (the contract of fi_xpu_core.mem_import_ipc).
+        let handle = borrowed!(handle as *const [u8; FI_XPU_IPC_HANDLE_SIZE]);
+        let out = out!(dev_addr);
+        let (h, out) = (*handle?, out?);
         let d = ops::of(&*ctx_of(ctx)?)?.import_ipc(&h, offset, size)?;
-        // SAFETY: a writable out-pointer (the contract).
-        unsafe { *dev_addr = d as *mut c_void };
+        out.put(d as *mut c_void);
         Ok(0)
     })
 }

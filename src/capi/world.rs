@@ -1,7 +1,8 @@
 //! Worlds and their symmetric windows (extensions): `fi_xpu_world_open`,
 //! the host-side collectives over its bootstrap, `fi_xpu_world_alloc` and
 //! `fi_xpu_world_free`, `fi_xpu_world_close`.
-use super::{guard, non_null, put, read_opt};
+use super::args::{attr_size, non_null};
+use super::fid::FID_OPS;
 use crate::bootstrap::{module, tcp, Bootstrap, Collectives};
 use crate::env;
 use crate::error::{Error, Result};
@@ -12,7 +13,7 @@ use crate::warn;
 use crate::world::{handles, window::Window, Device, World};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::*;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_int, c_void, CStr};
 use std::time::Duration;
 
 unsafe extern "C" fn world_fid_close(f: *mut fid) -> c_int {
@@ -31,29 +32,23 @@ static WORLD_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(world_fid_close),
     bind: Some(no_bind),
-    ..super::FID_OPS
+    ..FID_OPS
 };
 
 static WINDOW_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(window_fid_close),
     bind: Some(no_bind),
-    ..super::FID_OPS
+    ..FID_OPS
 };
 
-/// A string argument, else the core parameter `var`, else `default`.
-///
-/// # Safety
-/// `arg` is NULL or a NUL-terminated string (the API's contract for string
-/// arguments).
-unsafe fn text(arg: *const c_char, var: &str, default: &str) -> String {
-    if !arg.is_null() {
-        // SAFETY: per the function contract.
-        return unsafe { CStr::from_ptr(arg) }
-            .to_string_lossy()
-            .into_owned();
+/// A string argument (as `borrowed_cstr!` read it), else the core
+/// parameter `var`, else `default`.
+fn text(arg: Option<&CStr>, var: &str, default: &str) -> String {
+    match arg {
+        Some(s) => s.to_string_lossy().into_owned(),
+        None => param::core(var).unwrap_or_else(|| default.to_string()),
     }
-    param::core(var).unwrap_or_else(|| default.to_string())
 }
 
 /// A number argument when `set`, else the core parameter `var`.
@@ -80,8 +75,8 @@ unsafe fn bootstrap(a: &fi_xpu_world_attr) -> Result<Box<dyn Bootstrap>> {
         // SAFETY: the application's ops (API contract of the field).
         return Ok(Box::new(unsafe { module::Ops::from_raw(a.bootstrap_ops) }?));
     }
-    // SAFETY: `a.bootstrap` is NULL or NUL-terminated (function contract).
-    let kind = unsafe { text(a.bootstrap, param::BOOTSTRAP, "tcp") };
+    // `a`'s strings are NULL or NUL-terminated (function contract).
+    let kind = text(borrowed_cstr!(a.bootstrap), param::BOOTSTRAP, "tcp");
     let rank = number(
         (a.rank >= 0).then_some(a.rank as u64),
         param::BOOTSTRAP_RANK,
@@ -105,8 +100,7 @@ unsafe fn bootstrap(a: &fi_xpu_world_attr) -> Result<Box<dyn Bootstrap>> {
                 warn!("fi_xpu_world_open: rank {rank} of {size} ranks");
                 return Err(Error::INVAL);
             }
-            // SAFETY: `a.addr` is NULL or NUL-terminated (function contract).
-            let addr = unsafe { text(a.addr, param::BOOTSTRAP_ADDR, "") };
+            let addr = text(borrowed_cstr!(a.addr), param::BOOTSTRAP_ADDR, "");
             if addr.is_empty() && size > 1 {
                 warn!("fi_xpu_world_open: the tcp bootstrap needs rank 0's address (attr.addr or FI_XPU_BOOTSTRAP_ADDR)");
                 return Err(Error::INVAL);
@@ -119,8 +113,7 @@ unsafe fn bootstrap(a: &fi_xpu_world_attr) -> Result<Box<dyn Bootstrap>> {
                 },
                 rank: rank as usize,
                 size: size as usize,
-                // SAFETY: `a.key` is NULL or NUL-terminated (function contract).
-                key: unsafe { text(a.key, param::BOOTSTRAP_KEY, "") },
+                key: text(borrowed_cstr!(a.key), param::BOOTSTRAP_KEY, ""),
                 timeout: Duration::from_millis(timeout),
             };
             Ok(Box::new(tcp::Tcp::join(&cfg)?))
@@ -146,8 +139,8 @@ pub unsafe extern "C" fn fi_xpu_world_open(
     world: *mut *mut fid_xpu_world,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        non_null(world)?;
+    boundary!({
+        let out = out!(world)?;
         let defaults = fi_xpu_world_attr {
             size: std::mem::size_of::<fi_xpu_world_attr>(),
             rank: -1,
@@ -160,9 +153,8 @@ pub unsafe extern "C" fn fi_xpu_world_open(
             xpu: std::ptr::null(),
             flags: 0,
         };
-        // SAFETY: `attr` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let a = unsafe { read_opt(attr) }.unwrap_or(&defaults);
-        super::attr_size::<fi_xpu_world_attr>("fi_xpu_world_open", "fi_xpu_world_attr", a.size)?;
+        let a = borrowed_opt!(attr).unwrap_or(&defaults);
+        attr_size::<fi_xpu_world_attr>("fi_xpu_world_open", "fi_xpu_world_attr", a.size)?;
         if a.flags != 0 {
             return Err(Error::BADFLAGS);
         }
@@ -171,8 +163,8 @@ pub unsafe extern "C" fn fi_xpu_world_open(
             device: 0,
             ops: std::ptr::null_mut(),
         };
-        // SAFETY: `a.xpu` is NULL or a valid struct, unchanged during the call (the API's contract).
-        let xpu = unsafe { read_opt(a.xpu) }.unwrap_or(&host);
+        // `a.xpu` is NULL or a valid struct, unchanged during the call (the API's contract).
+        let xpu = borrowed_opt!(a.xpu).unwrap_or(&host);
         // SAFETY: `attr`'s strings and ops are as the API requires.
         let boot = unsafe { bootstrap(a) }?;
         let device = Device {
@@ -187,14 +179,12 @@ pub unsafe extern "C" fn fi_xpu_world_open(
             },
         };
         let face = Face {
-            fid_ops: &super::FID_OPS,
+            fid_ops: &FID_OPS,
             providers: super::info::providers,
         };
         let w = World::open(boot, &device, &face)?;
-        let h = handles::add_world(w, &WORLD_OPS, context) as *mut fid_xpu_world;
-        // SAFETY: `world` was checked non-NULL and is valid for writing (the
-        // API's contract for out-parameters).
-        unsafe { put(world, h) };
+        let h = handles::add_world(w, &WORLD_OPS, context)? as *mut fid_xpu_world;
+        out.put(h);
         Ok(0)
     })
 }
@@ -215,8 +205,8 @@ pub unsafe extern "C" fn fi_xpu_world_query(
     world: *mut fid_xpu_world,
     info: *mut fi_xpu_world_info,
 ) -> c_int {
-    guard(|| {
-        non_null(info)?;
+    boundary!({
+        let out = out!(info)?;
         let i = with_world(world, |w| {
             Ok(fi_xpu_world_info {
                 rank: w.rank as c_int,
@@ -226,8 +216,7 @@ pub unsafe extern "C" fn fi_xpu_world_query(
                 dev: w.dev as *mut c_void,
             })
         })?;
-        // SAFETY: `info` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(info, i) };
+        out.put(i);
         Ok(0)
     })
 }
@@ -235,7 +224,7 @@ pub unsafe extern "C" fn fi_xpu_world_query(
 /// A barrier of the host threads of all ranks, over the bootstrap.
 #[no_mangle]
 pub extern "C" fn fi_xpu_world_host_barrier(world: *mut fid_xpu_world) -> c_int {
-    guard(|| with_world(world, |w| w.boot().barrier()).map(|_| 0))
+    boundary!(with_world(world, |w| w.boot().barrier()).map(|_| 0))
 }
 
 /// Every rank's `len` bytes at `mine` into `all` (`len` times the number of
@@ -251,23 +240,15 @@ pub unsafe extern "C" fn fi_xpu_world_allgather(
     all: *mut c_void,
     len: usize,
 ) -> c_int {
-    guard(|| {
+    boundary!({
+        let mine = slice!(mine as *const u8, len)?;
         if len > 0 {
-            non_null(mine)?;
             non_null(all)?;
         }
         with_world(world, |w| {
-            let mine = if len == 0 {
-                &[][..]
-            } else {
-                // SAFETY: the caller's contract.
-                unsafe { std::slice::from_raw_parts(mine as *const u8, len) }
-            };
             let v = w.boot().allgather(mine)?;
-            if !v.is_empty() {
-                // SAFETY: `all` holds len * nranks bytes (caller's contract).
-                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), all as *mut u8, v.len()) };
-            }
+            // `all` holds len * nranks bytes (the caller's contract).
+            slice_mut!(all as *mut u8, v.len())?.copy_from_slice(&v);
             Ok(0)
         })
     })
@@ -284,24 +265,17 @@ pub unsafe extern "C" fn fi_xpu_world_bcast(
     len: usize,
     root: c_int,
 ) -> c_int {
-    guard(|| {
-        if len > 0 {
-            non_null(buf)?;
-        }
+    boundary!({
+        let buf = slice_mut!(buf as *mut u8, len)?;
         with_world(world, |w| {
             if root < 0 || root as usize >= w.size {
                 return Err(Error::INVAL);
             }
-            // SAFETY: the caller's contract.
-            let mine = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
-            let v = w
-                .boot()
-                .bcast(if len == 0 { &[] } else { mine }, root as usize)?;
+            let v = w.boot().bcast(buf, root as usize)?;
             if v.len() != len {
                 return Err(Error::INVAL);
             }
-            // SAFETY: as above.
-            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf as *mut u8, len) };
+            buf.copy_from_slice(&v);
             Ok(0)
         })
     })
@@ -324,22 +298,17 @@ pub unsafe extern "C" fn fi_xpu_world_alloc(
     dev: *mut *mut c_void,
     win: *mut *mut fid_xpu_window,
 ) -> c_int {
-    guard(|| {
-        non_null(addr)?;
-        non_null(dev)?;
-        non_null(win)?;
+    boundary!({
+        let (addr, dev, win) = (out!(addr)?, out!(dev)?, out!(win)?);
         if flags != 0 {
             return Err(Error::BADFLAGS);
         }
         let w = with_world(world, |w| Window::alloc(w, size))?;
         let (a, d) = (w.addr, w.dev);
         let h = handles::add_window(world as *const c_void, w, &WINDOW_OPS)?;
-        // SAFETY: `addr` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(addr, a as *mut c_void) };
-        // SAFETY: `dev` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(dev, d as *mut c_void) };
-        // SAFETY: `win` was checked non-NULL and is valid for writing (the API's contract for out-parameters).
-        unsafe { put(win, h as *mut fid_xpu_window) };
+        addr.put(a as *mut c_void);
+        dev.put(d as *mut c_void);
+        win.put(h as *mut fid_xpu_window);
         Ok(0)
     })
 }
@@ -349,7 +318,7 @@ pub unsafe extern "C" fn fi_xpu_world_alloc(
 /// the bootstrap's error is returned).
 #[no_mangle]
 pub extern "C" fn fi_xpu_world_free(win: *mut fid_xpu_window) -> c_int {
-    guard(|| {
+    boundary!({
         let (e, w) = handles::remove_window(win as *const c_void)?;
         let mut g = e.world.lock().unwrap_or_else(|p| p.into_inner());
         let world = g.as_mut().ok_or(Error::INVAL)?;
@@ -362,7 +331,7 @@ pub extern "C" fn fi_xpu_world_free(win: *mut fid_xpu_window) -> c_int {
 /// error is returned).
 #[no_mangle]
 pub extern "C" fn fi_xpu_world_close(world: *mut fid_xpu_world) -> c_int {
-    guard(|| {
+    boundary!({
         let e = handles::remove_world(world as *const c_void)?;
         let w = e
             .world

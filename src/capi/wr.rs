@@ -5,11 +5,9 @@
 //! The request's layout is the same on every provider: addresses and
 //! registrations are converted here, through the provider's own AV lookup
 //! and descriptor calls, into the raw forms device operations take.
-use super::guard;
 use crate::error::{Error, Result};
 use crate::flags::{self, OpFlags};
 use crate::object::{self, lookup, Kind};
-use crate::prov_call;
 use fi_xpu_abi::control::{FI_FLUSH_WORK, FI_PREPARE_WORK, FI_QUEUE_WORK};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::op_type::*;
@@ -31,20 +29,6 @@ fn allowed_flags(op: u32) -> OpFlags {
     }
 }
 
-/// Reads `n` elements at `p`, which the application passed with a count.
-///
-/// # Safety
-/// `p` is NULL or points to `n` valid elements that nothing changes for
-/// `'a` (the API's contract for arrays passed with a count).
-unsafe fn slice<'a, T>(p: *const T, n: usize) -> Result<&'a [T]> {
-    match (p.is_null(), n) {
-        (_, 0) => Ok(&[]),
-        (true, _) => Err(Error::INVAL),
-        // SAFETY: per the function contract.
-        (false, n) => Ok(unsafe { std::slice::from_raw_parts(p, n) }),
-    }
-}
-
 /// The one local buffer of an operation: (address, length, registration).
 ///
 /// # Safety
@@ -55,8 +39,8 @@ unsafe fn one<T: Copy>(items: &[T], desc: *mut *mut c_void) -> Result<Option<(T,
         0 => Ok(None),
         // Device operations take one buffer.
         1 => {
-            // SAFETY: `desc` is NULL or holds the given count of valid elements (function contract).
-            let d = unsafe { slice(desc as *const *mut c_void, usize::from(!desc.is_null())) }?;
+            // `desc` is NULL or holds the given count of valid elements (function contract).
+            let d = slice!(desc as *const *mut c_void, usize::from(!desc.is_null()))?;
             Ok(Some((
                 items[0],
                 d.first().copied().unwrap_or(std::ptr::null_mut()),
@@ -83,16 +67,12 @@ impl Conv {
             return Err(Error::INVAL);
         }
         let mut len = out.len();
-        Error::check(prov_call!(
-            m.prov,
-            mr_desc(
-                m.handle(),
-                self.ctx.handle(),
-                out.as_mut_ptr() as *mut c_void,
-                &mut len,
-                0
-            )
-        ))?;
+        let p = out.as_mut_ptr() as *mut c_void;
+        // SAFETY: `out` holds `len` bytes.
+        Error::check(unsafe {
+            m.prov
+                .mr_desc(m.handle(), self.ctx.handle(), p, &mut len, 0)
+        })?;
         Ok(true)
     }
 
@@ -106,17 +86,12 @@ impl Conv {
         let mut len = out.len();
         // An address not in the AV is invalid input on every provider
         // (their lookups say -FI_ENOENT or -FI_EINVAL).
-        let rc = prov_call!(
-            av.prov,
-            av_lookup(
-                av.handle(),
-                addr,
-                self.ctx.handle(),
-                out.as_mut_ptr() as *mut c_void,
-                &mut len,
-                0
-            )
-        );
+        let p = out.as_mut_ptr() as *mut c_void;
+        // SAFETY: `out` holds `len` bytes.
+        let rc = unsafe {
+            av.prov
+                .av_lookup(av.handle(), addr, self.ctx.handle(), p, &mut len, 0)
+        };
         Error::check(if rc == -FI_ENOENT { -FI_EINVAL } else { rc })?;
         Ok(true)
     }
@@ -150,16 +125,6 @@ fn zero_wr() -> fi_xpu_wr {
     }
 }
 
-/// Reads the descriptor `op` points to.
-///
-/// # Safety
-/// `op` is NULL or points to a valid `T` (the fi_op_* struct that the work
-/// request's `op_type` names), unchanged for `'a`.
-unsafe fn op_ref<'a, T>(op: *mut c_void) -> Result<&'a T> {
-    // SAFETY: per the function contract.
-    unsafe { (op as *const T).as_ref() }.ok_or(Error::INVAL)
-}
-
 /// The common part of messages and RMA: the local buffer, its
 /// registration, and the peer.
 ///
@@ -173,8 +138,8 @@ unsafe fn local(
     count: usize,
     desc: *mut *mut c_void,
 ) -> Result<()> {
-    // SAFETY: `iov` is NULL or holds the given count of valid elements (function contract).
-    let iovs = unsafe { slice(iov, count) }?;
+    // `iov` is NULL or holds the given count of valid elements (function contract).
+    let iovs = slice!(iov, count)?;
     let spans: Vec<_> = iovs
         .iter()
         .map(|v| (v.iov_base as u64, v.iov_len as u64))
@@ -221,16 +186,16 @@ fn set_peer(c: &Conv, w: &mut fi_xpu_wr, addr: fi_addr_t, any: bool) -> Result<(
 /// The application's pointers it is given (directly or inside the structs)
 /// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
 unsafe fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
-    // SAFETY: `m.msg_iov` is NULL or holds the given count of valid elements (function contract).
-    let iocs = unsafe { slice(m.msg_iov, m.iov_count) }?;
+    // `m.msg_iov` is NULL or holds the given count of valid elements (function contract).
+    let iocs = slice!(m.msg_iov, m.iov_count)?;
     let spans: Vec<_> = iocs
         .iter()
         .map(|v| (v.addr as u64, v.count as u64))
         .collect();
     // SAFETY: the application's pointers are passed on as this function's contract gives them.
     let one = unsafe { set_local(c, w, &spans, m.desc) }?;
-    // SAFETY: `m.rma_iov` is NULL or holds the given count of valid elements (function contract).
-    let r = unsafe { slice(m.rma_iov, m.rma_iov_count) }?;
+    // `m.rma_iov` is NULL or holds the given count of valid elements (function contract).
+    let r = slice!(m.rma_iov, m.rma_iov_count)?;
     if r.len() != 1 || (one && r[0].count as u64 != w.len) {
         return Err(Error::INVAL);
     }
@@ -255,8 +220,8 @@ unsafe fn atomic(c: &Conv, w: &mut fi_xpu_wr, m: &fi_msg_atomic) -> Result<()> {
 /// The application's pointers it is given (directly or inside the structs)
 /// are NULL or valid for their counts (`fi_xpu_prepare_wr`'s contract).
 unsafe fn extra(c: &Conv, w: &mut fi_xpu_wr, f: &fi_msg_fetch, bit: u32) -> Result<()> {
-    // SAFETY: `f.msg_iov` is NULL or holds the given count of valid elements (function contract).
-    let iocs = unsafe { slice(f.msg_iov, f.iov_count) }?;
+    // `f.msg_iov` is NULL or holds the given count of valid elements (function contract).
+    let iocs = slice!(f.msg_iov, f.iov_count)?;
     let addrs: Vec<u64> = iocs.iter().map(|v| v.addr as u64).collect();
     // SAFETY: the application's pointers are passed on as this function's contract gives them.
     let (addr, mr) = unsafe { one(&addrs, f.desc) }?.ok_or(Error::INVAL)?;
@@ -283,8 +248,9 @@ unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_w
     // flags the operation allows; its flags go to `w`.
     macro_rules! op_for_ep {
         ($t:ty) => {{
-            // SAFETY: `attr.op` points to the fi_op_* struct that `op_type` names (function contract).
-            let d: &$t = unsafe { op_ref(attr.op) }?;
+            // `attr.op` is NULL or points to the fi_op_* struct that
+            // `op_type` names, unchanged during the call (function contract).
+            let d: &$t = borrowed!(attr.op as *const $t)?;
             if d.ep != ep {
                 return Err(Error::INVAL);
             }
@@ -318,8 +284,8 @@ unsafe fn convert(ep: *mut c_void, attr: &fi_wr_attr, c: &Conv, w: &mut fi_xpu_w
             let d = op_for_ep!(fi_op_rma);
             // SAFETY: the application's pointers are passed on as this function's contract gives them.
             unsafe { local(c, w, d.msg.msg_iov, d.msg.iov_count, d.msg.desc) }?;
-            // SAFETY: `d.msg.rma_iov` is NULL or holds the given count of valid elements (function contract).
-            let r = unsafe { slice(d.msg.rma_iov, d.msg.rma_iov_count) }?;
+            // `d.msg.rma_iov` is NULL or holds the given count of valid elements (function contract).
+            let r = slice!(d.msg.rma_iov, d.msg.rma_iov_count)?;
             if r.len() != 1 || r[0].len as u64 != w.len {
                 return Err(Error::INVAL);
             }
@@ -402,7 +368,7 @@ unsafe fn prepare(ep: *mut c_void, work: *mut fi_wr_attr) -> Result<c_int> {
     let attr = *unsafe { work.as_ref() }.ok_or(Error::INVAL)?;
     let ctx = e.ctx().ok_or(Error::INVAL)?;
     let mut info = fi_xpu_ctx_info::default();
-    Error::check(prov_call!(ctx.prov, ctx_query(ctx.handle(), &mut info)))?;
+    Error::check(ctx.prov.ctx_query(ctx.handle(), &mut info))?;
     if info.caps & FI_XPU_CAP_WR == 0 {
         return Err(Error::OPNOTSUPP);
     }
@@ -444,7 +410,7 @@ pub unsafe extern "C" fn fi_xpu_prepare_wr(
     work: *mut fi_wr_attr,
 ) -> c_int {
     // SAFETY: `work` is NULL or valid (the contract of fi_xpu_prepare_wr / FI_PREPARE_WORK).
-    guard(|| unsafe { prepare(ep as *mut c_void, work) })
+    boundary!(unsafe { prepare(ep as *mut c_void, work) })
 }
 
 /// `fi_control` on an object's fid: the work-request commands on an
@@ -456,9 +422,12 @@ pub unsafe extern "C" fn fi_xpu_prepare_wr(
 /// are NULL or valid for their counts (`fi_control`'s contract: `arg` is the fi_wr_attr of `FI_PREPARE_WORK`).
 pub unsafe fn control(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     match command {
-        // SAFETY: `work` is NULL or valid (the contract of fi_xpu_prepare_wr / FI_PREPARE_WORK).
-        FI_PREPARE_WORK => guard(|| unsafe { prepare(fid as *mut c_void, arg as *mut fi_wr_attr) }),
-        FI_QUEUE_WORK | FI_FLUSH_WORK => guard(|| {
+        FI_PREPARE_WORK => {
+            // SAFETY: `arg` is NULL or a valid fi_wr_attr (the contract of
+            // fi_control with FI_PREPARE_WORK).
+            boundary!(unsafe { prepare(fid as *mut c_void, arg as *mut fi_wr_attr) })
+        }
+        FI_QUEUE_WORK | FI_FLUSH_WORK => boundary!({
             lookup(fid as *const c_void, Kind::Ep)?;
             Err(Error::OPNOTSUPP)
         }),

@@ -6,8 +6,7 @@ use crate::error::{Error, Result};
 use crate::flags::{self, CntrBind, CqBind, EpCaps, MrAccess};
 use crate::memory::{Memory, UserOps};
 use crate::object::{self, acquire, lookup, register, release, Kind, New, Object};
-use crate::prov_call;
-use crate::provider::Provider;
+use crate::provider::{Handle, Provider};
 use fi_xpu_abi::*;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -26,13 +25,13 @@ fn open_in_domain(
     range: Option<(usize, usize)>,
     context: *mut c_void,
     ops: &'static fi_ops,
-    open: impl FnOnce(*mut c_void, *mut c_void, &mut *mut c_void) -> c_int,
+    open: impl FnOnce(Handle, Handle, &mut Handle) -> c_int,
 ) -> Result<*mut fid> {
-    let ctx_h = ctx.as_ref().map_or(std::ptr::null_mut(), |c| c.handle());
+    let ctx_h = ctx.as_ref().map_or(Handle::NULL, |c| c.handle());
     let mut holds = vec![dom.clone()];
     holds.extend(ctx);
     acquire(&holds.iter().collect::<Vec<_>>())?;
-    let mut handle = std::ptr::null_mut();
+    let mut handle = Handle::NULL;
     if let Err(e) = Error::check(open(dom.handle(), ctx_h, &mut handle)) {
         release(&holds);
         return Err(e);
@@ -71,11 +70,8 @@ pub fn domain(
     context: *mut c_void,
     ops: &'static fi_ops,
 ) -> Result<*mut fid> {
-    let mut handle = std::ptr::null_mut();
-    Error::check(prov_call!(
-        prov,
-        domain_open(prov.handle(), attr, &mut handle)
-    ))?;
+    let mut handle = Handle::NULL;
+    Error::check(prov.domain_open(prov.handle(), attr, &mut handle))?;
     Ok(register(New {
         kind: Kind::Domain,
         prov,
@@ -127,8 +123,8 @@ pub fn ctx_open(
         device,
         core_ctx: shell as *mut fid_xpu_host_ctx,
     };
-    let mut h = std::ptr::null_mut();
-    let ret = prov_call!(prov, ctx_open(dom.handle(), &args, &mut h));
+    let mut h = Handle::NULL;
+    let ret = prov.ctx_open(dom.handle(), &args, &mut h);
     object::finish_pending(shell, Error::check(ret).map(|_| h))?;
     Ok(shell)
 }
@@ -136,7 +132,7 @@ pub fn ctx_open(
 /// Capabilities and raw sizes of a context.
 pub fn ctx_query(c: &Object) -> Result<fi_xpu_ctx_info> {
     let mut out = fi_xpu_ctx_info::default();
-    Error::check(prov_call!(c.prov, ctx_query(c.handle(), &mut out)))?;
+    Error::check(c.prov.ctx_query(c.handle(), &mut out))?;
     Ok(out)
 }
 
@@ -151,7 +147,7 @@ pub fn av_open(
         return Err(Error::BADFLAGS);
     }
     open_in_domain(Kind::Av, dom, None, false, None, context, ops, |d, _, h| {
-        prov_call!(dom.prov, av_open(d, attr, h))
+        dom.prov.av_open(d, attr, h)
     })
 }
 
@@ -175,7 +171,10 @@ pub fn av_insert(
     for i in 0..count {
         let mut out: fi_addr_t = FI_ADDR_UNSPEC;
         let one = addr[i * addrlen..].as_ptr() as *const c_void;
-        match Error::check(prov_call!(a.prov, av_insert(a.handle(), one, &mut out, 0))) {
+        // SAFETY: `addr` was checked to hold `count` addresses of `addrlen`
+        // bytes, so `one` holds `addrlen` bytes.
+        let ret = unsafe { a.prov.av_insert(a.handle(), one, &mut out, 0) };
+        match Error::check(ret) {
             Ok(()) => {
                 inserted += 1;
                 crate::debug!("{}: inserted fi_addr {out}", a.describe());
@@ -210,17 +209,12 @@ pub fn av_insert(
 pub fn av_lookup(a: &Object, c: &Object, fi_addr: fi_addr_t, buf: &mut [u8]) -> Result<usize> {
     raw_query(a, c)?;
     let mut len = buf.len();
-    Error::check(prov_call!(
-        a.prov,
-        av_lookup(
-            a.handle(),
-            fi_addr,
-            c.handle(),
-            buf.as_mut_ptr() as *mut c_void,
-            &mut len,
-            0
-        )
-    ))?;
+    let p = buf.as_mut_ptr() as *mut c_void;
+    // SAFETY: `buf` holds `len` bytes.
+    Error::check(unsafe {
+        a.prov
+            .av_lookup(a.handle(), fi_addr, c.handle(), p, &mut len, 0)
+    })?;
     Ok(len)
 }
 
@@ -229,16 +223,9 @@ pub fn av_lookup(a: &Object, c: &Object, fi_addr: fi_addr_t, buf: &mut [u8]) -> 
 pub fn mr_desc(m: &Object, c: &Object, buf: &mut [u8]) -> Result<usize> {
     raw_query(m, c)?;
     let mut len = buf.len();
-    Error::check(prov_call!(
-        m.prov,
-        mr_desc(
-            m.handle(),
-            c.handle(),
-            buf.as_mut_ptr() as *mut c_void,
-            &mut len,
-            0
-        )
-    ))?;
+    let p = buf.as_mut_ptr() as *mut c_void;
+    // SAFETY: `buf` holds `len` bytes.
+    Error::check(unsafe { m.prov.mr_desc(m.handle(), c.handle(), p, &mut len, 0) })?;
     Ok(len)
 }
 
@@ -318,7 +305,7 @@ pub fn mr_reg(
         Some((buf, len)),
         context,
         ops,
-        |d, x, h| prov_call!(dom.prov, mr_reg(d, x, &args, h)),
+        |d, x, h| dom.prov.mr_reg(d, x, &args, h),
     )?;
     crate::debug!(
         "mr {fid:p}: registered [{:p}, +{len:#x}) access {access:#x} on {}",
@@ -331,7 +318,7 @@ pub fn mr_reg(
 /// The remote key of a registration.
 pub fn mr_key(m: &Object) -> Result<u64> {
     let mut k = 0u64;
-    Error::check(prov_call!(m.prov, mr_key(m.handle(), &mut k)))?;
+    Error::check(m.prov.mr_key(m.handle(), &mut k))?;
     Ok(k)
 }
 
@@ -355,7 +342,7 @@ pub fn cq_open(
     let c = attr_ctx(dom, attr.xpu_ctx)?;
     let xpu = c.is_some();
     open_in_domain(Kind::Cq, dom, c, xpu, None, context, ops, |d, x, h| {
-        prov_call!(dom.prov, cq_open(d, x, attr, h))
+        dom.prov.cq_open(d, x, attr, h)
     })
 }
 
@@ -373,7 +360,7 @@ pub fn cntr_open(
     let c = attr_ctx(dom, attr.xpu_ctx)?;
     let xpu = c.is_some();
     open_in_domain(Kind::Cntr, dom, c, xpu, None, context, ops, |d, x, h| {
-        prov_call!(dom.prov, cntr_open(d, x, attr, h))
+        dom.prov.cntr_open(d, x, attr, h)
     })
 }
 
@@ -397,7 +384,7 @@ pub fn endpoint(
         None,
         context,
         ops,
-        |d, x, h| prov_call!(dom.prov, ep_open(d, x, attr, h)),
+        |d, x, h| dom.prov.ep_open(d, x, attr, h),
     )
 }
 
@@ -427,10 +414,10 @@ pub fn ep_bind(e: &Arc<Object>, b: &Arc<Object>, flags: u64) -> Result<()> {
         }
     }
     acquire(&[b])?;
-    if let Err(err) = Error::check(prov_call!(
-        e.prov,
-        ep_bind(e.handle(), b.kind.fclass(), b.handle(), flags)
-    )) {
+    if let Err(err) = Error::check(
+        e.prov
+            .ep_bind(e.handle(), b.kind.fclass(), b.handle(), flags),
+    ) {
         release(&[Arc::clone(b)]);
         return Err(err);
     }
@@ -464,7 +451,7 @@ pub fn enable(e: &Object) -> Result<()> {
         );
         return Err(Error::NOCQ);
     }
-    if let Err(err) = Error::check(prov_call!(e.prov, ep_enable(e.handle()))) {
+    if let Err(err) = Error::check(e.prov.ep_enable(e.handle())) {
         match err {
             Error::NOAV => crate::warn!(
                 "fi_xpu_enable: {}: no AV bound (-FI_ENOAV): provider {} addresses peers through it; bind one first",
@@ -493,10 +480,10 @@ pub fn export(o: &Object, flags: u64) -> Result<fid_xpu> {
     let mut handle = fid_xpu::default();
     let ret = match o.kind {
         Kind::Ep if !o.flag.load(Ordering::Acquire) => return Err(Error::OPBADSTATE),
-        Kind::Ep => prov_call!(o.prov, ep_export(o.handle(), 0, &mut handle)),
+        Kind::Ep => o.prov.ep_export(o.handle(), 0, &mut handle),
         Kind::Cq | Kind::Cntr if !o.xpu => return Err(Error::OPNOTSUPP),
-        Kind::Cq => prov_call!(o.prov, cq_export(o.handle(), 0, &mut handle)),
-        Kind::Cntr => prov_call!(o.prov, cntr_export(o.handle(), 0, &mut handle)),
+        Kind::Cq => o.prov.cq_export(o.handle(), 0, &mut handle),
+        Kind::Cntr => o.prov.cntr_export(o.handle(), 0, &mut handle),
         _ => return Err(Error::INVAL),
     };
     Error::check(ret)?;
@@ -511,7 +498,8 @@ pub fn export(o: &Object, flags: u64) -> Result<fid_xpu> {
 pub fn getname(e: &Object, buf: &mut [u8]) -> std::result::Result<usize, (Error, usize)> {
     let mut len = buf.len();
     let p = buf.as_mut_ptr() as *mut c_void;
-    match Error::check(prov_call!(e.prov, ep_getname(e.handle(), p, &mut len))) {
+    // SAFETY: `buf` holds `len` bytes.
+    match Error::check(unsafe { e.prov.ep_getname(e.handle(), p, &mut len) }) {
         Ok(()) => Ok(len),
         Err(err) => Err((err, len)),
     }

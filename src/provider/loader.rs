@@ -44,8 +44,8 @@ impl Provider {
     }
 
     /// The provider's own handle from `init`.
-    pub fn handle(&self) -> *mut c_void {
-        self.handle as *mut c_void
+    pub fn handle(&self) -> super::handle::Handle {
+        super::handle::Handle::from_raw(self.handle as *mut c_void)
     }
 
     pub fn log(&self, level: i32, msg: &str) {

@@ -1,16 +1,18 @@
 //! The application's handles of worlds and windows: small C-visible shells
-//! (a libfabric `struct fid`, so `fi_close` works on them) looked up in a
-//! registry before anything else happens, as for every other host object.
-//! Shells come from the same recycled arena as the other objects' shells
-//! (`crate::shell`), so a closed handle stays an unknown key.
+//! (a libfabric `struct fid`, so `fi_close` works on them) in the one
+//! registry of live handles (`crate::object`), looked up before anything
+//! else happens, as for every other host object. Shells come from the same
+//! recycled arena as the other objects' shells (`crate::shell`), so a
+//! closed handle stays an unknown key.
 use super::window::Window;
 use super::World;
 use crate::error::{Error, Result};
-use crate::fork::{self, ForkSafe, Rank};
+use crate::object;
 use fi_xpu_abi::*;
+use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// A live world: the world itself (taken out when it closes) and its
 /// windows by shell address. Calls on one world run one at a time.
@@ -19,83 +21,46 @@ pub struct Entry {
     pub windows: Mutex<HashMap<usize, Window>>,
 }
 
-#[derive(Default)]
-struct Registry {
-    worlds: HashMap<usize, Arc<Entry>>,
-    /// Window shell -> its world's shell.
-    windows: HashMap<usize, usize>,
+/// A world's entry, as the registry keeps it.
+fn entry(value: Arc<dyn Any + Send + Sync>) -> Result<Arc<Entry>> {
+    value.downcast::<Entry>().map_err(|_| Error::INVAL)
 }
 
-static R: ForkSafe<Registry> = ForkSafe::new(Rank::WorldHandles);
-
-fn registry() -> MutexGuard<'static, Registry> {
-    R.lock(Registry::default)
-}
-
-/// Made at load (`crate::fork`).
-fn make() {
-    drop(registry());
-}
-fork::at_load!(make);
-
-fn shell(fclass: usize, ops: &'static fi_ops, context: *mut c_void) -> usize {
-    crate::shell::alloc(fid {
-        fclass,
-        context,
-        ops: ops as *const fi_ops as *mut fi_ops,
-    }) as usize
-}
-
-pub fn add_world(w: World, ops: &'static fi_ops, context: *mut c_void) -> *mut fid {
-    let s = shell(FI_XPU_CLASS_WORLD, ops, context);
+pub fn add_world(w: World, ops: &'static fi_ops, context: *mut c_void) -> Result<*mut fid> {
     let e = Arc::new(Entry {
         world: Mutex::new(Some(w)),
         windows: Mutex::default(),
     });
-    registry().worlds.insert(s, e);
-    s as *mut fid
+    object::register_other(FI_XPU_CLASS_WORLD, ops, context, 0, e)
 }
 
 pub fn world(p: *const c_void) -> Result<Arc<Entry>> {
-    registry()
-        .worlds
-        .get(&(p as usize))
-        .cloned()
-        .ok_or(Error::INVAL)
+    entry(object::lookup_other(p, FI_XPU_CLASS_WORLD)?.0)
 }
 
 /// Takes a world out of the registry: `-FI_EBUSY` while it has windows.
 pub fn remove_world(p: *const c_void) -> Result<Arc<Entry>> {
-    let mut r = registry();
-    let e = r.worlds.get(&(p as usize)).ok_or(Error::INVAL)?;
-    if r.windows.values().any(|w| *w == p as usize) {
-        return Err(Error::BUSY);
-    }
-    let _ = e;
-    crate::shell::free(p as *mut fid);
-    Ok(r.worlds.remove(&(p as usize)).unwrap())
+    entry(object::remove_other(p, FI_XPU_CLASS_WORLD)?.0)
 }
 
+/// Registers the window `w` of the world `world` (its world's entry is
+/// the value a window keeps in the registry).
 pub fn add_window(world: *const c_void, w: Window, ops: &'static fi_ops) -> Result<*mut fid> {
-    let mut r = registry();
-    let e = r
-        .worlds
-        .get(&(world as usize))
-        .cloned()
-        .ok_or(Error::INVAL)?;
-    let s = shell(FI_XPU_CLASS_WINDOW, ops, std::ptr::null_mut());
-    r.windows.insert(s, world as usize);
-    e.windows.lock().unwrap().insert(s, w);
-    Ok(s as *mut fid)
+    let e = self::world(world)?;
+    let s = object::register_other(
+        FI_XPU_CLASS_WINDOW,
+        ops,
+        std::ptr::null_mut(),
+        world as usize,
+        e.clone(),
+    )?;
+    e.windows.lock().unwrap().insert(s as usize, w);
+    Ok(s)
 }
 
 /// Takes a window out of the registry, with its world.
 pub fn remove_window(p: *const c_void) -> Result<(Arc<Entry>, Window)> {
-    let mut r = registry();
-    let world = *r.windows.get(&(p as usize)).ok_or(Error::INVAL)?;
-    let e = r.worlds.get(&world).cloned().ok_or(Error::INVAL)?;
-    r.windows.remove(&(p as usize));
-    crate::shell::free(p as *mut fid);
+    let e = entry(object::remove_other(p, FI_XPU_CLASS_WINDOW)?.0)?;
     let w = e.windows.lock().unwrap().remove(&(p as usize));
     Ok((e, w.ok_or(Error::INVAL)?))
 }

@@ -10,6 +10,7 @@ pub mod handles;
 pub mod lane;
 pub mod layout;
 pub mod node;
+pub mod peers;
 pub mod window;
 
 use crate::bootstrap::{Bootstrap, Collectives};
@@ -20,50 +21,27 @@ use fi_xpu_abi::*;
 pub use lane::Device;
 use lane::{Available, Lane};
 use layout::*;
+pub use peers::{agree, Peers};
+use std::ops::{Deref, DerefMut};
 
-/// How a world reaches each peer.
+/// A world: its peers (what its windows need of it, `peers.rs`) and its
+/// control window.
 pub struct World {
-    pub rank: usize,
-    pub size: usize,
-    boot: Box<dyn Bootstrap>,
-    pub lanes: Vec<Lane>,
-    pub node: Vec<usize>,
-    pub nnodes: usize,
-    /// Per peer: its raw address in each of this rank's lanes (None where
-    /// that lane does not reach it).
-    addrs: Vec<[Option<u64>; LANES]>,
-    /// Per peer: the lane of its rma route and of its amo route.
-    rma_lane: Vec<usize>,
-    amo_lane: Vec<usize>,
-    /// The device table (`struct fi_xpu_world_dev`), in lane 0's memory.
-    pub dev: usize,
+    peers: Peers,
     ctl: Option<window::Window>,
 }
 
-// SAFETY: the device table is memory this world owns; the lanes are Send.
-unsafe impl Send for World {}
-
-/// The outcome of a collective step on every rank: this rank's own error,
-/// else the first other rank's, else its value.
-pub fn agree<T>(boot: &mut dyn Bootstrap, mine: Result<T>) -> Result<T> {
-    let code = match &mine {
-        Ok(_) => 0i32,
-        Err(e) => e.code(),
-    };
-    let all = boot.allgather(&code.to_le_bytes())?;
-    mine.as_ref().map_err(|e| *e)?;
-    for (r, c) in all.chunks_exact(4).enumerate() {
-        let c = i32::from_le_bytes(c.try_into().unwrap());
-        if c != 0 {
-            warn!(
-                "world: rank {r} failed this step ({}); so does rank {}",
-                crate::error::strerror(c),
-                boot.rank()
-            );
-            return Err(Error::from_code(c));
-        }
+impl Deref for World {
+    type Target = Peers;
+    fn deref(&self) -> &Peers {
+        &self.peers
     }
-    mine
+}
+
+impl DerefMut for World {
+    fn deref_mut(&mut self) -> &mut Peers {
+        &mut self.peers
+    }
 }
 
 /// Which providers one rank can use, as it tells the others.
@@ -173,16 +151,18 @@ impl World {
         agree(boot.as_mut(), inserted)?;
 
         let mut w = World {
-            rank,
-            size,
-            boot,
-            lanes,
-            node,
-            nnodes,
-            addrs,
-            rma_lane,
-            amo_lane,
-            dev: 0,
+            peers: Peers {
+                rank,
+                size,
+                boot,
+                lanes,
+                node,
+                nnodes,
+                addrs,
+                rma_lane,
+                amo_lane,
+                dev: 0,
+            },
             ctl: None,
         };
         let table = w.lanes[0].alloc_table(std::mem::size_of::<WorldDev>() as u64);
@@ -218,22 +198,18 @@ impl World {
         self.lanes[0].write_table(self.dev, d.bytes())
     }
 
-    pub fn boot(&mut self) -> &mut dyn Bootstrap {
-        self.boot.as_mut()
-    }
-
     /// Closes the world's own resources: the control window, the table and
     /// the lanes (in that order). Collective where the bootstrap still
     /// works; the local resources are released either way.
     pub fn close(mut self) -> Result<()> {
-        let synced = self.boot.barrier();
+        let synced = self.peers.boot.barrier();
         if let Some(ctl) = self.ctl.take() {
-            ctl.release(&self);
+            ctl.release(&self.peers);
         }
         if self.dev != 0 {
             let _ = self.lanes[0].free(self.dev);
         }
-        drop(self.lanes);
+        drop(self.peers.lanes);
         synced
     }
 }

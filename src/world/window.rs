@@ -5,7 +5,7 @@
 //! atomics (`struct fi_xpu_window_dev`).
 use super::lane::{Lane, Reg};
 use super::layout::*;
-use super::{agree, World};
+use super::peers::{agree, Peers};
 use crate::error::{Error, Result};
 use crate::warn;
 
@@ -29,7 +29,7 @@ fn page_round(n: u64) -> Option<u64> {
 
 impl Window {
     /// Collective: every rank passes the same `size`.
-    pub fn alloc(w: &mut World, size: u64) -> Result<Window> {
+    pub fn alloc(w: &mut Peers, size: u64) -> Result<Window> {
         let sizes = w.boot().allgather(&size.to_le_bytes())?;
         if sizes
             .chunks_exact(8)
@@ -84,7 +84,7 @@ impl Window {
 
     /// Allocates, imports into the other lanes and registers this rank's
     /// part; undoes what it did on an error.
-    fn local_part(w: &World, mapped: u64) -> Result<Window> {
+    fn local_part(w: &Peers, mapped: u64) -> Result<Window> {
         let addr = w.lanes[0].alloc(mapped, false)?;
         let mut win = Window {
             size: mapped,
@@ -112,7 +112,7 @@ impl Window {
     }
 
     /// Writes the device table from every rank's card.
-    fn table(w: &World, win: &Window, cards: &[u8]) -> Result<usize> {
+    fn table(w: &Peers, win: &Window, cards: &[u8]) -> Result<usize> {
         let n = w.size;
         let head = std::mem::size_of::<WindowDev>();
         let len = head + n * std::mem::size_of::<WindowPeer>();
@@ -179,7 +179,7 @@ impl Window {
     }
 
     /// Releases this rank's part (not collective).
-    pub fn release(self, w: &World) {
+    pub fn release(self, w: &Peers) {
         for r in self.regs {
             Lane::deregister(r);
         }
@@ -198,7 +198,7 @@ impl Window {
 
     /// Collective free: every rank stops using the window before any rank
     /// releases its part.
-    pub fn free(self, w: &mut World) -> Result<()> {
+    pub fn free(self, w: &mut Peers) -> Result<()> {
         let synced = crate::bootstrap::Collectives::barrier(w.boot());
         self.release(w);
         synced
