@@ -89,8 +89,8 @@ pub struct Object {
     pub xpu: bool,
     /// Registrations: the registered range `[start, start + len)`.
     pub range: Option<(usize, usize)>,
-    /// Endpoints: enabled. CQs and counters: exported.
-    pub flag: AtomicBool,
+    /// Endpoints: enabled (`fi_xpu_enable` succeeded).
+    pub enabled: AtomicBool,
     /// Endpoints: the `FI_TRANSMIT` and `FI_RECV` bits of the CQs bound.
     pub cq_bound: AtomicU64,
 }
@@ -393,7 +393,7 @@ fn insert(new: New, pending: bool) -> *mut fid {
         memory: new.memory,
         xpu: new.xpu,
         range: new.range,
-        flag: AtomicBool::new(false),
+        enabled: AtomicBool::new(false),
         cq_bound: AtomicU64::new(0),
     });
     if !pending {

@@ -393,7 +393,7 @@ pub fn ep_bind(e: &Arc<Object>, b: &Arc<Object>, flags: u64) -> Result<()> {
     if !e.same_domain(b) {
         return Err(Error::INVAL);
     }
-    if e.flag.load(Ordering::Acquire) {
+    if e.enabled.load(Ordering::Acquire) {
         return Err(Error::OPBADSTATE);
     }
     match b.kind {
@@ -438,7 +438,7 @@ pub fn ep_bind(e: &Arc<Object>, b: &Arc<Object>, flags: u64) -> Result<()> {
 
 /// Enables an endpoint once its AV and CQs are bound.
 pub fn enable(e: &Object) -> Result<()> {
-    if e.flag.load(Ordering::Acquire) {
+    if e.enabled.load(Ordering::Acquire) {
         return Err(Error::OPBADSTATE);
     }
     // Without a CQ nothing the endpoint does could report, not even
@@ -467,7 +467,7 @@ pub fn enable(e: &Object) -> Result<()> {
         }
         return Err(err);
     }
-    e.flag.store(true, Ordering::Release);
+    e.enabled.store(true, Ordering::Release);
     crate::debug!("enabled {}", e.describe());
     Ok(())
 }
@@ -479,7 +479,7 @@ pub fn export(o: &Object, flags: u64) -> Result<fid_xpu> {
     }
     let mut handle = fid_xpu::default();
     let ret = match o.kind {
-        Kind::Ep if !o.flag.load(Ordering::Acquire) => return Err(Error::OPBADSTATE),
+        Kind::Ep if !o.enabled.load(Ordering::Acquire) => return Err(Error::OPBADSTATE),
         Kind::Ep => o.prov.ep_export(o.handle(), 0, &mut handle),
         Kind::Cq | Kind::Cntr if !o.xpu => return Err(Error::OPNOTSUPP),
         Kind::Cq => o.prov.cq_export(o.handle(), 0, &mut handle),
@@ -487,9 +487,6 @@ pub fn export(o: &Object, flags: u64) -> Result<fid_xpu> {
         _ => return Err(Error::INVAL),
     };
     Error::check(ret)?;
-    if o.kind != Kind::Ep {
-        o.flag.store(true, Ordering::Release);
-    }
     Ok(handle)
 }
 
