@@ -60,9 +60,9 @@ pub const PARAMS: [(&str, &str, &str); 10] = [
     ),
 ];
 
-/// The value of `FI_XPU_OFI_<NAME>`, through the core's parameter registry
-/// (`name` is the variable).
-pub fn env(var: &str) -> Option<String> {
+/// The value of the provider parameter `FI_XPU_OFI_<NAME>` (`var` is the
+/// variable's full name), from the core's parameter registry.
+pub fn param(var: &str) -> Option<String> {
     let name = var.strip_prefix("FI_XPU_OFI_")?.to_ascii_lowercase();
     fi_xpu_prov_sdk::services::param(&name)
 }

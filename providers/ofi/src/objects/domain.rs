@@ -4,7 +4,7 @@
 use crate::core;
 use crate::fabric::{Fid, Info};
 use crate::ffi;
-use crate::params::{env, DEFAULT_THREADS, MAX_THREADS};
+use crate::params::{param, DEFAULT_THREADS, MAX_THREADS};
 use crate::proxy::{self, Tuning, Watch, Worker};
 use crate::state::dom::{DomInner, MrTable};
 use fi_xpu_abi::errno::*;
@@ -70,10 +70,10 @@ impl Domain {
         let prov = match attr.filter(|a| !a.fabric_prov.is_null()) {
             // SAFETY: the core passes the caller's NUL-terminated string.
             Some(a) => Some(unsafe { cstr_or_empty(a.fabric_prov) }),
-            None => env("FI_XPU_OFI_PROVIDER"),
+            None => param("FI_XPU_OFI_PROVIDER"),
         };
         let nthreads = match attr.map_or(0, |a| a.progress_threads) {
-            0 => env("FI_XPU_OFI_PROGRESS_THREADS")
+            0 => param("FI_XPU_OFI_PROGRESS_THREADS")
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(DEFAULT_THREADS),
             n => n,
@@ -85,8 +85,8 @@ impl Domain {
             return Err(Error::INVAL);
         }
         let cprov = CString::new(prov.clone().unwrap_or_default()).map_err(|_| Error::INVAL)?;
-        let cdom =
-            CString::new(env("FI_XPU_OFI_DOMAIN").unwrap_or_default()).map_err(|_| Error::INVAL)?;
+        let cdom = CString::new(param("FI_XPU_OFI_DOMAIN").unwrap_or_default())
+            .map_err(|_| Error::INVAL)?;
         // FI_FENCE sits below the others but FI_ATOMIC: a transport never
         // loses one of them to it (the subsets keep the higher bits longest).
         let optional = FI_ATOMIC | ffi::FI_FENCE | FI_HMEM | ffi::FI_RMA_EVENT | ffi::FI_SOURCE;
@@ -142,7 +142,7 @@ impl Domain {
             ));
             caps &= !FI_ATOMIC;
         }
-        let ordered_inject = if env("FI_XPU_OFI_ORDERED_SIGNAL").as_deref() == Some("0") {
+        let ordered_inject = if param("FI_XPU_OFI_ORDERED_SIGNAL").as_deref() == Some("0") {
             0
         } else {
             // SAFETY: info is live.
@@ -178,7 +178,7 @@ impl Domain {
                 String::new()
             },
         ));
-        let tuning = Tuning::from_env(env);
+        let tuning = Tuning::from_params(param);
         let mut workers = Vec::new();
         for _ in 0..nthreads {
             match Worker::new(fabric, tuning) {

@@ -48,18 +48,19 @@ pub struct Tuning {
 impl Tuning {
     /// `FI_XPU_OFI_SPIN_US`, `FI_XPU_OFI_POLL_US` (microseconds),
     /// `FI_XPU_OFI_STALL_MS` and `FI_XPU_OFI_CLOSE_MS` (milliseconds), read
-    /// through `env`; out-of-range or malformed values keep the defaults.
-    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Tuning {
-        Self::from_env_cpus(env, usable_cpus())
+    /// through `param`; out-of-range or malformed values keep the defaults.
+    pub fn from_params(param: impl Fn(&str) -> Option<String>) -> Tuning {
+        Self::from_params_cpus(param, usable_cpus())
     }
 
-    fn from_env_cpus(env: impl Fn(&str) -> Option<String>, cpus: usize) -> Tuning {
+    fn from_params_cpus(param: impl Fn(&str) -> Option<String>, cpus: usize) -> Tuning {
         let default_spin = if cpus >= SPIN_MIN_CPUS {
             DEFAULT_SPIN_US
         } else {
             0
         };
-        let get = |name: &str, default: u64, range: std::ops::RangeInclusive<u64>| match env(name) {
+        let get = |name: &str, default: u64, range: std::ops::RangeInclusive<u64>| match param(name)
+        {
             None => default,
             Some(v) => match v.trim().parse::<u64>() {
                 Ok(n) if range.contains(&n) => n,
@@ -138,7 +139,7 @@ mod tests {
     }
 
     fn tuning(vars: &[(&str, &str)]) -> Tuning {
-        Tuning::from_env_cpus(
+        Tuning::from_params_cpus(
             |n| {
                 vars.iter()
                     .find(|(k, _)| *k == n)
@@ -149,7 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn tuning_from_env() {
+    fn tuning_from_params() {
         let d = tuning(&[]);
         assert_eq!(d.spin, Duration::from_micros(DEFAULT_SPIN_US));
         assert_eq!(d.poll, Duration::from_micros(DEFAULT_POLL_US));
@@ -201,7 +202,7 @@ mod tests {
         // Too few CPUs for the threads of a communicating process: no spin
         // unless asked for.
         let few = |vars: &[(&str, &str)]| {
-            Tuning::from_env_cpus(
+            Tuning::from_params_cpus(
                 |n| {
                     vars.iter()
                         .find(|(k, _)| *k == n)
