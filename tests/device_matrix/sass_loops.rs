@@ -379,8 +379,8 @@ fn body_sys_loads(all: &[Ins]) -> (usize, bool) {
         .iter()
         .filter(|i| i.op.starts_with("LD") && i.op.contains("STRONG.SYS"))
         .count();
-    let works = b.iter().any(|i| i.op.starts_with("ATOM"))
-        && b.iter().any(|i| is_global_store(&i.op));
+    let works =
+        b.iter().any(|i| i.op.starts_with("ATOM")) && b.iter().any(|i| is_global_store(&i.op));
     (sys, works)
 }
 
