@@ -2472,14 +2472,14 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 	int rc;
 	if (!ep || (!buf && len) || !dest_addr)
 		return -FI_EINVAL;
-	rc = fi_xpu_shm_target_of(ep, dest_addr, &t);
-	if (rc == 0 && len)
-		rc = fi_xpu_shm_rkey(&t, addr, len, key, FI_REMOTE_WRITE, &mem);
+	/* The data's registration and the signal word's, each through the
+	 * resolve table (fi_xpu_shm_resolve). */
+	rc = fi_xpu_shm_resolve(ep, dest_addr, addr, len, key, FI_REMOTE_WRITE, &t, &mem);
 	if (rc == 0)
-		rc = fi_xpu_shm_rkey(&t, sig_addr, 8, sig_key, FI_REMOTE_WRITE, &sig);
+		rc = fi_xpu_shm_resolve(ep, dest_addr, sig_addr, 8, sig_key, FI_REMOTE_WRITE, &t, &sig);
 	if (rc == 0 && ((uintptr_t)sig & 7) != 0)
 		rc = -FI_EINVAL;
-	if (t.ep && (rc == -FI_EACCES || rc == -FI_EINVAL)) {
+	if (t.info && (rc == -FI_EACCES || rc == -FI_EINVAL)) {
 		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, rc);
 		return 0;
 	}
