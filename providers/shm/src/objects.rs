@@ -1462,7 +1462,19 @@ impl Ep {
         let c = &self.ctx;
         // SAFETY: the endpoint's information, live until freed just below; the
         // EpDev, retired (kept mapped) below, not freed.
-        unsafe { store(self.info + offset_of!(EpInfo, magic), 0) };
+        unsafe {
+            // What remote events complete into first: a peer whose resolve
+            // table still holds this endpoint (fi_xpu_shm(7) MEMORY
+            // PLACEMENT) counts nothing into blocks that may be freed.
+            for f in [
+                offset_of!(EpInfo, rx_cq),
+                offset_of!(EpInfo, rem_write_cntr),
+                offset_of!(EpInfo, rem_read_cntr),
+            ] {
+                store(self.info + f, 0);
+            }
+            store(self.info + offset_of!(EpInfo, magic), 0)
+        };
         c.heap_free(self.block_off, self.block_size);
         c.stage_free(self.stage_off, STAGE_BYTES + INFO_BYTES);
         // SAFETY: as above.
