@@ -155,6 +155,13 @@ fn silent_connections_and_forged_regions() {
 }
 
 #[test]
+fn a_put_after_the_peer_closes_or_renews_its_registration_is_refused() {
+    let p = program("tests/c/shm_revoke.c", "revoke");
+    let out = run(&p, &[]);
+    assert!(out.contains("shm_revoke: ok"), "{out}");
+}
+
+#[test]
 fn peers_map_the_registration_table_read_only() {
     let p = program("tests/c/shm_readonly.c", "readonly");
     let out = run(&p, &[]);

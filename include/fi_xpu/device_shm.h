@@ -38,6 +38,7 @@
 #define FI_XPU_SHM_MAX_PROGRESS 8
 #define FI_XPU_SHM_PEER_ALIVE 1
 #define FI_XPU_SHM_PEER_ADDRS 1024
+#define FI_XPU_SHM_RESOLVE_SLOTS 256
 #define FI_XPU_SHM_EP_MAGIC 0x6669787075657062ULL
 #define FI_XPU_SHM_CQ_HDR 192
 #define FI_XPU_SHM_MSG_HDR 128
@@ -100,6 +101,10 @@ struct fi_xpu_shm_peer_map {
 	/* Regions mapped read-only (bit rid % 64 of word rid / 64): never
 	 * written through. */
 	uint64_t ro[FI_XPU_SHM_MAX_REGIONS / 64];
+	/* Moves (release, by the host) after every change that can make a
+	 * resolution through this map stale: a region withdrawn, the peer
+	 * gone, its id given to another peer (fi_xpu_shm_resolve_ent). */
+	uint64_t epoch;
 };
 struct fi_xpu_shm_peer_addr {
 	uint64_t map, info_region, info_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen;
@@ -115,6 +120,21 @@ struct fi_xpu_shm_ctx_dev {
 	uint64_t peer_addrs; /* table of FI_XPU_SHM_PEER_ADDRS raw addresses */
 	uint64_t maps[FI_XPU_SHM_MAX_CONNS];
 	uint64_t abort; /* the context's abort word, fi_xpu/device_handle.h */
+	/* The resolve table: FI_XPU_SHM_RESOLVE_SLOTS entries in memory only
+	 * the context's kernels touch (device memory on a device context). */
+	uint64_t resolve;
+};
+/* What an RMA to (raw peer address, key) resolved to, written by device
+ * code under `seq` (odd while a writer fills it; even and non-zero once
+ * complete), so that the next one to the same pair checks only what can
+ * change: the peer map's epoch and the registration's generation word
+ * (`genp`, in the peer's table; the key's low 32 bits are the value it
+ * must hold). The raw address's record as it was, the registration's
+ * base and length as checked, where its base is mapped here (`mem`), the
+ * accesses checked, and the peer endpoint's information and heap. */
+struct fi_xpu_shm_resolve_ent {
+	uint64_t seq, pa, map, map_gen, info_region, info_off, key, epoch;
+	uint64_t genp, mem, base, len, access, heap, heap_size, info;
 };
 /* A posted receive. Matched to a streamed message it stays ACTIVE, with
  * the message's length, tag, data and source copied in, until the last
@@ -547,13 +567,35 @@ FI_XPU_FUNC struct fi_xpu_shm_cqe *fi_xpu_shm_ring_entry(struct fi_xpu_shm_cq_ri
 	       (pos & (size - 1));
 }
 
-/* Claims a slot of a ring with `size` entries (a power of two) and
- * publishes `in`; -FI_EAGAIN when the ring is full. */
-FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
-				    const struct fi_xpu_shm_cqe_in *in, int count_overflow)
+/* Publishes `in` at position `h` of a ring of `size` entries, claimed. */
+FI_XPU_FUNC void fi_xpu_shm_ring_fill(struct fi_xpu_shm_cq_ring *r, uint64_t size, uint64_t h,
+				      const struct fi_xpu_shm_cqe_in *in)
+{
+	struct fi_xpu_shm_cqe *e = fi_xpu_shm_ring_entry(r, size, h);
+	e->flags = in->flags;
+	e->context = in->context;
+	e->len = in->len;
+	e->buf = in->buf;
+	e->data = in->data;
+	e->tag = in->tag;
+	e->err = in->err;
+	e->olen = in->olen;
+	e->src_nonce = in->src_nonce;
+	e->src_ep = in->src_ep;
+	e->is_err = in->err != 0;
+	e->src_conn = in->src_conn;
+	e->stamp = in->key ? fi_xpu_shm_cqe_stamp(in->key, h, in->roff, in->src_ep, in->len, in->data)
+			   : 0;
+	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_st(&e->seq, h + 1));
+}
+
+/* fi_xpu_shm_ring_put when the ring looked full or its head kept moving:
+ * out of line, with every bounded retry. */
+FI_XPU_NOINLINE_FUNC int fi_xpu_shm_ring_put_full(struct fi_xpu_shm_cq_ring *r, uint64_t size,
+						  const struct fi_xpu_shm_cqe_in *in,
+						  int count_overflow)
 {
 	uint64_t h, t;
-	struct fi_xpu_shm_cqe *e;
 	int moved = 0;
 	for (;;) {
 		/* The tail first: the head, read after it, is never behind
@@ -577,23 +619,31 @@ FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
 		if (fi_xpu_shm_cas(&r->head, h, h + 1))
 			break;
 	}
-	e = fi_xpu_shm_ring_entry(r, size, h);
-	e->flags = in->flags;
-	e->context = in->context;
-	e->len = in->len;
-	e->buf = in->buf;
-	e->data = in->data;
-	e->tag = in->tag;
-	e->err = in->err;
-	e->olen = in->olen;
-	e->src_nonce = in->src_nonce;
-	e->src_ep = in->src_ep;
-	e->is_err = in->err != 0;
-	e->src_conn = in->src_conn;
-	e->stamp = in->key ? fi_xpu_shm_cqe_stamp(in->key, h, in->roff, in->src_ep, in->len, in->data)
-			   : 0;
-	FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CQ, fi_xpu_shm_st(&e->seq, h + 1));
+	fi_xpu_shm_ring_fill(r, size, h, in);
 	return 0;
+}
+
+/* Claims a slot of a ring with `size` entries (a power of two) and
+ * publishes `in`; -FI_EAGAIN when the ring is full. One load, the tail
+ * (acquire: the reader that moved it is done with the slots behind it);
+ * the head is what the claim's compare-and-swap finds, first guessed
+ * equal to the tail (an empty ring, the common case), never behind it.
+ * A ring that looks full, or a head that keeps moving, takes the out of
+ * line path above. */
+FI_XPU_FUNC int fi_xpu_shm_ring_put(struct fi_xpu_shm_cq_ring *r, uint64_t size,
+				    const struct fi_xpu_shm_cqe_in *in, int count_overflow)
+{
+	uint64_t t = fi_xpu_shm_ld(&r->tail), h = t, old;
+	int n;
+	for (n = 0; n < 4 && h - t < size; n++) {
+		old = fi_xpu_arch_cas_u64(&r->head, h, h + 1, FI_XPU_ARCH_ACQ_REL, FI_XPU_SHM_SYS);
+		if (old == h) {
+			fi_xpu_shm_ring_fill(r, size, h, in);
+			return 0;
+		}
+		h = old;
+	}
+	return fi_xpu_shm_ring_put_full(r, size, in, count_overflow);
 }
 
 FI_XPU_FUNC int fi_xpu_shm_ring_push(struct fi_xpu_shm_cq_ring *r, uint64_t size,
@@ -842,8 +892,16 @@ FI_XPU_FUNC int fi_xpu_shm_target_of(const struct fi_xpu_shm_ep_dev *ep, const v
 /* Checks `key` against the target's registration table for an access of
  * `len` bytes at `addr` needing `access`; on success `*out` is where that
  * memory is mapped here. Nothing is touched on failure. */
-FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr, size_t len,
-				uint64_t key, uint64_t access, unsigned char **out)
+/* What fi_xpu_shm_rkey_at checked, for the resolve table. */
+struct fi_xpu_shm_rkey_out {
+	const uint64_t *genp;
+	unsigned char *mem; /* where `base` is mapped here */
+	uint64_t base, len, access;
+};
+
+FI_XPU_FUNC int fi_xpu_shm_rkey_at(const struct fi_xpu_shm_target *t, uint64_t addr, size_t len,
+				   uint64_t key, uint64_t access, unsigned char **out,
+				   struct fi_xpu_shm_rkey_out *res)
 {
 	uint64_t hrid = key >> 48, slot = (key >> 32) & 0xffff, gen = key & 0xffffffffULL;
 	uint64_t hsize, msize, base, elen, mr_off, mr_slots, rid;
@@ -888,7 +946,164 @@ FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr
 	if (fi_xpu_shm_ld(&t->map->gen) != t->pa->map_gen)
 		return -FI_ECONNRESET;
 	*out = mem + (addr - base);
+	if (res) {
+		res->genp = &e->gen;
+		res->mem = mem;
+		res->base = base;
+		res->len = elen;
+		/* What the entry allows that this mapping can do. */
+		res->access = e->access & (FI_REMOTE_READ | FI_REMOTE_WRITE);
+		if (fi_xpu_shm_ld(&t->map->ro[rid / 64]) >> (rid % 64) & 1)
+			res->access &= ~(uint64_t)FI_REMOTE_WRITE;
+	}
 	return 0;
+}
+
+FI_XPU_FUNC int fi_xpu_shm_rkey(const struct fi_xpu_shm_target *t, uint64_t addr, size_t len,
+				uint64_t key, uint64_t access, unsigned char **out)
+{
+	return fi_xpu_shm_rkey_at(t, addr, len, key, access, out, FI_XPU_I_NULL);
+}
+
+/* ---- the resolve table -------------------------------------------------
+ * An RMA to (raw peer address, key) resolves once: the full resolution
+ * above (fi_xpu_shm_target_of, fi_xpu_shm_rkey), out of line, leaves what
+ * it found in an entry of the context's table (fi_xpu_shm_resolve_ent),
+ * under the peer map's epoch read before it started. The next RMA to the
+ * same pair reads the entry (at the pair's scope: the table is memory of
+ * the context only its kernels touch) and checks what can change since:
+ * the raw address's record (plain: local, written by the host before the
+ * address was handed out), the bounds, and two words, the peer map's epoch
+ * (the host moves it when the peer leaves, its id is reused or any of its
+ * regions is withdrawn) and the registration's generation in the peer's
+ * table (revocation). Either differing sends the RMA to the full
+ * resolution, which returns today's error for what changed. */
+FI_XPU_FUNC uint64_t fi_xpu_shm_ldr_at(const uint64_t *p, int ms)
+{
+	return fi_xpu_arch_load_u64(p, FI_XPU_ARCH_RELAXED, ms);
+}
+FI_XPU_FUNC void fi_xpu_shm_str_at(uint64_t *p, uint64_t v, int ms)
+{
+	fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, ms);
+}
+
+FI_XPU_FUNC struct fi_xpu_shm_resolve_ent *
+fi_xpu_shm_resolve_slot(const struct fi_xpu_shm_ep_dev *ep, uint64_t pa, uint64_t key)
+{
+	const struct fi_xpu_shm_ctx_dev *c = FI_XPU_SHM_P(const struct fi_xpu_shm_ctx_dev, ep->ctx);
+	uint64_t h = (pa >> 3) * 0x9e3779b97f4a7c15ULL ^ key * 0xc2b2ae3d27d4eb4fULL;
+	if (!c || !c->resolve)
+		return FI_XPU_I_NULL;
+	return FI_XPU_SHM_P(struct fi_xpu_shm_resolve_ent, c->resolve) +
+	       ((h >> 32) & (FI_XPU_SHM_RESOLVE_SLOTS - 1));
+}
+
+/* 1 with `*t` and `*out` set when entry `r` resolves (pa, key) for `len`
+ * bytes at `addr` with `access`, and nothing it depends on changed. */
+FI_XPU_FUNC int fi_xpu_shm_resolve_hit(const struct fi_xpu_shm_resolve_ent *r,
+				       const struct fi_xpu_shm_peer_addr *pa, uint64_t addr,
+				       size_t len, uint64_t key, uint64_t access,
+				       struct fi_xpu_shm_target *t, unsigned char **out)
+{
+	int ms = FI_XPU_SHM_MS(pa->scope);
+	uint64_t s = fi_xpu_shm_ld_at(&r->seq, ms), base, elen, epoch, mem, heap, hsize, info;
+	const uint64_t *genp;
+	const struct fi_xpu_shm_peer_map *map = FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map);
+	if (s == 0 || (s & 1) || !map || fi_xpu_shm_ldr_at(&r->pa, ms) != (uint64_t)(uintptr_t)pa ||
+	    fi_xpu_shm_ldr_at(&r->key, ms) != key || fi_xpu_shm_ldr_at(&r->map, ms) != pa->map ||
+	    fi_xpu_shm_ldr_at(&r->map_gen, ms) != pa->map_gen ||
+	    fi_xpu_shm_ldr_at(&r->info_region, ms) != pa->info_region ||
+	    fi_xpu_shm_ldr_at(&r->info_off, ms) != pa->info_off ||
+	    (fi_xpu_shm_ldr_at(&r->access, ms) & access) != access)
+		return 0;
+	base = fi_xpu_shm_ldr_at(&r->base, ms);
+	elen = fi_xpu_shm_ldr_at(&r->len, ms);
+	epoch = fi_xpu_shm_ldr_at(&r->epoch, ms);
+	genp = FI_XPU_SHM_P(const uint64_t, fi_xpu_shm_ldr_at(&r->genp, ms));
+	mem = fi_xpu_shm_ldr_at(&r->mem, ms);
+	heap = fi_xpu_shm_ldr_at(&r->heap, ms);
+	hsize = fi_xpu_shm_ldr_at(&r->heap_size, ms);
+	info = fi_xpu_shm_ldr_at(&r->info, ms);
+	/* A writer that started since: what was read above may be torn. */
+	fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, ms);
+	if (fi_xpu_shm_ldr_at(&r->seq, ms) != s)
+		return 0;
+	/* Out of bounds: the full resolution reports it. */
+	if (addr < base || len > elen || addr - base > elen - len)
+		return 0;
+	/* What can change: the peer's departure, its id reused or a region
+	 * withdrawn (the host's epoch), the registration's revocation (its
+	 * generation, the key's low 32 bits, in the peer's table). */
+	if (fi_xpu_shm_ldr(&map->epoch) != epoch || fi_xpu_shm_ldr(genp) != (key & 0xffffffffULL))
+		return 0;
+	t->pa = pa;
+	t->map = map;
+	t->heap = FI_XPU_SHM_P(unsigned char, heap);
+	t->heap_size = hsize;
+	t->info = FI_XPU_SHM_P(const struct fi_xpu_shm_ep_info, info);
+	t->ms = ms;
+	*out = FI_XPU_SHM_P(unsigned char, mem) + (addr - base);
+	return 1;
+}
+
+/* The full resolution of an RMA (its status is the RMA's), which leaves
+ * what it found in entry `r` (NULL: none) for the next one. */
+FI_XPU_NOINLINE_FUNC int fi_xpu_shm_resolve_full(const struct fi_xpu_shm_ep_dev *ep,
+						 const void *dest_addr, uint64_t addr, size_t len,
+						 uint64_t key, uint64_t access,
+						 struct fi_xpu_shm_resolve_ent *r,
+						 struct fi_xpu_shm_target *t, unsigned char **out)
+{
+	const struct fi_xpu_shm_peer_addr *pa =
+		dest_addr ? fi_xpu_shm_peer(ep, *(const uint64_t *)dest_addr) : FI_XPU_I_NULL;
+	const struct fi_xpu_shm_peer_map *map =
+		pa ? FI_XPU_SHM_P(const struct fi_xpu_shm_peer_map, pa->map) : FI_XPU_I_NULL;
+	/* The epoch before anything it covers is read. */
+	uint64_t epoch = map ? fi_xpu_shm_ld(&map->epoch) : 0, s;
+	struct fi_xpu_shm_rkey_out res;
+	int rc = fi_xpu_shm_target_of(ep, dest_addr, t), ms;
+	if (rc != 0 || !len)
+		return rc;
+	rc = fi_xpu_shm_rkey_at(t, addr, len, key, access, out, &res);
+	if (rc != 0 || !r || t->pa != pa || t->map != map)
+		return rc;
+	/* One writer at a time; a busy entry is left to it. */
+	ms = t->ms;
+	s = fi_xpu_shm_ldr_at(&r->seq, ms);
+	if ((s & 1) || !fi_xpu_shm_cas_at(&r->seq, s, s + 1, ms))
+		return 0;
+	fi_xpu_shm_str_at(&r->pa, (uint64_t)(uintptr_t)pa, ms);
+	fi_xpu_shm_str_at(&r->map, pa->map, ms);
+	fi_xpu_shm_str_at(&r->map_gen, pa->map_gen, ms);
+	fi_xpu_shm_str_at(&r->info_region, pa->info_region, ms);
+	fi_xpu_shm_str_at(&r->info_off, pa->info_off, ms);
+	fi_xpu_shm_str_at(&r->key, key, ms);
+	fi_xpu_shm_str_at(&r->epoch, epoch, ms);
+	fi_xpu_shm_str_at(&r->genp, (uint64_t)(uintptr_t)res.genp, ms);
+	fi_xpu_shm_str_at(&r->mem, (uint64_t)(uintptr_t)res.mem, ms);
+	fi_xpu_shm_str_at(&r->base, res.base, ms);
+	fi_xpu_shm_str_at(&r->len, res.len, ms);
+	fi_xpu_shm_str_at(&r->access, res.access, ms);
+	fi_xpu_shm_str_at(&r->heap, (uint64_t)(uintptr_t)t->heap, ms);
+	fi_xpu_shm_str_at(&r->heap_size, t->heap_size, ms);
+	fi_xpu_shm_str_at(&r->info, (uint64_t)(uintptr_t)t->info, ms);
+	fi_xpu_shm_st_at(&r->seq, s + 2, ms);
+	return 0;
+}
+
+/* Resolves an RMA's target and registration: from the resolve table
+ * when an entry holds, by the full resolution otherwise. */
+FI_XPU_FUNC int fi_xpu_shm_resolve(const struct fi_xpu_shm_ep_dev *ep, const void *dest_addr,
+				   uint64_t addr, size_t len, uint64_t key, uint64_t access,
+				   struct fi_xpu_shm_target *t, unsigned char **out)
+{
+	const struct fi_xpu_shm_peer_addr *pa =
+		dest_addr ? fi_xpu_shm_peer(ep, *(const uint64_t *)dest_addr) : FI_XPU_I_NULL;
+	struct fi_xpu_shm_resolve_ent *r =
+		pa && len ? fi_xpu_shm_resolve_slot(ep, (uint64_t)(uintptr_t)pa, key) : FI_XPU_I_NULL;
+	if (r && fi_xpu_shm_resolve_hit(r, pa, addr, len, key, access, t, out))
+		return 0;
+	return fi_xpu_shm_resolve_full(ep, dest_addr, addr, len, key, access, r, t, out);
 }
 
 /* Whether `n` bytes at heap offset `off` (read once by the caller) lie in
@@ -942,13 +1157,17 @@ FI_XPU_FUNC int fi_xpu_shm_tcq_push(const struct fi_xpu_shm_target *t,
 
 /* The device blocks behind handles, or NULL unless the block's validity
  * word says live, of that class, of this version (fi_xpu/device_handle.h). */
+/* The endpoint's validity word is a plain load, as a CQ poll's (only the
+ * host writes it, at open and close; the block stays mapped until its
+ * context closes): every operation starts here. */
 FI_XPU_FUNC struct fi_xpu_shm_ep_dev *fi_xpu_shm_ep(const struct fid_xpu_ep *ep)
 {
 	struct fi_xpu_shm_ep_dev *d =
 		ep ? FI_XPU_SHM_P(struct fi_xpu_shm_ep_dev, ep->fid.prov_ctx)
 		   : FI_XPU_I_NULL;
-	return d && fi_xpu_handle_live(&d->magic, FI_XPU_HANDLE_EP) ? d
-								     : FI_XPU_I_NULL;
+	return d && d->magic == FI_XPU_HANDLE_WORD(FI_XPU_HANDLE_EP, FI_XPU_HANDLE_LIVE)
+		       ? d
+		       : FI_XPU_I_NULL;
 }
 
 /* The abort word of an endpoint's context (0: none), for the waits that
@@ -1004,6 +1223,7 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 	struct fi_xpu_shm_target t = FI_XPU_SHM_NO_TARGET;
 	unsigned char *mem = FI_XPU_I_NULL;
 	int64_t rc = 0;
+	int err = 0;
 	uint64_t cflags = (is_write ? FI_WRITE : FI_READ) | FI_RMA;
 	FI_XPU_SHM_SCOPE_ENTER(scope, rank);
 	if (!ep || (!buf && len))
@@ -1014,35 +1234,35 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 		return -FI_ENOCQ;
 	if (rank == 0) {
 		/* A bad address is the caller's error, returned as such. */
-		rc = fi_xpu_shm_target_of(ep, dest_addr, &t);
-		if (rc == 0 && len)
-			rc = fi_xpu_shm_rkey(&t, addr, len, key,
-					     is_write ? FI_REMOTE_WRITE : FI_REMOTE_READ, &mem);
+		rc = fi_xpu_shm_resolve(ep, dest_addr, addr, len, key,
+					is_write ? FI_REMOTE_WRITE : FI_REMOTE_READ, &t, &mem);
 		if (rc == 0 && is_write && (flags & FI_REMOTE_CQ_DATA) &&
 		    fi_xpu_shm_ldr(&t.info->rx_cq) == 0)
 			rc = -FI_EOPNOTSUPP;
-		if (t.ep && (rc == -FI_EACCES || rc == -FI_EINVAL || rc == -FI_EOPNOTSUPP)) {
-			/* A refused access is reported as an error completion. */
-			fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
-					    cflags, context, len, (int)rc);
+		/* A refused access is reported as an error completion (below). */
+		if (t.info && (rc == -FI_EACCES || rc == -FI_EINVAL || rc == -FI_EOPNOTSUPP)) {
+			err = (int)rc;
 			rc = 1;
 		}
 	}
 	/* Success goes out as 2 + the target's scope, so that one broadcast
 	 * gives the members both. */
 	rc = fi_xpu_shm_bcast(scope, rc ? rc : 2 + t.ms);
-	if (rc <= 1)
-		return rc == 1 ? 0 : (int)rc;
-	t.ms = (int)(rc - 2);
-	mem = (unsigned char *)(uintptr_t)fi_xpu_shm_bcast(scope, (int64_t)(uintptr_t)mem);
-	/* A write's data, then (the fence at the peer's scope) what announces
-	 * it: the remote completion and counter, our own completion. */
-	if (is_write)
-		fi_xpu_coop_copy(mem, buf, len, scope, t.ms);
-	else
-		fi_xpu_coop_copy(buf, mem, len, scope, t.ms);
-	fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, t.ms);
-	if (rank == 0) {
+	if (rc < 1)
+		return (int)rc;
+	if (rc >= 2) {
+		t.ms = (int)(rc - 2);
+		mem = (unsigned char *)(uintptr_t)fi_xpu_shm_bcast(scope, (int64_t)(uintptr_t)mem);
+		/* A write's data, then (the fence at the peer's scope) what
+		 * announces it: the remote completion and counter, our own
+		 * completion. */
+		if (is_write)
+			fi_xpu_coop_copy(mem, buf, len, scope, t.ms);
+		else
+			fi_xpu_coop_copy(buf, mem, len, scope, t.ms);
+		fi_xpu_arch_fence(FI_XPU_ARCH_SEQ_CST, t.ms);
+	}
+	if (rank == 0 && rc >= 2) {
 		if (is_write && (flags & FI_REMOTE_CQ_DATA)) {
 			struct fi_xpu_shm_cqe_in in = fi_xpu_shm_cqe_zero();
 			in.flags = FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA;
@@ -1057,10 +1277,13 @@ FI_XPU_FUNC int fi_xpu_shm_rma(const struct fid_xpu_ep *hep, int is_write, void 
 		FI_XPU_I_PUBLISH(FI_XPU_I_PUB_CNTR, fi_xpu_shm_add(fi_xpu_shm_tcntr(&t, is_write ? &t.info->rem_write_cntr
 							   : &t.info->rem_read_cntr),
 			       1));
-		fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
-				    cflags, context, len, 0);
 	}
-	fi_xpu_shm_sync(scope);
+	/* Our own completion, or a refusal's error completion: one place. */
+	if (rank == 0)
+		fi_xpu_shm_complete(ep, is_write ? FI_XPU_SHM_CNTR_WRITE : FI_XPU_SHM_CNTR_READ,
+				    cflags, context, len, err);
+	if (rc >= 2)
+		fi_xpu_shm_sync(scope);
 	return 0;
 }
 
@@ -2249,14 +2472,14 @@ FI_XPU_FUNC int fi_xpu_shm_put_signal_item(struct fid_xpu_ep *hep, const void *b
 	int rc;
 	if (!ep || (!buf && len) || !dest_addr)
 		return -FI_EINVAL;
-	rc = fi_xpu_shm_target_of(ep, dest_addr, &t);
-	if (rc == 0 && len)
-		rc = fi_xpu_shm_rkey(&t, addr, len, key, FI_REMOTE_WRITE, &mem);
+	/* The data's registration and the signal word's, each through the
+	 * resolve table (fi_xpu_shm_resolve). */
+	rc = fi_xpu_shm_resolve(ep, dest_addr, addr, len, key, FI_REMOTE_WRITE, &t, &mem);
 	if (rc == 0)
-		rc = fi_xpu_shm_rkey(&t, sig_addr, 8, sig_key, FI_REMOTE_WRITE, &sig);
+		rc = fi_xpu_shm_resolve(ep, dest_addr, sig_addr, 8, sig_key, FI_REMOTE_WRITE, &t, &sig);
 	if (rc == 0 && ((uintptr_t)sig & 7) != 0)
 		rc = -FI_EINVAL;
-	if (t.ep && (rc == -FI_EACCES || rc == -FI_EINVAL)) {
+	if (t.info && (rc == -FI_EACCES || rc == -FI_EINVAL)) {
 		fi_xpu_shm_complete(ep, FI_XPU_SHM_CNTR_WRITE, FI_WRITE | FI_RMA, context, len, rc);
 		return 0;
 	}

@@ -370,6 +370,20 @@ fn body_loads(all: &[Ins]) -> (usize, usize) {
     (global, strong)
 }
 
+/// System-scope loads (`LD*.STRONG.SYS`) of a kernel's body, and whether
+/// the body holds an atomic and a store: the put's own work (its copy,
+/// the counters, its completion), not only a call.
+fn body_sys_loads(all: &[Ins]) -> (usize, bool) {
+    let b = body(all);
+    let sys = b
+        .iter()
+        .filter(|i| i.op.starts_with("LD") && i.op.contains("STRONG.SYS"))
+        .count();
+    let works =
+        b.iter().any(|i| i.op.starts_with("ATOM")) && b.iter().any(|i| is_global_store(&i.op));
+    (sys, works)
+}
+
 #[test]
 fn body_loads_count_global_and_shared_words() {
     let sass = "\t\tFunction : k\n\
@@ -382,6 +396,7 @@ fn body_loads_count_global_and_shared_words() {
         /*0060*/ LD.E.64.STRONG.SYS R2, desc[UR4][R4.64] ;\n\
         /*0070*/ RET.REL.NODEC R2 0x0 ;\n";
     assert_eq!(body_loads(&functions(sass)["k"]), (2, 1));
+    assert_eq!(body_sys_loads(&functions(sass)["k"]), (1, false));
 }
 
 /// An empty CQ poll, the path a poll loop runs turn after turn: past the
@@ -389,8 +404,13 @@ fn body_loads_count_global_and_shared_words() {
 /// the CQ block's validity word (plain) and the address of its context's
 /// bell, it polls two words,
 /// the bell and the value it had when the CQ was last found idle; every
-/// other read is a call away. Also prints what the device-scope 8-byte
-/// put compiles to, and checks that its data fence is a device one.
+/// other read is a call away. The device-scope 8-byte put: its data fence
+/// is a device one, and a put whose target and key resolve from the
+/// resolve table (the kernel's body: the copy, the counters and the
+/// completion are in it, the full resolution and a full ring's retries a
+/// call away) reads at most four words at system scope: the peer map's
+/// epoch, the registration's generation, the peer's remote-write counter
+/// offset and the tail of the completion ring.
 #[test]
 fn empty_cq_poll_reads_two_words_in_sass() {
     let Some(cuda) = cuda_or_skip("nvcc") else {
@@ -402,7 +422,7 @@ fn empty_cq_poll_reads_two_words_in_sass() {
         "shm_device_scope.cu",
         SHM_DEVICE_SCOPE,
     );
-    eprintln!("| arch | kernel | global loads before a call | of them shared words | LD STRONG.SYS | MEMBAR *.SYS | MEMBAR *.GPU |");
+    eprintln!("| arch | kernel | global loads before a call | of them shared words | LD STRONG.SYS before a call | LD STRONG.SYS | MEMBAR *.SYS | MEMBAR *.GPU |");
     let mut errors = Vec::new();
     for (arch, sass) in &listings {
         let f = functions(sass);
@@ -419,7 +439,10 @@ fn empty_cq_poll_reads_two_words_in_sass() {
                     .count()
             };
             let (msys, mgpu) = (membar(".SYS"), membar(".GPU"));
-            eprintln!("| {arch} | {k} | {global} | {strong} | {sys} | {msys} | {mgpu} |");
+            let (body_sys, works) = body_sys_loads(ins);
+            eprintln!(
+                "| {arch} | {k} | {global} | {strong} | {body_sys} | {sys} | {msys} | {mgpu} |"
+            );
             if k == "empty_cq_poll" {
                 if strong > 2 {
                     errors.push(format!(
@@ -435,8 +458,20 @@ fn empty_cq_poll_reads_two_words_in_sass() {
                         "{arch} {k}: {global} global loads before the first call"
                     ));
                 }
-            } else if mgpu == 0 {
-                errors.push(format!("{arch} {k}: no device-scope fence"));
+            } else {
+                if mgpu == 0 {
+                    errors.push(format!("{arch} {k}: no device-scope fence"));
+                }
+                if body_sys > 4 {
+                    errors.push(format!(
+                        "{arch} {k}: {body_sys} system-scope loads on a resolved put (at most 4)"
+                    ));
+                }
+                if !works {
+                    errors.push(format!(
+                        "{arch} {k}: the put's own work (an atomic, a store) is not in its body"
+                    ));
+                }
             }
         }
     }

@@ -59,6 +59,22 @@ pub fn alloc(ctx: Ctx, size: u64, shared: bool) -> Result<(usize, Option<OwnedFd
     Ok((a.addr, a.fd))
 }
 
+/// Allocates `size` bytes, zeroed, that only the context's kernels touch
+/// once the host has zeroed them (the resolve table): device memory,
+/// which no peer maps, on a device context; host memory of the context
+/// otherwise.
+pub fn alloc_device_only(ctx: Ctx, size: u64) -> Result<usize> {
+    if !device_memory(ctx) {
+        return alloc(ctx, size, false).map(|(a, _)| a);
+    }
+    let a = mem_alloc(ctx, size, 64, 0)?;
+    if let Err(e) = heap_zero(ctx, a.addr, size) {
+        free(ctx, a.addr);
+        return Err(e);
+    }
+    Ok(a.addr)
+}
+
 /// Zeroes `[addr, addr + len)` of the context's heap.
 pub fn heap_zero(ctx: Ctx, addr: usize, len: u64) -> Result<()> {
     if device_memory(ctx) {

@@ -311,6 +311,8 @@ impl PeerRegion {
 pub struct CtxSt {
     pub core: Ctx,
     pub dev: usize,
+    /// The context's resolve table (`CtxDev::resolve`).
+    pub resolve: usize,
     pub heap: usize,
     pub heap_region: u32,
     pub heap_alloc: FreeList,
@@ -620,10 +622,10 @@ impl Inner {
             Some(&m) => {
                 let (k, pk) = (offset_of!(PeerMap, key), offset_of!(PeerMap, prev_key));
                 let (n, pn) = (offset_of!(PeerMap, nonce), offset_of!(PeerMap, prev_nonce));
+                stale(m, true);
                 // SAFETY: `m` is this context's live PeerMap (a core
                 // allocation of its size); the offsets are its fields.
                 unsafe {
-                    store(m, PEER_DEAD);
                     // What the departed peer left behind is still its own.
                     store(m + pk, load(m + k));
                     store(m + pk + 8, load(m + k + 8));
@@ -655,8 +657,7 @@ impl Inner {
             }
         }
         if conn.sock.is_none() {
-            // SAFETY: as above.
-            unsafe { store(map, PEER_DEAD) };
+            stale(map, true);
         }
         st.ctxs.get_mut(&ctx_id).unwrap().maps.insert(cid, map);
         // SAFETY: `dev` is the context's live CtxDev, whose table of maps
@@ -1127,8 +1128,7 @@ impl Inner {
             .filter_map(|c| c.maps.get(&cid).copied())
             .collect();
         for m in maps {
-            // SAFETY: a live PeerMap of a context; its state word.
-            unsafe { store(m, PEER_DEAD) };
+            stale(m, true);
         }
         Self::retire_imports(st, cid);
         Self::attest(st);
@@ -1174,6 +1174,23 @@ impl Inner {
     }
 }
 
+/// Moves the epoch of the live PeerMap at `map` (release), after the
+/// change that makes what device code resolved through it stale (resolve
+/// entries made under the old value are not used again); first marks its
+/// peer gone when `dead`. Every caller passes a live PeerMap of a context
+/// and holds the domain lock, which makes it the word's only writer.
+fn stale(map: usize, dead: bool) {
+    let e = map + offset_of!(PeerMap, epoch);
+    // SAFETY: the callers' promise above: the state and epoch words of a
+    // live PeerMap.
+    unsafe {
+        if dead {
+            store(map, PEER_DEAD);
+        }
+        store(e, load(e).wrapping_add(1));
+    }
+}
+
 /// Sets region `rid` of the live PeerMap at `map` (0: withdrawn), mapped
 /// read-only when `ro`.
 fn set_map(map: usize, rid: u32, base: usize, size: u64, ro: bool) {
@@ -1188,6 +1205,7 @@ fn set_map(map: usize, rid: u32, base: usize, size: u64, ro: bool) {
         if base == 0 {
             store(map + off_base, 0);
             store(map + off_size, 0);
+            stale(map, false);
         } else {
             // Before the base: device code finds the region only with
             // its protection known.

@@ -181,6 +181,11 @@ pub struct PeerMap {
     /// Regions mapped read-only (bit `rid % 64` of word `rid / 64`): no
     /// store is ever aimed at them.
     pub ro: [u64; MAX_REGIONS / 64],
+    /// Moves (release) after every change that can make a resolution
+    /// through this map stale: a region withdrawn, the peer gone, the id
+    /// given to another peer. A resolve entry (`ResolveEnt`) holds the
+    /// value it was made under and is used only while the two agree.
+    pub epoch: u64,
 }
 pub const PEER_ALIVE: u64 = 1;
 pub const PEER_DEAD: u64 = 2;
@@ -226,6 +231,44 @@ pub struct CtxDev {
     pub maps: [u64; MAX_CONNS],
     /// The context's abort word (`fi_xpu_ctx_abort`), 0 when none.
     pub abort: u64,
+    /// The context's resolve table: `RESOLVE_SLOTS` entries (`ResolveEnt`)
+    /// in memory of the context that only its kernels touch (device
+    /// memory on a device context), zeroed by the host at open.
+    pub resolve: u64,
+}
+
+/// Entries of a context's resolve table.
+pub const RESOLVE_SLOTS: usize = 256;
+
+/// One entry of a context's resolve table, written by device code: what
+/// an RMA to (raw peer address, key) resolved to, so that the next one
+/// costs the checks that can change and the copy. Written under `seq`
+/// (odd while a writer fills it, even and non-zero once complete); the
+/// raw address's record as it was (`map`, `map_gen`, `info_*`), the
+/// key (whose low 32 bits are the registration's generation), the peer
+/// map's `epoch`, the address of the registration's generation word in
+/// the peer's table, where the registration's base is mapped here, its
+/// base, length and the accesses checked, and the peer endpoint's
+/// information and heap.
+#[allow(dead_code)]
+#[repr(C)]
+pub struct ResolveEnt {
+    pub seq: u64,
+    pub pa: u64,
+    pub map: u64,
+    pub map_gen: u64,
+    pub info_region: u64,
+    pub info_off: u64,
+    pub key: u64,
+    pub epoch: u64,
+    pub genp: u64,
+    pub mem: u64,
+    pub base: u64,
+    pub len: u64,
+    pub access: u64,
+    pub heap: u64,
+    pub heap_size: u64,
+    pub info: u64,
 }
 
 /// A posted receive; once matched to a streamed message it stays busy
@@ -457,13 +500,19 @@ mod tests {
             }
             EpBlock = "fi_xpu_shm_ep_block" { head, tail }
             PeerMap = "fi_xpu_shm_peer_map" {
-                state, gen, base, size, nonce, key, prev_gen, prev_nonce, prev_key, ro
+                state, gen, base, size, nonce, key, prev_gen, prev_nonce, prev_key, ro, epoch
             }
             PeerAddr = "fi_xpu_shm_peer_addr" {
                 map, info_region, info_off, nonce, ep_id, conn_at_peer, conn_gen, map_gen, key,
                 scope
             }
-            CtxDev = "fi_xpu_shm_ctx_dev" { heap_base, heap_region, nonce, peer_addrs, maps, abort }
+            CtxDev = "fi_xpu_shm_ctx_dev" {
+                heap_base, heap_region, nonce, peer_addrs, maps, abort, resolve
+            }
+            ResolveEnt = "fi_xpu_shm_resolve_ent" {
+                seq, pa, map, map_gen, info_region, info_off, key, epoch, genp, mem, base, len,
+                access, heap, heap_size, info
+            }
             Posted = "fi_xpu_shm_posted" {
                 state, buf, len, tag, ignore, context, flags, seq, slot, src_nonce, src_ep,
                 mlen, done, stage, data, map, pos, cst
@@ -511,10 +560,11 @@ mod tests {
         assert_eq!(size_of::<EpDev>(), 192 + 64 * 144 + 64 * 136);
         assert_eq!(size_of::<CqDev>(), 176);
         assert_eq!(size_of::<CntrDev>(), 64);
-        assert_eq!(size_of::<CtxDev>(), 40 + 8 * MAX_CONNS);
+        assert_eq!(size_of::<CtxDev>(), 48 + 8 * MAX_CONNS);
+        assert_eq!(size_of::<ResolveEnt>(), 128);
         assert_eq!(
             size_of::<PeerMap>(),
-            16 + 16 * MAX_REGIONS + 56 + MAX_REGIONS / 8
+            16 + 16 * MAX_REGIONS + 56 + MAX_REGIONS / 8 + 8
         );
     }
 }

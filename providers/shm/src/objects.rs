@@ -170,6 +170,23 @@ impl XpuCtx {
                 return Err(e);
             }
         };
+        let resolve = match core::alloc_device_only(
+            core_ctx,
+            (RESOLVE_SLOTS * size_of::<ResolveEnt>()) as u64,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                core::free(core_ctx, dev);
+                core::free(core_ctx, heap);
+                core::unimport(core_ctx, stage);
+                return Err(e);
+            }
+        };
+        // From here on the table goes with the root: `free_dev` frees both.
+        let free_dev = |d: usize| {
+            core::free(core_ctx, resolve);
+            core::free(core_ctx, d);
+        };
         // The heap's own header holds no registrations: a key naming the
         // heap finds no slot.
         let hdr = HeapHdr {
@@ -185,7 +202,7 @@ impl XpuCtx {
             std::slice::from_raw_parts((&hdr as *const HeapHdr).cast::<u8>(), size_of::<HeapHdr>())
         };
         if let Err(e) = core::heap_write(core_ctx, heap, hdr_bytes) {
-            core::free(core_ctx, dev);
+            free_dev(dev);
             core::free(core_ctx, heap);
             core::unimport(core_ctx, stage);
             return Err(e);
@@ -201,7 +218,7 @@ impl XpuCtx {
         let region = match dom.share_region(st, fd, 0, size, false) {
             Ok(r) => r,
             Err(e) => {
-                core::free(core_ctx, dev);
+                free_dev(dev);
                 core::free(core_ctx, heap);
                 core::unimport(core_ctx, stage);
                 return Err(e);
@@ -212,7 +229,7 @@ impl XpuCtx {
             Ok(r) => r,
             Err(e) => {
                 dom.unshare_region(&mut dom.lock(), region);
-                core::free(core_ctx, dev);
+                free_dev(dev);
                 core::free(core_ctx, heap);
                 core::unimport(core_ctx, stage);
                 return Err(e);
@@ -229,6 +246,7 @@ impl XpuCtx {
                 dev + std::mem::offset_of!(CtxDev, abort),
                 core::ctx_abort_word(core_ctx),
             );
+            store(dev + std::mem::offset_of!(CtxDev, resolve), resolve as u64);
         }
         let mut st = dom.lock();
         let id = dom.add_ctx(
@@ -236,6 +254,7 @@ impl XpuCtx {
             CtxSt {
                 core: core_ctx,
                 dev,
+                resolve,
                 heap,
                 heap_region: region,
                 heap_alloc: FreeList::new(size_of::<HeapHdr>() as u64, size),
@@ -265,6 +284,7 @@ impl XpuCtx {
         let c = self.dom.remove_ctx(&mut st, self.id).ok_or(Error::INVAL)?;
         self.dom.unshare_region(&mut st, c.heap_region);
         self.dom.unshare_region(&mut st, c.table_region);
+        core::free(c.core(), c.resolve);
         core::free(c.core(), c.dev);
         core::free(c.core(), c.heap);
         core::unimport(c.core(), c.stage);
@@ -1442,7 +1462,19 @@ impl Ep {
         let c = &self.ctx;
         // SAFETY: the endpoint's information, live until freed just below; the
         // EpDev, retired (kept mapped) below, not freed.
-        unsafe { store(self.info + offset_of!(EpInfo, magic), 0) };
+        unsafe {
+            // What remote events complete into first: a peer whose resolve
+            // table still holds this endpoint (fi_xpu_shm(7) MEMORY
+            // PLACEMENT) counts nothing into blocks that may be freed.
+            for f in [
+                offset_of!(EpInfo, rx_cq),
+                offset_of!(EpInfo, rem_write_cntr),
+                offset_of!(EpInfo, rem_read_cntr),
+            ] {
+                store(self.info + f, 0);
+            }
+            store(self.info + offset_of!(EpInfo, magic), 0)
+        };
         c.heap_free(self.block_off, self.block_size);
         c.stage_free(self.stage_off, STAGE_BYTES + INFO_BYTES);
         // SAFETY: as above.
