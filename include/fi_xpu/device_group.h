@@ -51,8 +51,8 @@
  *        Waits until every member's operation was issued and returns the
  *        caller's own status.
  */
-#ifndef FI_XPU_DEVICE_GROUP_H
-#define FI_XPU_DEVICE_GROUP_H
+#ifndef FI_XPU_INCLUDED_DEVICE_GROUP_H
+#define FI_XPU_INCLUDED_DEVICE_GROUP_H
 
 #include <fi_xpu/device_arch.h>
 
@@ -322,4 +322,4 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 					     scope, mscope);                              \
 	}
 
-#endif /* FI_XPU_DEVICE_GROUP_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_GROUP_H */
