@@ -314,11 +314,21 @@ fn nm_globals(file: &Path, dynamic: bool) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// The device operations `<fi_xpu/device.h>` and `<fi_xpu/device_world.h>`
-/// define.
+/// The device operations `<fi_xpu/device.h>` (its families under
+/// `fi_xpu/device/`) and `<fi_xpu/device_world.h>` define.
 fn device_operations() -> Vec<String> {
-    let h = ["device.h", "device_world.h"]
-        .map(|f| std::fs::read_to_string(common::root().join("include/fi_xpu").join(f)).unwrap())
+    let dir = common::root().join("include/fi_xpu");
+    let mut files = vec![dir.join("device.h"), dir.join("device_world.h")];
+    files.extend(
+        std::fs::read_dir(dir.join("device"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "h")),
+    );
+    let h = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<Vec<_>>()
         .concat();
     // The operations are the functions the headers define (the name at the
     // start of a line after `FI_XPU_FUNC int`, or on the `FI_XPU_FUNC` line),

@@ -9,8 +9,8 @@
  *
  * Flag bits an operation does not take give -FI_EBADFLAGS; the sets:
  */
-#ifndef FI_XPU_DEVICE_CHECK_H
-#define FI_XPU_DEVICE_CHECK_H
+#ifndef FI_XPU_INCLUDED_DEVICE_CHECK_H
+#define FI_XPU_INCLUDED_DEVICE_CHECK_H
 
 #include <fi_xpu/device_arch.h>
 #include <fi_xpu/device_signal.h>
@@ -84,4 +84,4 @@ FI_XPU_FUNC int fi_xpu_device_check_wait(const uint64_t *sig, int cmp)
 	return 0;
 }
 
-#endif /* FI_XPU_DEVICE_CHECK_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_CHECK_H */

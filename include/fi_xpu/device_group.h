@@ -51,8 +51,8 @@
  *        Waits until every member's operation was issued and returns the
  *        caller's own status.
  */
-#ifndef FI_XPU_DEVICE_GROUP_H
-#define FI_XPU_DEVICE_GROUP_H
+#ifndef FI_XPU_INCLUDED_DEVICE_GROUP_H
+#define FI_XPU_INCLUDED_DEVICE_GROUP_H
 
 #include <fi_xpu/device_arch.h>
 
@@ -169,6 +169,42 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 {
 	fi_xpu_group_sync(g);
 	return own;
+}
+
+/*
+ * The same vocabulary for an operation that keeps no struct fi_xpu_group
+ * and needs only the caller's rank (no size, no checking-mode wait):
+ *   FI_XPU_GROUP_ENTER_RANK(scope, rank)
+ *        A statement at the top of a function returning int: returns the
+ *        scope check's error (fi_xpu_arch_scope_check), else declares
+ *        `uint32_t rank`, the caller's place in the group (0 = leader).
+ *   int64_t fi_xpu_group_scope_bcast(int scope, int64_t v)
+ *        The leader's `v` for every member of `scope`'s group.
+ *   void fi_xpu_group_scope_sync(int scope)
+ *        A barrier of `scope`'s group (nothing at FI_XPU_WORK_ITEM).
+ * The shm provider's FI_XPU_SHM_SCOPE_ENTER, fi_xpu_shm_bcast and
+ * fi_xpu_shm_sync are these under its own names.
+ */
+#define FI_XPU_GROUP_ENTER_RANK(scope, rank)                                      \
+	int fi_xpu_i_group_rc = fi_xpu_arch_scope_check(scope);                   \
+	uint32_t rank;                                                            \
+	if (fi_xpu_i_group_rc)                                                    \
+		return fi_xpu_i_group_rc;                                         \
+	rank = (scope) == FI_XPU_WORK_ITEM ? 0 : fi_xpu_arch_scope_rank(scope)
+
+FI_XPU_FUNC int64_t fi_xpu_group_scope_bcast(int scope, int64_t v)
+{
+	uint64_t u = (uint64_t)v;
+	if (scope == FI_XPU_WORK_ITEM)
+		return v;
+	fi_xpu_arch_broadcast_u64(scope, &u);
+	return (int64_t)u;
+}
+
+FI_XPU_FUNC void fi_xpu_group_scope_sync(int scope)
+{
+	if (scope != FI_XPU_WORK_ITEM)
+		(void)fi_xpu_arch_barrier(scope);
 }
 
 /* ---- entry points every provider writes alike ----------------------------
@@ -322,4 +358,4 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
 					     scope, mscope);                              \
 	}
 
-#endif /* FI_XPU_DEVICE_GROUP_H */
+#endif /* FI_XPU_INCLUDED_DEVICE_GROUP_H */

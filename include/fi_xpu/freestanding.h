@@ -11,8 +11,8 @@
  * so that C++ projects built with -Wzero-as-null-pointer-constant include
  * them cleanly, ((void *)0) in C.
  */
-#ifndef FI_XPU_FREESTANDING_H
-#define FI_XPU_FREESTANDING_H
+#ifndef FI_XPU_INCLUDED_FREESTANDING_H
+#define FI_XPU_INCLUDED_FREESTANDING_H
 
 #if defined(__CUDACC_RTC__)
 typedef signed char int8_t;
@@ -41,4 +41,4 @@ typedef uint64_t uintptr_t;
 #define FI_XPU_I_NULL ((void *)0)
 #endif
 
-#endif /* FI_XPU_FREESTANDING_H */
+#endif /* FI_XPU_INCLUDED_FREESTANDING_H */

@@ -462,7 +462,7 @@ fn sass_check_fails_without_a_fence() {
     // (file, text, replacement, the kind reported)
     let mutations: &[(&str, &str, &str, &str)] = &[
         (
-            "device_ofi.h",
+            "ofi/ofi__post.h",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_OFI_SYS);",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, FI_XPU_OFI_SYS);",
             "ring",
@@ -494,7 +494,7 @@ fn sass_check_fails_without_a_fence() {
         ),
         // The arch layer: every release store made relaxed.
         (
-            "device_arch.h",
+            "arch/arch__nvptx.h",
             "asm volatile(\"st.\" #SEM \".\" #SC",
             "asm volatile(\"st.relaxed.\" #SC",
             "ring",
@@ -507,10 +507,18 @@ fn sass_check_fails_without_a_fence() {
                 let inc = dir.join(format!("m{i}"));
                 let hdr = inc.join("fi_xpu");
                 std::fs::create_dir_all(&hdr).unwrap();
-                for e in std::fs::read_dir(root().join("include/fi_xpu")).unwrap() {
-                    let p = e.unwrap().path();
-                    if p.is_file() {
-                        std::fs::copy(&p, hdr.join(p.file_name().unwrap())).unwrap();
+                // The headers and their parts (arch/, device/, ofi/).
+                let mut dirs = vec![(root().join("include/fi_xpu"), hdr.clone())];
+                while let Some((from, to)) = dirs.pop() {
+                    std::fs::create_dir_all(&to).unwrap();
+                    for e in std::fs::read_dir(&from).unwrap() {
+                        let p = e.unwrap().path();
+                        let name = p.file_name().unwrap();
+                        if p.is_dir() {
+                            dirs.push((p.clone(), to.join(name)));
+                        } else {
+                            std::fs::copy(&p, to.join(name)).unwrap();
+                        }
                     }
                 }
                 let path = hdr.join(file);

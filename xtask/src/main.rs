@@ -27,7 +27,9 @@ usage: cargo xtask <command> [options]
 
 commands:
   build [--release]          build the workspace and stage provider plugins
-  headers                    regenerate fi_xpu.h and include/fi_xpu/provider.h
+  headers                    regenerate the generated headers (fi_xpu.h,
+                             include/fi_xpu/{provider,version,wr}.h,
+                             include/fi_xpu/ofi/ofi__types.h)
   man [--out DIR]            render man/*.md to roff (default DIR: target/man)
   install --prefix P [--libdir L] [--destdir D] [--release] [--debug-info]
                              install library, plugins, headers, man pages,

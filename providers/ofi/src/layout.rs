@@ -1,6 +1,9 @@
-//! Memory layouts shared with `fi_xpu/device_ofi.h`. Every struct here
-//! has a C twin named `fi_xpu_ofi_<name>`; sizes and offsets must agree (the
-//! C test `ofi_layout.c` prints them and `tests/ofi_layout.rs` compares).
+//! Memory layouts shared with the ofi provider's device code. Every struct
+//! here is `struct fi_xpu_ofi_<name>` and every constant `FI_XPU_OFI_<NAME>`
+//! in `include/fi_xpu/ofi/ofi__types.h`, which is generated from this file
+//! (`cargo xtask headers`; `tests/headers.rs` fails when it is stale), so C
+//! has no copy of its own; the test below still compiles the header and
+//! compares it field by field.
 //!
 //! All of it lives in host-visible memory allocated through the XPU context
 //! (`FI_XPU_ALLOC_HOST`): the device writes ring entries and reads
@@ -203,8 +206,9 @@ pub struct MrDesc {
 
 #[cfg(test)]
 mod tests {
-    /// One definition: every struct here is what include/fi_xpu/device_ofi.h
-    /// mirrors, checked field by field against the compiled C header.
+    /// One definition: every struct here is what the generated
+    /// include/fi_xpu/ofi/ofi__types.h declares, checked field by field
+    /// against the compiled C header.
     #[test]
     fn c_header_matches_field_by_field() {
         let items = fi_xpu_prov_sdk::layout_items! {
@@ -226,7 +230,7 @@ mod tests {
             MrDesc = "fi_xpu_ofi_mr_desc" { id, key, base, len }
         };
         fi_xpu_prov_sdk::layout_check::check(
-            "fi_xpu/device_ofi.h",
+            "fi_xpu/ofi/ofi__types.h",
             include_str!("layout.rs"),
             &items,
         );
