@@ -27,6 +27,8 @@ mod common;
 mod hipcc;
 #[path = "device_matrix/host_headers.rs"]
 mod host_headers;
+#[path = "device_matrix/jobs.rs"]
+mod jobs;
 #[path = "device_matrix/nvcc.rs"]
 mod nvcc;
 #[path = "device_matrix/nvrtc.rs"]
@@ -209,24 +211,62 @@ fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
             ]);
         }
     }
-    cmd.args(WARN)
-        .args(include_flags())
-        .args(extra)
-        .arg(src)
-        .arg("-o")
-        .arg(out);
-    let o = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        o.status.success(),
-        "{target:?}: {cmd:?} failed\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    cmd.args(WARN).args(include_flags()).args(extra).arg(src);
+    common::cache::kept(&mut cmd, "", out, |cmd, to| {
+        cmd.arg("-o").arg(to);
+        let o = jobs::output(cmd).unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+        assert!(
+            o.status.success(),
+            "{target:?}: {cmd:?} failed\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::new()
+    });
     match target {
         Host { .. } | CudaHostPass => String::new(),
         _ => std::fs::read_to_string(out).unwrap(),
     }
+}
+
+/// `#include` lines for `files` (by path), after a comment with a hash of
+/// their content: a source made of them is then a new source, for the
+/// compile cache, whenever one of them changes.
+pub fn includes_of(files: &[PathBuf]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut lines = String::new();
+    for f in files {
+        std::fs::read(f).unwrap().hash(&mut h);
+        lines += &format!("#include \"{}\"\n", f.display());
+    }
+    format!("/* content {:016x} */\n{lines}", h.finish())
+}
+
+/// A source file holding `text`, at a path that depends on its content
+/// only (below the build's scratch directory), so that a compile of it is
+/// found in the compile cache by a later run (the cache's hash covers the
+/// arguments, so the path too).
+pub fn stable_source(name: &str, text: &str) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (name, text).hash(&mut h);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("device-matrix-src")
+        .join(format!("{:016x}", h.finish()));
+    let path = dir.join(name);
+    if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
+        return path;
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    // Written beside and renamed: threads and runs may write it at once.
+    let tmp = dir.join(format!(
+        ".{name}.{}.{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
 }
 
 /// Every device header, as a kernel names it in `#include <...>`.
@@ -240,25 +280,6 @@ fn device_headers() -> Vec<String> {
     v.sort();
     assert!(v.len() >= 3, "device headers missing: {v:?}");
     v
-}
-
-/// Runs `run` on every job, as many at a time as there are CPUs: the
-/// compiles of the matrix are independent. A job's panic fails the test
-/// (its message is printed as it happens).
-fn in_parallel<J: Sync>(jobs: &[J], run: impl Fn(usize, &J) + Sync) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(jobs.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(job) = jobs.get(i) else {
-                    break;
-                };
-                run(i, job);
-            });
-        }
-    });
 }
 
 #[test]
@@ -275,14 +296,13 @@ fn every_device_header_alone_and_twice() {
             ("once", format!("#include <{h}>\n")),
             ("twice", format!("#include <{h}>\n#include <{h}>\n")),
         ] {
-            let src = dir.join(format!("{}.{suffix}.c", h.replace('/', "_")));
-            std::fs::write(&src, text).unwrap();
+            let src = stable_source(&format!("{}.{suffix}.c", h.replace('/', "_")), &text);
             for &t in &targets {
                 jobs.push((t, src.clone()));
             }
         }
     }
-    in_parallel(&jobs, |i, (t, src)| {
+    jobs::each(&jobs, |i, (t, src)| {
         compile(*t, src, &[], &dir.join(format!("out{i}")));
     });
 }
@@ -316,17 +336,13 @@ const STRICT_C: &[&str] = &[
 /// One translation unit as a strict user's file: the host header, every
 /// device header, the example kernel and the kernel written from
 /// libfabric's device API alone (through the compatibility directory).
-pub fn strict_user_file(dir: &Path) -> PathBuf {
+pub fn strict_user_file() -> PathBuf {
     let mut text = String::from("#include <fi_xpu.h>\n");
     for h in device_headers() {
         text += &format!("#include <{h}>\n");
     }
-    for f in [example(), upstream_kernel()] {
-        text += &format!("#include \"{}\"\n", f.display());
-    }
-    let src = dir.join("strict.c");
-    std::fs::write(&src, text).unwrap();
-    src
+    text += &includes_of(&[example(), upstream_kernel()]);
+    stable_source("strict.c", &text)
 }
 
 /// That file compiles without a warning under `STRICT` (and `STRICT_CXX`
@@ -338,7 +354,7 @@ fn headers_compile_under_strict_user_warnings() {
         return;
     }
     let dir = scratch("device-matrix-strict");
-    let src = strict_user_file(&dir);
+    let src = strict_user_file();
     let compat = compat_flag();
     let cxx: Vec<&str> = STRICT.iter().chain(STRICT_CXX).copied().collect();
     let c: Vec<&str> = STRICT.iter().chain(STRICT_C).copied().collect();
@@ -363,7 +379,7 @@ fn headers_compile_under_strict_user_warnings() {
             jobs.push((t, extra));
         }
     }
-    in_parallel(&jobs, |i, (t, extra)| {
+    jobs::each(&jobs, |i, (t, extra)| {
         compile(*t, &src, extra, &dir.join(format!("out{i}")));
     });
 }
@@ -394,7 +410,7 @@ fn example_kernel_is_emitted_for_every_target() {
             jobs.push((variant, extra, t));
         }
     }
-    in_parallel(&jobs, |i, &(variant, extra, t)| {
+    jobs::each(&jobs, |i, &(variant, extra, t)| {
         let code = compile(
             t,
             &example(),
@@ -515,7 +531,7 @@ fn upstream_kernel_builds_with_device_flags() {
     let src = upstream_kernel();
     let mut targets = DEVICE_TARGETS.to_vec();
     targets.extend(host_targets());
-    in_parallel(&targets, |i, &t| {
+    jobs::each(&targets, |i, &t| {
         compile(t, &src, &[&compat], &dir.join(format!("out{i}")));
     });
 }

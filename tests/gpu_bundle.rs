@@ -57,6 +57,18 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// Compiles with `cmd` (every argument but `-o`) into `out`, which must
+/// succeed; returns the compiler's messages. Kept by content in the
+/// compile cache (tests/common/cache.rs): a rerun of the same compile
+/// takes the kept object and messages.
+fn compiled(cmd: &mut Command, out: &Path) -> String {
+    common::cache::kept(cmd, "", out, |cmd, to| {
+        let o = common::run(cmd.arg("-o").arg(to));
+        assert!(o.status.success(), "{cmd:?}\n{}", text(&o));
+        text(&o)
+    })
+}
+
 /// The CUDA examples (hello, pingpong, the MoE dispatch/combine): nvcc's
 /// front end, cicc, ptxas (SASS for sm_90) and the host compiler with
 /// warnings as errors; then linked with libfi_xpu and the static CUDA
@@ -98,19 +110,14 @@ fn cuda_examples_build_with_nvcc() {
                     // scope prologue, not from the examples.
                     .args(["-diag-suppress", "550"])
                     .args(["-Xcompiler", "-Wall,-Wextra,-Werror"])
-                    .arg("-I")
-                    .arg(common::root())
-                    .arg("-I")
-                    .arg(common::root().join("include"))
+                    .arg(format!("-I{}", common::root().display()))
+                    .arg(format!("-I{}", common::root().join("include").display()))
                     // moe checks every result byte against host
                     // arithmetic: no fused multiply-adds.
                     .args(["-fmad=false"])
-                    .arg(common::root().join(src))
-                    .arg("-o")
-                    .arg(&obj);
-                let o = common::run(&mut cc);
-                assert!(o.status.success(), "{cc:?}\n{}", text(&o));
-                assert!(!text(&o).contains("warning"), "{}", text(&o));
+                    .arg(common::root().join(src));
+                let t = compiled(&mut cc, &obj);
+                assert!(!t.contains("warning"), "{t}");
                 let mut nvcc = Command::new(cuda.join("bin/nvcc"));
                 nvcc.args(["-cudart", "static"]);
                 link(nvcc, &obj, lib, &dir.join(ex));
@@ -233,16 +240,11 @@ fn hip_examples_build_with_hipcc() {
                     // moe checks every result byte against host
                     // arithmetic: no fused multiply-adds.
                     .arg("-ffp-contract=off")
-                    .arg("-I")
-                    .arg(common::root())
-                    .arg("-I")
-                    .arg(common::root().join("include"))
-                    .arg(common::root().join(format!("examples/hip/{ex}.hip")))
-                    .arg("-o")
-                    .arg(&obj);
-                let o = common::run(&mut cc);
-                assert!(o.status.success(), "{cc:?}\n{}", text(&o));
-                assert!(!text(&o).contains("warning"), "{}", text(&o));
+                    .arg(format!("-I{}", common::root().display()))
+                    .arg(format!("-I{}", common::root().join("include").display()))
+                    .arg(common::root().join(format!("examples/hip/{ex}.hip")));
+                let t = compiled(&mut cc, &obj);
+                assert!(!t.contains("warning"), "{t}");
                 let bin = std::fs::read(&obj).unwrap();
                 assert!(
                     bin.windows(b"amdgcn-amd-amdhsa--gfx90a".len())

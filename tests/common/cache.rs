@@ -191,3 +191,48 @@ fn headers_of(dir: &Path) -> String {
     seen.insert(dir.to_path_buf(), v.clone());
     v
 }
+
+/// A compile whose text the caller reads as well as its output (a
+/// compiler's report, the listing of the code it made), kept as
+/// `compile` keeps outputs. The hash is taken over `cmd` (every argument
+/// but the output's; its program, the files its arguments name and the
+/// headers where they include from, as for `compile`) and `salt`
+/// (anything else that makes the text: a disassembler's name). Unless the
+/// same was kept before, `make` runs `cmd` with a fresh path for the
+/// output and returns the text, panicking when the compile fails (nothing
+/// is kept then). The output is placed at `out` as `Place::Link` places
+/// it (the caller leaves it as it is); the text is returned.
+pub fn kept(
+    cmd: &mut Command,
+    salt: &str,
+    out: &Path,
+    make: impl FnOnce(&mut Command, &Path) -> String,
+) -> String {
+    let key = format!("{}-{:016x}", key(cmd), {
+        let mut h = DefaultHasher::new();
+        salt.hash(&mut h);
+        h.finish()
+    });
+    let kept = dir().join(&key);
+    if !(kept.join("out").is_file() && kept.join("text").is_file()) {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let tmp = dir().join(format!(
+            ".kept-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let text = make(cmd, &tmp.join("out"));
+        std::fs::write(tmp.join("text"), &text).unwrap();
+        if std::fs::rename(&tmp, &kept).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+    }
+    let _ = std::fs::remove_file(out);
+    let from = kept.join("out");
+    std::fs::hard_link(&from, out)
+        .or_else(|_| copy(&from, out))
+        .unwrap_or_else(|e| panic!("placing {} at {}: {e}", from.display(), out.display()));
+    std::fs::read_to_string(kept.join("text")).unwrap()
+}

@@ -7,9 +7,9 @@
 //! clang-19 (nvptx, amdgcn, warnings as errors), nvcc to a cubin
 //! (`-Werror all-warnings`), NVRTC and Debian's hipcc.
 use super::common::scratch;
-use super::vendor::{cuda_or_skip, hipcc_or_skip, run_clean};
-use super::{compile, include_flags, Target};
-use std::path::{Path, PathBuf};
+use super::vendor::{clean_kept, cuda_or_skip, hipcc_or_skip};
+use super::{compile, include_flags, stable_source, Target};
+use std::path::PathBuf;
 use std::process::Command;
 
 const KERNEL: &str = r#"#include <fi_xpu/device.h>
@@ -23,8 +23,7 @@ extern "C" __attribute__((global)) void group_write(struct fid_xpu_ep *ep, void 
 "#;
 const REPORT: &str = "FI_XPU_DEVICE_DEBUG: %s at %s scope";
 
-fn source(dir: &Path, ext: &str) -> PathBuf {
-    let src = dir.join(format!("group_write.{ext}"));
+fn source(ext: &str) -> PathBuf {
     // HIP's device printf comes with its runtime header, which HIP code
     // includes first.
     let prefix = if ext == "hip" {
@@ -32,8 +31,7 @@ fn source(dir: &Path, ext: &str) -> PathBuf {
     } else {
         ""
     };
-    std::fs::write(&src, format!("{prefix}{KERNEL}")).unwrap();
-    src
+    stable_source(&format!("group_write.{ext}"), &format!("{prefix}{KERNEL}"))
 }
 
 #[test]
@@ -42,7 +40,7 @@ fn clang_gpu_targets_wait_on_the_device_clock() {
         return;
     }
     let dir = scratch("checking-mode-clang");
-    let src = source(&dir, "cu");
+    let src = source("cu");
     for (target, clock, lang) in [
         (Target::Nvptx("sm_90"), "%globaltimer", "cuda"),
         (Target::Amdgcn("gfx942"), "s_memrealtime", "hip"),
@@ -71,16 +69,15 @@ fn nvcc_and_nvrtc_build_the_checking_mode_with_its_report() {
         return;
     };
     let dir = scratch("checking-mode-nvcc");
-    let src = source(&dir, "cu");
+    let src = source("cu");
     let cubin = dir.join("debug.cubin");
-    run_clean(
+    clean_kept(
         Command::new(cuda.join("bin/nvcc"))
             .args(["-x", "cu", "-std=c++17", "-O2", "-Werror", "all-warnings"])
             .args(["-arch=sm_90", "-cubin", "-DFI_XPU_DEVICE_DEBUG"])
             .args(include_flags())
-            .arg(&src)
-            .arg("-o")
-            .arg(&cubin),
+            .arg(&src),
+        &cubin,
         "nvcc checking mode",
     );
     let bin = std::fs::read(&cubin).unwrap();
@@ -98,17 +95,16 @@ fn hipcc_builds_the_checking_mode_with_its_report() {
         return;
     }
     let dir = scratch("checking-mode-hipcc");
-    let src = source(&dir, "hip");
+    let src = source("hip");
     let obj = dir.join("debug.o");
-    run_clean(
+    clean_kept(
         Command::new("hipcc")
             .args(["-Wall", "-Wextra", "-Werror", "-O2", "-x", "hip"])
             .args(["--offload-arch=gfx90a", "--cuda-device-only", "-c"])
             .arg("-DFI_XPU_DEVICE_DEBUG")
             .args(include_flags())
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj),
+            .arg(&src),
+        &obj,
         "hipcc checking mode",
     );
     let bin = std::fs::read(&obj).unwrap();

@@ -5,8 +5,8 @@
 //! kernel (its descriptor in the code object); the host half compiled too.
 //! Warnings are errors throughout.
 use super::common::scratch;
-use super::vendor::{hipcc_or_skip, run_clean};
-use super::{compat_flag, example, include_flags, upstream_kernel};
+use super::vendor::{clean_kept, hipcc_or_skip};
+use super::{compat_flag, example, include_flags, includes_of, stable_source, upstream_kernel};
 use std::process::Command;
 
 pub const ARCHS: &[&str] = &["gfx90a", "gfx940"];
@@ -24,15 +24,13 @@ fn hipcc_builds_the_example_kernel() {
         return;
     }
     let dir = scratch("hipcc");
-    let src = dir.join("example.hip");
-    std::fs::write(
-        &src,
-        format!(
-            "#include <hip/hip_runtime.h>\n#include \"{}\"\n",
-            example().display()
+    let src = stable_source(
+        "example.hip",
+        &format!(
+            "#include <hip/hip_runtime.h>\n{}",
+            includes_of(&[example()])
         ),
-    )
-    .unwrap();
+    );
     std::thread::scope(|s| {
         for &arch in ARCHS {
             let (src, dir) = (&src, &dir);
@@ -40,13 +38,12 @@ fn hipcc_builds_the_example_kernel() {
                 // A code object in an offload bundle: hipcc does not take
                 // -S as a compile-only flag and would add its link options.
                 let obj = dir.join(format!("{arch}.o"));
-                run_clean(
+                clean_kept(
                     hipcc()
                         .arg(format!("--offload-arch={arch}"))
                         .args(["--cuda-device-only", "-c"])
-                        .arg(src)
-                        .arg("-o")
-                        .arg(&obj),
+                        .arg(src),
+                    &obj,
                     &format!("hipcc {arch}"),
                 );
                 let bin = std::fs::read(&obj).unwrap();
@@ -58,13 +55,9 @@ fn hipcc_builds_the_example_kernel() {
             });
         }
         s.spawn(|| {
-            run_clean(
-                hipcc()
-                    .arg("--offload-arch=gfx90a")
-                    .arg("-c")
-                    .arg(&src)
-                    .arg("-o")
-                    .arg(dir.join("example.o")),
+            clean_kept(
+                hipcc().arg("--offload-arch=gfx90a").arg("-c").arg(&src),
+                &dir.join("example.o"),
                 "hipcc host+device",
             )
         });
@@ -79,23 +72,20 @@ fn hipcc_builds_the_upstream_kernel() {
         return;
     }
     let dir = scratch("hipcc-upstream");
-    let src = dir.join("upstream.hip");
-    std::fs::write(
-        &src,
-        format!(
-            "#include <hip/hip_runtime.h>\n#include \"{}\"\n",
-            upstream_kernel().display()
+    let src = stable_source(
+        "upstream.hip",
+        &format!(
+            "#include <hip/hip_runtime.h>\n{}",
+            includes_of(&[upstream_kernel()])
         ),
-    )
-    .unwrap();
+    );
     let obj = dir.join("upstream.o");
-    run_clean(
+    clean_kept(
         hipcc()
             .arg(compat_flag())
             .args(["--offload-arch=gfx90a", "--cuda-device-only", "-c"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj),
+            .arg(&src),
+        &obj,
         "hipcc upstream kernel",
     );
     let bin = std::fs::read(&obj).unwrap();

@@ -81,9 +81,7 @@ fn source(dir: &Path) -> PathBuf {
 
 /// Runs `cmd` (which must succeed) and returns its `-H` tree.
 fn tree(cmd: &mut Command, what: &str) -> String {
-    let o = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let o = super::jobs::output(cmd).unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     let text = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{what}: {cmd:?} failed\n{text}");
     text

@@ -4,10 +4,10 @@
 //! and the host compiler; the kernel's registers, stack and spills reported
 //! per architecture (the table in BENCHMARKS.md).
 use super::common::scratch;
-use super::vendor::{cuda_or_skip, run_clean};
+use super::vendor::{clean_kept, cuda_or_skip, run_clean};
 use super::{
-    compat_flag, device_headers, example, include_flags, strict_user_file, upstream_kernel, STRICT,
-    STRICT_CXX, TESTPROV,
+    compat_flag, device_headers, example, include_flags, jobs, stable_source, strict_user_file,
+    upstream_kernel, STRICT, STRICT_CXX, TESTPROV,
 };
 use std::path::Path;
 use std::process::Command;
@@ -104,18 +104,14 @@ fn nvcc_compiles_every_device_header() {
         return;
     };
     let dir = scratch("nvcc-headers");
-    let src = dir.join("headers.cu");
     let text: String = device_headers()
         .iter()
         .map(|h| format!("#include <{h}>\n#include <{h}>\n"))
         .collect();
-    std::fs::write(&src, text).unwrap();
-    run_clean(
-        nvcc(&cuda)
-            .args(["-arch=sm_75", "-c"])
-            .arg(&src)
-            .arg("-o")
-            .arg(dir.join("headers.o")),
+    let src = stable_source("headers.cu", &text);
+    clean_kept(
+        nvcc(&cuda).args(["-arch=sm_75", "-c"]).arg(&src),
+        &dir.join("headers.o"),
         "nvcc headers",
     );
 }
@@ -124,14 +120,17 @@ fn nvcc_compiles_every_device_header() {
 /// through gcc with the same warnings, less those CUDA's own headers do
 /// not pass (`-Wpedantic`, `-Wundef`, `-Wredundant-decls`,
 /// `-Wzero-as-null-pointer-constant`: a user with them cannot include
-/// `cuda_runtime.h` either).
+/// `cuda_runtime.h` either). The device half goes to PTX (cicc, which
+/// gives nvcc's device-side diagnostics), not through ptxas: its code is
+/// the example kernel's and the upstream kernel's, which the tests below
+/// take down to SASS.
 #[test]
 fn nvcc_compiles_the_headers_under_strict_user_warnings() {
     let Some(cuda) = cuda_or_skip("nvcc") else {
         return;
     };
     let dir = scratch("nvcc-strict");
-    let src = strict_user_file(&dir);
+    let src = strict_user_file();
     let cuda_passes = [
         "-Wpedantic",
         "-Wundef",
@@ -144,66 +143,91 @@ fn nvcc_compiles_the_headers_under_strict_user_warnings() {
         .filter(|f| !cuda_passes.contains(f))
         .copied()
         .collect();
-    run_clean(
+    clean_kept(
         nvcc(&cuda)
-            .args(["-arch=sm_90", "-c", "-Xcompiler"])
+            .args([
+                "-gencode",
+                "arch=compute_90,code=compute_90",
+                "-c",
+                "-Xcompiler",
+            ])
             .arg(host.join(","))
             .arg(compat_flag())
-            .arg(&src)
-            .arg("-o")
-            .arg(dir.join("strict.o")),
+            .arg(&src),
+        &dir.join("strict.o"),
         "nvcc strict",
     );
 }
 
-/// The example kernel to a cubin for every architecture (with the test
-/// provider alone too, for sm_90); its resources per architecture are
-/// printed in the form of the BENCHMARKS.md table, and it must not spill.
+/// `-gencode` for the SASS of `arch` (`sm_90`) from its own PTX.
+pub fn gencode(arch: &str) -> String {
+    format!(
+        "arch=compute_{},code={arch}",
+        arch.trim_start_matches("sm_")
+    )
+}
+
+/// The example kernel for every architecture down to SASS: for the first
+/// one (sm_75) host half and device half in one nvcc run (the host half
+/// through gcc with warnings as errors, the cubin in the object), for the
+/// others to a cubin, and with the test provider alone for sm_90; its
+/// resources per architecture are printed in the form of the
+/// BENCHMARKS.md table, and it must not spill.
 #[test]
 fn nvcc_builds_the_example_kernel_to_sass_for_every_arch() {
     let Some(cuda) = cuda_or_skip("nvcc") else {
         return;
     };
     let dir = scratch("nvcc-example");
-    let reports: Vec<(&str, Resources)> = std::thread::scope(|s| {
-        let jobs: Vec<_> = ARCHS
-            .iter()
-            .map(|&arch| {
-                let (cuda, dir) = (&cuda, &dir);
-                s.spawn(move || {
-                    let mut default_report = None;
-                    // The one-provider build once: the clang part covers it per target.
-                    let variants: &[(&str, &[&str])] = if arch == "sm_90" {
-                        &[("default", &[]), ("testprov", TESTPROV)]
-                    } else {
-                        &[("default", &[])]
-                    };
-                    for &(variant, extra) in variants {
-                        let cubin = dir.join(format!("{arch}-{variant}.cubin"));
-                        let log = run_clean(
-                            nvcc(cuda)
-                                .arg(format!("-arch={arch}"))
-                                .args(["-cubin", "-Xptxas", "-v"])
-                                .args(extra)
-                                .arg(example())
-                                .arg("-o")
-                                .arg(&cubin),
-                            &format!("nvcc {arch} {variant}"),
-                        );
-                        let bin = std::fs::read(&cubin).unwrap();
-                        assert!(bin.starts_with(b"\x7fELF"), "{arch}: cubin is not ELF");
-                        let r = ptxas_resources(&log, "device_all_ops", arch)
-                            .unwrap_or_else(|| panic!("{arch} {variant}: no ptxas report\n{log}"));
-                        if variant == "default" {
-                            default_report = Some(r);
-                        }
-                    }
-                    (arch, default_report.unwrap())
-                })
-            })
-            .collect();
-        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    // (arch, variant, extra flags); the one-provider build once: the
+    // clang part covers it per target.
+    let mut builds: Vec<(&str, &str, &[&str])> =
+        ARCHS.iter().map(|&a| (a, "default", &[][..])).collect();
+    builds.push(("sm_90", "testprov", TESTPROV));
+    let reports = std::sync::Mutex::new(Vec::new());
+    jobs::each(&builds, |i, &(arch, variant, extra)| {
+        let what = format!("nvcc {arch} {variant}");
+        let mut cmd = nvcc(&cuda);
+        cmd.args(["-Xptxas", "-v"]).args(extra);
+        let log = if i == 0 {
+            // The host half of the same translation unit, through gcc.
+            let obj = dir.join("example.o");
+            cmd.arg("-gencode")
+                .arg(gencode(arch))
+                .arg("-c")
+                .arg(example());
+            let log = clean_kept(&mut cmd, &obj, &what);
+            let elves = run_clean(
+                Command::new(cuda.join("bin/cuobjdump"))
+                    .arg("-lelf")
+                    .arg(&obj),
+                "cuobjdump -lelf",
+            );
+            assert!(
+                elves
+                    .lines()
+                    .any(|l| l.ends_with(&format!(".{arch}.cubin"))),
+                "{arch}: no cubin in the object:\n{elves}"
+            );
+            log
+        } else {
+            let cubin = dir.join(format!("{arch}-{variant}.cubin"));
+            cmd.arg(format!("-arch={arch}"))
+                .arg("-cubin")
+                .arg(example());
+            let log = clean_kept(&mut cmd, &cubin, &what);
+            let bin = std::fs::read(&cubin).unwrap();
+            assert!(bin.starts_with(b"\x7fELF"), "{arch}: cubin is not ELF");
+            log
+        };
+        let r = ptxas_resources(&log, "device_all_ops", arch)
+            .unwrap_or_else(|| panic!("{arch} {variant}: no ptxas report\n{log}"));
+        if variant == "default" {
+            reports.lock().unwrap().push((arch, r));
+        }
     });
+    let mut reports = reports.into_inner().unwrap();
+    reports.sort_by_key(|(arch, _)| ARCHS.iter().position(|a| a == arch));
     eprintln!(
         "device_all_ops (default providers), nvcc {}:",
         cuda.display()
@@ -220,15 +244,6 @@ fn nvcc_builds_the_example_kernel_to_sass_for_every_arch() {
             "{arch}: the example kernel spills registers"
         );
     }
-    // The host half of the same translation unit, through gcc.
-    run_clean(
-        nvcc(&cuda)
-            .args(["-arch=sm_75", "-c"])
-            .arg(example())
-            .arg("-o")
-            .arg(dir.join("example.o")),
-        "nvcc host+device",
-    );
 }
 
 /// The kernel written only from libfabric's documented device API, with
@@ -240,13 +255,12 @@ fn nvcc_builds_the_upstream_kernel() {
     };
     let dir = scratch("nvcc-upstream");
     let cubin = dir.join("upstream.cubin");
-    run_clean(
+    clean_kept(
         nvcc(&cuda)
             .args(["-arch=sm_90", "-cubin"])
             .arg(compat_flag())
-            .arg(upstream_kernel())
-            .arg("-o")
-            .arg(&cubin),
+            .arg(upstream_kernel()),
+        &cubin,
         "nvcc upstream kernel",
     );
     let bin = std::fs::read(&cubin).unwrap();

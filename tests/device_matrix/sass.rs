@@ -24,10 +24,10 @@
 //! forms under a predicate, and a device-scope store (`.STRONG.GPU`) passes
 //! when a fence of device scope or wider (`MEMBAR.*.GPU`, `MEMBAR.*.SYS`)
 //! precedes it; the region still needs its system-scope form.
-use super::common::{root, scratch};
+use super::common::{cache, root, scratch};
 use super::nvcc::{ARCHS, NVCC_FLAGS};
 use super::vendor::{cuda_or_skip, run_clean};
-use super::{example, include_flags};
+use super::{example, include_flags, stable_source};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -252,11 +252,16 @@ pub fn compiled_sass(
         // #550 (set but never used) comes from device_shm.h's scope
         // prologue in the examples' kernels, as in tests/gpu_bundle.rs.
         .args(["-diag-suppress", "550"])
-        .arg(src)
-        .arg("-o")
-        .arg(out);
-    run_clean(&mut cmd, &format!("nvcc {arch} {}", src.display()));
-    disassemble(cuda, out)
+        .arg(src);
+    // The listing is kept with the cubin: a rerun of the same compile
+    // takes both.
+    cache::kept(&mut cmd, "cuobjdump -sass", out, |cmd, to| {
+        run_clean(
+            cmd.arg("-o").arg(to),
+            &format!("nvcc {arch} {}", src.display()),
+        );
+        disassemble(cuda, to)
+    })
 }
 
 /// The device code the check covers: the kernel that calls every device
@@ -432,6 +437,57 @@ extern "C" __global__ void sass_probe(struct fid_xpu_ep *ep, struct fid_xpu_cntr
 }
 "#;
 
+/// A copy of the tree's headers with `from` replaced by `to` in `file`,
+/// in a directory named from what it holds (so a rerun finds its compile
+/// in the compile cache); returns the directory to search first.
+fn mutated_headers(file: &str, from: &str, to: &str) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    // The headers and their parts (arch/, device/, ofi/ ...), by path
+    // below include/fi_xpu; `file` is one of those paths.
+    let top = root().join("include/fi_xpu");
+    let (mut files, mut dirs) = (Vec::new(), vec![top.clone()]);
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+                continue;
+            }
+            let rel = p.strip_prefix(&top).unwrap().to_owned();
+            let mut text = std::fs::read_to_string(&p).unwrap();
+            if rel == Path::new(file) {
+                assert!(text.contains(from), "{file}: `{from}` not found");
+                text = text.replacen(from, to, 1);
+            }
+            files.push((rel, text));
+        }
+    }
+    files.sort();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    files.hash(&mut h);
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sass-mutations");
+    let inc = base.join(format!("{:016x}", h.finish()));
+    if !inc.is_dir() {
+        // Written aside and renamed: runs at once each write their own.
+        let tmp = base.join(format!(
+            ".{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(tmp.join("fi_xpu")).unwrap();
+        for (rel, text) in &files {
+            let path = tmp.join("fi_xpu").join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        if std::fs::rename(&tmp, &inc).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+    }
+    inc
+}
+
 /// The check fails when a fence is taken out of the headers: each mutation
 /// (a publish's release order made relaxed, at the call site or in the
 /// arch layer) is reported as an unfenced publish of its kind.
@@ -441,8 +497,7 @@ fn sass_check_fails_without_a_fence() {
         return;
     };
     let dir = scratch("sass-mutations");
-    let src = dir.join("probe.cu");
-    std::fs::write(&src, PROBE).unwrap();
+    let src = stable_source("probe.cu", PROBE);
     let arch = "sm_90";
     let clean = check_sass(&marked_sass(
         &cuda,
@@ -504,28 +559,8 @@ fn sass_check_fails_without_a_fence() {
         for (i, &(file, from, to, kind)) in mutations.iter().enumerate() {
             let (cuda, dir, src) = (&cuda, &dir, &src);
             s.spawn(move || {
-                let inc = dir.join(format!("m{i}"));
-                let hdr = inc.join("fi_xpu");
-                std::fs::create_dir_all(&hdr).unwrap();
-                // The headers and their parts (arch/, device/, ofi/).
-                let mut dirs = vec![(root().join("include/fi_xpu"), hdr.clone())];
-                while let Some((from, to)) = dirs.pop() {
-                    std::fs::create_dir_all(&to).unwrap();
-                    for e in std::fs::read_dir(&from).unwrap() {
-                        let p = e.unwrap().path();
-                        let name = p.file_name().unwrap();
-                        if p.is_dir() {
-                            dirs.push((p.clone(), to.join(name)));
-                        } else {
-                            std::fs::copy(&p, to.join(name)).unwrap();
-                        }
-                    }
-                }
-                let path = hdr.join(file);
-                let text = std::fs::read_to_string(&path).unwrap();
-                assert!(text.contains(from), "{file}: `{from}` not found");
-                std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-                let out = inc.join("probe.cubin");
+                let inc = mutated_headers(file, from, to);
+                let out = dir.join(format!("m{i}.cubin"));
                 let r = check_sass(&marked_sass(
                     cuda,
                     src,

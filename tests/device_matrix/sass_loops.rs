@@ -262,8 +262,7 @@ fn sass_for_every_arch(
     source: &str,
 ) -> Vec<(&'static str, String)> {
     let dir = scratch(scratch_name);
-    let src = dir.join(file);
-    std::fs::write(&src, source).unwrap();
+    let src = super::stable_source(file, source);
     std::thread::scope(|s| {
         let jobs: Vec<_> = ARCHS
             .iter()

@@ -1,8 +1,8 @@
 //! Where the vendors' device compilers are, and what happens when one is
 //! missing: NVIDIA's toolkit (nvcc, ptxas, NVRTC) from the PyPI wheels that
 //! `.ci/install-cuda` unpacks into a cache directory, Debian's `hipcc`.
-use super::common::{have, root};
-use std::path::PathBuf;
+use super::common::{cache, have, root};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Set to 1, a missing compiler skips its part of the matrix instead of
@@ -71,9 +71,7 @@ pub fn hipcc_or_skip() -> bool {
 
 /// Output of a compiler run that must succeed without a diagnostic.
 pub fn run_clean(cmd: &mut Command, what: &str) -> String {
-    let o = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let o = super::jobs::output(cmd).unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -85,4 +83,15 @@ pub fn run_clean(cmd: &mut Command, what: &str) -> String {
         .find(|l| l.contains("warning") || l.contains("error"));
     assert!(diag.is_none(), "{what}: diagnostic from {cmd:?}\n{text}");
     text
+}
+
+/// `run_clean` of a compile (`cmd`, without its `-o`) into `out`, kept by
+/// content in the build directory's compile cache (tests/common/cache.rs):
+/// a later run of the same compile, here or in another run of the matrix,
+/// takes the kept output and messages instead of compiling again. Only
+/// clean compiles are kept. Returns the compiler's messages.
+pub fn clean_kept(cmd: &mut Command, out: &Path, what: &str) -> String {
+    cache::kept(cmd, "", out, |cmd, to| {
+        run_clean(cmd.arg("-o").arg(to), what)
+    })
 }
