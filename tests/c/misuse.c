@@ -158,11 +158,8 @@ static void write_without_cq(const char *prov)
 		op.msg.addr = fa;
 		op.msg.rma_iov = &rma;
 		op.msg.rma_iov_count = 1;
-		memset(&work, 0, sizeof(work));
-		work.op_type = FI_OP_WRITE;
-		work.op.rma = &op;
-		work.wr_buf = wr;
-		work.wr_len = sizeof(wr);
+		work = (struct fi_wr_attr){ .op_type = FI_OP_WRITE, .op.rma = &op,
+			.wr_buf = wr, .wr_len = sizeof(wr) };
 		EXPECT(fi_xpu_prepare_wr(s.ep, &work), -FI_ENOCQ);
 		op.flags = 0;
 		EXPECT(fi_xpu_prepare_wr(s.ep, &work), 0);
