@@ -469,10 +469,5 @@ int main(int argc, char **argv)
 	EXPECT(fi_xpu_av_open(dom, NULL, &av, NULL), -FI_EINVAL);
 	fi_xpu_freeinfo(info);
 
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("bad-input table: all checks passed\n");
-	return 0;
+	return expect_report("bad-input table: all checks passed");
 }

@@ -17,19 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
-
-static int failures;
-
-#define EXPECT(expr, want)                                                          \
-	do {                                                                        \
-		long long got_ = (long long)(expr);                                 \
-		if (got_ != (long long)(want)) {                                    \
-			fprintf(stderr, "%s:%d: %s = %lld (%s), want %lld\n", __FILE__, \
-				__LINE__, #expr, got_, fi_xpu_strerror((int)got_),  \
-				(long long)(want));                                 \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
+#include "expect.h"
 
 #define H(p) ((uintptr_t)(p))
 
@@ -319,10 +307,5 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cases[i].run(prov);
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("misuse: all checks passed\n");
-	return 0;
+	return expect_report("misuse: all checks passed");
 }
