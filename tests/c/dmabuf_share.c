@@ -95,22 +95,17 @@ struct app_ops_v1 {
 	void (*free)(uint64_t, void *);
 };
 
+/* The callbacks, the same in both versions of the struct. */
+#define APP_CALLBACKS \
+	.alloc = app_alloc, .import = app_import, .unimport = app_unimport, .free = app_free
+
 static struct fi_xpu_mem_ops ops_current = {
 	.size = sizeof(struct fi_xpu_mem_ops),
-	.alloc = app_alloc,
-	.import = app_import,
-	.unimport = app_unimport,
-	.free = app_free,
+	APP_CALLBACKS,
 	.export_dmabuf = NULL,
 };
 
-static struct app_ops_v1 ops_v1 = {
-	.size = sizeof(struct app_ops_v1),
-	.alloc = app_alloc,
-	.import = app_import,
-	.unimport = app_unimport,
-	.free = app_free,
-};
+static struct app_ops_v1 ops_v1 = { .size = sizeof(struct app_ops_v1), APP_CALLBACKS };
 
 static struct fi_xpu_info *provider(const char *name)
 {
