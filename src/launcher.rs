@@ -21,17 +21,19 @@
 //! GPU-like mode.
 //!
 //! Files: `shape.rs` (a launch's shape and its modes' settings), `team.rs`
-//! (what the threads of one launch share), `scope.rs` (barriers,
-//! broadcasts, the clock and pause that device code calls), `weak_ops.rs`
-//! (device memory calls in the weak-ordering mode), this one (a thread's
-//! position and the launch itself); below them `pool`, `lanes`,
-//! `residency`, `partial`, `monitor` and `weak`.
+//! (what the threads of one launch share), `item.rs` (a thread's position
+//! and its launch), `scope.rs` (barriers, broadcasts and pause that device
+//! code calls), `clock.rs` (the clock and the spin limit), `weak_ops.rs`
+//! (device memory calls in the weak-ordering mode), this one (the launch
+//! itself); below them `pool`, `lanes`, `residency`, `partial`, `monitor`
+//! and `weak`. No file imports this one: what the others share lives
+//! below it.
 use crate::error::{Error, Result};
 use fi_xpu_abi::*;
-use std::cell::{Cell, RefCell};
 use std::sync::Arc;
-use std::time::Duration;
 
+mod clock;
+mod item;
 mod lanes;
 mod monitor;
 mod partial;
@@ -43,47 +45,15 @@ mod team;
 mod weak;
 mod weak_ops;
 
+pub use clock::clock_ns;
+pub use item::{current_item, current_item_ptr};
+use item::{ITEM, LAUNCH};
 use residency::Doing;
-pub use scope::{barrier, barrier_for, broadcast, clock_ns, pause};
+pub use scope::{barrier, barrier_for, broadcast, pause};
 pub use shape::{GpuEnv, GpuLike, Shape, GPU_DEFAULT_RESIDENT};
-use team::{Gpu, Launch};
+use team::Launch;
 use weak_ops::weak_sync;
 pub use weak_ops::{weak_copy, weak_fence, weak_load, weak_rmw, weak_store};
-
-/// How long a work item waiting at a barrier, a kept thread waiting for
-/// its next work item, and a launch waiting for its work items look for
-/// the change (letting other threads run between looks) before they sleep.
-/// A sleep and its wake-up cost tens of microseconds on a virtual machine;
-/// the launches and barriers of a kernel usually follow each other closer
-/// than that.
-const SPIN: Duration = Duration::from_micros(50);
-
-/// The position of a thread outside any launch: a group of one.
-const SINGLE: fi_xpu_host_item = fi_xpu_host_item {
-    local_id: 0,
-    group_size: 1,
-    group_id: 0,
-    num_groups: 1,
-    lane_id: 0,
-    subgroup_id: 0,
-    subgroup_size: 1,
-    subgroup_items: 1,
-};
-
-thread_local! {
-    static ITEM: Cell<fi_xpu_host_item> = const { Cell::new(SINGLE) };
-    static LAUNCH: RefCell<Option<Arc<Launch>>> = const { RefCell::new(None) };
-}
-
-/// The calling thread's position. The pointer stays valid for the life of
-/// the thread, and the value does not change while a kernel runs.
-pub fn current_item_ptr() -> *const fi_xpu_host_item {
-    ITEM.with(|c| c.as_ptr().cast_const())
-}
-
-pub fn current_item() -> fi_xpu_host_item {
-    ITEM.with(Cell::get)
-}
 
 /// Puts back a thread's position and launch as they were before a work
 /// item ran on it, when the kernel returns or unwinds: a pooled thread is
@@ -161,7 +131,13 @@ pub fn launch(shape: &Shape, kernel: impl Fn() + Sync) -> Result<()> {
             let every = g.partial.as_ref().map(|p| p.every());
             let hung = g.residency.watch(every, || {
                 if let Some(p) = &g.partial {
-                    p.check(&shared, g);
+                    p.check(shape, &g.residency, |scope, group, sg| {
+                        if scope == FI_XPU_SUBGROUP {
+                            g.lanes[(group * shared.per_group + sg) as usize].abandon();
+                        } else {
+                            shared.groups[group as usize].abandon();
+                        }
+                    });
                 }
             });
             hung || g.partial.as_ref().is_some_and(partial::Partial::gave_up)

@@ -6,7 +6,7 @@
 //! and `FI_INJECT` were kept, overwritten bytes arrived.
 use crate::common;
 
-use common::ofi::{have_libfabric, over, program, run_ok};
+use common::ofi::{on_fabric, program, run_ok};
 
 fn shm_provider() -> Vec<(&'static str, String)> {
     vec![
@@ -37,11 +37,7 @@ fn reuse_after_inject_on_shm() {
 }
 
 fn ofi(mode: &str, fabric: &str) {
-    if !have_libfabric() {
-        eprintln!("libfabric is not installed: skipping {mode} over ofi/{fabric}");
-        return;
-    }
-    reuse(mode, over(fabric));
+    on_fabric(mode, fabric, |env| reuse(mode, env));
 }
 
 #[test]

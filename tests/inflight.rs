@@ -6,7 +6,7 @@
 //! wait with -FI_ECANCELED on every provider.
 use crate::common;
 
-use common::ofi::{have_libfabric, over, program, run_ok};
+use common::ofi::{on_fabric, program, run_ok};
 
 fn shm(extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
     let mut env = vec![
@@ -23,11 +23,7 @@ fn inflight(mode: &str, env: Vec<(&'static str, String)>) {
 }
 
 fn ofi(mode: &str, fabric: &str) {
-    if !have_libfabric() {
-        eprintln!("libfabric is not installed: skipping {mode} over ofi/{fabric}");
-        return;
-    }
-    inflight(mode, over(fabric));
+    on_fabric(mode, fabric, |env| inflight(mode, env));
 }
 
 #[test]

@@ -358,20 +358,14 @@ fn device_operations() -> Vec<String> {
 
 /// `man -M <root> -w NAME...`: the file man shows for each name.
 fn man_lookup(root: &Path, names: &[String]) -> Vec<String> {
-    let o = Command::new("man")
-        .arg("-M")
-        .arg(root)
-        .arg("-w")
-        .args(names)
-        .env_remove("MANPATH")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "man -w: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    words(o)
+    words(common::run_ok(
+        Command::new("man")
+            .arg("-M")
+            .arg(root)
+            .arg("-w")
+            .args(names)
+            .env_remove("MANPATH"),
+    ))
 }
 
 #[test]
@@ -455,22 +449,15 @@ fn assert_nothing_at_libfabric_paths(prefix: &Path) {
 fn installed_examples(dir: &Path, prefix: &Path) {
     let src = prefix.join("share/fi_xpu/examples");
     let build = dir.join("build");
-    let o = Command::new("cmake")
-        .arg("-S")
-        .arg(&src)
-        .arg("-B")
-        .arg(&build)
-        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
-        .arg("-DCMAKE_C_FLAGS=-Werror")
-        .env_remove("CMAKE_PREFIX_PATH")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cmake configure {}: {}{}",
-        src.display(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+    common::run_ok(
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+            .arg("-DCMAKE_C_FLAGS=-Werror")
+            .env_remove("CMAKE_PREFIX_PATH"),
     );
     let o = common::run_ok(Command::new("cmake").arg("--build").arg(&build));
     let log = String::from_utf8_lossy(&o.stdout);

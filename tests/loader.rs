@@ -682,12 +682,7 @@ fn provider_parameters_go_through_the_core() {
     let run = info_env(cwd, tool, Some(p), None, &["-e"], &set);
     assert_eq!(run.code, 0, "{}", run.dump());
     let block = |var: &str| -> Vec<String> {
-        let head = format!("env: {var}");
-        run.stdout
-            .lines()
-            .skip_while(|l| *l != head)
-            .skip(1)
-            .take_while(|l| l.starts_with("    "))
+        run.block(&format!("env: {var}"))
             .map(|l| l.trim_start().to_string())
             .collect()
     };
@@ -1141,7 +1136,7 @@ fn relative_search_path_entries_are_refused() {
     build_plugin(&abs, "abs", &with(named("abs", 331), &[&m]));
 
     let path = format!("rel:./rel:{}", path_str(&abs));
-    let run = info_in(&root, info_tool(), Some(&path), None, &[]);
+    let run = info_env(&root, info_tool(), Some(&path), None, &[], &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     assert_eq!(run.providers(), ["abs"], "{}", run.dump());
     for entry in ["rel", "./rel"] {

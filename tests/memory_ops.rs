@@ -62,13 +62,7 @@ fn dmabuf_shared_between_processes_under_asan() {
 /// descriptor, which shm needs.
 #[test]
 fn providers_refuse_memory_they_cannot_serve_and_say_why() {
-    let dir = common::scratch("iface-support");
-    let exe = dir.join("iface_support");
-    common::cc(
-        &[&common::root().join("tests/c/iface_support.c")],
-        &exe,
-        &[],
-    );
+    let exe = common::ofi::program("iface_support", &[]);
     let run = |prov: &str, env: &[(&str, &str)]| {
         let mut cmd = Command::new(&exe);
         cmd.arg(prov)
@@ -114,13 +108,7 @@ fn providers_refuse_memory_they_cannot_serve_and_say_why() {
 /// and the context works on (tests/c/internal_memory.c).
 #[test]
 fn the_librarys_own_memory_is_refused_by_the_public_calls() {
-    let dir = common::scratch("internal-memory");
-    let exe = dir.join("internal_memory");
-    common::cc(
-        &[&common::root().join("tests/c/internal_memory.c")],
-        &exe,
-        &[],
-    );
+    let exe = common::ofi::program("internal_memory", &[]);
     let o = common::run_ok(
         Command::new(&exe)
             .arg("shm")

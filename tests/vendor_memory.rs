@@ -20,23 +20,18 @@ use cuda_include::cuda_include;
 /// Builds a driver double from `src` into `dir/soname`.
 fn fake_driver(src: &str, soname: &str, dir: &Path, flags: &[String]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args([
-            "-std=c11", "-g", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-        ])
-        .arg("-D_GNU_SOURCE")
-        .arg(format!("-Wl,-soname,{soname}"))
-        .args(flags)
-        .arg(common::root().join(src))
-        .arg("-o")
-        .arg(dir.join(soname))
-        .arg("-lpthread")
-        .output()
-        .expect("run cc");
-    assert!(
-        o.status.success(),
-        "building {src} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    common::run_ok(
+        Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args([
+                "-std=c11", "-g", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+            ])
+            .arg("-D_GNU_SOURCE")
+            .arg(format!("-Wl,-soname,{soname}"))
+            .args(flags)
+            .arg(common::root().join(src))
+            .arg("-o")
+            .arg(dir.join(soname))
+            .arg("-lpthread"),
     );
     dir.to_path_buf()
 }

@@ -230,19 +230,14 @@ fn device_world_header_compiles_as_cxx17_and_c11() {
         }
         let src = dir.join(file);
         std::fs::write(&src, body).unwrap();
-        let o = Command::new(compiler)
-            .args([std, "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-c"])
-            .arg(format!("-I{}", common::root().display()))
-            .arg(format!("-I{}", common::root().join("include").display()))
-            .arg(&src)
-            .arg("-o")
-            .arg(dir.join(format!("{file}.o")))
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{compiler}: {}",
-            String::from_utf8_lossy(&o.stderr)
+        common::run_ok(
+            Command::new(compiler)
+                .args([std, "-Wall", "-Wextra", "-Werror", "-Wpedantic", "-c"])
+                .arg(format!("-I{}", common::root().display()))
+                .arg(format!("-I{}", common::root().join("include").display()))
+                .arg(&src)
+                .arg("-o")
+                .arg(dir.join(format!("{file}.o"))),
         );
     }
 }

@@ -5,7 +5,7 @@
 //! code on the host and on the device.
 use crate::common;
 
-use common::ofi::{have_libfabric, over, program, run_ok};
+use common::ofi::{on_fabric, program, run_ok};
 
 fn wr(env: Vec<(&'static str, String)>) {
     let out = run_ok(&program("wr", &[]), &[], &env, 120, "wr");
@@ -22,18 +22,10 @@ fn work_requests_on_shm() {
 
 #[test]
 fn work_requests_on_ofi_over_tcp() {
-    if !have_libfabric() {
-        eprintln!("libfabric is not installed: skipping the work requests over ofi/tcp");
-        return;
-    }
-    wr(over("tcp"));
+    on_fabric("the work requests", "tcp", wr);
 }
 
 #[test]
 fn work_requests_on_ofi_over_shm() {
-    if !have_libfabric() {
-        eprintln!("libfabric is not installed: skipping the work requests over ofi/shm");
-        return;
-    }
-    wr(over("shm"));
+    on_fabric("the work requests", "shm", wr);
 }

@@ -12,8 +12,9 @@
 //! the call: the instance is given up (its members' calls return
 //! `-FI_ETIMEDOUT`, now and later) and so does the launch. Otherwise the
 //! members keep waiting, since the missing ones may still come.
-use super::residency::{Doing, Seen};
-use super::{clock_ns, Gpu, Launch};
+use super::clock::clock_ns;
+use super::residency::{Doing, Residency, Seen};
+use super::shape::Shape;
 use fi_xpu_abi::*;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,14 +47,18 @@ impl Partial {
         self.gave_up.load(Ordering::Relaxed)
     }
 
-    /// Looks at every work item once; reports (and gives up on) partial
-    /// instances.
-    pub(super) fn check(&self, launch: &Launch, gpu: &Gpu) {
-        let shape = &launch.shape;
+    /// Looks at every work item once; reports partial instances, and gives
+    /// up on the hopeless ones through `abandon(scope, group, subgroup)`.
+    pub(super) fn check(
+        &self,
+        shape: &Shape,
+        residency: &Residency,
+        abandon: impl Fn(i32, u32, u32),
+    ) {
         let now = clock_ns();
         let limit = self.limit.as_nanos() as u64;
         for global in 0..shape.items() {
-            let me = gpu.residency.seen(global, self.limit);
+            let me = residency.seen(global, self.limit);
             let scope = match me.doing {
                 Doing::SubgroupBarrier => FI_XPU_SUBGROUP,
                 Doing::GroupBarrier => FI_XPU_WORK_GROUP,
@@ -83,7 +88,7 @@ impl Partial {
             };
             let seen: Vec<(u32, Seen)> = members
                 .iter()
-                .map(|&(rank, g)| (rank, gpu.residency.seen(g, self.limit)))
+                .map(|&(rank, g)| (rank, residency.seen(g, self.limit)))
                 .collect();
             let Some(report) = report(scope, &it, me, &seen, self.limit) else {
                 continue;
@@ -94,11 +99,7 @@ impl Partial {
             crate::warn!("{}", report.text);
             if report.hopeless {
                 self.gave_up.store(true, Ordering::Relaxed);
-                if scope == FI_XPU_SUBGROUP {
-                    gpu.lanes[(it.group_id * launch.per_group + sg) as usize].abandon();
-                } else {
-                    launch.groups[it.group_id as usize].abandon();
-                }
+                abandon(scope, it.group_id, sg);
             }
         }
     }

@@ -6,8 +6,8 @@
 //! wake-ups instead of creating and joining a thread per work item. A
 //! thread left idle for `IDLE` ends. A process forked from one with idle
 //! threads starts with none: they do not exist in the child.
+use super::clock::SPIN;
 use super::monitor::Monitor;
-use super::SPIN;
 use crate::error::{Error, Result};
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};

@@ -13,7 +13,7 @@
 //! time) and groups wait to become resident, it reports what each resident
 //! group is doing, lets the waiting groups run so the launch can end, and
 //! the launch returns `-FI_ETIMEDOUT`.
-use super::clock_ns;
+use super::clock::clock_ns;
 use fi_xpu_abi::*;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};

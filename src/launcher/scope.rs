@@ -1,14 +1,13 @@
 //! The group calls of device code on the host XPU: barriers and
 //! broadcasts at each scope (through the launch's `Team`s, or its lanes in
-//! the GPU-like mode), the clock, and pause.
+//! the GPU-like mode), and pause.
+use super::item::{current_item, LAUNCH};
 use super::lanes::Lanes;
 use super::residency::{Call, Doing};
 use super::team::Team;
 use super::weak_ops::weak_sync;
-use super::{current_item, LAUNCH};
 use crate::error::{Error, Result};
 use fi_xpu_abi::*;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 fn check_scope(scope: i32) -> Result<()> {
@@ -138,15 +137,6 @@ pub fn broadcast(scope: i32, value: u64) -> Result<u64> {
         team.broadcast(leader, value)
     })?
     .map_err(|_| Error::TIMEDOUT)
-}
-
-/// Nanoseconds on a monotonic clock (its origin is the first call).
-pub fn clock_ns() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let ns = crate::fork::made_once(&EPOCH, Instant::now)
-        .elapsed()
-        .as_nanos();
-    u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
 /// Lets other threads run; host work items usually outnumber cores. In a

@@ -1,8 +1,10 @@
 //! What the threads of one launch share: a `Team` (barrier and broadcast
 //! slot) per scope instance, and the GPU-like mode's state.
+use super::clock::SPIN;
 use super::lanes::Lanes;
 use super::residency::Residency;
-use super::{partial, weak, Shape, SPIN};
+use super::shape::Shape;
+use super::{partial, weak};
 use crate::error::{Error, Result};
 use fi_xpu_abi::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,7 +132,6 @@ impl Team {
 
 /// Everything the threads of one launch share.
 pub(super) struct Launch {
-    pub(super) shape: Shape,
     pub(super) device: Team,
     pub(super) groups: Vec<Team>,
     /// `subgroups[group * per_group + subgroup]`
@@ -167,7 +168,6 @@ impl Launch {
             partial: m.partial.map(partial::Partial::new),
         });
         Launch {
-            shape: *shape,
             device: Team::new(shape.items()),
             groups: (0..shape.num_groups)
                 .map(|_| Team::new(shape.group_size))

@@ -1,6 +1,8 @@
+use super::item::SINGLE;
 use super::*;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 fn attr(g: u32, n: u32, sg: u32) -> fi_xpu_host_launch_attr {
     fi_xpu_host_launch_attr {

@@ -2,7 +2,8 @@
 //! (`FI_XPU_HOST_WEAK_ORDER`): loads, stores, RMWs, fences and copies go
 //! through the caller's launch's overlay (`weak`), or straight to memory
 //! outside a launch in that mode.
-use super::{current_item, weak, LAUNCH};
+use super::item::{current_item, LAUNCH};
+use super::weak;
 
 /// Runs `f` with the weak-ordering mode's state of the caller's launch
 /// and the caller's global id; `None` outside a launch in that mode.

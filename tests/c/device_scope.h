@@ -106,6 +106,26 @@ static void sc_fail(struct scope_env *env, const char *what, uint32_t item, int6
 	__atomic_fetch_add(&env->fails, 1, __ATOMIC_RELAXED);
 }
 
+/* Work item `item`'s slot of the region `r` holds its pattern in its first
+ * `len` bytes and zeros after; the first byte that does not is reported. */
+static void sc_slot_holds(struct scope_env *env, const unsigned char *r, uint32_t item,
+			  size_t len, const char *what)
+{
+	for (size_t k = 0; k < SC_SLOT; k++)
+		if (r[item * SC_SLOT + k] != (k < len ? sc_pat(item, k) : 0)) {
+			sc_fail(env, what, item, (int64_t)k);
+			return;
+		}
+}
+
+/* Every one of `total` work items got one completion of phase `phase`. */
+static void sc_once(struct scope_env *env, int phase, uint32_t total, const char *what)
+{
+	for (uint32_t i = 0; i < total; i++)
+		if (env->seen[phase][i] != 1)
+			sc_fail(env, what, i, env->seen[phase][i]);
+}
+
 /* Reads `quota` completions at the scope; the leader files them by context. */
 static void sc_drain(struct scope_env *env, uint32_t item, uint32_t quota)
 {
@@ -278,27 +298,14 @@ static int sc_run(struct scope_env *env, int scope, uint32_t groups, uint32_t it
 	if (phases & SC_WRITES) {
 		/* Every work item's own write landed, and nothing more. */
 		for (uint32_t i = 0; i < total; i++)
-			for (size_t k = 0; k < SC_SLOT; k++) {
-				unsigned char want_b = k < sc_len(i) ? sc_pat(i, k) : 0;
-				if (h[SC_DST + i * SC_SLOT + k] != want_b) {
-					sc_fail(env, "written byte", i, (int64_t)k);
-					break;
-				}
-			}
-		for (uint32_t i = 0; i < total; i++)
-			if (env->seen[1][i] != 1)
-				sc_fail(env, "write completions", i, env->seen[1][i]);
+			sc_slot_holds(env, h + SC_DST, i, sc_len(i), "written byte");
+		sc_once(env, 1, total, "write completions");
 	}
 	if (phases & SC_REFUSED) {
 		/* The accepted writes landed, the refused ones left no trace. */
 		for (uint32_t i = 0; i < total; i++) {
-			for (size_t k = 0; k < SC_SLOT; k++) {
-				unsigned char want_b = !sc_refused(i) && k < 8 ? sc_pat(i, k) : 0;
-				if (h[SC_DST + i * SC_SLOT + k] != want_b) {
-					sc_fail(env, "refused phase: byte", i, (int64_t)k);
-					break;
-				}
-			}
+			sc_slot_holds(env, h + SC_DST, i, sc_refused(i) ? 0 : 8,
+				      "refused phase: byte");
 			if (env->seen[1][i] != (uint32_t)!sc_refused(i))
 				sc_fail(env, "refused phase: completions", i, env->seen[1][i]);
 		}
@@ -326,19 +333,11 @@ static int sc_run(struct scope_env *env, int scope, uint32_t groups, uint32_t it
 			used[at] = 1;
 			sum += at + 1;
 		}
-		for (uint32_t i = 0; i < total; i++)
-			if (env->seen[2][i] != 1)
-				sc_fail(env, "atomic completions", i, env->seen[2][i]);
+		sc_once(env, 2, total, "atomic completions");
 	}
 	if (phases & SC_MESSAGES) {
 		for (uint32_t i = 0; i < total; i++) {
-			for (size_t k = 0; k < SC_SLOT; k++) {
-				unsigned char want_b = k < sc_msg_len(i) ? sc_pat(i, k) : 0;
-				if (h[SC_RCV + i * SC_SLOT + k] != want_b) {
-					sc_fail(env, "received byte", i, (int64_t)k);
-					break;
-				}
-			}
+			sc_slot_holds(env, h + SC_RCV, i, sc_msg_len(i), "received byte");
 			if (env->seen[3][i] != 1 || env->seen[4][i] != 1)
 				sc_fail(env, "message completions", i,
 					env->seen[3][i] * 10 + env->seen[4][i]);

@@ -23,16 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(expr, want)                                                    \
-	do {                                                                 \
-		long long got_ = (long long)(expr);                          \
-		if (got_ != (long long)(want)) {                             \
-			fprintf(stderr, "%s:%d: %s = %lld (%s), want %lld\n", \
-				__FILE__, __LINE__, #expr, got_,             \
-				fi_xpu_strerror((int)got_), (long long)(want));    \
-			exit(1);                                             \
-		}                                                            \
-	} while (0)
+#include "expect.h"
 
 #define SIZE (1u << 20)
 
@@ -104,22 +95,17 @@ struct app_ops_v1 {
 	void (*free)(uint64_t, void *);
 };
 
+/* The callbacks, the same in both versions of the struct. */
+#define APP_CALLBACKS \
+	.alloc = app_alloc, .import = app_import, .unimport = app_unimport, .free = app_free
+
 static struct fi_xpu_mem_ops ops_current = {
 	.size = sizeof(struct fi_xpu_mem_ops),
-	.alloc = app_alloc,
-	.import = app_import,
-	.unimport = app_unimport,
-	.free = app_free,
+	APP_CALLBACKS,
 	.export_dmabuf = NULL,
 };
 
-static struct app_ops_v1 ops_v1 = {
-	.size = sizeof(struct app_ops_v1),
-	.alloc = app_alloc,
-	.import = app_import,
-	.unimport = app_unimport,
-	.free = app_free,
-};
+static struct app_ops_v1 ops_v1 = { .size = sizeof(struct app_ops_v1), APP_CALLBACKS };
 
 static struct fi_xpu_info *provider(const char *name)
 {
@@ -127,7 +113,7 @@ static struct fi_xpu_info *provider(const char *name)
 	memset(&hints, 0, sizeof(hints));
 	hints.prov_name = (char *)name;
 	struct fi_xpu_info *info = NULL;
-	CHECK(fi_xpu_getinfo(FI_XPU_VERSION(FI_XPU_MAJOR_VERSION, FI_XPU_MINOR_VERSION),
+	REQUIRE(fi_xpu_getinfo(FI_XPU_VERSION(FI_XPU_MAJOR_VERSION, FI_XPU_MINOR_VERSION),
 			     &hints, 0, &info), 0);
 	return info;
 }
@@ -136,8 +122,8 @@ static void open_ctx(struct fi_xpu_info *info, struct fi_xpu_mem_ops *ops,
 		     struct fid_xpu_domain **dom, struct fid_xpu_host_ctx **ctx)
 {
 	struct fi_xpu_ctx_open_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = ops };
-	CHECK(fi_xpu_domain(info, NULL, dom, NULL), 0);
-	CHECK(fi_xpu_ctx_open(*dom, &attr, ctx, NULL), 0);
+	REQUIRE(fi_xpu_domain(info, NULL, dom, NULL), 0);
+	REQUIRE(fi_xpu_ctx_open(*dom, &attr, ctx, NULL), 0);
 }
 
 static void send_fd(int sock, int fd, uint64_t offset)
@@ -151,7 +137,7 @@ static void send_fd(int sock, int fd, uint64_t offset)
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	CHECK(sendmsg(sock, &msg, 0), (long long)sizeof(offset));
+	REQUIRE(sendmsg(sock, &msg, 0), (long long)sizeof(offset));
 }
 
 static int recv_fd(int sock, uint64_t *offset)
@@ -160,7 +146,7 @@ static int recv_fd(int sock, uint64_t *offset)
 	struct iovec iov = { .iov_base = offset, .iov_len = sizeof(*offset) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 			      .msg_control = ctrl, .msg_controllen = sizeof(ctrl) };
-	CHECK(recvmsg(sock, &msg, 0), (long long)sizeof(*offset));
+	REQUIRE(recvmsg(sock, &msg, 0), (long long)sizeof(*offset));
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 	if (!c || c->cmsg_type != SCM_RIGHTS) {
 		fprintf(stderr, "no fd received\n");
@@ -182,24 +168,24 @@ static int child(const char *prov, struct fi_xpu_mem_ops *ops, int sock)
 	int fd = recv_fd(sock, &offset);
 	void *dev = NULL;
 
-	CHECK(fi_xpu_import(ctx, NULL, fd, offset, SIZE, 0, &dev), -FI_EINVAL);
-	CHECK(fi_xpu_import(ctx, NULL, -1, offset, SIZE, FI_XPU_IMPORT_DMABUF, &dev), -FI_EBADF);
-	CHECK(dev == NULL, 1);
-	CHECK(fi_xpu_import(ctx, NULL, fd, offset, SIZE, FI_XPU_IMPORT_DMABUF, &dev), 0);
+	REQUIRE(fi_xpu_import(ctx, NULL, fd, offset, SIZE, 0, &dev), -FI_EINVAL);
+	REQUIRE(fi_xpu_import(ctx, NULL, -1, offset, SIZE, FI_XPU_IMPORT_DMABUF, &dev), -FI_EBADF);
+	REQUIRE(dev == NULL, 1);
+	REQUIRE(fi_xpu_import(ctx, NULL, fd, offset, SIZE, FI_XPU_IMPORT_DMABUF, &dev), 0);
 
 	unsigned char *p = dev;
 	for (size_t i = 0; i < SIZE / 2; i++)
-		CHECK(p[i], (unsigned char)(i * 7 + 1));
+		REQUIRE(p[i], (unsigned char)(i * 7 + 1));
 	for (size_t i = SIZE / 2; i < SIZE; i++)
 		p[i] = (unsigned char)(i * 13 + 5);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	CHECK(write(sock, "k", 1), 1);
+	REQUIRE(write(sock, "k", 1), 1);
 
-	CHECK(fi_xpu_unimport(ctx, dev), 0);
-	CHECK(fi_xpu_unimport(ctx, dev), -FI_EINVAL);
+	REQUIRE(fi_xpu_unimport(ctx, dev), 0);
+	REQUIRE(fi_xpu_unimport(ctx, dev), -FI_EINVAL);
 	close(fd);
-	CHECK(fi_xpu_close(&ctx->fid), 0);
-	CHECK(fi_xpu_close(&dom->fid), 0);
+	REQUIRE(fi_xpu_close(&ctx->fid), 0);
+	REQUIRE(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);
 
 	return 0;
@@ -215,15 +201,15 @@ static void share(const char *prov, struct fi_xpu_mem_ops *ops, const char *what
 	void *addr = NULL;
 	int fd = -1;
 	uint64_t offset = 1;
-	CHECK(fi_xpu_alloc(ctx, SIZE, 4096, FI_XPU_ALLOC_DMABUF, &addr, &fd, &offset), 0);
-	CHECK(fd >= 0, 1);
-	CHECK(offset, 0);
+	REQUIRE(fi_xpu_alloc(ctx, SIZE, 4096, FI_XPU_ALLOC_DMABUF, &addr, &fd, &offset), 0);
+	REQUIRE(fd >= 0, 1);
+	REQUIRE(offset, 0);
 	unsigned char *p = addr;
 	for (size_t i = 0; i < SIZE / 2; i++)
 		p[i] = (unsigned char)(i * 7 + 1);
 
 	int sv[2];
-	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
@@ -232,20 +218,20 @@ static void share(const char *prov, struct fi_xpu_mem_ops *ops, const char *what
 	close(sv[1]);
 	send_fd(sv[0], fd, offset);
 	char ack;
-	CHECK(read(sv[0], &ack, 1), 1);
+	REQUIRE(read(sv[0], &ack, 1), 1);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (size_t i = SIZE / 2; i < SIZE; i++)
-		CHECK(p[i], (unsigned char)(i * 13 + 5));
+		REQUIRE(p[i], (unsigned char)(i * 13 + 5));
 	int status = 0;
-	CHECK(waitpid(pid, &status, 0), pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1);
+	REQUIRE(waitpid(pid, &status, 0), pid);
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1);
 	close(sv[0]);
 	close(fd);
 
-	CHECK(fi_xpu_free(ctx, addr), 0);
-	CHECK(fi_xpu_free(ctx, addr), -FI_EINVAL);
-	CHECK(fi_xpu_close(&ctx->fid), 0);
-	CHECK(fi_xpu_close(&dom->fid), 0);
+	REQUIRE(fi_xpu_free(ctx, addr), 0);
+	REQUIRE(fi_xpu_free(ctx, addr), -FI_EINVAL);
+	REQUIRE(fi_xpu_close(&ctx->fid), 0);
+	REQUIRE(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);
 	printf("%s: both processes saw the same %u bytes\n", what, SIZE);
 }
@@ -253,10 +239,10 @@ static void share(const char *prov, struct fi_xpu_mem_ops *ops, const char *what
 static int own_memfd(unsigned int flags, off_t size, int seals)
 {
 	int fd = memfd_create("hostile", MFD_CLOEXEC | flags);
-	CHECK(fd >= 0, 1);
-	CHECK(ftruncate(fd, size), 0);
+	REQUIRE(fd >= 0, 1);
+	REQUIRE(ftruncate(fd, size), 0);
 	if (seals)
-		CHECK(fcntl(fd, F_ADD_SEALS, seals), 0);
+		REQUIRE(fcntl(fd, F_ADD_SEALS, seals), 0);
 	return fd;
 }
 
@@ -280,17 +266,17 @@ static int victim(const char *prov, int sock)
 			break;
 		rc = fi_xpu_import(ctx, NULL, fd, 0, size, FI_XPU_IMPORT_DMABUF, &dev);
 		close(fd);
-		CHECK(write(sock, &rc, sizeof(rc)), (long long)sizeof(rc));
-		CHECK(read(sock, &go, 1), 1);
+		REQUIRE(write(sock, &rc, sizeof(rc)), (long long)sizeof(rc));
+		REQUIRE(read(sock, &go, 1), 1);
 		if (rc == 0) {
 			volatile unsigned char *p = dev;
 			for (uint64_t i = 0; i < size; i++)
 				p[i] = (unsigned char)(p[i] + 1);
-			CHECK(fi_xpu_unimport(ctx, dev), 0);
+			REQUIRE(fi_xpu_unimport(ctx, dev), 0);
 		}
 	}
-	CHECK(fi_xpu_close(&ctx->fid), 0);
-	CHECK(fi_xpu_close(&dom->fid), 0);
+	REQUIRE(fi_xpu_close(&ctx->fid), 0);
+	REQUIRE(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);
 	return 0;
 }
@@ -301,13 +287,13 @@ static void offer(int sock, int fd, uint64_t size, int32_t want)
 {
 	int32_t rc = 1;
 	send_fd(sock, fd, size);
-	CHECK(read(sock, &rc, sizeof(rc)), (long long)sizeof(rc));
+	REQUIRE(read(sock, &rc, sizeof(rc)), (long long)sizeof(rc));
 	if (ftruncate(fd, 0) == 0)
 		printf("hostile: truncated a descriptor the victim was offered\n");
 	else
-		CHECK(errno, EPERM);
-	CHECK(write(sock, "g", 1), 1);
-	CHECK(rc, want);
+		REQUIRE(errno, EPERM);
+	REQUIRE(write(sock, "g", 1), 1);
+	REQUIRE(rc, want);
 	close(fd);
 }
 
@@ -323,16 +309,16 @@ static void hostile(const char *prov)
 	open_ctx(info, NULL, &dom, &ctx);
 	/* Exportable memory is sealed: nobody holding its fd can resize it
 	 * or add a seal that would keep others from mapping it. */
-	CHECK(fi_xpu_alloc(ctx, SIZE, 0, FI_XPU_ALLOC_DMABUF, &addr, &fd, &offset), 0);
-	CHECK(fcntl(fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-	CHECK(ftruncate(fd, 0), -1);
-	CHECK(errno, EPERM);
-	CHECK(ftruncate(fd, 2 * SIZE), -1);
-	CHECK(errno, EPERM);
-	CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
-	CHECK(errno, EPERM);
+	REQUIRE(fi_xpu_alloc(ctx, SIZE, 0, FI_XPU_ALLOC_DMABUF, &addr, &fd, &offset), 0);
+	REQUIRE(fcntl(fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	REQUIRE(ftruncate(fd, 0), -1);
+	REQUIRE(errno, EPERM);
+	REQUIRE(ftruncate(fd, 2 * SIZE), -1);
+	REQUIRE(errno, EPERM);
+	REQUIRE(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
+	REQUIRE(errno, EPERM);
 
-	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -354,15 +340,15 @@ static void hostile(const char *prov)
 	/* Sealed and long enough: mapped, and the truncation fails. */
 	offer(sv[0], own_memfd(MFD_ALLOW_SEALING, 8192, F_SEAL_SHRINK), 8192, 0);
 	send_fd(sv[0], fd, 0);
-	CHECK(waitpid(pid, &status, 0), pid);
+	REQUIRE(waitpid(pid, &status, 0), pid);
 	if (WIFSIGNALED(status))
 		fprintf(stderr, "victim killed by signal %d\n", WTERMSIG(status));
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1);
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1);
 	close(sv[0]);
 	close(fd);
-	CHECK(fi_xpu_free(ctx, addr), 0);
-	CHECK(fi_xpu_close(&ctx->fid), 0);
-	CHECK(fi_xpu_close(&dom->fid), 0);
+	REQUIRE(fi_xpu_free(ctx, addr), 0);
+	REQUIRE(fi_xpu_close(&ctx->fid), 0);
+	REQUIRE(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);
 	printf("hostile exporter: every resize refused, the importer survived\n");
 }
@@ -375,12 +361,12 @@ int main(int argc, char **argv)
 
 	calls_alloc = calls_import = calls_free = 0;
 	share(prov, &ops_current, "application callbacks");
-	CHECK(calls_alloc, 1);
-	CHECK(calls_free, 1);
+	REQUIRE(calls_alloc, 1);
+	REQUIRE(calls_free, 1);
 
 	calls_alloc = calls_free = 0;
 	share(prov, (struct fi_xpu_mem_ops *)&ops_v1, "application callbacks, first struct version");
-	CHECK(calls_alloc, 1);
+	REQUIRE(calls_alloc, 1);
 
 	/* A struct shorter than the first version is refused. */
 	struct fi_xpu_mem_ops short_ops = ops_current;
@@ -389,10 +375,10 @@ int main(int argc, char **argv)
 	struct fid_xpu_host_ctx *ctx = NULL;
 	struct fi_xpu_info *info = provider(prov);
 	struct fi_xpu_ctx_open_attr attr = { .iface = FI_HMEM_SYSTEM, .device = 0, .ops = &short_ops };
-	CHECK(fi_xpu_domain(info, NULL, &dom, NULL), 0);
-	CHECK(fi_xpu_ctx_open(dom, &attr, &ctx, NULL), -FI_EINVAL);
-	CHECK(ctx == NULL, 1);
-	CHECK(fi_xpu_close(&dom->fid), 0);
+	REQUIRE(fi_xpu_domain(info, NULL, &dom, NULL), 0);
+	REQUIRE(fi_xpu_ctx_open(dom, &attr, &ctx, NULL), -FI_EINVAL);
+	REQUIRE(ctx == NULL, 1);
+	REQUIRE(fi_xpu_close(&dom->fid), 0);
 	fi_xpu_freeinfo(info);
 
 	hostile(prov);

@@ -7,6 +7,7 @@
  * test whose threads call EXPECT defines EXPECT_THREADS before including
  * this, and `failures` is an atomic counter. A header with an EXPECT of
  * its own (and its own `failures`) defines it first and takes REQUIRE.
+ * expect_report ends main with the count of failures or the success line.
  */
 #ifndef FI_XPU_TEST_EXPECT_H
 #define FI_XPU_TEST_EXPECT_H
@@ -37,6 +38,19 @@ static int failures;
 		}                                                                           \
 	} while (0)
 #endif
+
+/* The end of a test program: how many checks failed on stderr and 1, or
+ * `ok` on stdout and 0. */
+static inline int expect_report(const char *ok)
+{
+	int n = failures;
+	if (n) {
+		fprintf(stderr, "%d check(s) failed\n", n);
+		return 1;
+	}
+	printf("%s\n", ok);
+	return 0;
+}
 
 /* Fatal: what follows depends on it. */
 #define REQUIRE(expr, want)                                                                 \

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fork_child.h"
 
 static volatile int done;
 
@@ -49,28 +50,22 @@ static void *first_call(void *arg)
 	return NULL;
 }
 
+/* A child finds the provider. */
+static int child(void *arg)
+{
+	(void)arg;
+	return finds_provider();
+}
+
 /* A fresh process: its first call on a thread, forks meanwhile. */
 static int round_of_forks(int forks)
 {
 	pthread_t t;
 	int rc = -1, i;
 	CHECK(pthread_create(&t, NULL, first_call, &rc) == 0);
-	for (i = 0; i < forks || !done; i++) {
-		pid_t p = fork();
-		int st;
-		CHECK(p >= 0);
-		if (p == 0) {
-			alarm(10);
-			_exit(finds_provider());
-		}
-		CHECK(waitpid(p, &st, 0) == p);
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			fprintf(stderr, "fork %d: child %s %d\n", i,
-				WIFSIGNALED(st) ? "killed by signal" : "exited with",
-				WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	for (i = 0; i < forks || !done; i++)
+		if (fork_child(i, child, NULL))
 			return 1;
-		}
-	}
 	CHECK(pthread_join(t, NULL) == 0);
 	if (rc != 0)
 		fprintf(stderr, "the first call did not find the provider\n");

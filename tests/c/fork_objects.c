@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fork_child.h"
 
 static struct fi_xpu_info *discover(void)
 {
@@ -53,6 +54,16 @@ static void *keep_cycling(void *arg)
 	return NULL;
 }
 
+/* A child discovers and cycles its own objects. */
+static int child(void *arg)
+{
+	struct fi_xpu_info *mine = discover();
+	(void)arg;
+	cycle(mine);
+	fi_xpu_freeinfo(mine);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_xpu_info *info;
@@ -63,26 +74,9 @@ int main(int argc, char **argv)
 	forks = atoi(argv[1]);
 	info = discover();
 	CHECK(pthread_create(&t, NULL, keep_cycling, info) == 0);
-	for (i = 0; i < forks; i++) {
-		pid_t p = fork();
-		int st;
-		CHECK(p >= 0);
-		if (p == 0) {
-			struct fi_xpu_info *mine;
-			alarm(10);
-			mine = discover();
-			cycle(mine);
-			fi_xpu_freeinfo(mine);
-			_exit(0);
-		}
-		CHECK(waitpid(p, &st, 0) == p);
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			fprintf(stderr, "fork %d: child %s %d\n", i,
-				WIFSIGNALED(st) ? "killed by signal" : "exited with",
-				WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	for (i = 0; i < forks; i++)
+		if (fork_child(i, child, NULL))
 			exit(1);
-		}
-	}
 	stop = 1;
 	CHECK(pthread_join(t, NULL) == 0);
 	fi_xpu_freeinfo(info);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fork_child.h"
 
 #define ITEMS 4
 
@@ -160,6 +161,14 @@ static void *keep_launching(void *arg)
 	return NULL;
 }
 
+/* A child launches at once. */
+static int launches_in_child(void *arg)
+{
+	(void)arg;
+	ordering(5);
+	return 0;
+}
+
 /* Forks while another thread launches all the time: a child must never
  * start with the launcher's bookkeeping locked by a thread it lacks. */
 static void fork_while_launching(int forks)
@@ -167,21 +176,9 @@ static void fork_while_launching(int forks)
 	pthread_t t;
 	int i;
 	CHECK(pthread_create(&t, NULL, keep_launching, NULL) == 0);
-	for (i = 0; i < forks; i++) {
-		pid_t p = fork();
-		int st;
-		CHECK(p >= 0);
-		if (p == 0) {
-			alarm(10);
-			ordering(5);
-			_exit(0);
-		}
-		CHECK(waitpid(p, &st, 0) == p);
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			fprintf(stderr, "fork %d: child status %#x\n", i, st);
+	for (i = 0; i < forks; i++)
+		if (fork_child(i, launches_in_child, NULL))
 			exit(1);
-		}
-	}
 	stop_launching = 1;
 	CHECK(pthread_join(t, NULL) == 0);
 }

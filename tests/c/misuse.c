@@ -17,19 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
-
-static int failures;
-
-#define EXPECT(expr, want)                                                          \
-	do {                                                                        \
-		long long got_ = (long long)(expr);                                 \
-		if (got_ != (long long)(want)) {                                    \
-			fprintf(stderr, "%s:%d: %s = %lld (%s), want %lld\n", __FILE__, \
-				__LINE__, #expr, got_, fi_xpu_strerror((int)got_),  \
-				(long long)(want));                                 \
-			failures++;                                                 \
-		}                                                                   \
-	} while (0)
+#include "expect.h"
 
 #define H(p) ((uintptr_t)(p))
 
@@ -158,11 +146,8 @@ static void write_without_cq(const char *prov)
 		op.msg.addr = fa;
 		op.msg.rma_iov = &rma;
 		op.msg.rma_iov_count = 1;
-		memset(&work, 0, sizeof(work));
-		work.op_type = FI_OP_WRITE;
-		work.op.rma = &op;
-		work.wr_buf = wr;
-		work.wr_len = sizeof(wr);
+		work = (struct fi_wr_attr){ .op_type = FI_OP_WRITE, .op.rma = &op,
+			.wr_buf = wr, .wr_len = sizeof(wr) };
 		EXPECT(fi_xpu_prepare_wr(s.ep, &work), -FI_ENOCQ);
 		op.flags = 0;
 		EXPECT(fi_xpu_prepare_wr(s.ep, &work), 0);
@@ -283,8 +268,9 @@ static void lifecycle(const char *prov)
 }
 
 /* Only discovery: for FI_XPU_PROVIDER and FI_XPU_LOG_LEVEL. */
-static void discover(void)
+static void discover(const char *prov)
 {
+	(void)prov;
 	struct fi_xpu_info *info = NULL;
 	int rc = fi_xpu_getinfo(FI_XPU_API_VERSION, NULL, 0, &info);
 	printf("getinfo=%d\n", rc);
@@ -292,35 +278,34 @@ static void discover(void)
 		fi_xpu_freeinfo(info);
 }
 
+/* The cases, by the name the tests pass as the second argument. */
+static const struct {
+	const char *name;
+	void (*run)(const char *prov);
+} cases[] = {
+	{ "enable-nocq", enable_without_cq },
+	{ "enable-noav", enable_without_av },
+	{ "write-nocq", write_without_cq },
+	{ "attr-size", attr_size },
+	{ "av-insert", av_insert_bad },
+	{ "close-busy", close_busy },
+	{ "lifecycle", lifecycle },
+	{ "discover", discover },
+};
+
 int main(int argc, char **argv)
 {
 	const char *prov = argc > 1 ? argv[1] : "shm";
 	const char *what = argc > 2 ? argv[2] : "";
+	size_t i;
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (strcmp(what, "enable-nocq") == 0)
-		enable_without_cq(prov);
-	else if (strcmp(what, "enable-noav") == 0)
-		enable_without_av(prov);
-	else if (strcmp(what, "write-nocq") == 0)
-		write_without_cq(prov);
-	else if (strcmp(what, "attr-size") == 0)
-		attr_size(prov);
-	else if (strcmp(what, "av-insert") == 0)
-		av_insert_bad(prov);
-	else if (strcmp(what, "close-busy") == 0)
-		close_busy(prov);
-	else if (strcmp(what, "lifecycle") == 0)
-		lifecycle(prov);
-	else if (strcmp(what, "discover") == 0)
-		discover();
-	else {
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (strcmp(what, cases[i].name) == 0)
+			break;
+	if (i == sizeof(cases) / sizeof(cases[0])) {
 		fprintf(stderr, "unknown case '%s'\n", what);
 		return 2;
 	}
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("misuse: all checks passed\n");
-	return 0;
+	cases[i].run(prov);
+	return expect_report("misuse: all checks passed");
 }

@@ -431,10 +431,5 @@ int main(void)
 	EXPECT(fi_xpu_cq_host_read(hcq, &got, 1), -FI_EINVAL);
 
 	fi_xpu_freeinfo(info);
-	if (failures) {
-		fprintf(stderr, "object_model: %d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("object_model: ok\n");
-	return 0;
+	return expect_report("object_model: ok");
 }

@@ -294,6 +294,23 @@ struct bad_case {
 	int err;
 };
 
+/* An 8-byte write from `src` to the peer heap at `off`, delivery complete,
+ * with `src` as its context. */
+static struct fi_xpu_ofi_wqe write_wqe(struct ofi_node *n, uint64_t *src, uint64_t off)
+{
+	struct fi_xpu_ofi_wqe w;
+	memset(&w, 0, sizeof(w));
+	w.op = FI_XPU_OFI_OP_WRITE;
+	w.addr = n->raw[0];
+	w.buf = (uint64_t)(uintptr_t)src;
+	w.len = 8;
+	w.raddr = n->peer.base + off;
+	w.rkey = n->peer.key;
+	w.context = (uint64_t)(uintptr_t)src;
+	w.flags = FI_DELIVERY_COMPLETE;
+	return w;
+}
+
 static void malformed_sender(struct ofi_node *n)
 {
 	static const struct bad_case cases[] = {
@@ -308,14 +325,9 @@ static void malformed_sender(struct ofi_node *n)
 	int got = 0;
 
 	for (int i = 0; i < NBAD; i++) {
-		struct fi_xpu_ofi_wqe w;
-		memset(&w, 0, sizeof(w));
-		w.op = FI_XPU_OFI_OP_WRITE;
-		w.addr = n->raw[0];
-		w.buf = (uint64_t)(uintptr_t)local;
-		w.len = 8;
-		w.raddr = n->peer.base + 512;
-		w.rkey = n->peer.key;
+		/* A plain write; each case makes one field bad. */
+		struct fi_xpu_ofi_wqe w = write_wqe(n, local, 512);
+		w.flags = 0;
 		w.context = (uint64_t)(uintptr_t)&bad_ctx[i];
 		switch (i) {
 		case 0:
@@ -415,21 +427,6 @@ static uint64_t claim(struct fid_xpu_ep *ep)
 {
 	struct fi_xpu_ofi_ep_dev *d = (struct fi_xpu_ofi_ep_dev *)(uintptr_t)ep->fid.prov_ctx;
 	return __atomic_fetch_add(&d->prod, 1, __ATOMIC_ACQ_REL);
-}
-
-static struct fi_xpu_ofi_wqe write_wqe(struct ofi_node *n, uint64_t *src, uint64_t off)
-{
-	struct fi_xpu_ofi_wqe w;
-	memset(&w, 0, sizeof(w));
-	w.op = FI_XPU_OFI_OP_WRITE;
-	w.addr = n->raw[0];
-	w.buf = (uint64_t)(uintptr_t)src;
-	w.len = 8;
-	w.raddr = n->peer.base + off;
-	w.rkey = n->peer.key;
-	w.context = (uint64_t)(uintptr_t)src;
-	w.flags = FI_DELIVERY_COMPLETE;
-	return w;
 }
 
 static void stalled_sender(struct ofi_node *n)
@@ -651,10 +648,24 @@ static void scopes_target(struct ofi_node *n)
 /* The mode the program was started with. */
 static const char *mode;
 
+/* The sender's and target's halves of each mode but "death"; "scopes" is
+ * the last, the one a mode that matches no other runs. */
+static const struct {
+	const char *mode;
+	void (*sender)(struct ofi_node *n);
+	void (*target)(struct ofi_node *n);
+} roles[] = {
+	{ "flood", flood_sender, flood_target },
+	{ "malformed", malformed_sender, malformed_target },
+	{ "stalled", stalled_sender, stalled_target },
+	{ "scopes", scopes_sender, scopes_target },
+};
+
 static int run(int sock, int rank)
 {
 	struct ofi_node n;
 	struct ofi_opts o = { .nep = 1, .heap = 4096 };
+	size_t i;
 
 	if (!strcmp(mode, "death")) {
 		o.cq_timeout_ms = DEATH_WAIT_MS;
@@ -688,28 +699,15 @@ static int run(int sock, int rank)
 		EXPECT(t0 < DEATH_TEARDOWN_MS);
 		return 0;
 	}
+	for (i = 0; i + 1 < sizeof(roles) / sizeof(roles[0]); i++)
+		if (!strcmp(mode, roles[i].mode))
+			break;
 	ofi_barrier(&n);
-	if (rank == 0) {
-		if (!strcmp(mode, "flood"))
-			flood_sender(&n);
-		else if (!strcmp(mode, "malformed"))
-			malformed_sender(&n);
-		else if (!strcmp(mode, "stalled"))
-			stalled_sender(&n);
-		else
-			scopes_sender(&n);
-	}
+	if (rank == 0)
+		roles[i].sender(&n);
 	ofi_barrier(&n);
-	if (rank == 1) {
-		if (!strcmp(mode, "flood"))
-			flood_target(&n);
-		else if (!strcmp(mode, "malformed"))
-			malformed_target(&n);
-		else if (!strcmp(mode, "stalled"))
-			stalled_target(&n);
-		else
-			scopes_target(&n);
-	}
+	if (rank == 1)
+		roles[i].target(&n);
 	ofi_barrier(&n);
 	ofi_teardown(&n);
 	return 0;

@@ -88,8 +88,11 @@ struct job {
 	uint64_t round;
 };
 
+/* Reports and counts a call that failed with `rc`; nothing for 0. */
 static void bump(struct job *j, const char *what, int peer, int rc)
 {
+	if (rc == 0)
+		return;
 	fprintf(stderr, "[rank %d] %s to peer %d at scope %d: %s (%d)\n", j->rank, what, peer,
 		j->scope, fi_xpu_strerror(rc), rc);
 	__atomic_add_fetch(&j->errors, 1, __ATOMIC_RELAXED);
@@ -103,21 +106,17 @@ static void kernel_ops(void *arg)
 	int p = (int)fi_xpu_host_item()->local_id;
 	unsigned char *src = j->mine + W_SRC + (size_t)p * SLOT_LEN;
 	uint64_t add = (uint64_t)j->rank + 1;
-	int rc, i;
+	int i;
 
 	for (i = 0; i < SLOT_LEN; i++)
 		src[i] = pattern(j->rank, p, i);
-	rc = fi_xpu_world_put(j->win, p, W_SLOT + (uint64_t)j->rank * SLOT_LEN, src, SLOT_LEN, 0,
-			      j->scope);
-	if (rc)
-		bump(j, "put", p, rc);
-	rc = fi_xpu_world_atomic(j->win, p, W_COUNT, &add, 1, FI_UINT64, FI_SUM, FI_INJECT,
-				 j->scope);
-	if (rc)
-		bump(j, "atomic", p, rc);
-	rc = fi_xpu_world_barrier(j->world, WAIT_MS, j->scope);
-	if (rc)
-		bump(j, "barrier", p, rc);
+	bump(j, "put", p,
+	     fi_xpu_world_put(j->win, p, W_SLOT + (uint64_t)j->rank * SLOT_LEN, src, SLOT_LEN, 0,
+			      j->scope));
+	bump(j, "atomic", p,
+	     fi_xpu_world_atomic(j->win, p, W_COUNT, &add, 1, FI_UINT64, FI_SUM, FI_INJECT,
+				 j->scope));
+	bump(j, "barrier", p, fi_xpu_world_barrier(j->world, WAIT_MS, j->scope));
 }
 
 /* After the barrier: item p reads back what this rank wrote to peer p
@@ -127,16 +126,13 @@ static void kernel_get(void *arg)
 	struct job *j = (struct job *)arg;
 	int p = (int)fi_xpu_host_item()->local_id;
 	unsigned char *dst = j->mine + W_SRC + (size_t)p * SLOT_LEN;
-	int rc, i;
+	int i;
 
 	memset(dst, 0, SLOT_LEN);
-	rc = fi_xpu_world_get(j->win, p, W_SLOT + (uint64_t)j->rank * SLOT_LEN, dst, SLOT_LEN, 0,
-			      j->scope);
-	if (rc)
-		bump(j, "get", p, rc);
-	rc = fi_xpu_world_quiet(j->world, WAIT_MS, j->scope);
-	if (rc)
-		bump(j, "quiet", p, rc);
+	bump(j, "get", p,
+	     fi_xpu_world_get(j->win, p, W_SLOT + (uint64_t)j->rank * SLOT_LEN, dst, SLOT_LEN, 0,
+			      j->scope));
+	bump(j, "quiet", p, fi_xpu_world_quiet(j->world, WAIT_MS, j->scope));
 	for (i = 0; i < SLOT_LEN; i++)
 		if (dst[i] != pattern(j->rank, p, i)) {
 			bump(j, "get's data", p, -FI_EIO);
@@ -155,12 +151,10 @@ static void kernel_rounds(void *arg)
 	struct job *j = (struct job *)arg;
 	int p = (int)fi_xpu_host_item()->local_id;
 	uint64_t *src = (uint64_t *)(j->mine + W_SRC + (size_t)p * SLOT_LEN);
-	int rc;
 
 	*src = j->round;
-	rc = fi_xpu_world_put(j->win, p, ROUND_WORD(j->round, j->rank), src, 8, 0, j->scope);
-	if (rc)
-		bump(j, "round put", p, rc);
+	bump(j, "round put", p,
+	     fi_xpu_world_put(j->win, p, ROUND_WORD(j->round, j->rank), src, 8, 0, j->scope));
 	if (j->scope == FI_XPU_WORK_ITEM) {
 		/* One barrier per rank: the items' puts are posted (the
 		 * launcher's group barrier), then item 0 alone calls it. */
@@ -168,9 +162,7 @@ static void kernel_rounds(void *arg)
 		if (p != 0)
 			return;
 	}
-	rc = fi_xpu_world_barrier(j->world, WAIT_MS, j->scope);
-	if (rc)
-		bump(j, "round barrier", p, rc);
+	bump(j, "round barrier", p, fi_xpu_world_barrier(j->world, WAIT_MS, j->scope));
 }
 
 /* Work item 0 alone: compare-and-swap a token around the ring. */
@@ -179,23 +171,17 @@ static void kernel_cas(void *arg)
 	struct job *j = (struct job *)arg;
 	int next = (j->rank + 1) % j->n;
 	uint64_t *buf = (uint64_t *)(j->mine + W_SRC);
-	int rc;
 
 	buf[0] = (uint64_t)j->rank + 100; /* swap in */
 	buf[1] = 0;                       /* compare: the initial value */
 	buf[2] = ~0ULL;                   /* result */
-	rc = fi_xpu_world_compare_atomic(j->win, next, W_CAS, &buf[0], 1, &buf[1], &buf[2],
-					 FI_UINT64, FI_CSWAP, 0, FI_XPU_WORK_ITEM);
-	if (rc)
-		bump(j, "cswap", next, rc);
-	rc = fi_xpu_world_quiet(j->world, WAIT_MS, FI_XPU_WORK_ITEM);
-	if (rc)
-		bump(j, "quiet", next, rc);
+	bump(j, "cswap", next,
+	     fi_xpu_world_compare_atomic(j->win, next, W_CAS, &buf[0], 1, &buf[1], &buf[2],
+					 FI_UINT64, FI_CSWAP, 0, FI_XPU_WORK_ITEM));
+	bump(j, "quiet", next, fi_xpu_world_quiet(j->world, WAIT_MS, FI_XPU_WORK_ITEM));
 	if (buf[2] != 0)
 		bump(j, "cswap's old value", next, -FI_EIO);
-	rc = fi_xpu_world_barrier(j->world, WAIT_MS, FI_XPU_WORK_ITEM);
-	if (rc)
-		bump(j, "barrier", next, rc);
+	bump(j, "barrier", next, fi_xpu_world_barrier(j->world, WAIT_MS, FI_XPU_WORK_ITEM));
 }
 
 static void launch(struct job *j, void (*k)(void *), uint32_t groups, uint32_t items)
@@ -265,19 +251,17 @@ static int mode_ops(void)
 			 * only item 0 of a work-item launch barriers). */
 			struct job one = j;
 			for (p = 0; p < j.n; p++) {
-				int i, rc;
+				int i;
 				unsigned char *src = j.mine + W_SRC + (size_t)p * SLOT_LEN;
 				uint64_t add = (uint64_t)j.rank + 1;
 				for (i = 0; i < SLOT_LEN; i++)
 					src[i] = pattern(j.rank, p, i);
-				rc = fi_xpu_world_put(j.win, p, W_SLOT + (uint64_t)j.rank * SLOT_LEN,
-						      src, SLOT_LEN, 0, FI_XPU_WORK_ITEM);
-				if (rc)
-					bump(&one, "put", p, rc);
-				rc = fi_xpu_world_atomic(j.win, p, W_COUNT, &add, 1, FI_UINT64,
-							 FI_SUM, FI_INJECT, FI_XPU_WORK_ITEM);
-				if (rc)
-					bump(&one, "atomic", p, rc);
+				bump(&one, "put", p,
+				     fi_xpu_world_put(j.win, p, W_SLOT + (uint64_t)j.rank * SLOT_LEN,
+						      src, SLOT_LEN, 0, FI_XPU_WORK_ITEM));
+				bump(&one, "atomic", p,
+				     fi_xpu_world_atomic(j.win, p, W_COUNT, &add, 1, FI_UINT64,
+							 FI_SUM, FI_INJECT, FI_XPU_WORK_ITEM));
 			}
 			CHECK(fi_xpu_world_barrier(j.world, WAIT_MS, FI_XPU_WORK_ITEM));
 			if (one.errors)

@@ -284,11 +284,8 @@ static void initiator(struct ofi_node *n)
 	sop.msg.msg_iov = &iov;
 	sop.msg.iov_count = 1;
 	sop.msg.addr = 0;
-	memset(&work, 0, sizeof(work));
-	work.op_type = FI_OP_SEND;
-	work.op.msg = &sop;
-	work.wr_buf = wrs;
-	work.wr_len = WR;
+	work = (struct fi_wr_attr){ .op_type = FI_OP_SEND, .op.msg = &sop,
+		.wr_buf = wrs, .wr_len = WR };
 	CHECK(fi_xpu_prepare_wr(n->hep[0], &work));
 	ofi_barrier(n); /* the peer's receive is queued */
 	base = counter(n);
@@ -313,11 +310,8 @@ static void initiator(struct ofi_node *n)
 		aop.msg.rma_iov_count = 1;
 		aop.msg.datatype = FI_UINT64;
 		aop.msg.op = FI_SUM;
-		memset(&work, 0, sizeof(work));
-		work.op_type = FI_OP_ATOMIC;
-		work.op.atomic = &aop;
-		work.wr_buf = wrs + (size_t)i * WR;
-		work.wr_len = WR;
+		work = (struct fi_wr_attr){ .op_type = FI_OP_ATOMIC, .op.atomic = &aop,
+			.wr_buf = wrs + (size_t)i * WR, .wr_len = WR };
 		CHECK(fi_xpu_prepare_wr(n->hep[0], &work));
 	}
 	base = counter(n);
@@ -340,11 +334,8 @@ static void initiator(struct ofi_node *n)
 	rres.count = 1;
 	fop.fetch.msg_iov = &rres;
 	fop.fetch.iov_count = 1;
-	memset(&work, 0, sizeof(work));
-	work.op_type = FI_OP_FETCH_ATOMIC;
-	work.op.fetch_atomic = &fop;
-	work.wr_buf = wrs;
-	work.wr_len = WR;
+	work = (struct fi_wr_attr){ .op_type = FI_OP_FETCH_ATOMIC, .op.fetch_atomic = &fop,
+		.wr_buf = wrs, .wr_len = WR };
 	CHECK(fi_xpu_prepare_wr(n->hep[0], &work));
 	fop.fetch.iov_count = 0; /* a fetch without its result buffer */
 	work.wr_buf = wrs + WR;
@@ -375,11 +366,8 @@ static void target(struct ofi_node *n)
 	rop.msg.iov_count = 1;
 	rop.msg.addr = FI_ADDR_UNSPEC; /* from anyone */
 	rop.msg.context = (void *)0x77;
-	memset(&work, 0, sizeof(work));
-	work.op_type = FI_OP_RECV;
-	work.op.msg = &rop;
-	work.wr_buf = wr;
-	work.wr_len = WR;
+	work = (struct fi_wr_attr){ .op_type = FI_OP_RECV, .op.msg = &rop,
+		.wr_buf = wr, .wr_len = WR };
 	CHECK(fi_xpu_prepare_wr(n->hep[0], &work));
 	rop.flags = FI_INJECT; /* receives take no FI_INJECT */
 	work.wr_buf = wr + WR;

@@ -66,14 +66,7 @@ fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Compiles into a fresh directory and renames it to `c-cache/<key>`.
 fn build(cmd: &mut Command, key: &str) {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let tmp = dir().join(format!(
-        ".build-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = fresh("build");
     cmd.arg("-o").arg(tmp.join("out"));
     let o = cmd
         .output()
@@ -82,10 +75,28 @@ fn build(cmd: &mut Command, key: &str) {
         let _ = std::fs::remove_dir_all(&tmp);
         panic!("cc failed: {cmd:?}\n{}", String::from_utf8_lossy(&o.stderr));
     }
-    // Another builder of the same content may have won: its output is the
-    // same, ours goes.
-    if std::fs::rename(&tmp, dir().join(key)).is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
+    publish(&tmp, &dir().join(key));
+}
+
+/// A fresh, empty directory beside the kept ones, unique in the process
+/// (`.<what>-<pid>-<n>`), for a compile to write into before `publish`.
+fn fresh(what: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let tmp = dir().join(format!(
+        ".{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp
+}
+
+/// Renames a finished `fresh` directory to `kept`. Another builder of the
+/// same content may have won: its output is the same, ours goes.
+fn publish(tmp: &Path, kept: &Path) {
+    if std::fs::rename(tmp, kept).is_err() {
+        let _ = std::fs::remove_dir_all(tmp);
     }
 }
 
@@ -215,19 +226,10 @@ pub fn kept(
     });
     let kept = dir().join(&key);
     if !(kept.join("out").is_file() && kept.join("text").is_file()) {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let tmp = dir().join(format!(
-            ".kept-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).unwrap();
+        let tmp = fresh("kept");
         let text = make(cmd, &tmp.join("out"));
         std::fs::write(tmp.join("text"), &text).unwrap();
-        if std::fs::rename(&tmp, &kept).is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
+        publish(&tmp, &kept);
     }
     let _ = std::fs::remove_file(out);
     let from = kept.join("out");

@@ -13,6 +13,17 @@ pub fn have_libfabric() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Runs `test` with the environment of the ofi provider over `fabric`
+/// (`over`), or says that `what` is skipped when libfabric is not
+/// installed.
+pub fn on_fabric(what: &str, fabric: &str, test: impl FnOnce(Vec<(&'static str, String)>)) {
+    if !have_libfabric() {
+        eprintln!("libfabric is not installed: skipping {what} over ofi/{fabric}");
+        return;
+    }
+    test(over(fabric));
+}
+
 /// Removes the files libfabric's shm provider leaves in /dev/shm for
 /// processes that could not clean up (killed, or failed): `<pid>:...`.
 pub struct ShmLeftovers(pub Vec<u32>);

@@ -117,15 +117,20 @@ impl Run {
             .collect()
     }
 
-    /// The indented `key: value` lines of one provider's block.
-    pub fn field(&self, provider: &str, key: &str) -> Option<&str> {
-        let head = format!("provider: {provider}");
-        let prefix = format!("    {key}: ");
+    /// The indented lines below the line `head`, as they are.
+    pub fn block(&self, head: &str) -> impl Iterator<Item = &str> + use<'_> {
+        let head = head.to_owned();
         self.stdout
             .lines()
-            .skip_while(|l| *l != head)
+            .skip_while(move |l| *l != head)
             .skip(1)
             .take_while(|l| l.starts_with("    "))
+    }
+
+    /// The indented `key: value` lines of one provider's block.
+    pub fn field(&self, provider: &str, key: &str) -> Option<&str> {
+        let prefix = format!("    {key}: ");
+        self.block(&format!("provider: {provider}"))
             .find_map(|l| l.strip_prefix(prefix.as_str()))
     }
 
@@ -170,21 +175,11 @@ pub fn info(path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
 
 /// As `info`, running the given copy of the tool.
 pub fn info_with(tool: &Path, path: Option<&str>, filter: Option<&str>, args: &[&str]) -> Run {
-    info_in(tool.parent().unwrap(), tool, path, filter, args)
+    info_env(tool.parent().unwrap(), tool, path, filter, args, &[])
 }
 
-/// As `info_with`, with `cwd` as the working directory.
-pub fn info_in(
-    cwd: &Path,
-    tool: &Path,
-    path: Option<&str>,
-    filter: Option<&str>,
-    args: &[&str],
-) -> Run {
-    info_env(cwd, tool, path, filter, args, &[])
-}
-
-/// As `info_in`, with extra environment variables.
+/// As `info_with`, with `cwd` as the working directory and extra
+/// environment variables.
 pub fn info_env(
     cwd: &Path,
     tool: &Path,

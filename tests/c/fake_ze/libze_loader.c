@@ -59,6 +59,14 @@ static int devices(void)
 
 #define ENTER(name) FAKE_ENTER(ze_result_t, name, ZE_RESULT_ERROR_UNINITIALIZED)
 
+/* ENTER, then the context must be the one context handle there is. */
+#define ENTER_CTX(name, ctx)                                         \
+	do {                                                         \
+		ENTER(name);                                         \
+		if ((ctx) != (ze_context_handle_t)&contexts)         \
+			return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;  \
+	} while (0)
+
 ze_result_t zeInit(ze_init_flags_t flags)
 {
 	ze_result_t r = injected("zeInit");
@@ -228,9 +236,7 @@ ze_result_t zeMemAllocDevice(ze_context_handle_t hContext, const ze_device_mem_a
 ze_result_t zeMemAllocHost(ze_context_handle_t hContext, const ze_host_mem_alloc_desc_t *host_desc,
 			   size_t size, size_t alignment, void **pptr)
 {
-	ENTER("zeMemAllocHost");
-	if (hContext != (ze_context_handle_t)&contexts)
-		return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+	ENTER_CTX("zeMemAllocHost", hContext);
 	if (!host_desc || !pptr || host_desc->stype != ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC)
 		return ZE_RESULT_ERROR_INVALID_ARGUMENT;
 	return new_alloc(size, alignment, host_desc->pNext, pptr);
@@ -250,9 +256,7 @@ static struct alloc *find(const void *ptr)
 ze_result_t zeMemFree(ze_context_handle_t hContext, void *ptr)
 {
 	struct alloc *a;
-	ENTER("zeMemFree");
-	if (hContext != (ze_context_handle_t)&contexts)
-		return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+	ENTER_CTX("zeMemFree", hContext);
 	pthread_mutex_lock(&lock);
 	a = find(ptr);
 	if (!a || a->addr != (uintptr_t)ptr) {
@@ -272,9 +276,7 @@ ze_result_t zeMemGetAllocProperties(ze_context_handle_t hContext, const void *pt
 {
 	ze_external_memory_export_fd_t *ex;
 	struct alloc *a;
-	ENTER("zeMemGetAllocProperties");
-	if (hContext != (ze_context_handle_t)&contexts)
-		return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+	ENTER_CTX("zeMemGetAllocProperties", hContext);
 	if (!pMemAllocProperties)
 		return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
 	ex = (ze_external_memory_export_fd_t *)chained(pMemAllocProperties->pNext,
@@ -306,9 +308,7 @@ ze_result_t zeMemGetAddressRange(ze_context_handle_t hContext, const void *ptr, 
 				 size_t *pSize)
 {
 	struct alloc *a;
-	ENTER("zeMemGetAddressRange");
-	if (hContext != (ze_context_handle_t)&contexts)
-		return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+	ENTER_CTX("zeMemGetAddressRange", hContext);
 	pthread_mutex_lock(&lock);
 	a = find(ptr);
 	if (a) {

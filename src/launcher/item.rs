@@ -1,0 +1,33 @@
+//! A thread's position (`fi_xpu_host_item`) and the launch it runs a work
+//! item of. A thread outside any launch is a work item of its own.
+use super::team::Launch;
+use fi_xpu_abi::*;
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+/// The position of a thread outside any launch: a group of one.
+pub(super) const SINGLE: fi_xpu_host_item = fi_xpu_host_item {
+    local_id: 0,
+    group_size: 1,
+    group_id: 0,
+    num_groups: 1,
+    lane_id: 0,
+    subgroup_id: 0,
+    subgroup_size: 1,
+    subgroup_items: 1,
+};
+
+thread_local! {
+    pub(super) static ITEM: Cell<fi_xpu_host_item> = const { Cell::new(SINGLE) };
+    pub(super) static LAUNCH: RefCell<Option<Arc<Launch>>> = const { RefCell::new(None) };
+}
+
+/// The calling thread's position. The pointer stays valid for the life of
+/// the thread, and the value does not change while a kernel runs.
+pub fn current_item_ptr() -> *const fi_xpu_host_item {
+    ITEM.with(|c| c.as_ptr().cast_const())
+}
+
+pub fn current_item() -> fi_xpu_host_item {
+    ITEM.with(Cell::get)
+}
