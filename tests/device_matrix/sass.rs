@@ -249,8 +249,9 @@ pub fn compiled_sass(
         .arg(format!("-arch={arch}"))
         .arg("-cubin")
         .args(markers.then_some("-DFI_XPU_I_SASS_MARKERS"))
-        // #550 (set but never used) comes from device_shm.h's scope
-        // prologue in the examples' kernels, as in tests/gpu_bundle.rs.
+        // #550 (set but never used) comes from the shm provider's scope
+        // prologue (FI_XPU_GROUP_ENTER_RANK) in the examples' kernels, as in
+        // tests/gpu_bundle.rs.
         .args(["-diag-suppress", "550"])
         .arg(src)
         .arg("-o")
@@ -468,20 +469,20 @@ fn sass_check_fails_without_a_fence() {
             "ring",
         ),
         (
-            "device_shm.h",
+            "shm/shm__base.h",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS);",
             "msg",
         ),
         // The publishes at the pair's scope: both forms lose their fence.
         (
-            "device_shm.h",
+            "shm/shm__base.h",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, ms);",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, ms);",
             "msg",
         ),
         (
-            "device_shm.h",
+            "shm/shm__signal.h",
             "FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELEASE, t.ms)",
             "FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELAXED, t.ms)",
             "signal",
@@ -507,7 +508,7 @@ fn sass_check_fails_without_a_fence() {
                 let inc = dir.join(format!("m{i}"));
                 let hdr = inc.join("fi_xpu");
                 std::fs::create_dir_all(&hdr).unwrap();
-                // The headers and their parts (arch/, device/, ofi/).
+                // The headers and their parts (arch/, device/, ofi/, shm/).
                 let mut dirs = vec![(root().join("include/fi_xpu"), hdr.clone())];
                 while let Some((from, to)) = dirs.pop() {
                     std::fs::create_dir_all(&to).unwrap();

@@ -452,7 +452,7 @@ impl Cq {
         } else {
             attr.format
         };
-        let bytes = CQ_RING_HDR + size * size_of::<Cqe>() as u64;
+        let bytes = CQ_HDR + size * size_of::<Cqe>() as u64;
         let (home, ring, dev_home, dev, ctx_id) = if let Some(c) = ctx {
             let r = c.local_alloc(bytes)?;
             let dv = match c.local_alloc(size_of::<CqDev>() as u64) {
@@ -525,7 +525,7 @@ impl Cq {
         let Some(c) = &self.ctx else {
             return Err(Error::INVAL);
         };
-        let bytes = CQ_RING_HDR + self.size * size_of::<Cqe>() as u64;
+        let bytes = CQ_HDR + self.size * size_of::<Cqe>() as u64;
         let (r, off) = c.heap_alloc(bytes)?;
         // A fresh zeroed heap allocation of a ring of `size` entries.
         let hdr =
@@ -550,8 +550,7 @@ impl Cq {
     }
 
     fn entry(&self, pos: u64) -> *mut Cqe {
-        (self.ring + CQ_RING_HDR as usize + (pos % self.size) as usize * size_of::<Cqe>())
-            as *mut Cqe
+        (self.ring + CQ_HDR as usize + (pos % self.size) as usize * size_of::<Cqe>()) as *mut Cqe
     }
 
     fn read_guard(&self) -> std::sync::MutexGuard<'_, ()> {
