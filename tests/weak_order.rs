@@ -3,7 +3,7 @@
 //! (tests/c/device_signal.c, whose target checks every byte as soon as it
 //! sees its signal) built with the release before the signal removed, or
 //! narrowed from system to device scope (`FI_XPU_I_TEST_SIG_ORDER`, a
-//! testing-only hook of fi_xpu/device_shm.h). Each fails in the mode, with
+//! testing-only hook of fi_xpu/shm/shm__signal.h). Each fails in the mode, with
 //! the data missing after its signal, and passes without it: x86's store
 //! order keeps the data ahead of the signal, so only the model shows the
 //! bug. The unchanged program passes in the mode (as in the weak-ordering

@@ -182,8 +182,7 @@ FI_XPU_FUNC int fi_xpu_group_leave(const struct fi_xpu_group *g, int own)
  *        The leader's `v` for every member of `scope`'s group.
  *   void fi_xpu_group_scope_sync(int scope)
  *        A barrier of `scope`'s group (nothing at FI_XPU_WORK_ITEM).
- * The shm provider's FI_XPU_SHM_SCOPE_ENTER, fi_xpu_shm_bcast and
- * fi_xpu_shm_sync are these under its own names.
+ * The shm provider's operations enter their scope groups through these.
  */
 #define FI_XPU_GROUP_ENTER_RANK(scope, rank)                                      \
 	int fi_xpu_i_group_rc = fi_xpu_arch_scope_check(scope);                   \

@@ -249,8 +249,9 @@ pub fn compiled_sass(
         .arg(format!("-arch={arch}"))
         .arg("-cubin")
         .args(markers.then_some("-DFI_XPU_I_SASS_MARKERS"))
-        // #550 (set but never used) comes from device_shm.h's scope
-        // prologue in the examples' kernels, as in tests/gpu_bundle.rs.
+        // #550 (set but never used) comes from the shm provider's scope
+        // prologue (FI_XPU_GROUP_ENTER_RANK) in the examples' kernels, as in
+        // tests/gpu_bundle.rs.
         .args(["-diag-suppress", "550"])
         .arg(src);
     // The listing is kept with the cubin: a rerun of the same compile
@@ -442,7 +443,7 @@ extern "C" __global__ void sass_probe(struct fid_xpu_ep *ep, struct fid_xpu_cntr
 /// in the compile cache); returns the directory to search first.
 fn mutated_headers(file: &str, from: &str, to: &str) -> PathBuf {
     use std::hash::{Hash, Hasher};
-    // The headers and their parts (arch/, device/, ofi/ ...), by path
+    // The headers and their parts (arch/, device/, ofi/, shm/), by path
     // below include/fi_xpu; `file` is one of those paths.
     let top = root().join("include/fi_xpu");
     let (mut files, mut dirs) = (Vec::new(), vec![top.clone()]);
@@ -523,20 +524,20 @@ fn sass_check_fails_without_a_fence() {
             "ring",
         ),
         (
-            "device_shm.h",
+            "shm/shm__base.h",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, FI_XPU_SHM_SYS);",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, FI_XPU_SHM_SYS);",
             "msg",
         ),
         // The publishes at the pair's scope: both forms lose their fence.
         (
-            "device_shm.h",
+            "shm/shm__base.h",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELEASE, ms);",
             "fi_xpu_arch_store_u64(p, v, FI_XPU_ARCH_RELAXED, ms);",
             "msg",
         ),
         (
-            "device_shm.h",
+            "shm/shm__signal.h",
             "FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELEASE, t.ms)",
             "FI_XPU_I_TEST_SIG_ORDER(FI_XPU_ARCH_RELAXED, t.ms)",
             "signal",

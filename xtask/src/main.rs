@@ -29,7 +29,8 @@ commands:
   build [--release]          build the workspace and stage provider plugins
   headers                    regenerate the generated headers (fi_xpu.h,
                              include/fi_xpu/{provider,version,wr}.h,
-                             include/fi_xpu/ofi/ofi__types.h)
+                             include/fi_xpu/ofi/ofi__types.h,
+                             include/fi_xpu/shm/shm__types.h)
   man [--out DIR]            render man/*.md to roff (default DIR: target/man)
   install --prefix P [--libdir L] [--destdir D] [--release] [--debug-info]
                              install library, plugins, headers, man pages,

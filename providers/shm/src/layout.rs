@@ -1,6 +1,9 @@
-//! Memory layouts shared with `fi_xpu/device_shm.h`. Every struct here
-//! has a C twin of the same name with `fi_xpu_shm_` prefix; offsets must agree
-//! (the C test `shm_layout.c` checks them against the sizes below).
+//! Memory layouts shared with the shm provider's device code. Every struct
+//! here is `struct fi_xpu_shm_<name>` and every constant `FI_XPU_SHM_<NAME>`
+//! in `include/fi_xpu/shm/shm__types.h`, which is generated from this file
+//! (`cargo xtask headers`; `tests/headers.rs` fails when it is stale), so C
+//! has no copy of its own; the test below still compiles the header and
+//! compares it field by field.
 //!
 //! "Heap" structs live in a context's shared heap, which every connected peer
 //! maps; "local" structs are device-visible but never shared, so that the
@@ -83,7 +86,7 @@ pub struct CqRing {
     pub overflow_seen: u64,
     pub _p2: [u64; 4],
 }
-pub const CQ_RING_HDR: u64 = 192;
+pub const CQ_HDR: u64 = 192;
 
 /// One completion; `seq` is written last (release) and equals the claimed
 /// position plus one.
@@ -180,13 +183,15 @@ pub struct PeerMap {
     pub prev_key: [u64; 2],
     /// Regions mapped read-only (bit `rid % 64` of word `rid / 64`): no
     /// store is ever aimed at them.
-    pub ro: [u64; MAX_REGIONS / 64],
+    pub ro: [u64; RO_WORDS],
     /// Moves (release) after every change that can make a resolution
     /// through this map stale: a region withdrawn, the peer gone, the id
     /// given to another peer. A resolve entry (`ResolveEnt`) holds the
     /// value it was made under and is used only while the two agree.
     pub epoch: u64,
 }
+/// Words of `PeerMap::ro`: one bit per region.
+pub const RO_WORDS: usize = MAX_REGIONS / 64;
 pub const PEER_ALIVE: u64 = 1;
 pub const PEER_DEAD: u64 = 2;
 
@@ -481,8 +486,9 @@ mod tests {
     use super::*;
     use std::mem::size_of;
 
-    /// One definition: every struct here is what include/fi_xpu/device_shm.h
-    /// mirrors, checked field by field against the compiled C header.
+    /// One definition: every struct here is what the generated
+    /// include/fi_xpu/shm/shm__types.h declares, checked field by field
+    /// against the compiled C header.
     #[test]
     fn c_header_matches_field_by_field() {
         let items = fi_xpu_prov_sdk::layout_items! {
@@ -539,7 +545,7 @@ mod tests {
             }
         };
         fi_xpu_prov_sdk::layout_check::check(
-            "fi_xpu/device_shm.h",
+            "fi_xpu/shm/shm__types.h",
             include_str!("layout.rs"),
             &items,
         );
@@ -549,7 +555,7 @@ mod tests {
     fn sizes() {
         assert_eq!(size_of::<HeapHdr>(), 64);
         assert_eq!(size_of::<MrEntry>(), 64);
-        assert_eq!(size_of::<CqRing>() as u64, CQ_RING_HDR);
+        assert_eq!(size_of::<CqRing>() as u64, CQ_HDR);
         assert_eq!(size_of::<Cqe>(), 112);
         assert_eq!(size_of::<Cntr>(), 64);
         assert_eq!(size_of::<EpInfo>(), 128);
