@@ -284,29 +284,25 @@ fn provider_header_is_current() {
     check(&root().join("include/fi_xpu/provider.h"), provider_header());
 }
 
-/// The ofi provider's layouts, which device code and the proxy share
-/// (`providers/ofi/src/layout.rs`): `struct fi_xpu_ofi_<name>` and
-/// `FI_XPU_OFI_<CONST>` for device code, from the one Rust definition.
-fn ofi_types_header() -> String {
-    const SRC: &str = "providers/ofi/src/layout.rs";
+/// A provider's layouts, which device code and its host side share
+/// (`providers/<prov>/src/layout.rs`): `struct fi_xpu_<prov>_<name>` for
+/// each `(Rust name, C name)` of `structs`, and `FI_XPU_<PROV>_<CONST>`
+/// for every `pub const`, from the one Rust definition, as
+/// `include/fi_xpu/<prov>/<prov>__types.h`.
+fn types_header(prov: &str, structs: &[(&str, &str)]) -> String {
+    let src = format!("providers/{prov}/src/layout.rs");
+    let up = prov.to_ascii_uppercase();
     let mut c = config(
-        "FI_XPU_INCLUDED_OFI_OFI_TYPES_H",
+        &format!("FI_XPU_INCLUDED_{up}_{up}_TYPES_H"),
         "#include <fi_xpu/freestanding.h>\n".to_string(),
         &[],
     );
-    for (rust, ours) in [
-        ("Wqe", "wqe"),
-        ("EpDev", "ep_dev"),
-        ("CqDev", "cq_dev"),
-        ("Cqe", "cqe"),
-        ("Cntr", "cntr"),
-        ("MrDesc", "mr_desc"),
-    ] {
+    for (rust, ours) in structs {
         c.export
             .rename
-            .insert(rust.into(), format!("fi_xpu_ofi_{ours}"));
+            .insert(rust.to_string(), format!("fi_xpu_{prov}_{ours}"));
     }
-    let text = std::fs::read_to_string(root().join(SRC)).unwrap();
+    let text = std::fs::read_to_string(root().join(&src)).unwrap();
     for name in text
         .lines()
         .filter_map(|l| l.strip_prefix("pub const "))
@@ -314,9 +310,23 @@ fn ofi_types_header() -> String {
     {
         c.export
             .rename
-            .insert(name.into(), format!("FI_XPU_OFI_{name}"));
+            .insert(name.into(), format!("FI_XPU_{up}_{name}"));
     }
-    generate(&[SRC], c)
+    generate(&[src.as_str()], c)
+}
+
+fn ofi_types_header() -> String {
+    types_header(
+        "ofi",
+        &[
+            ("Wqe", "wqe"),
+            ("EpDev", "ep_dev"),
+            ("CqDev", "cq_dev"),
+            ("Cqe", "cqe"),
+            ("Cntr", "cntr"),
+            ("MrDesc", "mr_desc"),
+        ],
+    )
 }
 
 #[test]
@@ -327,52 +337,31 @@ fn ofi_types_header_is_current() {
     );
 }
 
-/// The shm provider's layouts, which device code and the host library
-/// share (`providers/shm/src/layout.rs`): `struct fi_xpu_shm_<name>` and
-/// `FI_XPU_SHM_<CONST>` for device code, from the one Rust definition.
 fn shm_types_header() -> String {
-    const SRC: &str = "providers/shm/src/layout.rs";
-    let mut c = config(
-        "FI_XPU_INCLUDED_SHM_SHM_TYPES_H",
-        "#include <fi_xpu/freestanding.h>\n".to_string(),
-        &[],
-    );
-    for (rust, ours) in [
-        ("HeapHdr", "heap_hdr"),
-        ("MrEntry", "mr_entry"),
-        ("CqRing", "cq_ring"),
-        ("Cqe", "cqe"),
-        ("Cntr", "cntr"),
-        ("EpInfo", "ep_info"),
-        ("EpBlock", "ep_block"),
-        ("PeerMap", "peer_map"),
-        ("PeerAddr", "peer_addr"),
-        ("CtxDev", "ctx_dev"),
-        ("ResolveEnt", "resolve_ent"),
-        ("Posted", "posted"),
-        ("Rdv", "rdv"),
-        ("EpDev", "ep_dev"),
-        ("CqDev", "cq_dev"),
-        ("CntrDev", "cntr_dev"),
-        ("AvEnt", "av_ent"),
-        ("MrDesc", "mr_desc"),
-        ("MsgHdr", "msg"),
-    ] {
-        c.export
-            .rename
-            .insert(rust.into(), format!("fi_xpu_shm_{ours}"));
-    }
-    let text = std::fs::read_to_string(root().join(SRC)).unwrap();
-    for name in text
-        .lines()
-        .filter_map(|l| l.strip_prefix("pub const "))
-        .map(|l| l.split(':').next().unwrap().trim())
-    {
-        c.export
-            .rename
-            .insert(name.into(), format!("FI_XPU_SHM_{name}"));
-    }
-    generate(&[SRC], c)
+    types_header(
+        "shm",
+        &[
+            ("HeapHdr", "heap_hdr"),
+            ("MrEntry", "mr_entry"),
+            ("CqRing", "cq_ring"),
+            ("Cqe", "cqe"),
+            ("Cntr", "cntr"),
+            ("EpInfo", "ep_info"),
+            ("EpBlock", "ep_block"),
+            ("PeerMap", "peer_map"),
+            ("PeerAddr", "peer_addr"),
+            ("CtxDev", "ctx_dev"),
+            ("ResolveEnt", "resolve_ent"),
+            ("Posted", "posted"),
+            ("Rdv", "rdv"),
+            ("EpDev", "ep_dev"),
+            ("CqDev", "cq_dev"),
+            ("CntrDev", "cntr_dev"),
+            ("AvEnt", "av_ent"),
+            ("MrDesc", "mr_desc"),
+            ("MsgHdr", "msg"),
+        ],
+    )
 }
 
 #[test]
