@@ -162,34 +162,7 @@ fn sycl_flags() -> &'static Vec<String> {
 fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
     let mut cmd;
     match target {
-        Nvptx(arch) => {
-            cmd = Command::new(CLANG);
-            cmd.args([
-                "-x",
-                "cuda",
-                "-nocudainc",
-                "-nocudalib",
-                "--cuda-device-only",
-                "-S",
-            ])
-            .arg(format!("--cuda-gpu-arch={arch}"));
-        }
-        Amdgcn(arch) => {
-            cmd = Command::new(CLANG);
-            cmd.args([
-                "-x",
-                "hip",
-                "-nogpuinc",
-                "-nogpulib",
-                "--cuda-device-only",
-                "-S",
-            ])
-            .arg(format!("--offload-arch={arch}"));
-        }
-        Sycl => {
-            cmd = Command::new(CLANG);
-            cmd.args(sycl_flags());
-        }
+        Nvptx(_) | Amdgcn(_) | Sycl => cmd = clang_device(target),
         Host { compiler, cxx } => {
             cmd = Command::new(compiler);
             if cxx {
@@ -226,6 +199,27 @@ fn compile(target: Target, src: &Path, extra: &[&str], out: &Path) -> String {
         Host { .. } | CudaHostPass => String::new(),
         _ => std::fs::read_to_string(out).unwrap(),
     }
+}
+
+/// clang set to compile the device pass of a CUDA, HIP or SYCL source for
+/// a device target, to assembly or LLVM IR (not a host target).
+fn clang_device(target: Target) -> Command {
+    let mut cmd = Command::new(CLANG);
+    match target {
+        Nvptx(arch) => cmd
+            .args(["-x", "cuda", "-nocudainc", "-nocudalib"])
+            .arg(format!("--cuda-gpu-arch={arch}")),
+        Amdgcn(arch) => cmd
+            .args(["-x", "hip", "-nogpuinc", "-nogpulib"])
+            .arg(format!("--offload-arch={arch}")),
+        Sycl => {
+            cmd.args(sycl_flags());
+            return cmd;
+        }
+        _ => panic!("{target:?} is not a device target"),
+    };
+    cmd.args(["--cuda-device-only", "-S"]);
+    cmd
 }
 
 /// `#include` lines for `files` (by path), after a comment with a hash of

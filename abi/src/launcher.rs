@@ -55,9 +55,9 @@ pub struct fi_xpu_host_item {
     pub subgroup_items: u32,
 }
 
-impl Default for fi_xpu_host_item {
+impl fi_xpu_host_item {
     /// The position of a thread outside any launch: a group of one.
-    fn default() -> Self {
+    pub const fn single() -> fi_xpu_host_item {
         fi_xpu_host_item {
             local_id: 0,
             group_size: 1,
@@ -68,6 +68,12 @@ impl Default for fi_xpu_host_item {
             subgroup_size: 1,
             subgroup_items: 1,
         }
+    }
+}
+
+impl Default for fi_xpu_host_item {
+    fn default() -> Self {
+        Self::single()
     }
 }
 

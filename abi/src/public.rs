@@ -236,6 +236,19 @@ pub struct fi_xpu_domain_attr {
     pub flags: u64,
 }
 
+impl Default for fi_xpu_domain_attr {
+    /// What a NULL `attr` means: the provider's defaults.
+    fn default() -> Self {
+        fi_xpu_domain_attr {
+            size: std::mem::size_of::<fi_xpu_domain_attr>(),
+            fabric_prov: std::ptr::null(),
+            progress_threads: 0,
+            reserved: 0,
+            flags: 0,
+        }
+    }
+}
+
 /// Optional input to `fi_xpu_av_open`.
 #[repr(C)]
 pub struct fi_xpu_av_attr {

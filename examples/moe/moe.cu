@@ -53,16 +53,6 @@
 
 #define MOE_THREADS 128
 
-#define CUDA_CHECK_RT(expr)                                                              \
-	do {                                                                             \
-		cudaError_t e_ = (expr);                                                 \
-		if (e_ != cudaSuccess) {                                                 \
-			fprintf(stderr, "[%d] %s: %s\n", (int)getpid(), #expr,           \
-				cudaGetErrorString(e_));                                 \
-			exit(1);                                                         \
-		}                                                                        \
-	} while (0)
-
 /* All blocks of the grid meet; `target` is the barrier's sequence number
  * times the grid size (the counter only grows). */
 __device__ static void grid_barrier(uint64_t *bar, uint64_t target, struct moe_layout *l)
@@ -158,7 +148,7 @@ __global__ void k_combine(struct moe_args a, uint64_t *bar, uint64_t seq, int re
  * alike. */
 static void window_write(void *dst, const void *src, size_t len)
 {
-	CUDA_CHECK_RT(cudaMemcpy(dst, src, len, cudaMemcpyDefault));
+	CUDA_CHECK(cudaMemcpy(dst, src, len, cudaMemcpyDefault));
 }
 
 static void sync_or_die(const struct moe_args *a, int rank, const char *what)
@@ -169,7 +159,7 @@ static void sync_or_die(const struct moe_args *a, int rank, const char *what)
 		fprintf(stderr, "[%d] %s: %s\n", rank, what, cudaGetErrorString(e));
 		exit(1);
 	}
-	CUDA_CHECK_RT(cudaMemcpy(&l, a->l, sizeof(l), cudaMemcpyDefault));
+	CUDA_CHECK(cudaMemcpy(&l, a->l, sizeof(l), cudaMemcpyDefault));
 	if (l.err) {
 		fprintf(stderr, "[%d] %s failed at moe.h:%d: %s\n", rank, what, l.err_line,
 			fi_xpu_strerror(l.err));
@@ -183,10 +173,10 @@ static unsigned grid_blocks(uint64_t work)
 {
 	int sms = 0, dev = 0, per_sm = 0, other = 0;
 	const char *pct = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-	CUDA_CHECK_RT(cudaGetDevice(&dev));
-	CUDA_CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-	CUDA_CHECK_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dispatch, MOE_THREADS, 0));
-	CUDA_CHECK_RT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&other, k_combine, MOE_THREADS, 0));
+	CUDA_CHECK(cudaGetDevice(&dev));
+	CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+	CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dispatch, MOE_THREADS, 0));
+	CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&other, k_combine, MOE_THREADS, 0));
 	per_sm = std::min(per_sm, other);
 	if (pct && atoi(pct) > 0 && atoi(pct) < 100)
 		sms = std::max(1, sms * atoi(pct) / 100);
@@ -249,7 +239,7 @@ int main(int argc, char **argv)
 	}
 	moe_plan(&plan, (uint32_t)n, T, H, E, K, fp8);
 	w.write = window_write;
-	CUDA_CHECK_RT(cudaSetDevice(0));
+	CUDA_CHECK(cudaSetDevice(0));
 	if ((mem && !strcmp(mem, "pinned")) || (rc = world_try_open(&w, plan.size, &dev_attr))) {
 		if (!(mem && !strcmp(mem, "pinned")))
 			fprintf(stderr, "[%d] %s: device memory refused (%s); pinned host memory instead\n",
@@ -266,10 +256,10 @@ int main(int argc, char **argv)
 	a.w = w.dev;
 	a.sym = w.sym;
 	a.l = (struct moe_layout *)(void *)(w.sym + WORLD_HDR);
-	CUDA_CHECK_RT(cudaMalloc((void **)&bar, sizeof(*bar)));
-	CUDA_CHECK_RT(cudaMemset(bar, 0, sizeof(*bar)));
+	CUDA_CHECK(cudaMalloc((void **)&bar, sizeof(*bar)));
+	CUDA_CHECK(cudaMemset(bar, 0, sizeof(*bar)));
 	for (int i = 0; i < 4; i++)
-		CUDA_CHECK_RT(cudaEventCreate(&ev[i]));
+		CUDA_CHECK(cudaEventCreate(&ev[i]));
 	unsigned blocks = grid_blocks((uint64_t)n * E * T);
 	k_reset<<<1, MOE_THREADS>>>(a);
 	sync_or_die(&a, w.rank, "reset");
@@ -278,21 +268,21 @@ int main(int argc, char **argv)
 		double mine[2], all[2 * WORLD_MAXP], dmax = 0, cmax = 0;
 		/* Every rank has reset its words before any rank sends. */
 		world_barrier(&w);
-		CUDA_CHECK_RT(cudaEventRecord(ev[0]));
+		CUDA_CHECK(cudaEventRecord(ev[0]));
 		k_dispatch<<<blocks, MOE_THREADS>>>(a, bar, ++seq);
-		CUDA_CHECK_RT(cudaEventRecord(ev[1]));
+		CUDA_CHECK(cudaEventRecord(ev[1]));
 		sync_or_die(&a, w.rank, "dispatch");
 		k_expert<<<blocks, MOE_THREADS>>>(a);
 		sync_or_die(&a, w.rank, "expert");
 		/* The combine starts on every rank with the experts done. */
 		world_barrier(&w);
-		CUDA_CHECK_RT(cudaEventRecord(ev[2]));
+		CUDA_CHECK(cudaEventRecord(ev[2]));
 		k_combine<<<blocks, MOE_THREADS>>>(a, bar, ++seq, it + 1 < warm + iters);
-		CUDA_CHECK_RT(cudaEventRecord(ev[3]));
+		CUDA_CHECK(cudaEventRecord(ev[3]));
 		seq++;
 		sync_or_die(&a, w.rank, "combine");
-		CUDA_CHECK_RT(cudaEventElapsedTime(&d, ev[0], ev[1]));
-		CUDA_CHECK_RT(cudaEventElapsedTime(&cmb, ev[2], ev[3]));
+		CUDA_CHECK(cudaEventElapsedTime(&d, ev[0], ev[1]));
+		CUDA_CHECK(cudaEventElapsedTime(&cmb, ev[2], ev[3]));
 		mine[0] = d * 1e3;
 		mine[1] = cmb * 1e3;
 		world_allgather(&w, mine, all, sizeof(mine));
@@ -308,7 +298,7 @@ int main(int argc, char **argv)
 	}
 	/* The last round skipped its reset: every byte it moved is checked,
 	 * on a copy of the window in host memory. */
-	CUDA_CHECK_RT(cudaMemcpy(host.data(), w.sym, plan.size, cudaMemcpyDefault));
+	CUDA_CHECK(cudaMemcpy(host.data(), w.sym, plan.size, cudaMemcpyDefault));
 	bad = moe_verify(&plan, host.data(), (uint32_t)n, (uint32_t)w.rank);
 	printf("[%d] moe_cuda n=%d prov=%s dtype=%s T=%u H=%u E=%u K=%u grid=%ux%d: %s\n", w.rank, n,
 	       prov, fp8 ? "fp8" : "bf16", T, H, E, K, blocks, MOE_THREADS, bad ? "FAILED" : "ok");

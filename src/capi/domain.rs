@@ -22,13 +22,7 @@ pub unsafe extern "C" fn fi_xpu_domain(
     boundary!({
         let out = out!(domain)?;
         let prov = provider_of(borrowed!(info)?)?;
-        let defaults = fi_xpu_domain_attr {
-            size: std::mem::size_of::<fi_xpu_domain_attr>(),
-            fabric_prov: std::ptr::null(),
-            progress_threads: 0,
-            reserved: 0,
-            flags: 0,
-        };
+        let defaults = fi_xpu_domain_attr::default();
         let attr = match borrowed_opt!(attr) {
             None => &defaults,
             Some(a) => {

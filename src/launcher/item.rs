@@ -5,20 +5,8 @@ use fi_xpu_abi::*;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-/// The position of a thread outside any launch: a group of one.
-pub(super) const SINGLE: fi_xpu_host_item = fi_xpu_host_item {
-    local_id: 0,
-    group_size: 1,
-    group_id: 0,
-    num_groups: 1,
-    lane_id: 0,
-    subgroup_id: 0,
-    subgroup_size: 1,
-    subgroup_items: 1,
-};
-
 thread_local! {
-    pub(super) static ITEM: Cell<fi_xpu_host_item> = const { Cell::new(SINGLE) };
+    pub(super) static ITEM: Cell<fi_xpu_host_item> = const { Cell::new(fi_xpu_host_item::single()) };
     pub(super) static LAUNCH: RefCell<Option<Arc<Launch>>> = const { RefCell::new(None) };
 }
 

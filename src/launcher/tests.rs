@@ -1,4 +1,3 @@
-use super::item::SINGLE;
 use super::*;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -32,7 +31,7 @@ fn a_panic_in_a_work_item_reaches_the_launcher_after_the_others() {
     let msg = r.unwrap_err();
     assert_eq!(msg.downcast_ref::<&str>(), Some(&"item 5"));
     assert_eq!(finished.load(Ordering::SeqCst), 5);
-    assert_eq!(current_item(), SINGLE);
+    assert_eq!(current_item(), fi_xpu_host_item::single());
     let ran = AtomicU32::new(0);
     launch(&s, || {
         ran.fetch_add(1, Ordering::SeqCst);
@@ -233,7 +232,7 @@ fn items_cover_the_launch() {
 
 #[test]
 fn outside_a_launch_is_one_work_item() {
-    assert_eq!(current_item(), SINGLE);
+    assert_eq!(current_item(), fi_xpu_host_item::single());
     for scope in 0..4 {
         assert_eq!(barrier(scope), Ok(()));
         assert_eq!(broadcast(scope, 7), Ok(7));
@@ -302,5 +301,5 @@ fn barriers_and_broadcasts() {
     .unwrap();
     assert_eq!(bad.load(Ordering::SeqCst), 0);
     assert_eq!(sum.load(Ordering::SeqCst), 3 * 10 + 300 * 5);
-    assert_eq!(current_item(), SINGLE);
+    assert_eq!(current_item(), fi_xpu_host_item::single());
 }

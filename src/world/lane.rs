@@ -113,13 +113,7 @@ impl Lane {
             fid_ops: ops,
         };
         // On an error, Drop closes what was opened.
-        let dattr = fi_xpu_domain_attr {
-            size: std::mem::size_of::<fi_xpu_domain_attr>(),
-            fabric_prov: std::ptr::null(),
-            progress_threads: 0,
-            reserved: 0,
-            flags: 0,
-        };
+        let dattr = fi_xpu_domain_attr::default();
         l.dom = obj::domain(prov.clone(), &dattr, none, ops)?;
         let dom = get(l.dom, Kind::Domain)?;
         let user = xpu.user.clone()?;

@@ -8,7 +8,8 @@
 //! must find the host header, so a tree it cannot read fails the test.
 use super::common::{have, root, scratch};
 use super::vendor::cuda_home;
-use super::{include_flags, sycl_flags, CLANG};
+use super::Target::{Amdgcn, Nvptx, Sycl};
+use super::{clang_device, include_flags};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -138,34 +139,12 @@ fn device_passes_include_no_host_header() {
         };
         let mut runs: Vec<(String, Command)> = Vec::new();
         for arch in ["sm_70", "sm_90"] {
-            let mut c = Command::new(CLANG);
-            c.args([
-                "-x",
-                "cuda",
-                "-nocudainc",
-                "-nocudalib",
-                "--cuda-device-only",
-                "-S",
-            ])
-            .arg(format!("--cuda-gpu-arch={arch}"));
-            runs.push((format!("clang CUDA {arch}"), c));
+            runs.push((format!("clang CUDA {arch}"), clang_device(Nvptx(arch))));
         }
         for arch in ["gfx90a", "gfx942"] {
-            let mut c = Command::new(CLANG);
-            c.args([
-                "-x",
-                "hip",
-                "-nogpuinc",
-                "-nogpulib",
-                "--cuda-device-only",
-                "-S",
-            ])
-            .arg(format!("--offload-arch={arch}"));
-            runs.push((format!("clang HIP {arch}"), c));
+            runs.push((format!("clang HIP {arch}"), clang_device(Amdgcn(arch))));
         }
-        let mut c = Command::new(CLANG);
-        c.args(sycl_flags());
-        runs.push(("clang SYCL device".into(), c));
+        runs.push(("clang SYCL device".into(), clang_device(Sycl)));
         if let Some(cuda) = cuda_home() {
             let mut c = Command::new(cuda.join("bin/nvcc"));
             c.args([

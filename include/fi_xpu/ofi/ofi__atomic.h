@@ -16,21 +16,14 @@ FI_XPU_FUNC int fi_xpu_ofi_atomic_any(struct fid_xpu_ep *ep, uint32_t kind, cons
 				      void *context, uint64_t flags, int own, int scope,
 				      const char *call)
 {
-	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	struct fi_xpu_ofi_wqe w;
 	if (!ep)
 		return -FI_EINVAL;
 	if (!own && (!dest_addr || (!buf && op != FI_ATOMIC_READ) || datatype < 0 || op < 0))
 		own = -FI_EINVAL;
-	w.op = kind;
+	w = fi_xpu_ofi_wqe_rma(kind, flags & ~FI_REMOTE_CQ_DATA, dest_addr, buf, count, desc, addr, key,
+			       context);
 	w.atomic = (uint32_t)datatype | (uint32_t)op << 16;
-	w.flags = flags & ~FI_REMOTE_CQ_DATA;
-	w.addr = fi_xpu_ofi_addr(dest_addr);
-	w.buf = (uint64_t)(uintptr_t)buf;
-	w.len = count;
-	w.desc = fi_xpu_ofi_desc_id(desc);
-	w.raddr = addr;
-	w.rkey = key;
-	w.context = (uint64_t)(uintptr_t)context;
 	w.compare = (uint64_t)(uintptr_t)compare;
 	w.result = (uint64_t)(uintptr_t)result;
 	w.result_desc = fi_xpu_ofi_desc_id(result_desc);

@@ -60,22 +60,15 @@ FI_XPU_FUNC int fi_xpu_put_signal_ofi(struct fid_xpu_ep *ep, const void *buf, si
 				      uint64_t sig_addr, uint64_t sig_key, uint64_t signal,
 				      int sig_op, void *context, uint64_t flags, int scope)
 {
-	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	struct fi_xpu_ofi_wqe w;
 	int own = fi_xpu_device_check_put_signal(flags, sig_addr, sig_op);
 	if (!own && ((!buf && len) || !dest_addr))
 		own = -FI_EINVAL;
 	if (!ep)
 		return -FI_EINVAL;
-	w.op = FI_XPU_OFI_OP_PUT_SIGNAL;
+	w = fi_xpu_ofi_wqe_rma(FI_XPU_OFI_OP_PUT_SIGNAL, flags, dest_addr, buf, len, desc, addr, key,
+			       context);
 	w.atomic = (uint32_t)sig_op;
-	w.flags = flags;
-	w.addr = fi_xpu_ofi_addr(dest_addr);
-	w.buf = (uint64_t)(uintptr_t)buf;
-	w.len = len;
-	w.desc = fi_xpu_ofi_desc_id(desc);
-	w.raddr = addr;
-	w.rkey = key;
-	w.context = (uint64_t)(uintptr_t)context;
 	w.data = signal;
 	w.tag = sig_addr;
 	w.ignore = sig_key;

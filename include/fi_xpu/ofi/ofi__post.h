@@ -113,6 +113,26 @@ FI_XPU_FUNC struct fi_xpu_ofi_wqe fi_xpu_ofi_wqe_zero(void)
 	return w;
 }
 
+/* An entry between `len` bytes (elements, for atomics) at the local `buf`
+ * and the peer's (raddr, rkey): the fields that writes, reads, atomics and
+ * puts with signal share; the caller adds the rest. */
+FI_XPU_FUNC struct fi_xpu_ofi_wqe fi_xpu_ofi_wqe_rma(uint32_t op, uint64_t flags, const void *peer,
+						     const void *buf, size_t len, void *desc,
+						     uint64_t raddr, uint64_t rkey, void *context)
+{
+	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	w.op = op;
+	w.flags = flags;
+	w.addr = fi_xpu_ofi_addr(peer);
+	w.buf = (uint64_t)(uintptr_t)buf;
+	w.len = len;
+	w.desc = fi_xpu_ofi_desc_id(desc);
+	w.raddr = raddr;
+	w.rkey = rkey;
+	w.context = (uint64_t)(uintptr_t)context;
+	return w;
+}
+
 FI_XPU_FUNC void fi_xpu_ofi_copy_bytes(void *dst, const void *src, size_t n)
 {
 	unsigned char *d = (unsigned char *)dst;

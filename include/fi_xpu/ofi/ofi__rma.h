@@ -13,21 +13,14 @@ FI_XPU_FUNC int fi_xpu_write_ofi(struct fid_xpu_ep *ep, const void *buf, size_t 
 				 uint64_t data, void *dest_addr, uint64_t addr, uint64_t key,
 				 void *context, uint64_t flags, int scope)
 {
-	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	struct fi_xpu_ofi_wqe w;
 	int own = fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_WRITE_FLAGS);
 	if (!own && ((!buf && len) || !dest_addr))
 		own = -FI_EINVAL;
 	if (!ep)
 		return -FI_EINVAL;
-	w.op = FI_XPU_OFI_OP_WRITE;
-	w.flags = flags;
-	w.addr = fi_xpu_ofi_addr(dest_addr);
-	w.buf = (uint64_t)(uintptr_t)buf;
-	w.len = len;
-	w.desc = fi_xpu_ofi_desc_id(desc);
-	w.raddr = addr;
-	w.rkey = key;
-	w.context = (uint64_t)(uintptr_t)context;
+	w = fi_xpu_ofi_wqe_rma(FI_XPU_OFI_OP_WRITE, flags, dest_addr, buf, len, desc, addr, key,
+			       context);
 	w.data = data;
 	return fi_xpu_ofi_submit(ep, &w, own, scope, "fi_xpu_write");
 }
@@ -36,21 +29,14 @@ FI_XPU_FUNC int fi_xpu_read_ofi(struct fid_xpu_ep *ep, void *buf, size_t len, vo
 				void *src_addr, uint64_t addr, uint64_t key, void *context,
 				uint64_t flags, int scope)
 {
-	struct fi_xpu_ofi_wqe w = fi_xpu_ofi_wqe_zero();
+	struct fi_xpu_ofi_wqe w;
 	int own = fi_xpu_device_check_flags(flags, FI_XPU_DEVICE_READ_FLAGS);
 	if (!own && ((!buf && len) || !src_addr))
 		own = -FI_EINVAL;
 	if (!ep)
 		return -FI_EINVAL;
-	w.op = FI_XPU_OFI_OP_READ;
-	w.flags = flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT);
-	w.addr = fi_xpu_ofi_addr(src_addr);
-	w.buf = (uint64_t)(uintptr_t)buf;
-	w.len = len;
-	w.desc = fi_xpu_ofi_desc_id(desc);
-	w.raddr = addr;
-	w.rkey = key;
-	w.context = (uint64_t)(uintptr_t)context;
+	w = fi_xpu_ofi_wqe_rma(FI_XPU_OFI_OP_READ, flags & ~(FI_REMOTE_CQ_DATA | FI_INJECT), src_addr,
+			       buf, len, desc, addr, key, context);
 	return fi_xpu_ofi_submit(ep, &w, own, scope, "fi_xpu_read");
 }
 

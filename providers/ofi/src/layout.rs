@@ -86,6 +86,18 @@ pub const CNTR_READ: usize = 2;
 pub const CNTR_WRITE: usize = 3;
 pub const CNTR_REM_READ: usize = 4;
 pub const CNTR_REM_WRITE: usize = 5;
+// The SDK's CNTR_BIND_FLAGS numbers the counters the same way.
+const _: () = assert!(matches!(
+    [
+        CNTR_SEND,
+        CNTR_RECV,
+        CNTR_READ,
+        CNTR_WRITE,
+        CNTR_REM_READ,
+        CNTR_REM_WRITE
+    ],
+    [0, 1, 2, 3, 4, 5]
+));
 
 /// An endpoint's device block; `fid_xpu.prov_ctx` points here. The three
 /// indexes sit on their own cache lines: `prod` is bumped by device groups,

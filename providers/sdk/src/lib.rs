@@ -193,6 +193,26 @@ pub trait Provider: 'static {
     }
 }
 
+/// The `fi_ep_bind` flag of each of an endpoint's six counters, in the
+/// order the providers' layouts number them (`CNTR_SEND` 0, `CNTR_RECV`,
+/// `CNTR_READ`, `CNTR_WRITE`, `CNTR_REM_READ`, `CNTR_REM_WRITE` 5).
+pub const CNTR_BIND_FLAGS: [u64; 6] = {
+    use abi::flags::*;
+    [
+        FI_SEND,
+        FI_RECV,
+        FI_READ,
+        FI_WRITE,
+        FI_REMOTE_READ,
+        FI_REMOTE_WRITE,
+    ]
+};
+
+/// The counter slots `flags` (of `fi_ep_bind`) select.
+pub fn cntr_slots(flags: u64) -> impl Iterator<Item = usize> {
+    (0..CNTR_BIND_FLAGS.len()).filter(move |&i| flags & CNTR_BIND_FLAGS[i] != 0)
+}
+
 /// A count-or-error from code that speaks the C convention.
 pub fn ssize(r: isize) -> Result<usize> {
     if r < 0 {

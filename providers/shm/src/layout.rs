@@ -480,6 +480,18 @@ pub const CNTR_READ: usize = 2;
 pub const CNTR_WRITE: usize = 3;
 pub const CNTR_REM_READ: usize = 4;
 pub const CNTR_REM_WRITE: usize = 5;
+// The SDK's CNTR_BIND_FLAGS numbers the counters the same way.
+const _: () = assert!(matches!(
+    [
+        CNTR_SEND,
+        CNTR_RECV,
+        CNTR_READ,
+        CNTR_WRITE,
+        CNTR_REM_READ,
+        CNTR_REM_WRITE
+    ],
+    [0, 1, 2, 3, 4, 5]
+));
 
 #[cfg(test)]
 mod tests {

@@ -183,20 +183,6 @@ __global__ void k_combine(struct args a, uint64_t seq, int reset)
 	reset_words(a, item, nitems);
 }
 
-static void io(int fd, void *buf, size_t len, int out)
-{
-	char *p = (char *)buf;
-	while (len) {
-		ssize_t r = out ? write(fd, p, len) : read(fd, p, len);
-		if (r <= 0) {
-			fprintf(stderr, "[%d] a rank is gone\n", (int)getpid());
-			exit(1);
-		}
-		p += r;
-		len -= (size_t)r;
-	}
-}
-
 static double median(std::vector<double> v)
 {
 	std::sort(v.begin(), v.end());
@@ -254,9 +240,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		for (int i = 1; i < n; i++)
-			io(down[i], &uid, sizeof(uid), 1);
+			world_io(down[i], &uid, sizeof(uid), 1);
 	} else {
-		io(up, &uid, sizeof(uid), 0);
+		world_io(up, &uid, sizeof(uid), 0);
 	}
 	if (nvshmemx_set_attr_uniqueid_args(rank, n, &uid, &attr) != 0 ||
 	    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) != 0) {
@@ -334,15 +320,15 @@ int main(int argc, char **argv)
 	/* The slowest rank's time per iteration, then the median. */
 	std::vector<double> td(disp), tc(comb), tt;
 	if (rank != 0) {
-		io(up, disp.data(), disp.size() * sizeof(double), 1);
-		io(up, comb.data(), comb.size() * sizeof(double), 1);
+		world_io(up, disp.data(), disp.size() * sizeof(double), 1);
+		world_io(up, comb.data(), comb.size() * sizeof(double), 1);
 		return bad != 0;
 	}
 	int failed = bad != 0;
 	std::vector<double> other_d(td.size()), other_c(tc.size());
 	for (int i = 1; i < n; i++) {
-		io(down[i], other_d.data(), other_d.size() * sizeof(double), 0);
-		io(down[i], other_c.data(), other_c.size() * sizeof(double), 0);
+		world_io(down[i], other_d.data(), other_d.size() * sizeof(double), 0);
+		world_io(down[i], other_c.data(), other_c.size() * sizeof(double), 0);
 		for (size_t k = 0; k < td.size(); k++) {
 			td[k] = std::max(td[k], other_d[k]);
 			tc[k] = std::max(tc[k], other_c[k]);

@@ -16,7 +16,7 @@ use crate::state::ep::{Bound, EpInner, EpState, SleepCheck};
 use fi_xpu_abi::errno::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
-use fi_xpu_prov_sdk::{Error, Result};
+use fi_xpu_prov_sdk::{cntr_slots, Error, Result};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -116,18 +116,8 @@ impl Ep {
             ));
             return Err(Error::OPNOTSUPP);
         }
-        let slots = [
-            (FI_SEND, CNTR_SEND),
-            (FI_RECV, CNTR_RECV),
-            (FI_READ, CNTR_READ),
-            (FI_WRITE, CNTR_WRITE),
-            (FI_REMOTE_READ, CNTR_REM_READ),
-            (FI_REMOTE_WRITE, CNTR_REM_WRITE),
-        ];
-        for (flag, i) in slots {
-            if flags & flag != 0 {
-                self.pending.cntr[i] = Some(c.clone());
-            }
+        for i in cntr_slots(flags) {
+            self.pending.cntr[i] = Some(c.clone());
         }
         Ok(())
     }

@@ -49,13 +49,17 @@ pub(crate) unsafe extern "C" fn av_lookup<P: Provider>(
     flags: u64,
 ) -> c_int {
     guard::<P>(|| {
-        // SAFETY: live AV and context.
-        let (a, c) = unsafe { (obj::<P::Av>(av), obj::<P::Ctx>(ctx)) };
-        // SAFETY: len is valid (checked by the core).
-        unsafe { need(len, P::ctx_query(c)?.av_addr_size)? };
-        let bytes = P::av_lookup(a, fi_addr, c, flags)?;
-        // SAFETY: buf holds *len bytes (checked by the core).
-        unsafe { put_sized(buf, len, &bytes) }
+        // SAFETY: live AV and context; len and buf checked by the core.
+        unsafe {
+            let a = obj::<P::Av>(av);
+            put_ctx_bytes::<P>(
+                ctx,
+                buf,
+                len,
+                |i| i.av_addr_size,
+                |c| P::av_lookup(a, fi_addr, c, flags),
+            )
+        }
     })
 }
 

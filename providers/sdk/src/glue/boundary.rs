@@ -114,6 +114,28 @@ pub(super) unsafe fn need(len: *mut usize, need: usize) -> Result<()> {
     Ok(())
 }
 
+/// The body of `av_lookup` and `mr_desc`: the bytes `bytes` makes for
+/// context `ctx`, at most `size` of its information says, copied out to
+/// (`buf`, `*len`).
+///
+/// # Safety
+/// `ctx` is a live context of `P`; `len` is valid and `buf` holds `*len`
+/// bytes (the core checks both).
+pub(super) unsafe fn put_ctx_bytes<P: Provider>(
+    ctx: H,
+    buf: *mut c_void,
+    len: *mut usize,
+    size: fn(&fi_xpu_ctx_info) -> usize,
+    bytes: impl FnOnce(&P::Ctx) -> Result<Vec<u8>>,
+) -> Result<c_int> {
+    // SAFETY: per the function contract.
+    unsafe {
+        let c = obj::<P::Ctx>(ctx);
+        need(len, size(&P::ctx_query(c)?))?;
+        put_sized(buf, len, &bytes(c)?)
+    }
+}
+
 /// The body of `ctx_open` and `av_open`: an object on a domain.
 ///
 /// # Safety

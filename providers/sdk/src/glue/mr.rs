@@ -32,13 +32,17 @@ pub(crate) unsafe extern "C" fn mr_desc<P: Provider>(
     flags: u64,
 ) -> c_int {
     guard::<P>(|| {
-        // SAFETY: live MR and context.
-        let (m, c) = unsafe { (obj::<P::Mr>(mr), obj::<P::Ctx>(ctx)) };
-        // SAFETY: len is valid (checked by the core).
-        unsafe { need(len, P::ctx_query(c)?.mr_desc_size)? };
-        let bytes = P::mr_desc(m, c, flags)?;
-        // SAFETY: buf holds *len bytes (checked by the core).
-        unsafe { put_sized(buf, len, &bytes) }
+        // SAFETY: live MR and context; len and buf checked by the core.
+        unsafe {
+            let m = obj::<P::Mr>(mr);
+            put_ctx_bytes::<P>(
+                ctx,
+                buf,
+                len,
+                |i| i.mr_desc_size,
+                |c| P::mr_desc(m, c, flags),
+            )
+        }
     })
 }
 

@@ -7,7 +7,6 @@ use crate::core;
 use crate::layout::*;
 use crate::wire::{self, Msg};
 use fi_xpu_prov_sdk::{Error, Result};
-use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 impl Inner {
@@ -86,27 +85,8 @@ impl Inner {
         }
         let gen = st.next_conn_gen;
         st.next_conn_gen += 1;
-        st.conns.insert(
-            cid,
-            Conn {
-                sock: Some(sock),
-                ready: false,
-                announced: false,
-                client,
-                remote_nonce: 0,
-                gen,
-                at_peer: 0,
-                at_peer_gen: 0,
-                secret: [0; 16],
-                rx_key,
-                tx_key: [0; 2],
-                pid,
-                regions: HashMap::new(),
-                imports: HashMap::new(),
-                pushed: 0,
-                acked: 0,
-            },
-        );
+        st.conns
+            .insert(cid, Conn::new(sock, client, gen, rx_key, pid));
         let ctxs: Vec<u64> = st.ctxs.keys().copied().collect();
         for id in ctxs {
             Self::add_map(st, id, cid)?;
@@ -303,22 +283,10 @@ mod tests {
     fn conn(client: bool, nonce: u64, pid: i32) -> Conn {
         let (a, _) = std::os::unix::net::UnixStream::pair().unwrap();
         Conn {
-            sock: Some(a.into()),
             ready: true,
             announced: true,
-            client,
             remote_nonce: nonce,
-            gen: 1,
-            at_peer: 0,
-            at_peer_gen: 0,
-            secret: [0; 16],
-            rx_key: [1, 2],
-            tx_key: [0; 2],
-            pid,
-            regions: HashMap::new(),
-            imports: HashMap::new(),
-            pushed: 0,
-            acked: 0,
+            ..Conn::new(a.into(), client, 1, [1, 2], pid)
         }
     }
 

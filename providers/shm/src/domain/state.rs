@@ -125,6 +125,31 @@ pub struct Conn {
     pub acked: u64,
 }
 
+impl Conn {
+    /// A connection whose handshake has not begun: nothing shared, nothing
+    /// imported, no key from the peer.
+    pub fn new(sock: OwnedFd, client: bool, gen: u64, rx_key: [u64; 2], pid: i32) -> Conn {
+        Conn {
+            sock: Some(sock),
+            ready: false,
+            announced: false,
+            client,
+            remote_nonce: 0,
+            gen,
+            at_peer: 0,
+            at_peer_gen: 0,
+            secret: [0; 16],
+            rx_key,
+            tx_key: [0; 2],
+            pid,
+            regions: HashMap::new(),
+            imports: HashMap::new(),
+            pushed: 0,
+            acked: 0,
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct State {
     pub regions: BTreeMap<u32, Region>,

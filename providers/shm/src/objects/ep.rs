@@ -9,7 +9,7 @@ use crate::domain::{store, Addr, ADDR_LEN};
 use crate::layout::*;
 use fi_xpu_abi::flags::*;
 use fi_xpu_abi::*;
-use fi_xpu_prov_sdk::{Error, Result};
+use fi_xpu_prov_sdk::{cntr_slots, Error, Result};
 use std::mem::{offset_of, size_of};
 use std::sync::Arc;
 
@@ -163,14 +163,6 @@ impl Ep {
     }
 
     pub fn bind_cntr(&mut self, c: &Counter, flags: u64) -> Result<()> {
-        let pairs = [
-            (FI_SEND, CNTR_SEND),
-            (FI_RECV, CNTR_RECV),
-            (FI_READ, CNTR_READ),
-            (FI_WRITE, CNTR_WRITE),
-            (FI_REMOTE_READ, CNTR_REM_READ),
-            (FI_REMOTE_WRITE, CNTR_REM_WRITE),
-        ];
         if c.is_host() && flags & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
             core::warn("a host counter cannot count remote accesses: peers cannot reach it");
             return Err(Error::OPNOTSUPP);
@@ -183,10 +175,8 @@ impl Ep {
         // SAFETY: this endpoint's live EpDev (its six counter words) and
         // endpoint block (its remote counter offsets).
         unsafe {
-            for (f, i) in pairs {
-                if flags & f != 0 {
-                    store(self.dev + 56 + 8 * i, c.addr as u64);
-                }
+            for i in cntr_slots(flags) {
+                store(self.dev + 56 + 8 * i, c.addr as u64);
             }
             if flags & FI_REMOTE_WRITE != 0 {
                 store(self.info + offset_of!(EpInfo, rem_write_cntr), remote);
