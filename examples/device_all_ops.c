@@ -78,6 +78,17 @@ static inline FI_XPU_ARCH_QUALIFIER void device_all_ops_body(struct device_all_o
 	 * a direct store where the provider maps the peer (shm). */
 	STEP(fi_xpu_put_signal(a->ep, b, 8, a->desc, a->peer, a->remote, a->key, a->remote, a->key,
 			       1, FI_XPU_SIGNAL_ADD, b, 0, s));
+	/* The cooperative forms: one operation for the scope group, and one
+	 * transfer split across the launch's work groups, each group its
+	 * share (one completion and one signal add per share). */
+	STEP(fi_xpu_coop_write(a->ep, b, 16, a->desc, 0, a->peer, a->remote, a->key, b, 0, s));
+	STEP(fi_xpu_coop_put_signal(a->ep, b, 8, a->desc, a->peer, a->remote, a->key, a->remote,
+				    a->key, 1, FI_XPU_SIGNAL_ADD, b, 0, s));
+	STEP(fi_xpu_coop_write_part(a->ep, b, 64, a->desc, 0, a->peer, a->remote, a->key, b, 0,
+				    fi_xpu_arch_group_id(), fi_xpu_arch_num_groups(), s));
+	STEP(fi_xpu_coop_put_signal_part(a->ep, b, 64, a->desc, a->peer, a->remote, a->key,
+					 a->remote, a->key, 1, FI_XPU_SIGNAL_ADD, b, 0,
+					 fi_xpu_arch_group_id(), fi_xpu_arch_num_groups(), s));
 	STEP(fi_xpu_fence(a->ep, 0, s));
 	STEP(fi_xpu_quiet(a->ep, 0, s));
 	STEP(fi_xpu_signal_wait_until(a->ep, b + 7, FI_XPU_CMP_GE, 0, 100, s));

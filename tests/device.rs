@@ -14,6 +14,8 @@ mod device_gpu_like;
 mod device_host;
 #[path = "device_signal.rs"]
 mod device_signal;
+#[path = "device_split.rs"]
+mod device_split;
 #[path = "inflight.rs"]
 mod inflight;
 #[path = "moe_example.rs"]

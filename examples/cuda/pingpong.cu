@@ -14,9 +14,10 @@
  * peer's pattern.
  *
  * Bandwidth. Rank 0 writes 16 MiB, then 256 MiB (up to -B), into rank 1's
- * heap with one block per SM, each block one cooperative write
- * (fi_xpu_coop_write at work-group scope) of its share; a one-thread kernel
- * then reads every block's completion. Rank 1 checks every byte on the GPU.
+ * heap as one write split across a grid of one block per SM
+ * (fi_xpu_coop_write_part at work-group scope: each block its share as one
+ * cooperative write); a one-thread kernel then reads every block's
+ * completion. Rank 1 checks every byte on the GPU.
  *
  * Rank 0 prints:
  *   RESULT write/<size>B <provider> ok|FAIL <usec per one-way write> <MB/s>
@@ -136,19 +137,15 @@ __global__ void pingpong_signal(struct dev_handles *h, char *heap, uint64_t rx_o
 	*out = c;
 }
 
-/* One block per share: a cooperative write of [off, off + len). */
-__global__ void put_shares(struct dev_handles *h, const char *src, uint64_t dst_off, size_t size,
-			   size_t share)
+/* One write split across the grid: every block writes its share of
+ * [0, size) as one cooperative write (one completion per block). */
+__global__ void put_shares(struct dev_handles *h, const char *src, uint64_t dst_off, size_t size)
 {
-	size_t off = (size_t)blockIdx.x * share;
-	if (off >= size)
-		return;
-	size_t len = size - off < share ? size - off : share;
 	int rc;
 	do
-		rc = fi_xpu_coop_write(&h->ep, src + off, len, NULL, 0, &h->raw,
-				       h->peer_base + dst_off + off, h->peer_key, NULL, 0,
-				       FI_XPU_WORK_GROUP);
+		rc = fi_xpu_coop_write_part(&h->ep, src, size, NULL, 0, &h->raw,
+					    h->peer_base + dst_off, h->peer_key, NULL, 0, blockIdx.x,
+					    gridDim.x, FI_XPU_WORK_GROUP);
 	while (rc == -FI_EAGAIN);
 	if (threadIdx.x == 0)
 		DCHECK(h, rc);
@@ -309,8 +306,7 @@ int main(int argc, char **argv)
 		cudaEvent_t e0, e1;
 		std::vector<float> ms;
 		CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-		size_t share = ((size + (size_t)sms - 1) / (size_t)sms + 4095) & ~(size_t)4095;
-		uint64_t blocks = (size + share - 1) / share;
+		uint64_t blocks = (uint64_t)sms;
 		CUDA_CHECK(cudaMalloc((void **)&bad, sizeof(*bad)));
 		CUDA_CHECK(cudaMemset(bad, 0, sizeof(*bad)));
 		CUDA_CHECK(cudaMemset(p.heap + bw_max, 0, size));
@@ -323,7 +319,7 @@ int main(int argc, char **argv)
 			for (int rep = 0; rep < 6; rep++) {
 				float t = 0;
 				CUDA_CHECK(cudaEventRecord(e0));
-				put_shares<<<(unsigned)blocks, 256>>>(p.h, p.heap, bw_max, size, share);
+				put_shares<<<(unsigned)blocks, 256>>>(p.h, p.heap, bw_max, size);
 				drain<<<1, 1>>>(p.h, blocks);
 				CUDA_CHECK(cudaEventRecord(e1));
 				peer_join(&p, "put_shares");

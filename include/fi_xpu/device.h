@@ -87,8 +87,14 @@
  *   (fi_xpu_coop_write, _read, _send, _tsend) itself: it defines
  *       #define FI_XPU_DEVICE_COOP_<name> ~, 1
  *   and fi_xpu_coop_<op>_<name> with the arguments of fi_xpu_<op>_<name>.
+ *   The cooperative put-with-signal likewise, on its own:
+ *       #define FI_XPU_DEVICE_COOP_SIGNAL_<name> ~, 1
+ *   and fi_xpu_coop_put_signal_<name> with the arguments of
+ *   fi_xpu_put_signal_<name> (flags and signal operation already checked).
  *   Otherwise the group's leader issues the one operation at work-item
- *   scope and every member gets its status.
+ *   scope and every member gets its status. The split forms
+ *   (fi_xpu_coop_write_part, fi_xpu_coop_put_signal_part) need nothing of
+ *   a provider: each share is one cooperative transfer.
  *
  * Scopes (upstream's meaning; see <fi_xpu/device_group.h>): the scope
  * names the group of work items that call the operation together; every
@@ -118,12 +124,29 @@
  *                       else NULL.
  *
  * Cooperative single transfers (extensions, not in upstream's API):
- *   fi_xpu_coop_write, fi_xpu_coop_read, fi_xpu_coop_send, fi_xpu_coop_tsend
- * take the arguments of fi_xpu_write, _read, _send and _tsend. Every member
- * of the scope group calls them with the same arguments; ONE operation is
- * performed for the group (NVSHMEM's _block/_warp form), its copy shared by
- * the members where the provider moves the data itself (shm), and every
- * member gets the same status.
+ *   fi_xpu_coop_write, fi_xpu_coop_read, fi_xpu_coop_send, fi_xpu_coop_tsend,
+ *   fi_xpu_coop_put_signal
+ * take the arguments of fi_xpu_write, _read, _send, _tsend and
+ * fi_xpu_put_signal. Every member of the scope group calls them with the
+ * same arguments; ONE operation is performed for the group (NVSHMEM's
+ * _block/_warp form), its copy shared by the members where the provider
+ * moves the data itself (shm), and every member gets the same status.
+ *
+ * One transfer split across groups (extensions, not in upstream's API):
+ *   fi_xpu_coop_write_part      the arguments of fi_xpu_coop_write, then
+ *                               uint32_t part, uint32_t parts, then scope
+ *   fi_xpu_coop_put_signal_part the arguments of fi_xpu_coop_put_signal,
+ *                               then part, parts, scope
+ * `parts` groups (every work group of a grid: part = its index, parts =
+ * their number) each call it with the same arguments but `part`, and each
+ * performs its share of [buf, buf + len) as one cooperative transfer to
+ * the same offset of [addr, addr + len): 16-byte units dealt out evenly
+ * (fi_xpu_coop_part, fi_xpu/device_coop.h). Every share is an operation
+ * of its own, empty ones (len < parts * 16) included: `parts` completions
+ * (and counter increments, and remote CQ entries with FI_REMOTE_CQ_DATA),
+ * and for the put-with-signal `parts` signal updates, so a target waits
+ * for the word to reach parts * signal. A set cannot be counted:
+ * FI_XPU_SIGNAL_SET with parts > 1 is -FI_EINVAL, as is part >= parts.
  */
 #ifndef FI_XPU_INCLUDED_DEVICE_H
 #define FI_XPU_INCLUDED_DEVICE_H

@@ -29,6 +29,19 @@
  *       copy is done, and a release store by any work item of the scope
  *       publishes it to observers at mscope.
  *
+ *   int fi_xpu_coop_part(size_t len, uint32_t part, uint32_t parts,
+ *                        size_t *off, size_t *n)
+ *       Part `part` of `parts` of a transfer of `len` bytes shared by
+ *       several groups (fi_xpu_coop_write_part and
+ *       fi_xpu_coop_put_signal_part, fi_xpu/device.h): [*off, *off + *n).
+ *       The u = ceil(len / 16) 16-byte units are dealt out in order, as
+ *       evenly as they divide (the first u % parts parts get one more), so
+ *       every offset is a multiple of 16 and only the last part with bytes
+ *       may end short of a unit; parts past the last unit are empty (*off =
+ *       len, *n = 0), which happens only when len < parts * 16. Not a group
+ *       call: any work item may ask. -FI_EINVAL when part >= parts (so
+ *       when parts is 0); nothing is written then.
+ *
  *   int fi_xpu_coop_broadcast_int(int scope, int value)
  *       The leader's value for everyone (e.g. the status of a post the
  *       leader made); returns a scope error instead when the scope is bad.
@@ -242,6 +255,25 @@ FI_XPU_FUNC int fi_xpu_coop_copy(void *dst, const void *src, size_t len, int sco
 				fi_xpu_arch_scope_rank(scope), fi_xpu_arch_scope_size(scope));
 	fi_xpu_arch_fence(FI_XPU_ARCH_RELEASE, mscope);
 	return fi_xpu_arch_barrier(scope);
+}
+
+/* The one place the shares of a split transfer are computed. */
+FI_XPU_FUNC int fi_xpu_coop_part(size_t len, uint32_t part, uint32_t parts, size_t *off,
+				 size_t *n)
+{
+	size_t units = len / 16 + (len % 16 != 0), q, r, first, end;
+
+	if (part >= parts)
+		return -FI_EINVAL;
+	q = units / parts;
+	r = units % parts;
+	first = (size_t)part * q + (part < r ? part : r);
+	end = first + q + (part < r);
+	/* In bytes: the last unit may be short, and a unit index past it
+	 * stands for the end. */
+	*off = first < units ? first * 16 : len;
+	*n = (end < units ? end * 16 : len) - *off;
+	return 0;
 }
 
 FI_XPU_FUNC int fi_xpu_coop_broadcast_int(int scope, int value)

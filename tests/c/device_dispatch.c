@@ -97,6 +97,37 @@ static void group_writes(void *arg)
 		__atomic_fetch_add(bad, 1, __ATOMIC_RELAXED);
 }
 
+/* The work groups split one write of SPLIT_LEN bytes (not a multiple of
+ * 16 per group): the test provider has no cooperative form, so each
+ * group's leader issues its share as one write. */
+#define SPLIT_GROUPS 5
+#define SPLIT_LEN 1000
+static unsigned char split_src[SPLIT_LEN], split_dst[SPLIT_LEN];
+
+static void split_writes(void *arg)
+{
+	int *bad = arg;
+	uint32_t g = fi_xpu_arch_group_id();
+	int ret = fi_xpu_coop_write_part(&ep, split_src, SPLIT_LEN, NULL, 0, NULL,
+					 (uint64_t)(uintptr_t)split_dst, TESTPROV_KEY,
+					 (void *)(uintptr_t)(g + 1), 0, g, SPLIT_GROUPS,
+					 FI_XPU_WORK_GROUP);
+	if (ret)
+		__atomic_fetch_add(bad, 1, __ATOMIC_RELAXED);
+	/* A provider without put-with-signal: -FI_ENOSYS per share, and
+	 * the split's own refusals before it. */
+	if (fi_xpu_coop_put_signal_part(&ep, split_src, SPLIT_LEN, NULL, NULL, 0, 0, 0, 0, 1,
+					FI_XPU_SIGNAL_ADD, NULL, 0, g, SPLIT_GROUPS,
+					FI_XPU_WORK_GROUP) != -FI_ENOSYS ||
+	    fi_xpu_coop_put_signal_part(&ep, split_src, SPLIT_LEN, NULL, NULL, 0, 0, 0, 0, 1,
+					FI_XPU_SIGNAL_SET, NULL, 0, g, SPLIT_GROUPS,
+					FI_XPU_WORK_GROUP) != -FI_EINVAL ||
+	    fi_xpu_coop_write_part(&ep, split_src, SPLIT_LEN, NULL, 0, NULL, 0, TESTPROV_KEY,
+				   NULL, 0, g + SPLIT_GROUPS, SPLIT_GROUPS,
+				   FI_XPU_WORK_GROUP) != -FI_EINVAL)
+		__atomic_fetch_add(bad, 1, __ATOMIC_RELAXED);
+}
+
 /* Group 0 waits on the counter; group 1 moves the error count meanwhile. */
 static void wait_vs_error(void *arg)
 {
@@ -215,6 +246,24 @@ int main(void)
 		for (int i = 0; i < 3; i++)
 			seen |= 1 << ((int)(uintptr_t)e[i].op_context - 1);
 		CHECK(seen == 7);
+	}
+
+	/* One write split over five groups: every byte, one completion
+	 * per share. */
+	{
+		struct fi_xpu_host_launch_attr a = {SPLIT_GROUPS, 8, 0, 0};
+		struct fi_cq_entry e[SPLIT_GROUPS + 1];
+		int bad = 0, seen = 0;
+		for (int i = 0; i < SPLIT_LEN; i++)
+			split_src[i] = (unsigned char)(i * 7 + 3);
+		CHECK(fi_xpu_host_launch(&a, split_writes, &bad) == 0 && bad == 0);
+		CHECK(memcmp(split_dst, split_src, SPLIT_LEN) == 0);
+		CHECK(ep_state.calls[TESTPROV_OP_WRITE] == 1 + 1 + 3 + SPLIT_GROUPS);
+		CHECK(cntr_state.value == 5 + 3 + SPLIT_GROUPS);
+		CHECK(fi_xpu_cq_read(&cq, e, SPLIT_GROUPS + 1, FI_XPU_WORK_ITEM) == SPLIT_GROUPS);
+		for (int i = 0; i < SPLIT_GROUPS; i++)
+			seen |= 1 << ((int)(uintptr_t)e[i].op_context - 1);
+		CHECK(seen == (1 << SPLIT_GROUPS) - 1);
 	}
 
 	/* A wait ends with -FI_EAVAIL when the error count moves. */

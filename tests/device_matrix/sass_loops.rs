@@ -7,7 +7,7 @@
 //!   relaxed and fence once when they found something; the work behind a
 //!   CQ entry is a subroutine the loop calls, outside it.
 //! - the main loop of the copies (cooperative copy, cooperative write,
-//!   put-with-signal) issues at least four 16-byte loads (`LDG.E*.128`)
+//!   put-with-signal, its cooperative and split forms) issues at least four 16-byte loads (`LDG.E*.128`)
 //!   before its first store, so a lane waits for memory once per four
 //!   units.
 //!
@@ -251,6 +251,21 @@ extern "C" __global__ void copy_put_signal(struct fid_xpu_ep *ep, const void *bu
 	out[0] = fi_xpu_put_signal(ep, buf, len, 0, peer, addr, key, sig, key, 1,
 				   FI_XPU_SIGNAL_SET, 0, 0, FI_XPU_WORK_ITEM);
 }
+extern "C" __global__ void copy_coop_put_signal(struct fid_xpu_ep *ep, const void *buf,
+						size_t len, void *peer, uint64_t addr,
+						uint64_t key, uint64_t sig, int64_t *out)
+{
+	out[0] = fi_xpu_coop_put_signal(ep, buf, len, 0, peer, addr, key, sig, key, 1,
+					FI_XPU_SIGNAL_SET, 0, 0, FI_XPU_WORK_GROUP);
+}
+extern "C" __global__ void copy_split_put_signal(struct fid_xpu_ep *ep, const void *buf,
+						 size_t len, void *peer, uint64_t addr,
+						 uint64_t key, uint64_t sig, int64_t *out)
+{
+	out[0] = fi_xpu_coop_put_signal_part(ep, buf, len, 0, peer, addr, key, sig, key, 1,
+					     FI_XPU_SIGNAL_ADD, 0, 0, blockIdx.x, gridDim.x,
+					     FI_XPU_WORK_GROUP);
+}
 "#;
 
 /// `source` (written to `file` in a scratch directory named `scratch_name`)
@@ -324,6 +339,8 @@ fn poll_loops_and_copy_loops_in_sass() {
             "copy_coop",
             "copy_coop_write",
             "copy_put_signal",
+            "copy_coop_put_signal",
+            "copy_split_put_signal",
         ] {
             if !f.contains_key(k) {
                 errors.push(format!("{arch}: kernel {k} not in the listing"));

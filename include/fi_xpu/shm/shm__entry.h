@@ -233,6 +233,23 @@ FI_XPU_FUNC int fi_xpu_put_signal_shm(struct fid_xpu_ep *ep, const void *buf, si
 							   sig_key, signal, sig_op, context));
 }
 
+/* The cooperative put-with-signal: one for the group, its copy shared. The
+ * public call checked the flags and the signal operation. */
+#define FI_XPU_DEVICE_COOP_SIGNAL_shm ~, 1
+
+FI_XPU_FUNC int fi_xpu_coop_put_signal_shm(struct fid_xpu_ep *ep, const void *buf, size_t len,
+					   void *desc, void *dest_addr, uint64_t addr,
+					   uint64_t key, uint64_t sig_addr, uint64_t sig_key,
+					   uint64_t signal, int sig_op, void *context,
+					   uint64_t flags, int scope)
+{
+	(void)desc;
+	(void)flags;
+	FI_XPU_SHM_COOP(scope, "fi_xpu_coop_put_signal",
+			fi_xpu_shm_put_signal_group(ep, buf, len, dest_addr, addr, key, sig_addr,
+						    sig_key, signal, sig_op, context, scope));
+}
+
 /* Every operation has placed its data when it returns: ordering later ones
  * after earlier ones needs only a system-scope fence. */
 FI_XPU_FUNC int fi_xpu_fence_shm(struct fid_xpu_ep *ep, uint64_t flags, int scope)

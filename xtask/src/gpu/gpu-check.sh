@@ -21,7 +21,8 @@
 #  4. prints `RESULT name value unit ceiling ratio verdict` lines, each
 #     ceiling from this run: the 8-byte put-with-signal one-way latency
 #     (p50, p99) against the probe's flag ping-pong between two blocks of one
-#     process; put bandwidth at 16 and 256 MiB (one block per SM) against the
+#     process; put bandwidth at 16 and 256 MiB (one write split across a grid
+#     of one block per SM, fi_xpu_coop_write_part) against the
 #     device-to-device copy; the MoE dispatch and combine (128 tokens, hidden
 #     7168 BF16, top-8, 8 experts per rank, 2 ranks); ofi's latency and
 #     bandwidth. verdict: pass or miss against the targets for an H200
