@@ -6,14 +6,7 @@
 //! and `FI_INJECT` were kept, overwritten bytes arrived.
 use crate::common;
 
-use common::ofi::{on_fabric, program, run_ok};
-
-fn shm_provider() -> Vec<(&'static str, String)> {
-    vec![
-        ("FI_XPU_PROVIDER", "shm".into()),
-        ("OFI_COMMON_PROV", "shm".into()),
-    ]
-}
+use common::ofi::{on_fabric, program, run_ok, shm_env};
 
 fn reuse(mode: &str, env: Vec<(&'static str, String)>) {
     let out = run_ok(
@@ -28,12 +21,12 @@ fn reuse(mode: &str, env: Vec<(&'static str, String)>) {
 
 #[test]
 fn reuse_after_completion_on_shm() {
-    reuse("completion", shm_provider());
+    reuse("completion", shm_env(&[]));
 }
 
 #[test]
 fn reuse_after_inject_on_shm() {
-    reuse("inject", shm_provider());
+    reuse("inject", shm_env(&[]));
 }
 
 fn ofi(mode: &str, fabric: &str) {

@@ -9,16 +9,10 @@
 //! a fence orders operations per peer (tests/c/ofi_fence.c).
 use crate::common;
 
-use common::ofi::{have_libfabric, over, program, run_ok};
+use common::ofi::{have_libfabric, over, program, run_ok, run_program, shm_env};
 
 fn signal(env: Vec<(&'static str, String)>) {
-    run_ok(
-        &program("device_signal", &[]),
-        &[],
-        &env,
-        240,
-        "device_signal",
-    );
+    run_program("device_signal", &env);
 }
 
 /// The same program under AddressSanitizer and UBSan (the C side: the
@@ -69,14 +63,10 @@ fn signal_saying(mut env: Vec<(&'static str, String)>, transport: &str, path: &s
 }
 
 fn shm(delay_us: Option<&str>) -> Vec<(&'static str, String)> {
-    let mut env = vec![
-        ("FI_XPU_PROVIDER", "shm".into()),
-        ("OFI_COMMON_PROV", "shm".into()),
-    ];
-    if let Some(d) = delay_us {
-        env.push(("FI_XPU_SHM_TEST_DELAY_US", d.into()));
+    match delay_us {
+        Some(d) => shm_env(&[("FI_XPU_SHM_TEST_DELAY_US", d)]),
+        None => shm_env(&[]),
     }
-    env
 }
 
 fn ofi(fabric: &str, delay_ms: Option<&str>) -> Option<Vec<(&'static str, String)>> {

@@ -8,51 +8,26 @@
 //! its codes.
 use crate::common;
 
-use common::ofi::{on_fabric, program, run_ok};
+use common::ofi::{on_fabric, run_program, shm_env};
 
 fn split(env: Vec<(&'static str, String)>) {
-    run_ok(
-        &program("device_split", &[]),
-        &[],
-        &env,
-        240,
-        "device_split",
-    );
+    run_program("device_split", &env);
 }
 
-fn shm() -> Vec<(&'static str, String)> {
-    vec![
-        ("FI_XPU_PROVIDER", "shm".into()),
-        ("OFI_COMMON_PROV", "shm".into()),
-    ]
-}
-
+/// Plain, and under the testing-only delay of data placement, where a
+/// share's signal that overtook its data would be seen with bytes missing.
 #[test]
 fn split_puts_on_shm() {
-    split(shm());
+    split(shm_env(&[]));
+    split(shm_env(&[("FI_XPU_SHM_TEST_DELAY_US", "5")]));
 }
 
-/// Under the testing-only delay of data placement a share's signal that
-/// overtook its data would be seen with bytes missing.
+/// Over libfabric's tcp and shm, and over tcp under the delay.
 #[test]
-fn split_puts_on_shm_with_late_data() {
-    let mut env = shm();
-    env.push(("FI_XPU_SHM_TEST_DELAY_US", "5".into()));
-    split(env);
-}
-
-#[test]
-fn split_puts_on_ofi_tcp() {
-    on_fabric("split puts", "tcp", split);
-}
-
-#[test]
-fn split_puts_on_ofi_shm() {
-    on_fabric("split puts", "shm", split);
-}
-
-#[test]
-fn split_puts_on_ofi_tcp_with_late_data() {
+fn split_puts_on_ofi() {
+    for fabric in ["tcp", "shm"] {
+        on_fabric("split puts", fabric, split);
+    }
     on_fabric("split puts with late data", "tcp", |mut env| {
         env.push(("FI_XPU_OFI_TEST_DELAY_MS", "5".into()));
         split(env);

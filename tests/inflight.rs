@@ -6,16 +6,7 @@
 //! wait with -FI_ECANCELED on every provider.
 use crate::common;
 
-use common::ofi::{on_fabric, program, run_ok};
-
-fn shm(extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-    let mut env = vec![
-        ("FI_XPU_PROVIDER", "shm".into()),
-        ("OFI_COMMON_PROV", "shm".into()),
-    ];
-    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-    env
-}
+use common::ofi::{on_fabric, program, run_ok, shm_env};
 
 fn inflight(mode: &str, env: Vec<(&'static str, String)>) {
     let out = run_ok(&program("inflight", &[]), &[mode], &env, 240, "inflight");
@@ -28,12 +19,12 @@ fn ofi(mode: &str, fabric: &str) {
 
 #[test]
 fn sends_complete_after_their_kernel_exits_on_shm_with_the_agent() {
-    inflight("agent", shm(&[]));
+    inflight("agent", shm_env(&[]));
 }
 
 #[test]
 fn sends_wait_for_the_next_kernel_on_shm_without_the_agent() {
-    inflight("resume", shm(&[]));
+    inflight("resume", shm_env(&[]));
 }
 
 #[test]
@@ -48,7 +39,7 @@ fn sends_complete_after_their_kernel_exits_on_ofi_shm() {
 
 #[test]
 fn abort_ends_every_wait_on_shm() {
-    inflight("abort", shm(&[]));
+    inflight("abort", shm_env(&[]));
 }
 
 #[test]

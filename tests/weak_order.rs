@@ -10,7 +10,7 @@
 //! pass of `cargo xtask test`).
 use crate::common;
 
-use common::ofi::{program, run, run_ok};
+use common::ofi::{program, run, run_ok, shm_env};
 
 const WEAK: &str = "-DFI_XPU_HOST_WEAK_ORDER";
 /// The release fence and the release store before the signal: relaxed.
@@ -19,18 +19,13 @@ const DROPPED: &str = "-DFI_XPU_I_TEST_SIG_ORDER(o,s)=FI_XPU_ARCH_RELAXED,s";
 const NARROWED: &str = "-DFI_XPU_I_TEST_SIG_ORDER(o,s)=o,FI_XPU_ARCH_MS_DEVICE";
 
 fn env(weak: bool) -> Vec<(&'static str, String)> {
-    vec![
-        ("FI_XPU_PROVIDER", "shm".into()),
-        ("OFI_COMMON_PROV", "shm".into()),
-        (
-            "FI_XPU_HOST_WEAK_ORDER",
-            if weak { "1" } else { "0" }.into(),
-        ),
-        ("FI_XPU_LOG_LEVEL", "info".into()),
+    shm_env(&[
+        ("FI_XPU_HOST_WEAK_ORDER", if weak { "1" } else { "0" }),
+        ("FI_XPU_LOG_LEVEL", "info"),
         // A wide window: the target sees the signal within it even on a
         // loaded machine.
-        ("FI_XPU_HOST_WEAK_WINDOW_MS", "100".into()),
-    ]
+        ("FI_XPU_HOST_WEAK_WINDOW_MS", "100"),
+    ])
 }
 
 /// Runs the weakened program in the mode: it must fail, its target

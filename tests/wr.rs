@@ -5,7 +5,7 @@
 //! code on the host and on the device.
 use crate::common;
 
-use common::ofi::{on_fabric, program, run_ok};
+use common::ofi::{on_fabric, program, run_ok, shm_env};
 
 fn wr(env: Vec<(&'static str, String)>) {
     let out = run_ok(&program("wr", &[]), &[], &env, 120, "wr");
@@ -14,10 +14,7 @@ fn wr(env: Vec<(&'static str, String)>) {
 
 #[test]
 fn work_requests_on_shm() {
-    wr(vec![
-        ("FI_XPU_PROVIDER", "shm".into()),
-        ("OFI_COMMON_PROV", "shm".into()),
-    ]);
+    wr(shm_env(&[]));
 }
 
 #[test]

@@ -369,7 +369,7 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, const uint64_t *r,
 	/* Relaxed looks; one acquire fence once the value or the errors
 	 * moved, so the turns that find nothing invalidate no cache. */
 	for (;;) {
-		uint64_t now;
+		int rc;
 		if (fi_xpu_coop_cntr_poll(c, r, 0, mscope) >= threshold) {
 			fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, mscope);
 			return 0;
@@ -378,12 +378,9 @@ FI_XPU_FUNC int fi_xpu_coop_cntr_wait_item(const uint64_t *c, const uint64_t *r,
 			fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, mscope);
 			return -FI_EAVAIL;
 		}
-		now = fi_xpu_arch_clock_ns();
-		if (fi_xpu_i_abort_due(abort, now, &next))
-			return FI_XPU_ABORT_ERR;
-		if (timeout_ms >= 0 && now - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
-			return -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
+		rc = fi_xpu_i_wait_turn(abort, start, timeout_ms, &next);
+		if (rc)
+			return rc;
 	}
 }
 

@@ -70,4 +70,19 @@ FI_XPU_FUNC int fi_xpu_i_abort_due(uint64_t word, uint64_t now, uint64_t *next)
 	return fi_xpu_i_aborted(word);
 }
 
+/* The end of a wait's turn that found nothing, in a wait begun at `start`
+ * with `timeout_ms` (< 0: none) and abort word `word`: FI_XPU_ABORT_ERR
+ * when the word was raised (looked at as fi_xpu_i_abort_due says),
+ * -FI_ETIMEDOUT when the time is up, else 0 after a pause. */
+FI_XPU_FUNC int fi_xpu_i_wait_turn(uint64_t word, uint64_t start, int timeout_ms, uint64_t *next)
+{
+	uint64_t now = fi_xpu_arch_clock_ns();
+	if (fi_xpu_i_abort_due(word, now, next))
+		return FI_XPU_ABORT_ERR;
+	if (timeout_ms >= 0 && now - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
+		return -FI_ETIMEDOUT;
+	fi_xpu_arch_pause();
+	return 0;
+}
+
 #endif /* FI_XPU_INCLUDED_DEVICE_HANDLE_H */

@@ -69,19 +69,16 @@ FI_XPU_FUNC int fi_xpu_signal_wait_item(uint64_t abort, const uint64_t *sig, int
 	/* Relaxed looks, then one acquire fence once the word compares: no
 	 * cache invalidation on the turns that find nothing. */
 	for (;;) {
-		uint64_t now;
+		int rc;
 		if (fi_xpu_signal_holds(
 			    fi_xpu_arch_load_u64(sig, FI_XPU_ARCH_POLL, FI_XPU_ARCH_MS_SYSTEM), cmp,
 			    value)) {
 			fi_xpu_arch_fence(FI_XPU_ARCH_ACQUIRE, FI_XPU_ARCH_MS_SYSTEM);
 			return 0;
 		}
-		now = fi_xpu_arch_clock_ns();
-		if (fi_xpu_i_abort_due(abort, now, &next))
-			return FI_XPU_ABORT_ERR;
-		if (timeout_ms >= 0 && now - start >= (uint64_t)timeout_ms * (uint64_t)1000000)
-			return -FI_ETIMEDOUT;
-		fi_xpu_arch_pause();
+		rc = fi_xpu_i_wait_turn(abort, start, timeout_ms, &next);
+		if (rc)
+			return rc;
 	}
 }
 

@@ -85,13 +85,6 @@ static int leader(int scope)
 	return scope == FI_XPU_WORK_ITEM || fi_xpu_arch_scope_rank(scope) == 0;
 }
 
-/* A group call whose ring is full gets -FI_EAGAIN in every member. */
-#define RETRY(dst, call)                                                                \
-	do {                                                                            \
-		while (((dst) = (int64_t)(call)) == -FI_EAGAIN)                         \
-			fi_xpu_arch_pause();                                            \
-	} while (0)
-
 static void initiator(void *arg)
 {
 	struct env *e = (struct env *)arg;

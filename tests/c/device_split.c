@@ -64,13 +64,6 @@ static void fail(struct env *e, const char *what, int64_t got)
 	__atomic_fetch_add(&e->fails, 1, __ATOMIC_RELAXED);
 }
 
-/* A group call whose ring is full gets -FI_EAGAIN in every member. */
-#define RETRY(dst, call)                                                                \
-	do {                                                                            \
-		while (((dst) = (call)) == -FI_EAGAIN)                                  \
-			fi_xpu_arch_pause();                                            \
-	} while (0)
-
 static void initiator(void *arg)
 {
 	struct env *e = (struct env *)arg;
@@ -289,63 +282,41 @@ static void bad_input(struct ofi_node *n)
 	const int W = FI_XPU_WORK_ITEM, A = FI_XPU_SIGNAL_ADD, S = FI_XPU_SIGNAL_SET;
 
 	cntr0 = fi_xpu_cntr_read(&n->cntr, W);
-	/* the split write */
-	EXPECT_EQ(fi_xpu_coop_write_part(NULL, src, 64, NULL, 0, peer, base, key, NULL, 0, 0, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_write_part(as_ep, src, 64, NULL, 0, peer, base, key, NULL, 0, 0, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_write_part(ep, src, 64, NULL, 0, peer, base, key, NULL, 0, 0, 2, 9),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_write_part(ep, src, 64, NULL, 0, peer, base, key, NULL, 1ULL << 62, 0,
-					 2, W),
-		  -FI_EBADFLAGS);
-	EXPECT_EQ(fi_xpu_coop_write_part(ep, src, 64, NULL, 0, peer, base, key, NULL, 0, 2, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_write_part(ep, src, 64, NULL, 0, peer, base, key, NULL, 0, 7, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_write_part(ep, src, 64, NULL, 0, peer, base, key, NULL, 0, 0, 0, W),
-		  -FI_EINVAL);
-	/* the split put-with-signal: a set cannot be counted over parts */
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW, key,
-					      1, S, NULL, 0, 0, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW, key,
-					      1, S, NULL, 0, 1, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW, key,
-					      1, A, NULL, 0, 2, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW, key,
-					      1, A, NULL, 0, 0, 0, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(NULL, src, 64, NULL, peer, base, key, base + SIGW,
-					      key, 1, A, NULL, 0, 0, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(as_ep, src, 64, NULL, peer, base, key, base + SIGW,
-					      key, 1, A, NULL, 0, 0, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW, key,
-					      1, A, NULL, 0, 0, 2, -1),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW, key,
-					      1, A, NULL, FI_INJECT, 0, 2, W),
-		  -FI_EBADFLAGS);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW + 4,
-					      key, 1, A, NULL, 0, 0, 2, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal_part(ep, src, 64, NULL, peer, base, key, base + SIGW, key,
-					      1, 2, NULL, 0, 0, 1, W),
-		  -FI_EINVAL);
+	/* The split write; e: the endpoint, then flags, part, parts, scope. */
+#define WRITE_PART(e, f, part, parts, scope)                                                   \
+	fi_xpu_coop_write_part(e, src, 64, NULL, 0, peer, base, key, NULL, f, part, parts, scope)
+	EXPECT_EQ(WRITE_PART(NULL, 0, 0, 2, W), -FI_EINVAL);
+	EXPECT_EQ(WRITE_PART(as_ep, 0, 0, 2, W), -FI_EINVAL);
+	EXPECT_EQ(WRITE_PART(ep, 0, 0, 2, 9), -FI_EINVAL);
+	EXPECT_EQ(WRITE_PART(ep, 1ULL << 62, 0, 2, W), -FI_EBADFLAGS);
+	EXPECT_EQ(WRITE_PART(ep, 0, 2, 2, W), -FI_EINVAL);
+	EXPECT_EQ(WRITE_PART(ep, 0, 7, 2, W), -FI_EINVAL);
+	EXPECT_EQ(WRITE_PART(ep, 0, 0, 0, W), -FI_EINVAL);
+#undef WRITE_PART
+	/* The split put-with-signal (a set cannot be counted over parts); the
+	 * signal word's offset and operation, then as above. */
+#define SIGNAL_PART(e, sig, op, f, part, parts, scope)                                         \
+	fi_xpu_coop_put_signal_part(e, src, 64, NULL, peer, base, key, base + (sig), key, 1, op, \
+				    NULL, f, part, parts, scope)
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW, S, 0, 0, 2, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW, S, 0, 1, 2, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW, A, 0, 2, 2, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW, A, 0, 0, 0, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(NULL, SIGW, A, 0, 0, 2, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(as_ep, SIGW, A, 0, 0, 2, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW, A, 0, 0, 2, -1), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW, A, FI_INJECT, 0, 2, W), -FI_EBADFLAGS);
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW + 4, A, 0, 0, 2, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_PART(ep, SIGW, 2, 0, 0, 1, W), -FI_EINVAL);
+#undef SIGNAL_PART
 	/* the group form of put-with-signal, alone */
-	EXPECT_EQ(fi_xpu_coop_put_signal(ep, src, 64, NULL, peer, base, key, base + SIGW, key, 1, A,
-					 NULL, FI_REMOTE_CQ_DATA, W),
-		  -FI_EBADFLAGS);
-	EXPECT_EQ(fi_xpu_coop_put_signal(as_ep, src, 64, NULL, peer, base, key, base + SIGW, key, 1,
-					 A, NULL, 0, W),
-		  -FI_EINVAL);
-	EXPECT_EQ(fi_xpu_coop_put_signal(ep, src, 64, NULL, peer, base, key, base + SIGW, key, 1, A,
-					 NULL, 0, FI_XPU_DEVICE + 1),
-		  -FI_EINVAL);
+#define SIGNAL_GROUP(e, f, scope)                                                              \
+	fi_xpu_coop_put_signal(e, src, 64, NULL, peer, base, key, base + SIGW, key, 1, A, NULL, f, \
+			       scope)
+	EXPECT_EQ(SIGNAL_GROUP(ep, FI_REMOTE_CQ_DATA, W), -FI_EBADFLAGS);
+	EXPECT_EQ(SIGNAL_GROUP(as_ep, 0, W), -FI_EINVAL);
+	EXPECT_EQ(SIGNAL_GROUP(ep, 0, FI_XPU_DEVICE + 1), -FI_EINVAL);
+#undef SIGNAL_GROUP
 	/* Nothing was issued. */
 	EXPECT_EQ(fi_xpu_quiet(ep, 0, W), 0);
 	EXPECT_EQ(fi_xpu_cq_read(&n->cq[0], &c, 1, W), -FI_EAGAIN);

@@ -12,6 +12,14 @@
 
 #include <stdint.h>
 
+/* Retries a group call while its ring is full: every member gets the same
+ * -FI_EAGAIN, so every member retries. */
+#define RETRY(dst, call)                                                                \
+	do {                                                                            \
+		while (((dst) = (call)) == -FI_EAGAIN)                                  \
+			fi_xpu_arch_pause();                                            \
+	} while (0)
+
 static inline uint32_t scope_index(int scope)
 {
 	uint32_t per_group = (fi_xpu_arch_group_size() + fi_xpu_arch_subgroup_size() - 1) /

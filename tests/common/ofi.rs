@@ -16,6 +16,24 @@ pub fn have_libfabric() -> bool {
 /// Runs `test` with the environment of the ofi provider over `fabric`
 /// (`over`), or says that `what` is skipped when libfabric is not
 /// installed.
+/// Runs `tests/c/<name>.c` (built plain) with `env` and no arguments, for
+/// at most 240 s: its output, once it said it passed.
+pub fn run_program(name: &str, env: &[(&'static str, String)]) -> String {
+    run_ok(&program(name, &[]), &[], env, 240, name)
+}
+
+/// The environment of a test program run on fi_xpu's shm provider (with
+/// libfabric's shm under the C side's host objects where it opens any),
+/// plus `extra`.
+pub fn shm_env(extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("FI_XPU_PROVIDER", "shm".into()),
+        ("OFI_COMMON_PROV", "shm".into()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    env
+}
+
 pub fn on_fabric(what: &str, fabric: &str, test: impl FnOnce(Vec<(&'static str, String)>)) {
     if !have_libfabric() {
         eprintln!("libfabric is not installed: skipping {what} over ofi/{fabric}");

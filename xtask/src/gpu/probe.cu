@@ -192,57 +192,49 @@ __device__ __forceinline__ uint64_t gtime(void)
 	return t;
 }
 
-template <bool SYS> __device__ __forceinline__ uint64_t ld_relaxed(const uint64_t *p)
-{
-	uint64_t v;
-	if (SYS)
-		asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-	else
-		asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-	return v;
-}
+/* 64-bit loads and stores of PTX semantics `sem`, and fences, at system
+ * scope (SYS) or GPU scope. */
+#define PROBE_LOAD(name, sem)                                                                     \
+	template <bool SYS> __device__ __forceinline__ uint64_t name(const uint64_t *p)           \
+	{                                                                                         \
+		uint64_t v;                                                                       \
+		if (SYS)                                                                          \
+			asm volatile("ld." sem ".sys.global.u64 %0, [%1];"                        \
+				     : "=l"(v)                                                    \
+				     : "l"(p)                                                     \
+				     : "memory");                                                 \
+		else                                                                              \
+			asm volatile("ld." sem ".gpu.global.u64 %0, [%1];"                        \
+				     : "=l"(v)                                                    \
+				     : "l"(p)                                                     \
+				     : "memory");                                                 \
+		return v;                                                                         \
+	}
+#define PROBE_STORE(name, sem)                                                                    \
+	template <bool SYS> __device__ __forceinline__ void name(uint64_t *p, uint64_t v)         \
+	{                                                                                         \
+		if (SYS)                                                                          \
+			asm volatile("st." sem ".sys.global.u64 [%0], %1;" ::"l"(p), "l"(v)       \
+				     : "memory");                                                 \
+		else                                                                              \
+			asm volatile("st." sem ".gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v)       \
+				     : "memory");                                                 \
+	}
+#define PROBE_FENCE(name, sem)                                                                    \
+	template <bool SYS> __device__ __forceinline__ void name(void)                            \
+	{                                                                                         \
+		if (SYS)                                                                          \
+			asm volatile("fence." sem ".sys;" ::: "memory");                          \
+		else                                                                              \
+			asm volatile("fence." sem ".gpu;" ::: "memory");                          \
+	}
 
-template <bool SYS> __device__ __forceinline__ uint64_t ld_acquire(const uint64_t *p)
-{
-	uint64_t v;
-	if (SYS)
-		asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-	else
-		asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-	return v;
-}
-
-template <bool SYS> __device__ __forceinline__ void st_release(uint64_t *p, uint64_t v)
-{
-	if (SYS)
-		asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-	else
-		asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-template <bool SYS> __device__ __forceinline__ void st_relaxed(uint64_t *p, uint64_t v)
-{
-	if (SYS)
-		asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-	else
-		asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-template <bool SYS> __device__ __forceinline__ void fence_acq_rel(void)
-{
-	if (SYS)
-		asm volatile("fence.acq_rel.sys;" ::: "memory");
-	else
-		asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
-
-template <bool SYS> __device__ __forceinline__ void fence_sc(void)
-{
-	if (SYS)
-		asm volatile("fence.sc.sys;" ::: "memory");
-	else
-		asm volatile("fence.sc.gpu;" ::: "memory");
-}
+PROBE_LOAD(ld_relaxed, "relaxed")
+PROBE_LOAD(ld_acquire, "acquire")
+PROBE_STORE(st_release, "release")
+PROBE_STORE(st_relaxed, "relaxed")
+PROBE_FENCE(fence_acq_rel, "acq_rel")
+PROBE_FENCE(fence_sc, "sc")
 
 __device__ __forceinline__ void st_weak16(uint4 *p, uint4 v)
 {
@@ -536,6 +528,30 @@ __global__ void copy_kernel(uint4 *__restrict__ dst, const uint4 *__restrict__ s
 		dst[i] = src[i];
 }
 
+/* Bytes per ns (GB/s) of copying `len` bytes from `src` to `dst` by the
+ * copy engine (kind 0) or by copy_kernel on `blocks` blocks of 512: the
+ * median of 5 timed copies after one warm-up. */
+static double copy_gbps(int kind, void *dst, const void *src, size_t len, int blocks,
+			cudaEvent_t e0, cudaEvent_t e1)
+{
+	std::vector<uint64_t> t;
+	for (int rep = 0; rep < 6; rep++) {
+		cudaEventRecord(e0);
+		if (kind == 0)
+			cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice);
+		else
+			copy_kernel<<<blocks, 512>>>((uint4 *)dst, (const uint4 *)src, len / 16);
+		cudaEventRecord(e1);
+		cudaEventSynchronize(e1);
+		float ms = 0;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (rep)
+			t.push_back((uint64_t)(ms * 1e6));
+	}
+	std::sort(t.begin(), t.end());
+	return (double)len / (double)t[t.size() / 2];
+}
+
 __global__ void fill_kernel(uint32_t *p, size_t n, uint32_t seed)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -580,12 +596,13 @@ static void print_pct(const char *key, const std::vector<uint64_t> &v)
 	kv("%s.p99_ns=%.0f", key, b);
 }
 
-/* Blocking exact transfers on the socket pair. */
-static int send_all(int fd, const void *p, size_t n)
+/* A blocking exact transfer on the socket pair: sends `n` bytes from `p`
+ * (`out`), or receives them into it. */
+static int xfer_all(int fd, void *p, size_t n, int out)
 {
-	const char *c = (const char *)p;
+	char *c = (char *)p;
 	while (n) {
-		ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
+		ssize_t k = out ? send(fd, c, n, MSG_NOSIGNAL) : recv(fd, c, n, 0);
 		if (k <= 0) {
 			if (k < 0 && errno == EINTR)
 				continue;
@@ -597,20 +614,14 @@ static int send_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+static int send_all(int fd, const void *p, size_t n)
+{
+	return xfer_all(fd, (void *)p, n, 1);
+}
+
 static int recv_all(int fd, void *p, size_t n)
 {
-	char *c = (char *)p;
-	while (n) {
-		ssize_t k = recv(fd, c, n, 0);
-		if (k <= 0) {
-			if (k < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		c += k;
-		n -= (size_t)k;
-	}
-	return 0;
+	return xfer_all(fd, p, n, 0);
 }
 
 static int send_fd(int sock, int fd, uint64_t size)
@@ -797,27 +808,9 @@ static int peer_serve(int sock, char *base)
 			cudaEvent_t e0, e1;
 			cudaEventCreate(&e0);
 			cudaEventCreate(&e1);
-			for (int kind = 0; kind < 2; kind++) {
-				std::vector<uint64_t> t;
-				for (int rep = 0; rep < 6; rep++) {
-					cudaEventRecord(e0);
-					if (kind == 0)
-						cudaMemcpyAsync(base + DATA_OFF, local, m.len,
-								cudaMemcpyDeviceToDevice);
-					else
-						copy_kernel<<<sm_count * 4, 512>>>(
-							(uint4 *)(base + DATA_OFF), (const uint4 *)local,
-							m.len / 16);
-					cudaEventRecord(e1);
-					cudaEventSynchronize(e1);
-					float ms = 0;
-					cudaEventElapsedTime(&ms, e0, e1);
-					if (rep)
-						t.push_back((uint64_t)(ms * 1e6));
-				}
-				std::sort(t.begin(), t.end());
-				r.v[kind] = (double)m.len / (double)t[t.size() / 2];
-			}
+			for (int kind = 0; kind < 2; kind++)
+				r.v[kind] = copy_gbps(kind, base + DATA_OFF, local, m.len,
+						      sm_count * 4, e0, e1);
 			cudaEventDestroy(e0);
 			cudaEventDestroy(e1);
 			r.rc = cudaGetLastError();
@@ -1474,27 +1467,13 @@ static void section_bw(void)
 			snprintf(key, sizeof(key), "bw.%s.local.%zuMiB_GBps", kind ? "kernel" : "copy_engine",
 				 len >> 20);
 			step(key, 15);
-			std::vector<uint64_t> t;
-			for (int rep = 0; rep < 6; rep++) {
-				cudaEventRecord(e0);
-				if (kind == 0)
-					cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice);
-				else
-					copy_kernel<<<sm_count * std::max(per_sm, 1), 512>>>(
-						(uint4 *)dst, (const uint4 *)src, len / 16);
-				cudaEventRecord(e1);
-				cudaEventSynchronize(e1);
-				float ms = 0;
-				cudaEventElapsedTime(&ms, e0, e1);
-				if (rep)
-					t.push_back((uint64_t)(ms * 1e6));
-			}
-			std::sort(t.begin(), t.end());
+			double gbps = copy_gbps(kind, dst, src, len, sm_count * std::max(per_sm, 1),
+						e0, e1);
 			cudaError_t e = cudaGetLastError();
 			if (e != cudaSuccess)
 				kv("%s=error:%s", key, cudaGetErrorName(e));
 			else
-				kv("%s=%.1f", key, (double)len / (double)t[t.size() / 2]);
+				kv("%s=%.1f", key, gbps);
 		}
 		if (!shared)
 			continue;
