@@ -8,7 +8,6 @@
 //! `fi_xpu.h` declares, and `provider` is the plugin ABI of
 //! `fi_xpu/provider.h`. `version` holds the constants device code reads
 //! (`fi_xpu/version.h`), `wr` the prepared work request (`fi_xpu/wr.h`).
-#![allow(non_camel_case_types)]
 
 pub mod error;
 pub mod launcher;

@@ -3,11 +3,13 @@
 //! otherwise; a C test checks that both agree with these values.
 use std::ffi::{c_char, c_int, c_void};
 
+#[allow(non_camel_case_types)] // C's name
 pub type fi_addr_t = u64;
 pub const FI_ADDR_UNSPEC: fi_addr_t = u64::MAX;
 pub const FI_KEY_NOTAVAIL: u64 = u64::MAX;
 
 /// `enum fi_hmem_iface`
+#[allow(non_camel_case_types)] // C's name
 pub type fi_hmem_iface = c_int;
 pub const FI_HMEM_SYSTEM: fi_hmem_iface = 0;
 pub const FI_HMEM_CUDA: fi_hmem_iface = 1;
@@ -30,6 +32,7 @@ pub fn fi_hmem_iface_name(iface: fi_hmem_iface) -> &'static str {
 }
 
 /// `enum fi_cq_format`
+#[allow(non_camel_case_types)] // C's name
 pub type fi_cq_format = c_int;
 pub const FI_CQ_FORMAT_UNSPEC: fi_cq_format = 0;
 pub const FI_CQ_FORMAT_CONTEXT: fi_cq_format = 1;

@@ -225,6 +225,7 @@ pub struct fi_xpu_core {
 }
 
 /// Opaque provider-side handle.
+#[allow(non_camel_case_types)] // C's name
 pub type fi_xpu_prov_handle = *mut c_void;
 
 /// The descriptor `fi_xpu_prov_ini` returns. Fields up to and including
@@ -455,4 +456,5 @@ pub const FI_XPU_CNTR_SET: u32 = 1;
 pub const FI_XPU_CNTR_ERR: u32 = 2;
 
 /// The one symbol a plugin exports.
+#[allow(non_camel_case_types)] // C's name
 pub type fi_xpu_prov_ini_fn = unsafe extern "C" fn() -> *const fi_xpu_prov_desc;
