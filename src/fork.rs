@@ -9,6 +9,9 @@
 //! written. This module names no other module of the library: the ones
 //! above it come to it.
 use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
 /// The process-wide locks in the order the library nests them, which is
@@ -51,21 +54,25 @@ pub(crate) trait Held {
 }
 
 /// The registered locks, by rank.
-static LOCKS: [OnceLock<&'static dyn ForkLock>; RANKS] = [const { OnceLock::new() }; RANKS];
+static LOCKS: [Made<&'static dyn ForkLock>; RANKS] = [const { Made::new() }; RANKS];
 
-/// Registers `lock` at `rank` (one lock per rank), and installs the fork
-/// handlers at the first call. Not from inside a fork handler.
+/// Registers `lock` at `rank` (one lock per rank; again is harmless), and
+/// installs the fork handlers at the first call. Not from inside a fork
+/// handler.
 pub(crate) fn register(rank: Rank, lock: &'static dyn ForkLock) {
     hold_locks_across_fork();
-    let first = LOCKS[rank as usize].set(lock).is_ok();
-    debug_assert!(first, "two locks registered at one rank");
+    let held = LOCKS[rank as usize].get_or_make(|| lock);
+    debug_assert!(
+        ptr::addr_eq(*held, lock),
+        "two locks registered at one rank"
+    );
 }
 
 /// A process-wide lock that the forking thread holds across `fork`,
 /// registered at its rank when it is made: by its owner at load
 /// (`at_load!`), or by `lock` at its first use otherwise.
 pub(crate) struct ForkSafe<T> {
-    lock: OnceLock<Mutex<T>>,
+    lock: Made<Mutex<T>>,
     rank: Rank,
     in_child: Option<fn(&mut T)>,
 }
@@ -73,7 +80,7 @@ pub(crate) struct ForkSafe<T> {
 impl<T: Send + 'static> ForkSafe<T> {
     pub const fn new(rank: Rank) -> Self {
         ForkSafe {
-            lock: OnceLock::new(),
+            lock: Made::new(),
             rank,
             in_child: None,
         }
@@ -83,17 +90,17 @@ impl<T: Send + 'static> ForkSafe<T> {
     /// forking thread's hold still keeps it.
     pub const fn with_child_hook(rank: Rank, in_child: fn(&mut T)) -> Self {
         ForkSafe {
-            lock: OnceLock::new(),
+            lock: Made::new(),
             rank,
             in_child: Some(in_child),
         }
     }
 
     /// Locks it, making it with `make` at the first use (which registers
-    /// it).
+    /// it; two threads' first uses may both make and register it).
     pub fn lock(&'static self, make: impl FnOnce() -> T) -> MutexGuard<'static, T> {
         self.lock
-            .get_or_init(|| {
+            .get_or_make(|| {
                 register(self.rank, self);
                 Mutex::new(make())
             })
@@ -148,17 +155,75 @@ impl ForkLock for Stderr {
 
 impl Held for std::io::StderrLock<'static> {}
 
-/// The value in `cell`, made by `make` at the first call. Made outside the
-/// cell, which is then only set: a thread that forks while another is
-/// making it (a `OnceLock::get_or_init` running its closure) would leave
-/// the child waiting for it for ever. Two threads may both make it; the
-/// first value set is kept.
-pub fn made_once<T>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> &T {
-    if let Some(v) = cell.get() {
-        return v;
+/// A value made at its first use, which a `fork` at any moment leaves made
+/// or not made, never half made. A `OnceLock` being set (or initialised)
+/// by one thread while another forks stays "running" in the child, whose
+/// first use then waits for a thread it does not have, for ever. Here the
+/// value is made outside the cell and published by one compare-and-swap
+/// of a pointer. Two threads may both make it; the first value published
+/// is kept and the other dropped, so `make` must have no effect beyond
+/// its value.
+pub struct Made<T> {
+    value: AtomicPtr<T>,
+    /// Sent and shared as a `OnceLock<T>` is.
+    _like: PhantomData<OnceLock<T>>,
+}
+
+impl<T> Made<T> {
+    pub const fn new() -> Self {
+        Made {
+            value: AtomicPtr::new(ptr::null_mut()),
+            _like: PhantomData,
+        }
     }
-    let _ = cell.set(make());
-    cell.get().expect("set above")
+
+    /// The value, once made.
+    pub fn get(&self) -> Option<&T> {
+        // SAFETY: a non-null pointer here came from `Box::into_raw` in
+        // `get_or_make` and is freed only when the cell drops, which
+        // `&self` outlives.
+        unsafe { self.value.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The value, made by `make` at the first call.
+    pub fn get_or_make(&self, make: impl FnOnce() -> T) -> &T {
+        if let Some(v) = self.get() {
+            return v;
+        }
+        let mine = Box::into_raw(Box::new(make()));
+        match self.value.compare_exchange(
+            ptr::null_mut(),
+            mine,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: published just now; the cell owns it from here on.
+            Ok(_) => unsafe { &*mine },
+            Err(first) => {
+                // SAFETY: `mine` was never published: it is still ours.
+                drop(unsafe { Box::from_raw(mine) });
+                // SAFETY: as in `get`.
+                unsafe { &*first }
+            }
+        }
+    }
+}
+
+impl<T> Default for Made<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Drop for Made<T> {
+    fn drop(&mut self) {
+        let p = *self.value.get_mut();
+        if !p.is_null() {
+            // SAFETY: published by `get_or_make` from `Box::into_raw`, and
+            // no reference to it outlives the cell.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
 }
 
 /// Runs `$make` when the library is loaded, before any thread can be
@@ -191,7 +256,7 @@ fn hold_locks_across_fork() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         static STDERR: Stderr = Stderr;
-        let _ = LOCKS[Rank::Stderr as usize].set(&STDERR);
+        LOCKS[Rank::Stderr as usize].get_or_make(|| &STDERR);
         // SAFETY: the handlers only take and release the library's own
         // locks.
         unsafe {
@@ -234,6 +299,48 @@ extern "C" fn after_fork_in_child() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Threads that make a value at once all get the first one published;
+    /// the others are dropped at once, the kept one with the cell.
+    #[test]
+    fn made_keeps_the_first_value_and_drops_the_others() {
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::Barrier;
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        static DROPPED: AtomicUsize = AtomicUsize::new(0);
+        struct Counted(usize);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        const THREADS: usize = 8;
+        let cell = Made::new();
+        let start = Barrier::new(THREADS);
+        let seen: Vec<usize> = std::thread::scope(|s| {
+            let made: Vec<_> = (0..THREADS)
+                .map(|i| {
+                    let (cell, start) = (&cell, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        let make = || {
+                            MADE.fetch_add(1, Ordering::Relaxed);
+                            Counted(i)
+                        };
+                        cell.get_or_make(make).0
+                    })
+                })
+                .collect();
+            made.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let kept = cell.get().expect("made").0;
+        assert!(seen.iter().all(|&i| i == kept), "{seen:?} against {kept}");
+        let made = MADE.load(Ordering::Relaxed);
+        assert!((1..=THREADS).contains(&made), "{made} made");
+        assert_eq!(DROPPED.load(Ordering::Relaxed), made - 1);
+        drop(cell);
+        assert_eq!(DROPPED.load(Ordering::Relaxed), made);
+    }
 
     /// Every rank has its lock by the time any thread can call the
     /// library: their owners register them at load.

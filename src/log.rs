@@ -11,13 +11,13 @@
 //! `FI_XPU_LOG_PROV` (`shm,core` keeps only those sources, `^ofi` drops
 //! those).
 use crate::filter::Filter;
-use crate::fork::made_once;
+use crate::fork::Made;
 use crate::param;
 use fi_xpu_abi::{FI_XPU_LOG_DEBUG, FI_XPU_LOG_INFO, FI_XPU_LOG_WARN};
 use std::cell::RefCell;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A `FI_XPU_LOG_LEVEL` value as a level, whatever its case; `None` for
@@ -33,8 +33,8 @@ fn parse_level(value: &str) -> Option<i32> {
 }
 
 fn threshold() -> i32 {
-    static LEVEL: OnceLock<(i32, Option<String>)> = OnceLock::new();
-    let (level, unknown) = made_once(&LEVEL, || {
+    static LEVEL: Made<(i32, Option<String>)> = Made::new();
+    let (level, unknown) = LEVEL.get_or_make(|| {
         let value = param::core(param::LOG_LEVEL);
         match value.as_deref().map(parse_level) {
             None => (FI_XPU_LOG_WARN, None),
@@ -56,14 +56,16 @@ fn threshold() -> i32 {
 }
 
 fn source_filter() -> Option<&'static Filter> {
-    static FILTER: OnceLock<Option<Filter>> = OnceLock::new();
-    made_once(&FILTER, || Filter::parse(&param::core(param::LOG_PROV)?)).as_ref()
+    static FILTER: Made<Option<Filter>> = Made::new();
+    FILTER
+        .get_or_make(|| Filter::parse(&param::core(param::LOG_PROV)?))
+        .as_ref()
 }
 
 /// The host name, once per process.
 fn host() -> &'static str {
-    static HOST: OnceLock<String> = OnceLock::new();
-    made_once(&HOST, || {
+    static HOST: Made<String> = Made::new();
+    HOST.get_or_make(|| {
         // gethostname(2) is uname's nodename on Linux.
         let name = fi_xpu_os::rustix::system::uname();
         let name = name.nodename().to_bytes();

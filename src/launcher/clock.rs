@@ -1,7 +1,7 @@
 //! The launcher's time: the monotonic clock device code reads (and the
 //! GPU-like mode stamps its states with), and how long a waiting thread
 //! spins before it sleeps.
-use std::sync::OnceLock;
+use crate::fork::Made;
 use std::time::{Duration, Instant};
 
 /// How long a work item waiting at a barrier, a kept thread waiting for
@@ -14,9 +14,7 @@ pub(super) const SPIN: Duration = Duration::from_micros(50);
 
 /// Nanoseconds on a monotonic clock (its origin is the first call).
 pub fn clock_ns() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let ns = crate::fork::made_once(&EPOCH, Instant::now)
-        .elapsed()
-        .as_nanos();
+    static EPOCH: Made<Instant> = Made::new();
+    let ns = EPOCH.get_or_make(Instant::now).elapsed().as_nanos();
     u64::try_from(ns).unwrap_or(u64::MAX)
 }

@@ -9,18 +9,18 @@
 use super::backend::Import;
 use crate::dl::{EntryPoints, Library};
 use crate::error::{Error, Result};
+use crate::fork::Made;
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
-use std::sync::OnceLock;
 
 /// `cuGetErrorName`, `hsa_status_string`: a driver's static name for a
 /// status, or NULL.
 pub type Describe<S> = unsafe extern "C" fn(S, *mut *const c_char) -> S;
 
 /// A driver opened once per process, or why it could not be.
-pub type Once<V> = OnceLock<std::result::Result<Driver<V>, (Error, String)>>;
+pub type Once<V> = Made<std::result::Result<Driver<V>, (Error, String)>>;
 
 /// One vendor's driver library, as its `driver.rs` declares it.
 pub trait Vendor: Sized + 'static {
@@ -79,27 +79,28 @@ impl<V: Vendor> Driver<V> {
     /// The process's driver: opened and initialised once. The error says
     /// what is missing; the caller logs it.
     pub fn get() -> std::result::Result<&'static Driver<V>, (Error, String)> {
-        // Made outside the OnceLock: see `made_once`.
-        crate::fork::made_once(V::once(), || {
-            let lib = Library::open(Path::new(V::LIBRARY))
-                .map_err(|e| (Error::NODEV, format!("no {}: {}: {e}", V::KIND, V::LIBRARY)))?;
-            let api = V::Api::resolve(&lib).map_err(|sym| {
-                let hint = V::MISSING_HINT;
-                (Error::NOSYS, format!("{} has no {sym}{hint}", V::LIBRARY))
-            })?;
-            // SAFETY: every `Describe` entry point has this prototype in
-            // its vendor's header (checked by the layout tests).
-            let describe = V::DESCRIBE.and_then(|f| unsafe { lib.function::<Describe<_>>(f) });
-            let d = Driver::<V> { api, describe, lib };
-            let r = V::init(&d.api);
-            if r != V::SUCCESS {
-                let why = format!("{} failed: {}{}", V::INIT, d.name(r), V::INIT_HINT);
-                return Err((V::init_error(r), why));
-            }
-            Ok(d)
-        })
-        .as_ref()
-        .map_err(|e| e.clone())
+        // Two threads may both open it; the library stays loaded.
+        V::once()
+            .get_or_make(|| {
+                let lib = Library::open(Path::new(V::LIBRARY))
+                    .map_err(|e| (Error::NODEV, format!("no {}: {}: {e}", V::KIND, V::LIBRARY)))?;
+                let api = V::Api::resolve(&lib).map_err(|sym| {
+                    let hint = V::MISSING_HINT;
+                    (Error::NOSYS, format!("{} has no {sym}{hint}", V::LIBRARY))
+                })?;
+                // SAFETY: every `Describe` entry point has this prototype in
+                // its vendor's header (checked by the layout tests).
+                let describe = V::DESCRIBE.and_then(|f| unsafe { lib.function::<Describe<_>>(f) });
+                let d = Driver::<V> { api, describe, lib };
+                let r = V::init(&d.api);
+                if r != V::SUCCESS {
+                    let why = format!("{} failed: {}{}", V::INIT, d.name(r), V::INIT_HINT);
+                    return Err((V::init_error(r), why));
+                }
+                Ok(d)
+            })
+            .as_ref()
+            .map_err(|e| e.clone())
     }
 
     /// The driver for a context's open: its error logged as the iface's.

@@ -1,5 +1,6 @@
 //! The parameters the shm provider defines and how it reads them.
 use crate::core;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const DEFAULT_HEAP: u64 = 8 << 20;
 
@@ -36,13 +37,13 @@ pub fn scope_forced_sys() -> bool {
     if v.eq_ignore_ascii_case("sys") {
         return true;
     }
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    if !v.is_empty() && !v.eq_ignore_ascii_case("auto") {
-        WARNED.call_once(|| {
-            core::warn(&format!(
-                "FI_XPU_SHM_SCOPE={v}: neither sys nor auto; using auto"
-            ))
-        });
+    // A flag, not a `Once`: a fork while another thread said it leaves no
+    // "running" state for the child to wait on.
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !v.is_empty() && !v.eq_ignore_ascii_case("auto") && !WARNED.swap(true, Ordering::Relaxed) {
+        core::warn(&format!(
+            "FI_XPU_SHM_SCOPE={v}: neither sys nor auto; using auto"
+        ));
     }
     false
 }
@@ -55,12 +56,18 @@ pub fn host_progress() -> bool {
 /// The testing-only delay of put-with-signal data (`test_delay_us`), read
 /// once per process, in nanoseconds; at most one second per piece.
 pub(super) fn test_delay_ns() -> u64 {
-    static DELAY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *DELAY.get_or_init(|| {
-        fi_xpu_prov_sdk::services::param("test_delay_us")
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .map_or(0, |us| us.min(1_000_000) * 1000)
-    })
+    // An atomic, not a `OnceLock`, for the reason `scope_forced_sys` gives;
+    // u64::MAX: not read yet.
+    static DELAY: AtomicU64 = AtomicU64::new(u64::MAX);
+    let ns = DELAY.load(Ordering::Relaxed);
+    if ns != u64::MAX {
+        return ns;
+    }
+    let ns = fi_xpu_prov_sdk::services::param("test_delay_us")
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(0, |us| us.min(1_000_000) * 1000);
+    DELAY.store(ns, Ordering::Relaxed);
+    ns
 }
 
 pub(super) fn heap_size() -> u64 {
