@@ -195,23 +195,26 @@ static int placement(int two_gpus)
 
 static int departed(void)
 {
-	const struct fi_xpu_shm_peer_map *m;
+	const struct fi_xpu_shm_peer_map *m = NULL;
 	uint64_t base = 0, size = 0, word;
-	int r, waited;
+	int r = 0, waited;
 
 	spawn(&W, 2);
 	open_world(&W, FI_CQ_FORMAT_DATA);
 	is_device = (int (*)(const void *, size_t))(uintptr_t)driver_sym("fake_cuda_device_memory");
+	if (W.rank == 0) {
+		/* Rank 1's raw address names its peer map; its heap is read
+		 * there before rank 1 may leave. */
+		m = (const struct fi_xpu_shm_peer_map *)(uintptr_t)(
+			(const struct fi_xpu_shm_peer_addr *)(uintptr_t)W.raw[1])->map;
+		r = peer_heap(m);
+		REQUIRE(r != 0, 1);
+		base = m->base[r];
+		size = m->size[r];
+	}
 	barrier(&W);
 	if (W.rank == 1)
 		_exit(0); /* gone, closing nothing */
-	/* Rank 1's raw address names its peer map. */
-	m = (const struct fi_xpu_shm_peer_map *)(uintptr_t)(
-		(const struct fi_xpu_shm_peer_addr *)(uintptr_t)W.raw[1])->map;
-	r = peer_heap(m);
-	REQUIRE(r != 0, 1);
-	base = m->base[r];
-	size = m->size[r];
 	for (waited = 0; waited < 10000 * time_scale() &&
 			 __atomic_load_n(&m->base[r], __ATOMIC_ACQUIRE) != 0;
 	     waited++)
