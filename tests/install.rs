@@ -270,6 +270,23 @@ fn cmake_consumer(dir: &Path, prefix: &Path, libdir: &Path, moved: bool) -> Stri
     log
 }
 
+/// `file` (a library, archive or program with the core in it) names `dir`
+/// as its installed provider directory, in the room the install writes
+/// (src/provider/loader.rs, `INSTALLED_PROVIDER_DIR`).
+fn assert_provider_dir(file: &Path, dir: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = std::fs::read(file).unwrap();
+    let mut want = b"fi_xpu installed provider directory:".to_vec();
+    want.extend_from_slice(dir.as_os_str().as_bytes());
+    want.push(0);
+    assert!(
+        bytes.windows(want.len()).any(|w| w == want),
+        "{} does not name {} as its provider directory",
+        file.display(),
+        dir.display()
+    );
+}
+
 fn readelf_dynamic(file: &Path) -> String {
     let o = common::run_ok(Command::new("readelf").arg("-d").arg(file));
     String::from_utf8(o.stdout).unwrap()
@@ -754,8 +771,7 @@ fn installed_tree_works_alone() {
             "{tool} is required (.ci/run installs it: pkg-config cmake man-db binutils)"
         );
     }
-    // A fixed prefix: the compiled-in provider directory is part of the
-    // install build, so a new path each run would rebuild the core.
+    // A fixed place, held: one suite run installs here at a time.
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("install-test");
     let _held = common::lock(&base);
     let prefix = base.join("prefix");
@@ -778,6 +794,13 @@ fn installed_tree_works_alone() {
     );
     let shm = lib.join("fi_xpu/libfi_xpu-shm.so");
     assert!(shm.is_file(), "{} missing", shm.display());
+    for file in [
+        real.clone(),
+        lib.join("libfi_xpu.a"),
+        prefix.join("bin/fi_xpu_info"),
+    ] {
+        assert_provider_dir(&file, &lib.join("fi_xpu"));
+    }
     // The loader refuses anything group- or world-writable.
     assert_eq!(mode(&lib.join("fi_xpu")), 0o755);
     assert_eq!(mode(&shm), 0o755);
@@ -966,6 +989,14 @@ fn installed_tree_works_alone() {
     assert!(!moved.join("lib/fi_xpu").exists());
     let pc = std::fs::read_to_string(lib.join("pkgconfig/fi_xpu.pc")).unwrap();
     assert!(!pc.contains(&base.display().to_string()), "{pc}");
+    // The final prefix's directory, not the staging one.
+    let final_dir = final_prefix.join("lib/x86_64-linux-gnu/fi_xpu");
+    for file in [
+        lib.join(format!("libfi_xpu.so.{version}")),
+        lib.join("libfi_xpu.a"),
+    ] {
+        assert_provider_dir(&file, &final_dir);
+    }
     for file in [
         lib.join(format!("libfi_xpu.so.{version}")),
         shm.clone(),
@@ -981,7 +1012,7 @@ fn installed_tree_works_alone() {
     }
     // A copy of the first prefix elsewhere, the original still in place:
     // the copy's plugins come from beside its own library, and the
-    // original's at the compiled-in directory (the same files) are skipped
+    // original's at the installed directory (the same files) are skipped
     // without a warning.
     let relocated = base.join("relocated");
     common::run_ok(Command::new("cp").arg("-a").arg(&prefix).arg(&relocated));
@@ -992,7 +1023,7 @@ fn installed_tree_works_alone() {
     assert!(!log.contains("duplicate provider name"), "{log}");
     assert!(!log.contains("plugin refused"), "{log}");
 
-    // Neither the original prefix nor the compiled-in one serves the moved
+    // Neither the original prefix nor the installed directory serves the moved
     // tree: its plugins come from beside its library.
     std::fs::rename(&prefix, base.join("prefix-hidden")).unwrap();
     let log = pkg_config_consumer(&base.join("pc-moved"), &lib, true);

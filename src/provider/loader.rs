@@ -4,7 +4,8 @@
 //! beside the loaded fi_xpu library (the installed layout, wherever the
 //! prefix was moved to; for a program the core is linked into statically,
 //! also `../lib*/fi_xpu` from the program's directory), the directory
-//! compiled in at install time, then the directory of the library itself.
+//! the install wrote into this file (`INSTALLED_PROVIDER_DIR`), then the
+//! directory of the library itself.
 //! A second copy of a loaded plugin (the same bytes) is skipped with a
 //! debug line; a different file of a loaded name is refused. Every refusal is logged with its reason
 //! and recorded for `fi_xpu_info`; none aborts the process. Plugins are never unloaded.
@@ -182,9 +183,8 @@ pub(crate) fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
             dirs.extend(beside_libdirs(dir));
         }
     }
-    let builtin = env!("FI_XPU_BUILTIN_PROVIDER_DIR");
-    if !builtin.is_empty() {
-        dirs.push(PathBuf::from(builtin));
+    if let Some(installed) = installed_provider_dir() {
+        dirs.push(installed);
     }
     if let Some((dir, _)) = own {
         dirs.push(dir);
@@ -200,6 +200,43 @@ pub(crate) fn search_dirs() -> (Vec<PathBuf>, Vec<Skipped>) {
         }
     });
     (dirs, refused)
+}
+
+/// What precedes the installed provider directory in the library's file.
+/// `cargo xtask install` (xtask/src/install.rs, `patch_provider_dir`) finds
+/// it in the installed library, static archive and `fi_xpu_info` and writes
+/// the prefix's provider directory after it, NUL-terminated, so that one
+/// build serves every prefix.
+const PROVIDER_DIR_MARKER: &[u8; 36] = b"fi_xpu installed provider directory:";
+/// Room for the directory: PATH_MAX, its NUL included.
+const PROVIDER_DIR_ROOM: usize = 4096;
+/// Where the directory starts. A number, so that no copy of the marker
+/// but the slot's own lies in the file (an unoptimised build would
+/// materialise the array for a `.len()` at run time).
+const PROVIDER_DIR_AT: usize = PROVIDER_DIR_MARKER.len();
+
+/// The marker, then zeros (a build tree: no installed directory) or the
+/// directory written by the install.
+#[used]
+static INSTALLED_PROVIDER_DIR: [u8; PROVIDER_DIR_AT + PROVIDER_DIR_ROOM] = {
+    let mut slot = [0u8; PROVIDER_DIR_AT + PROVIDER_DIR_ROOM];
+    let mut i = 0;
+    while i < PROVIDER_DIR_AT {
+        slot[i] = PROVIDER_DIR_MARKER[i];
+        i += 1;
+    }
+    slot
+};
+
+/// The provider directory the install wrote into this file, if any.
+fn installed_provider_dir() -> Option<PathBuf> {
+    // SAFETY: a reference to a static is valid for reads; the volatile read
+    // keeps the compiler from folding in the zeros it was built with (the
+    // install changes the file's bytes after the build).
+    let slot = unsafe { std::ptr::read_volatile(&INSTALLED_PROVIDER_DIR) };
+    let dir = &slot[PROVIDER_DIR_AT..];
+    let len = dir.iter().position(|&b| b == 0)?;
+    (len > 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&dir[..len])))
 }
 
 /// `fi_xpu/` in each library directory next to a program's directory
@@ -325,7 +362,7 @@ fn load_all(services: &'static fi_xpu_core) -> Providers {
             }
             passed += 1;
             // A second copy of a loaded plugin (a moved prefix, whose
-            // original still lies at the compiled-in directory) is no
+            // original still lies at the installed directory) is no
             // conflict; a different file of the same name still is.
             if let Some(other) = out.loaded.iter().find(|p| p.name == name) {
                 if same_content(&path, &other.path) {

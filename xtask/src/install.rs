@@ -111,6 +111,64 @@ fn read(path: &Path) -> Result<String> {
 
 /// Strips `built` into a scratch copy and installs it at `to` with `mode`;
 /// with `debug`, also its debug information as `.debug/<file>.debug`.
+/// What precedes the installed provider directory in the core's files
+/// (`PROVIDER_DIR_MARKER` in src/provider/loader.rs), and the room after it.
+const PROVIDER_DIR_MARKER: &[u8] = b"fi_xpu installed provider directory:";
+const PROVIDER_DIR_ROOM: usize = 4096;
+
+/// Writes `dir`, NUL-terminated, after every copy of the core's marker in
+/// the installed `file` (a library, archive or program the core is in), so
+/// that the library finds its plugins where the prefix put them. The
+/// archive keeps its members' sizes, so its index stays true.
+fn patch_provider_dir(file: &Path, dir: &Path) -> Result {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = dir.as_os_str().as_bytes();
+    if dir.len() >= PROVIDER_DIR_ROOM || dir.contains(&0) {
+        return Err(format!(
+            "{}: too long a provider directory for the library's room",
+            dir.escape_ascii()
+        ));
+    }
+    let mut bytes = fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut found = 0;
+    let mut at = 0;
+    while let Some(i) = bytes[at..]
+        .windows(PROVIDER_DIR_MARKER.len())
+        .position(|w| w == PROVIDER_DIR_MARKER)
+    {
+        let start = at + i + PROVIDER_DIR_MARKER.len();
+        let room = bytes
+            .get_mut(start..start + PROVIDER_DIR_ROOM)
+            .ok_or_else(|| {
+                format!(
+                    "{}: the provider directory's room is cut short",
+                    file.display()
+                )
+            })?;
+        // Zeros, or a directory written before: anything else is not the
+        // core's slot, and is left alone.
+        let end = room.iter().position(|&b| b == 0).unwrap_or(room.len());
+        if room[end..].iter().any(|&b| b != 0) || end == room.len() {
+            return Err(format!(
+                "{}: a copy of the provider directory marker at {} is not the library's slot",
+                file.display(),
+                start - PROVIDER_DIR_MARKER.len()
+            ));
+        }
+        room.fill(0);
+        room[..dir.len()].copy_from_slice(dir);
+        found += 1;
+        at = start + PROVIDER_DIR_ROOM;
+    }
+    if found == 0 {
+        return Err(format!(
+            "{}: no provider directory marker: was the core built from this tree?",
+            file.display()
+        ));
+    }
+    fs::write(file, &bytes).map_err(|e| format!("{}: {e}", file.display()))
+}
+
 fn install_stripped(built: &Path, to: &Path, mode: u32, scratch: &Path, debug: bool) -> Result {
     let name = to.file_name().unwrap().to_string_lossy().into_owned();
     let copy = scratch.join(&name);
@@ -190,14 +248,13 @@ pub fn install(o: Opts) -> Result {
         None => p.to_path_buf(),
     };
 
-    // A separate target directory: the compiled-in provider directory is an
-    // input of the core's build, and a different value there must not
-    // invalidate the everyday build in target/.
+    // A target directory of its own, whatever the prefix: the prefix's
+    // provider directory is written into the installed files afterwards
+    // (`patch_provider_dir`), so one build serves every prefix.
     let install_target = target_dir().join("install");
     let mut cmd = cargo();
     cmd.args(["build", "--workspace", "--exclude", "xtask", "--target-dir"])
-        .arg(&install_target)
-        .env("FI_XPU_INSTALL_PROVIDER_DIR", &provdir);
+        .arg(&install_target);
     if release {
         cmd.arg("--release");
     }
@@ -222,10 +279,12 @@ pub fn install(o: Opts) -> Result {
     )?;
     let lib = dest(&libdir);
     install_stripped(&libs.shared_lib, &lib.join(&real), 0o755, &scratch, debug)?;
+    patch_provider_dir(&lib.join(&real), &provdir)?;
     symlink(&real, &lib.join(&soname))?;
     symlink(&soname, &lib.join("libfi_xpu.so"))?;
     symbols::strip_archive(&libs.static_lib)?;
     install_file(&libs.static_lib, &lib.join("libfi_xpu.a"), 0o644)?;
+    patch_provider_dir(&lib.join("libfi_xpu.a"), &provdir)?;
 
     let mut plugins = Vec::new();
     for (name, path) in provider_artifacts(&built)? {
@@ -303,6 +362,7 @@ pub fn install(o: Opts) -> Result {
         &scratch,
         debug,
     )?;
+    patch_provider_dir(&dest(&prefix.join("bin/fi_xpu_info")), &provdir)?;
 
     let perf = scratch.join("fi_xpu_perf");
     let libs = ["-lfi_xpu", "-lpthread"];
